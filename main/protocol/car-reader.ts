@@ -1,0 +1,274 @@
+import { createHash } from 'node:crypto';
+import * as dagCbor from '@ipld/dag-cbor';
+import { CID } from 'multiformats/cid';
+import { isProtocolCid } from './cid.ts';
+
+// A streaming CAR reader that treats every CAR as hostile (§16.8). @ipld/car's decoder reads a
+// section's full length before it can be judged, so a lying varint would make it buffer up to
+// the body limit; this reader checks every length against its bound before reading the bytes,
+// verifies every block against its CID as it goes, and never holds more than one block.
+
+export type CarFaultKind = 'malformed' | 'block_too_large';
+
+export class CarFormatError extends Error {
+  readonly kind: CarFaultKind;
+
+  constructor(kind: CarFaultKind, message: string) {
+    super(message);
+    this.name = 'CarFormatError';
+    this.kind = kind;
+  }
+}
+
+export interface CarReadLimits {
+  /** Largest block payload accepted; a larger one is `block_too_large` (413). */
+  readonly maxBlockBytes: number;
+  /** Largest header accepted. Roots are few; a huge header is hostile. */
+  readonly maxHeaderBytes?: number;
+  /** CARv2 is accepted only where the spec says so (the metadata push). */
+  readonly allowV2?: boolean;
+}
+
+export type CarItem =
+  | { readonly type: 'header'; readonly roots: readonly CID[]; readonly version: 1 | 2 }
+  | { readonly type: 'block'; readonly cid: CID; readonly bytes: Uint8Array };
+
+const MAX_VARINT_BYTES = 8; // 56 bits: more than any length we accept, less than 2^53.
+const DEFAULT_MAX_HEADER = 64 * 1024;
+const V2_HEADER_BYTES = 40;
+
+function malformed(message: string): CarFormatError {
+  return new CarFormatError('malformed', message);
+}
+
+/** Pulls exact byte counts out of an async stream of chunks. */
+class ByteReader {
+  private readonly source: AsyncIterator<Uint8Array>;
+  private chunks: Uint8Array[] = [];
+  private buffered = 0;
+  private ended = false;
+  /** Bytes handed out so far. */
+  position = 0;
+
+  constructor(source: AsyncIterable<Uint8Array>) {
+    this.source = source[Symbol.asyncIterator]();
+  }
+
+  /** Buffers up to `count` bytes; returns how many are available (fewer only at the end). */
+  private async fill(count: number): Promise<number> {
+    while (this.buffered < count && !this.ended) {
+      const next = await this.source.next();
+      if (next.done === true) {
+        this.ended = true;
+      } else if (next.value.length > 0) {
+        this.chunks.push(next.value);
+        this.buffered += next.value.length;
+      }
+    }
+    return Math.min(this.buffered, count);
+  }
+
+  async isAtEnd(): Promise<boolean> {
+    return (await this.fill(1)) === 0;
+  }
+
+  async readExactly(count: number, what: string): Promise<Uint8Array> {
+    if ((await this.fill(count)) < count) throw malformed(`truncated ${what}`);
+    this.position += count;
+    this.buffered -= count;
+    const first = this.chunks[0];
+    if (first && first.length >= count) {
+      const out = first.subarray(0, count);
+      if (first.length === count) this.chunks.shift();
+      else this.chunks[0] = first.subarray(count);
+      return out;
+    }
+    const out = new Uint8Array(count);
+    let filled = 0;
+    while (filled < count) {
+      const chunk = this.chunks[0];
+      if (!chunk) throw malformed(`truncated ${what}`);
+      const take = Math.min(chunk.length, count - filled);
+      out.set(chunk.subarray(0, take), filled);
+      filled += take;
+      if (take === chunk.length) this.chunks.shift();
+      else this.chunks[0] = chunk.subarray(take);
+    }
+    return out;
+  }
+
+  /** Reads a minimal unsigned LEB128 varint of at most 8 bytes. */
+  async readVarint(what: string): Promise<number> {
+    let value = 0;
+    for (let index = 0; index < MAX_VARINT_BYTES; index += 1) {
+      const [byte] = await this.readExactly(1, what);
+      if (byte === undefined) throw malformed(`truncated ${what}`);
+      value += (byte & 0x7f) * 2 ** (7 * index);
+      if ((byte & 0x80) === 0) {
+        if (byte === 0 && index > 0) throw malformed(`non-minimal varint in ${what}`);
+        return value;
+      }
+    }
+    throw malformed(`oversized varint in ${what}`);
+  }
+
+  /** Reads and discards everything left in the stream. */
+  async drain(): Promise<void> {
+    while ((await this.fill(1 << 20)) > 0) {
+      this.position += this.buffered;
+      this.buffered = 0;
+      this.chunks = [];
+    }
+  }
+
+  async skip(count: number, what: string): Promise<void> {
+    let left = count;
+    while (left > 0) {
+      const step = Math.min(left, 1 << 20);
+      await this.readExactly(step, what);
+      left -= step;
+    }
+  }
+}
+
+function decodeHeader(bytes: Uint8Array): { version: number; roots: CID[] } {
+  let value: unknown;
+  try {
+    value = dagCbor.decode(bytes);
+  } catch {
+    throw malformed('header is not DAG-CBOR');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw malformed('header is not a map');
+  }
+  const header = value as Record<string, unknown>;
+  const version = header['version'];
+  if (version === 2 && Object.keys(header).length === 1) return { version: 2, roots: [] };
+  if (version !== 1) throw malformed('unsupported CAR version');
+  const roots = header['roots'];
+  if (!Array.isArray(roots) || Object.keys(header).length !== 2) {
+    throw malformed('header has no roots array');
+  }
+  const cids: CID[] = [];
+  for (const root of roots) {
+    const cid = CID.asCID(root);
+    if (!cid) throw malformed('a root is not a CID');
+    cids.push(cid);
+  }
+  return { version: 1, roots: cids };
+}
+
+function readUint64LE(bytes: Uint8Array, offset: number): number {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const value = view.getBigUint64(offset, true);
+  if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed('CARv2 offset out of range');
+  return Number(value);
+}
+
+async function readCid(reader: ByteReader): Promise<{ cid: CID; length: number }> {
+  const start = reader.position;
+  const parts: number[] = [];
+  for (let index = 0; index < 4; index += 1) parts.push(await reader.readVarint('block CID'));
+  const [version, codec, hashCode, digestLength] = parts as [number, number, number, number];
+  if (version !== 1) throw malformed('block CID is not CIDv1');
+  if (digestLength !== 32) throw malformed('block CID digest is not 32 bytes');
+  const digest = await reader.readExactly(digestLength, 'block CID');
+  const prefix = new Uint8Array([0x12, 0x20]);
+  let cid: CID;
+  try {
+    const bytes = new Uint8Array([
+      ...encodeVarint(version),
+      ...encodeVarint(codec),
+      ...prefix,
+      ...digest,
+    ]);
+    if (hashCode !== 0x12) throw malformed('block CID hash is not sha2-256');
+    cid = CID.decode(bytes);
+  } catch (error) {
+    if (error instanceof CarFormatError) throw error;
+    throw malformed('block CID cannot be decoded');
+  }
+  if (!isProtocolCid(cid)) throw malformed('block CID breaks §3');
+  return { cid, length: reader.position - start };
+}
+
+export function encodeVarint(value: number): Uint8Array {
+  const out: number[] = [];
+  let rest = value;
+  while (rest >= 0x80) {
+    out.push((rest % 0x80) | 0x80);
+    rest = Math.floor(rest / 0x80);
+  }
+  out.push(rest);
+  return new Uint8Array(out);
+}
+
+async function* readSections(
+  reader: ByteReader,
+  limits: CarReadLimits,
+  endPosition: number | undefined,
+): AsyncGenerator<CarItem> {
+  for (;;) {
+    if (endPosition === undefined ? await reader.isAtEnd() : reader.position >= endPosition) return;
+    const sectionLength = await reader.readVarint('section length');
+    const sectionStart = reader.position;
+    if (sectionLength === 0) throw malformed('empty section');
+    const { cid, length: cidLength } = await readCid(reader);
+    const blockLength = sectionLength - cidLength;
+    if (blockLength < 0) throw malformed('section shorter than its CID');
+    if (blockLength > limits.maxBlockBytes) {
+      throw new CarFormatError(
+        'block_too_large',
+        `block ${cid.toString()} is over the block limit`,
+      );
+    }
+    if (endPosition !== undefined && sectionStart + sectionLength > endPosition) {
+      throw malformed('section runs past the CARv2 data');
+    }
+    const bytes = await reader.readExactly(blockLength, 'block');
+    const digest = createHash('sha256').update(bytes).digest();
+    if (!Buffer.from(cid.multihash.digest).equals(digest)) {
+      throw malformed(`block bytes do not match ${cid.toString()}`);
+    }
+    yield { type: 'block', cid, bytes };
+  }
+}
+
+/**
+ * Reads a CAR from a stream: first a `header` item, then one `block` item per section, each
+ * already checked against its CID. Throws CarFormatError at the first offending byte.
+ */
+export async function* readCar(
+  source: AsyncIterable<Uint8Array>,
+  limits: CarReadLimits,
+): AsyncGenerator<CarItem> {
+  const reader = new ByteReader(source);
+  const maxHeader = limits.maxHeaderBytes ?? DEFAULT_MAX_HEADER;
+  if (await reader.isAtEnd()) throw malformed('empty CAR');
+  const headerLength = await reader.readVarint('header length');
+  if (headerLength === 0 || headerLength > maxHeader) throw malformed('header length out of range');
+  const header = decodeHeader(await reader.readExactly(headerLength, 'header'));
+  if (header.version === 1) {
+    yield { type: 'header', roots: header.roots, version: 1 };
+    yield* readSections(reader, limits, undefined);
+    return;
+  }
+  if (limits.allowV2 !== true) throw malformed('CARv2 is not accepted here');
+  const v2Header = await reader.readExactly(V2_HEADER_BYTES, 'CARv2 header');
+  const dataOffset = readUint64LE(v2Header, 16);
+  const dataSize = readUint64LE(v2Header, 24);
+  if (dataOffset < reader.position) throw malformed('CARv2 data offset inside the header');
+  await reader.skip(dataOffset - reader.position, 'CARv2 padding');
+  const innerStart = reader.position;
+  const innerHeaderLength = await reader.readVarint('inner header length');
+  if (innerHeaderLength === 0 || innerHeaderLength > maxHeader) {
+    throw malformed('inner header length out of range');
+  }
+  const inner = decodeHeader(await reader.readExactly(innerHeaderLength, 'inner header'));
+  if (inner.version !== 1) throw malformed('CARv2 inner CAR is not CARv1');
+  if (reader.position > innerStart + dataSize) throw malformed('CARv2 data size too small');
+  yield { type: 'header', roots: inner.roots, version: 2 };
+  yield* readSections(reader, limits, innerStart + dataSize);
+  // The index after the data is ignored (§10.1), but it must be read off the stream.
+  await reader.drain();
+}

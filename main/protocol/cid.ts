@@ -1,0 +1,61 @@
+import { CID } from 'multiformats/cid';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { base32 } from 'multiformats/bases/base32';
+import * as Digest from 'multiformats/hashes/digest';
+
+// §3: CIDv1, multihash sha2-256 with a 32-byte digest, codec raw, dag-pb or dag-cbor, written in
+// multibase base32 lower case. Everything else is not a CID as far as the protocol is concerned.
+export const RAW_CODEC = 0x55;
+export const DAG_PB_CODEC = 0x70;
+export const DAG_CBOR_CODEC = 0x71;
+export const SHA2_256_CODE = 0x12;
+
+const ALLOWED_CODECS: ReadonlySet<number> = new Set([RAW_CODEC, DAG_PB_CODEC, DAG_CBOR_CODEC]);
+const BASE32_TEXT = /^b[a-z2-7]+$/;
+
+export type ProtocolCid = CID;
+
+/** True when a decoded CID has the one shape §3 allows. */
+export function isProtocolCid(cid: CID): boolean {
+  return (
+    cid.version === 1 &&
+    ALLOWED_CODECS.has(cid.code) &&
+    cid.multihash.code === SHA2_256_CODE &&
+    cid.multihash.size === 32 &&
+    cid.multihash.digest.length === 32
+  );
+}
+
+/** Parses CID text per §3, or returns undefined for anything that is not well-formed. */
+export function parseCidText(text: unknown): CID | undefined {
+  if (typeof text !== 'string' || text.length > 128 || !BASE32_TEXT.test(text)) return undefined;
+  let cid: CID;
+  try {
+    cid = CID.parse(text, base32);
+  } catch {
+    // Not a CID at all: the caller turns this into 400 (body) or 404 (path).
+    return undefined;
+  }
+  if (!isProtocolCid(cid)) return undefined;
+  // Reject non-canonical spellings (e.g. trailing bits) so one block has exactly one name.
+  if (cid.toString(base32) !== text) return undefined;
+  return cid;
+}
+
+/** The CIDv1 raw sha2-256 that a shard body must hash to (§11.2). */
+export function parseRawCidText(text: unknown): CID | undefined {
+  const cid = parseCidText(text);
+  return cid?.code === RAW_CODEC ? cid : undefined;
+}
+
+export async function rawCidOf(bytes: Uint8Array): Promise<CID> {
+  return CID.createV1(RAW_CODEC, await sha256.digest(bytes));
+}
+
+export function cidFromSha256(codec: number, digest: Uint8Array): CID {
+  return CID.createV1(codec, Digest.create(SHA2_256_CODE, digest));
+}
+
+export function cidText(cid: CID): string {
+  return cid.toString(base32);
+}

@@ -1,0 +1,18 @@
+// The Bucket Storage Service wire contract (bucket-service.md), shared by the server and the
+// client: resource shapes, request parsing, keys, fingerprints, JWTs, CIDs and CARs.
+// Pure TypeScript plus node:crypto; imports nothing from the rest of the engine.
+
+export * from './car-reader.ts';
+export * from './cid.ts';
+export * from './compact-jws.ts';
+export * from './device-jwt.ts';
+export * from './enrollment-code.ts';
+export * from './field-rules.ts';
+export * from './ids.ts';
+export * from './p384-public-key.ts';
+export * from './requests.ts';
+export * from './resources.ts';
+export * from './storage-authorization.ts';
+export * from './text.ts';
+export * from './validation-error.ts';
+export * from './wire.ts';

@@ -1,0 +1,24 @@
+// Media types, limits and audience strings of the wire contract (§2, §14).
+
+export const API_PREFIX = '/api/v1';
+export const MEDIA_JSON = 'application/json';
+export const MEDIA_CAR = 'application/vnd.ipld.car';
+export const MEDIA_MULTIPART = 'multipart/form-data';
+export const PART_REQUEST_DATA = 'request-data';
+export const PART_CAR_UPLOAD = 'car-upload';
+
+export const KiB = 1024;
+export const MiB = 1024 * KiB;
+
+export const DEFAULT_LIMITS = {
+  jsonBodyBytes: 1 * MiB,
+  requestDataBytes: 128 * KiB,
+  metadataCarBytes: 128 * MiB,
+  shardBytes: 256 * MiB,
+  blockBytes: 4 * MiB,
+  drainBytes: 8 * MiB,
+  cidsPerRequest: 10_000,
+  validKeys: 100,
+} as const;
+
+export type SizeLimits = { readonly [K in keyof typeof DEFAULT_LIMITS]: number };

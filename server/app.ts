@@ -1,0 +1,190 @@
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { API_PREFIX, ValidationError, type ErrorBody } from '../main/protocol/index.ts';
+import { authenticateDevice, authenticateStorage, type AuthSettings } from './auth/authenticate.ts';
+import type { TokenBuckets } from './auth/token-bucket.ts';
+import { ServiceContext } from './context.ts';
+import { ServiceError } from './errors.ts';
+import { drainRequest } from './http/request-body.ts';
+import type { ServiceOptions } from './options.ts';
+import { ROUTES, type RouteSpec } from './routes/index.ts';
+import type { RouteRequest } from './routes/route-spec.ts';
+
+// Builds the Fastify server for the Bucket Storage Service. Bodies are never parsed by
+// Fastify: each handler reads its own, so that checks run in the order §6 prescribes.
+
+export interface BucketService {
+  readonly app: FastifyInstance;
+  readonly ctx: ServiceContext;
+  /** Starts listening and the expiry sweep; returns the base URL. */
+  listen(host: string, port: number): Promise<string>;
+  close(): Promise<void>;
+}
+
+function rateLimited(limiter: TokenBuckets | null, key: string, now: number): void {
+  const wait = limiter?.take(key, now) ?? 0;
+  if (wait > 0) {
+    throw new ServiceError('rate_limited', 'too many requests', { 'retry-after': String(wait) });
+  }
+}
+
+function errorBody(error: unknown): {
+  status: number;
+  body: ErrorBody;
+  headers: Record<string, string>;
+} {
+  if (error instanceof ServiceError) {
+    return {
+      status: error.status,
+      body: { msg: error.message, code: error.code },
+      headers: { ...error.headers },
+    };
+  }
+  if (error instanceof ValidationError) {
+    return { status: 400, body: { msg: error.message, code: 'invalid_request' }, headers: {} };
+  }
+  return { status: 500, body: { msg: 'internal error', code: 'internal' }, headers: {} };
+}
+
+export function createBucketService(options: ServiceOptions): BucketService {
+  const ctx = new ServiceContext(options);
+  const app = Fastify({
+    logger: options.logRequests
+      ? {
+          level: 'info',
+          // §16.4: no credential ever reaches a log line.
+          redact: ['req.headers.authorization', 'req.headers.cookie'],
+        }
+      : false,
+    // Proxies and load balancers own timeouts; large shards on slow links need time.
+    requestTimeout: 0,
+    bodyLimit: 1,
+    return503OnClosing: false,
+  });
+  const settings: AuthSettings = {
+    leewaySeconds: options.clockLeewaySeconds,
+    lastSeenGranularityMs: options.lastSeenGranularityMs,
+    uploadWindowSeconds: Math.ceil(options.uploadWindowMs / 1000),
+  };
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_request, _payload, done) => {
+    done(null);
+  });
+
+  app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
+    const { status, body, headers } = errorBody(error);
+    if (status === 500) request.log.error({ err: error }, 'request failed');
+    // An early answer: read at most the drain amount of the rest, then hang up (§14).
+    drainRequest(request.raw, options.limits.drainBytes);
+    return reply.code(status).headers(headers).type('application/json').send(body);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    drainRequest(request.raw, options.limits.drainBytes);
+    return reply.code(404).type('application/json').send({ msg: 'not found', code: 'not_found' });
+  });
+
+  if (options.corsOrigins.length > 0) {
+    const allowed = new Set(options.corsOrigins);
+    app.addHook('onRequest', async (request, reply) => {
+      const origin = request.headers.origin;
+      if (origin !== undefined && allowed.has(origin)) {
+        reply.header('access-control-allow-origin', origin).header('vary', 'Origin');
+      }
+      return Promise.resolve();
+    });
+    app.options('*', (request, reply) => {
+      const origin = request.headers.origin;
+      if (origin === undefined || !allowed.has(origin)) {
+        return reply
+          .code(404)
+          .type('application/json')
+          .send({ msg: 'not found', code: 'not_found' });
+      }
+      return reply
+        .code(204)
+        .header('access-control-allow-methods', 'GET, HEAD, POST, PUT, PATCH, DELETE')
+        .header('access-control-allow-headers', 'authorization, content-type')
+        .send();
+    });
+  }
+
+  app.addHook('onRequest', async () => {
+    // State read from the clock and state recorded must agree (§10.2).
+    ctx.sweep();
+    return Promise.resolve();
+  });
+
+  function register(route: RouteSpec): void {
+    app.route({
+      method: route.method,
+      url: `${API_PREFIX}${route.url}`,
+      handler: async (request, reply) => {
+        const base: RouteRequest = {
+          raw: request.raw,
+          params: request.params as Record<string, string>,
+          query: request.query as Record<string, string | undefined>,
+        };
+        const now = ctx.now();
+        const authorization = request.headers.authorization;
+        let result: unknown;
+        switch (route.auth) {
+          case 'device': {
+            const device = authenticateDevice(ctx.db, authorization, settings, now);
+            rateLimited(ctx.credentialLimiter, `key:${device.keyId}`, now);
+            result = await route.handler(ctx, { ...base, device }, reply);
+            break;
+          }
+          case 'storage': {
+            const storage = authenticateStorage(
+              ctx.db,
+              authorization,
+              ctx.serviceKey,
+              settings,
+              now,
+            );
+            rateLimited(ctx.credentialLimiter, `sa:${storage.nonce}`, now);
+            result = await route.handler(ctx, { ...base, storage }, reply);
+            break;
+          }
+          case 'ip':
+            rateLimited(ctx.ipLimiter, `ip:${request.ip}`, now);
+            result = await route.handler(ctx, base, reply);
+            break;
+          default: {
+            const unreachable: never = route;
+            throw new Error(`unknown auth kind ${String(unreachable)}`);
+          }
+        }
+        return result === reply ? reply : reply.send(result);
+      },
+    });
+  }
+  for (const route of ROUTES) register(route);
+
+  let sweepTimer: NodeJS.Timeout | undefined;
+  return {
+    app,
+    ctx,
+    async listen(host, port) {
+      const address = await app.listen({ host, port });
+      const url = new URL(address);
+      const base = `${url.protocol}//${host.includes(':') ? `[${host}]` : host}:${url.port}`;
+      if (options.publicUrl === undefined) ctx.storageHost = base;
+      sweepTimer = setInterval(() => {
+        try {
+          ctx.sweep();
+          ctx.collectGarbage();
+        } catch (error) {
+          app.log.error({ err: error }, 'sweep failed');
+        }
+      }, options.sweepIntervalMs);
+      sweepTimer.unref();
+      return base;
+    },
+    async close() {
+      if (sweepTimer) clearInterval(sweepTimer);
+      await app.close();
+      ctx.close();
+    },
+  };
+}

@@ -1,0 +1,101 @@
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, renameSync, rmSync, unlinkSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import { open, readFile } from 'node:fs/promises';
+import path from 'node:path';
+
+// The content-addressed block store on disk. Each block is one file named by its CID in a
+// two-level fan-out, written to a staging file, fsynced, then renamed into place, so a reader
+// never sees a partial block. Staged files left by a crash are removed at start-up.
+
+export class BlockStore {
+  private readonly blocksDir: string;
+  private readonly stagingDir: string;
+  private readonly metadataDir: string;
+
+  constructor(dataDir: string) {
+    this.blocksDir = path.join(dataDir, 'blocks');
+    this.stagingDir = path.join(dataDir, 'staging');
+    this.metadataDir = path.join(dataDir, 'metadata');
+    rmSync(this.stagingDir, { recursive: true, force: true });
+    for (const dir of [this.blocksDir, this.stagingDir, this.metadataDir])
+      mkdirSync(dir, { recursive: true });
+  }
+
+  /** Path of a block; CIDs are validated base32 text, so they cannot escape the folder. */
+  blockPath(cid: string): string {
+    return path.join(this.blocksDir, cid.slice(-4, -2), cid);
+  }
+
+  metadataPath(versionId: string): string {
+    return path.join(this.metadataDir, `${versionId}.car`);
+  }
+
+  /** A fresh staging file name; the caller writes it (see writeStaged) and then commits it. */
+  stagingPath(): string {
+    return path.join(this.stagingDir, randomUUID());
+  }
+
+  async writeStaged(bytes: Uint8Array | readonly Uint8Array[]): Promise<string> {
+    const file = this.stagingPath();
+    const handle = await open(file, 'wx', 0o600);
+    try {
+      const parts = bytes instanceof Uint8Array ? [bytes] : bytes;
+      for (const part of parts) {
+        let offset = 0;
+        while (offset < part.length) {
+          const { bytesWritten } = await handle.write(part, offset, part.length - offset);
+          offset += bytesWritten;
+        }
+      }
+      await handle.datasync();
+    } finally {
+      await handle.close();
+    }
+    return file;
+  }
+
+  /** Moves a staged block into place. Synchronous so it can run inside a DB transaction. */
+  commitBlock(staged: string, cid: string): void {
+    const target = this.blockPath(cid);
+    mkdirSync(path.dirname(target), { recursive: true });
+    renameSync(staged, target);
+  }
+
+  commitMetadata(staged: string, versionId: string): void {
+    renameSync(staged, this.metadataPath(versionId));
+  }
+
+  /** Makes renames durable: fsync the folders that received new entries. */
+  syncDirectories(cids: Iterable<string>): void {
+    const dirs = new Set<string>();
+    for (const cid of cids) dirs.add(path.dirname(this.blockPath(cid)));
+    for (const dir of dirs) {
+      const fd = openSync(dir, 'r');
+      try {
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+    }
+  }
+
+  discard(staged: string): void {
+    rmSync(staged, { force: true });
+  }
+
+  async readBlock(cid: string): Promise<Buffer> {
+    return readFile(this.blockPath(cid));
+  }
+
+  removeBlock(cid: string): void {
+    try {
+      unlinkSync(this.blockPath(cid));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+
+  removeMetadata(versionId: string): void {
+    rmSync(this.metadataPath(versionId), { force: true });
+  }
+}

@@ -1,0 +1,220 @@
+import { parseArgs } from 'node:util';
+import {
+  AdminError,
+  addUser,
+  changeQuota,
+  newEnrollmentCode,
+  postNotification,
+  recordInvoice,
+} from './admin.ts';
+import { createBucketService } from './app.ts';
+import { ServiceContext } from './context.ts';
+import { defaultServerDataDir } from './data-dir.ts';
+import { defaultServiceOptions } from './options.ts';
+
+// canopy-server: run the Bucket Storage Service and administer its users.
+
+const USAGE = `usage: canopy-server <command> [options]
+
+commands:
+  serve [--host 127.0.0.1] [--port 8750] [--public-url URL] [--log]
+  user add --email E [--quota BYTES]
+  user quota --email E --quota BYTES|none
+  enroll-code --email E
+  invoice add --email E --start ISO --end ISO --amount CENTS --status paid|open|draft|uncollectible|void [--subscription ID]
+  notify --email E --severity info|warning|error --message TEXT [--key KEY] [--sticky]
+
+every command takes --data DIR (default: ${defaultServerDataDir()}) and --json`;
+
+class UsageError extends Error {}
+
+type Output = (human: string, json: Record<string, unknown>) => void;
+
+function requireString(value: string | boolean | undefined, flag: string): string {
+  if (typeof value !== 'string' || value.length === 0) throw new UsageError(`${flag} is required`);
+  return value;
+}
+
+function parseBytes(value: string, flag: string): number | null {
+  if (value === 'none') return null;
+  const bytes = Number(value);
+  if (!Number.isSafeInteger(bytes) || bytes < 0)
+    throw new UsageError(`${flag} must be a whole number of bytes`);
+  return bytes;
+}
+
+function parseIso(value: string, flag: string): number {
+  const ms = Date.parse(value);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(ms))
+    throw new UsageError(`${flag} must be an ISO date`);
+  return ms;
+}
+
+async function serve(
+  dataDir: string,
+  values: Record<string, string | boolean | undefined>,
+  print: Output,
+): Promise<number> {
+  const host = typeof values['host'] === 'string' ? values['host'] : '127.0.0.1';
+  const port = Number(values['port'] ?? 8750);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new UsageError('--port must be 0-65535');
+  const publicUrl =
+    typeof values['public-url'] === 'string' ? values['public-url'].replace(/\/+$/, '') : undefined;
+  const isLoopback = host === 'localhost' || host === '::1' || host.startsWith('127.');
+  if (!isLoopback && !publicUrl?.startsWith('https://')) {
+    process.stderr.write(
+      'warning: serving on a non-loopback address; clients require HTTPS there, so put a TLS proxy in front and pass --public-url https://…\n',
+    );
+  }
+  const options = { ...defaultServiceOptions(dataDir), logRequests: values['log'] === true };
+  const service = createBucketService(
+    publicUrl === undefined ? options : { ...options, publicUrl },
+  );
+  const url = await service.listen(host, port);
+  print(`listening on ${url}`, { listening: url, data: dataDir });
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      resolve();
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+  await service.close();
+  return 0;
+}
+
+function withContext<T>(dataDir: string, work: (ctx: ServiceContext) => T): T {
+  const ctx = new ServiceContext(defaultServiceOptions(dataDir));
+  try {
+    return work(ctx);
+  } finally {
+    ctx.close();
+  }
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  let json = false;
+  const print: Output = (human, data) => {
+    process.stdout.write(json ? `${JSON.stringify(data)}\n` : `${human}\n`);
+  };
+  try {
+    const { values, positionals } = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      options: {
+        data: { type: 'string' },
+        json: { type: 'boolean' },
+        host: { type: 'string' },
+        port: { type: 'string' },
+        'public-url': { type: 'string' },
+        log: { type: 'boolean' },
+        email: { type: 'string' },
+        quota: { type: 'string' },
+        start: { type: 'string' },
+        end: { type: 'string' },
+        amount: { type: 'string' },
+        status: { type: 'string' },
+        subscription: { type: 'string' },
+        severity: { type: 'string' },
+        message: { type: 'string' },
+        key: { type: 'string' },
+        sticky: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+    json = values.json === true;
+    const dataDir = values.data ?? defaultServerDataDir();
+    const command = positionals.join(' ');
+    if (values.help === true || command === '') {
+      process.stdout.write(`${USAGE}\n`);
+      return values.help === true ? 0 : 2;
+    }
+    switch (command) {
+      case 'serve':
+        return await serve(dataDir, values, print);
+      case 'user add': {
+        const email = requireString(values.email, '--email');
+        const quota = values.quota === undefined ? null : parseBytes(values.quota, '--quota');
+        const result = withContext(dataDir, (ctx) => addUser(ctx, email, quota));
+        print(
+          `user ${result.userId}\nenrollment code ${result.code} (valid until ${new Date(result.expiresAt).toISOString()})`,
+          {
+            user_id: result.userId,
+            code: result.code,
+            expires_at: Math.floor(result.expiresAt / 1000),
+          },
+        );
+        return 0;
+      }
+      case 'user quota': {
+        const email = requireString(values.email, '--email');
+        const quota = parseBytes(requireString(values.quota, '--quota'), '--quota');
+        withContext(dataDir, (ctx) => changeQuota(ctx, email, quota));
+        print(`quota of ${email} set to ${quota === null ? 'none' : `${quota} bytes`}`, {
+          email,
+          quota,
+        });
+        return 0;
+      }
+      case 'enroll-code': {
+        const email = requireString(values.email, '--email');
+        const result = withContext(dataDir, (ctx) => newEnrollmentCode(ctx, email));
+        print(
+          `enrollment code ${result.code} (valid until ${new Date(result.expiresAt).toISOString()})`,
+          {
+            user_id: result.userId,
+            code: result.code,
+            expires_at: Math.floor(result.expiresAt / 1000),
+          },
+        );
+        return 0;
+      }
+      case 'invoice add': {
+        const amount = Number(requireString(values.amount, '--amount'));
+        if (!Number.isSafeInteger(amount) || amount < 0)
+          throw new UsageError('--amount must be whole cents');
+        const input = {
+          email: requireString(values.email, '--email'),
+          start: parseIso(requireString(values.start, '--start'), '--start'),
+          end: parseIso(requireString(values.end, '--end'), '--end'),
+          amount,
+          status: requireString(values.status, '--status'),
+          subscriptionId: values.subscription ?? null,
+        };
+        const id = withContext(dataDir, (ctx) => recordInvoice(ctx, input));
+        print(`invoice ${id}`, { id });
+        return 0;
+      }
+      case 'notify': {
+        const input = {
+          email: requireString(values.email, '--email'),
+          severity: requireString(values.severity, '--severity'),
+          message: requireString(values.message, '--message'),
+          key: values.key ?? 'admin_message',
+          sticky: values.sticky === true,
+        };
+        const id = withContext(dataDir, (ctx) => postNotification(ctx, input));
+        print(`notification ${id}`, { id });
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown command: ${command}`);
+    }
+  } catch (error) {
+    if (
+      error instanceof UsageError ||
+      error instanceof AdminError ||
+      (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION'
+    ) {
+      process.stderr.write(`canopy-server: ${(error as Error).message}\n`);
+      if (error instanceof UsageError) process.stderr.write(`${USAGE}\n`);
+      return 2;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`canopy-server: ${message}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,59 @@
+import { DEFAULT_LIMITS, type SizeLimits } from '../main/protocol/index.ts';
+
+// Every limit of §14 is an option, and the clock is injectable, so conformance tests can run
+// with tiny times and small sizes.
+
+export interface TokenBucketOptions {
+  /** Tokens added per second. */
+  readonly refillPerSecond: number;
+  readonly burst: number;
+}
+
+export interface ServiceOptions {
+  readonly dataDir: string;
+  /** Absolute URL the service is reached at, without trailing slash; also the storage host. */
+  readonly publicUrl?: string;
+  /** Milliseconds since the epoch. */
+  readonly clock: () => number;
+  readonly limits: SizeLimits;
+  readonly uploadWindowMs: number;
+  readonly sweepIntervalMs: number;
+  readonly uploadFailedRetentionMs: number;
+  readonly enrollmentCodeLifetimeMs: number;
+  readonly regwaitHoldMs: number;
+  readonly registrationRecencyMs: number;
+  readonly clockLeewaySeconds: number;
+  readonly lastSeenGranularityMs: number;
+  readonly outdatedVersionsKept: number;
+  /** Per device key or storage authorization; null disables it. */
+  readonly credentialRateLimit: TokenBucketOptions | null;
+  /** Shared by `/auth/enroll` and `start_regwait`, per client IP; null disables it. */
+  readonly ipRateLimit: TokenBucketOptions | null;
+  /** Origins allowed by CORS; empty means CORS is off (§16.5). */
+  readonly corsOrigins: readonly string[];
+  /** Log requests (pino JSON lines to stdout). Secrets are redacted. */
+  readonly logRequests: boolean;
+}
+
+const HOUR = 3_600_000;
+
+export function defaultServiceOptions(dataDir: string): ServiceOptions {
+  return {
+    dataDir,
+    clock: () => Date.now(),
+    limits: DEFAULT_LIMITS,
+    uploadWindowMs: 24 * HOUR,
+    sweepIntervalMs: 60_000,
+    uploadFailedRetentionMs: 7 * 24 * HOUR,
+    enrollmentCodeLifetimeMs: 24 * HOUR,
+    regwaitHoldMs: 20_000,
+    registrationRecencyMs: 10 * 60_000,
+    clockLeewaySeconds: 20,
+    lastSeenGranularityMs: 60_000,
+    outdatedVersionsKept: 5,
+    credentialRateLimit: { refillPerSecond: 50, burst: 200 },
+    ipRateLimit: { refillPerSecond: 10 / 60, burst: 10 },
+    corsOrigins: [],
+    logRequests: false,
+  };
+}

@@ -1,0 +1,274 @@
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { CarWriter } from '@ipld/car/writer';
+import {
+  CarFormatError,
+  cidText,
+  isUuid,
+  MEDIA_CAR,
+  parseCidListBody,
+  parseCidText,
+  parseRawCidText,
+  readCar,
+  type ShardUploadResult,
+} from '../../main/protocol/index.ts';
+import type { ServiceContext } from '../context.ts';
+import {
+  conflict,
+  invalidRequest,
+  notAuthorized,
+  notFound,
+  payloadTooLarge,
+  unsupportedMediaType,
+} from '../errors.ts';
+import {
+  drainRequest,
+  limitedChunks,
+  mediaTypeOf,
+  readJsonBody,
+  readNoBody,
+} from '../http/request-body.ts';
+import { evaluateQuota } from '../store/accounting.ts';
+import {
+  addToBlockSet,
+  findBlock,
+  insertBlock,
+  isHeldByUser,
+  isInBlockSet,
+} from '../store/block-sets.ts';
+import { findBucketById } from '../store/buckets.ts';
+import { addEgress } from '../store/egress.ts';
+import { activate } from '../store/lifecycle.ts';
+import {
+  addReceived,
+  findShard,
+  findVersion,
+  insertShard,
+  toMetadataDto,
+  type VersionRow,
+} from '../store/versions.ts';
+import type { RouteSpec, StorageRequest } from './route-spec.ts';
+
+// §11: the storage host. Shards are verified block by block as they stream in, staged on
+// disk, and committed in one transaction, so a shard is stored whole or not at all.
+
+/** §11.1 steps 2 and 3: path shape (404, body unread), then the SA must name this version. */
+function checkUploadPath(request: StorageRequest): string {
+  const metadataId = request.params['metadata_id'];
+  if (!isUuid(metadataId)) throw notFound();
+  const shardCid = request.params['shard_cid'];
+  if (shardCid !== undefined && !parseRawCidText(shardCid)) throw notFound();
+  if (metadataId !== request.storage.metadata_id) throw notAuthorized();
+  return metadataId;
+}
+
+/** The SA's version, if it and its bucket are not deleted. */
+function liveVersionOf(ctx: ServiceContext, id: string): VersionRow {
+  const version = findVersion(ctx.db, id);
+  const bucket = version ? findBucketById(ctx.db, version.bucket_id) : undefined;
+  if (!version || version.state === 'deleted' || !bucket || bucket.deleted_at !== null)
+    throw notFound();
+  return version;
+}
+
+interface StagedBlock {
+  readonly cid: string;
+  readonly size: number;
+  /** Undefined when the host already held the block when it arrived. */
+  readonly file: string | undefined;
+}
+
+async function uploadShard(
+  ctx: ServiceContext,
+  request: StorageRequest,
+): Promise<ShardUploadResult> {
+  const metadataId = checkUploadPath(request);
+  const shardCid = request.params['shard_cid'] ?? '';
+  if (mediaTypeOf(request.raw).essence !== MEDIA_CAR) throw unsupportedMediaType(MEDIA_CAR);
+  const version = liveVersionOf(ctx, metadataId);
+  const stored = findShard(ctx.db, metadataId, shardCid);
+  if (stored) {
+    drainRequest(request.raw, Number.POSITIVE_INFINITY);
+    return { blocks: stored.blocks, bytes: stored.bytes, received_total: version.received_total };
+  }
+  if (version.state !== 'pending') throw conflict(`the version is ${version.state}, not pending`);
+
+  const staged = new Map<string, StagedBlock>();
+  const bodyHash = createHash('sha256');
+  async function* hashed(): AsyncGenerator<Buffer> {
+    for await (const chunk of limitedChunks(request.raw, ctx.options.limits.shardBytes, 'shard')) {
+      bodyHash.update(chunk);
+      yield chunk;
+    }
+  }
+  try {
+    try {
+      for await (const item of readCar(hashed(), {
+        maxBlockBytes: ctx.options.limits.blockBytes,
+      })) {
+        if (item.type === 'header') continue;
+        const cid = cidText(item.cid);
+        if (staged.has(cid)) continue;
+        // Verified against its CID by the reader even when the host holds it (§16.9).
+        const file = findBlock(ctx.db, cid) ? undefined : await ctx.blocks.writeStaged(item.bytes);
+        staged.set(cid, { cid, size: item.bytes.length, file });
+      }
+    } catch (error) {
+      if (error instanceof CarFormatError) {
+        if (error.kind === 'block_too_large') throw payloadTooLarge(`shard: ${error.message}`);
+        throw invalidRequest(`shard: ${error.message}`);
+      }
+      throw error;
+    }
+    const expected = parseRawCidText(shardCid);
+    if (!expected || !Buffer.from(expected.multihash.digest).equals(bodyHash.digest())) {
+      throw invalidRequest('shard_cid: does not match the body');
+    }
+    const now = ctx.now();
+    const result = ctx.transact(() => {
+      const current = liveVersionOf(ctx, metadataId);
+      const again = findShard(ctx.db, metadataId, shardCid);
+      if (again)
+        return { blocks: again.blocks, bytes: again.bytes, received_total: current.received_total };
+      if (current.state !== 'pending')
+        throw conflict(`the version is ${current.state}, not pending`);
+      let added = 0;
+      for (const block of staged.values()) {
+        if (!isInBlockSet(ctx.db, metadataId, block.cid)) added += block.size;
+      }
+      if (current.received_total + added > request.storage.max_bytes) {
+        throw payloadTooLarge('shard: the version would exceed its expected_data_size');
+      }
+      let bytes = 0;
+      for (const block of staged.values()) {
+        bytes += block.size;
+        if (!findBlock(ctx.db, block.cid)) {
+          if (block.file === undefined) {
+            // Collected while this shard streamed in; the bytes were verified but not kept.
+            throw conflict('a block was collected during the upload; send the shard again');
+          }
+          ctx.blocks.commitBlock(block.file, block.cid);
+          insertBlock(ctx.db, block.cid, block.size);
+        }
+        addToBlockSet(ctx.db, metadataId, current.user_id, block.cid);
+      }
+      addReceived(ctx.db, metadataId, added);
+      insertShard(ctx.db, metadataId, shardCid, staged.size, bytes);
+      evaluateQuota(ctx.db, current.user_id, now);
+      return { blocks: staged.size, bytes, received_total: current.received_total + added };
+    });
+    ctx.blocks.syncDirectories(
+      [...staged.values()].filter((block) => block.file !== undefined).map((b) => b.cid),
+    );
+    return result;
+  } finally {
+    for (const block of staged.values())
+      if (block.file !== undefined) ctx.blocks.discard(block.file);
+  }
+}
+
+function checkBlockReadable(ctx: ServiceContext, userId: string, cid: string): void {
+  if (!isHeldByUser(ctx.db, userId, cid) || !findBlock(ctx.db, cid)) throw notFound();
+}
+
+export const storageRoutes: RouteSpec[] = [
+  { method: 'PUT', url: '/upload/:metadata_id/:shard_cid', auth: 'storage', handler: uploadShard },
+  {
+    method: 'POST',
+    url: '/upload/:metadata_id/complete',
+    auth: 'storage',
+    async handler(ctx, request) {
+      const metadataId = checkUploadPath(request);
+      await readNoBody(request.raw, ctx.options.limits.jsonBodyBytes);
+      return ctx.transact((deleted) => {
+        const version = liveVersionOf(ctx, metadataId);
+        if (version.state === 'active') return toMetadataDto(version);
+        if (version.state !== 'pending')
+          throw conflict(`the version is ${version.state}, not pending`);
+        deleted.push(...activate(ctx.db, version, true, ctx.policy, ctx.now()));
+        const activated = findVersion(ctx.db, metadataId);
+        if (!activated) throw new Error('version vanished');
+        return toMetadataDto(activated);
+      });
+    },
+  },
+  {
+    method: 'POST',
+    url: '/blocks/missing',
+    auth: 'storage',
+    async handler(ctx, request) {
+      const body = await readJsonBody(request.raw, ctx.options.limits.jsonBodyBytes);
+      const cids = parseCidListBody(body, 0, ctx.options.limits.cidsPerRequest).map(cidText);
+      return ctx.transact(() => {
+        const version = liveVersionOf(ctx, request.storage.metadata_id);
+        if (version.state !== 'pending')
+          throw conflict(`the version is ${version.state}, not pending`);
+        const missing: string[] = [];
+        const seen = new Set<string>();
+        for (const cid of cids) {
+          if (seen.has(cid)) continue;
+          seen.add(cid);
+          // Held blocks join this version's set, so the client may skip them (§11.3).
+          if (isHeldByUser(ctx.db, version.user_id, cid))
+            addToBlockSet(ctx.db, version.id, version.user_id, cid);
+          else missing.push(cid);
+        }
+        return missing;
+      });
+    },
+  },
+  {
+    method: 'GET',
+    url: '/blocks/:cid',
+    auth: 'device',
+    async handler(ctx, request, reply) {
+      const cid = request.params['cid'];
+      if (!parseCidText(cid) || cid === undefined) throw notFound();
+      checkBlockReadable(ctx, request.device.userId, cid);
+      const bytes = await ctx.blocks.readBlock(cid);
+      addEgress(ctx.db, request.device.userId, bytes.length, ctx.now());
+      return reply
+        .type('application/octet-stream')
+        .header('content-length', bytes.length)
+        .send(bytes);
+    },
+  },
+  {
+    method: 'POST',
+    url: '/blocks/car',
+    auth: 'device',
+    async handler(ctx, request, reply) {
+      const body = await readJsonBody(request.raw, ctx.options.limits.jsonBodyBytes);
+      const requested = parseCidListBody(body, 1, ctx.options.limits.cidsPerRequest);
+      const userId = request.device.userId;
+      const unique = [...new Map(requested.map((cid) => [cidText(cid), cid])).values()];
+      // Every CID is checked before the first byte goes out (§11.5).
+      for (const cid of unique) checkBlockReadable(ctx, userId, cidText(cid));
+      const [root] = requested;
+      if (!root) throw invalidRequest('body: must hold at least one CID');
+      const { writer, out } = CarWriter.create([root]);
+      const feed = async (): Promise<void> => {
+        try {
+          for (const cid of unique) {
+            const bytes = await ctx.blocks.readBlock(cidText(cid));
+            await writer.put({ cid, bytes });
+          }
+        } finally {
+          await writer.close();
+        }
+      };
+      let sent = 0;
+      async function* counted(): AsyncGenerator<Uint8Array> {
+        for await (const chunk of out) {
+          sent += chunk.length;
+          yield chunk;
+        }
+        addEgress(ctx.db, userId, sent, ctx.now());
+      }
+      feed().catch((error: unknown) => {
+        request.raw.socket.destroy(error instanceof Error ? error : undefined);
+      });
+      return reply.type(MEDIA_CAR).send(Readable.from(counted()));
+    },
+  },
+];

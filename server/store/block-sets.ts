@@ -1,0 +1,122 @@
+import type { Db } from './database.ts';
+import { sql } from './statements.ts';
+
+// Block sets and the reference counts behind usage and garbage collection (§11.6).
+// - version_blocks: the set of every live (pending, active, outdated) version.
+// - user_blocks.refs: how many of a user's live versions hold a block; a block is "held" by the
+//   user while refs > 0, and users.data_bytes sums the sizes of the held blocks.
+// - blocks.holders: how many users hold a block; at 0 it may be garbage-collected.
+// Every function here runs inside the caller's transaction, which is also the GC's lock.
+
+/** Adds a block to a version's set. Returns true when it was not in the set before. */
+export function addToBlockSet(db: Db, versionId: string, userId: string, cid: string): boolean {
+  const inserted = sql(
+    db,
+    'INSERT OR IGNORE INTO version_blocks (version_id, cid) VALUES (?, ?)',
+  ).run(versionId, cid);
+  if (inserted.changes === 0) return false;
+  const row = sql<[string, string], { refs: number }>(
+    db,
+    `INSERT INTO user_blocks (user_id, cid, refs) VALUES (?, ?, 1)
+     ON CONFLICT (user_id, cid) DO UPDATE SET refs = refs + 1 RETURNING refs`,
+  ).get(userId, cid);
+  if (row?.refs === 1) {
+    sql(db, 'UPDATE blocks SET holders = holders + 1 WHERE cid = ?').run(cid);
+    sql(
+      db,
+      'UPDATE users SET data_bytes = data_bytes + (SELECT size FROM blocks WHERE cid = ?) WHERE id = ?',
+    ).run(cid, userId);
+  }
+  return true;
+}
+
+/** A new version's set starts as its parent's minus `deleted` (§11.6). */
+export function inheritBlockSet(
+  db: Db,
+  versionId: string,
+  userId: string,
+  parentId: string | null,
+  deleted: ReadonlySet<string>,
+): void {
+  if (parentId === null) return;
+  const rows = sql<[string], { cid: string }>(
+    db,
+    'SELECT cid FROM version_blocks WHERE version_id = ?',
+  ).all(parentId);
+  for (const { cid } of rows) {
+    if (!deleted.has(cid)) addToBlockSet(db, versionId, userId, cid);
+  }
+}
+
+/** Drops a version's whole set when it leaves the live states (deleted, upload_failed). */
+export function releaseBlockSet(db: Db, versionId: string, userId: string): void {
+  const rows = sql<[string], { cid: string }>(
+    db,
+    'SELECT cid FROM version_blocks WHERE version_id = ?',
+  ).all(versionId);
+  for (const { cid } of rows) {
+    const row = sql<[string, string], { refs: number; size: number }>(
+      db,
+      `UPDATE user_blocks SET refs = refs - 1 WHERE user_id = ? AND cid = ?
+       RETURNING refs, (SELECT size FROM blocks WHERE blocks.cid = user_blocks.cid) AS size`,
+    ).get(userId, cid);
+    if (row?.refs === 0) {
+      sql(db, 'DELETE FROM user_blocks WHERE user_id = ? AND cid = ?').run(userId, cid);
+      sql(db, 'UPDATE blocks SET holders = holders - 1 WHERE cid = ?').run(cid);
+      sql(db, 'UPDATE users SET data_bytes = data_bytes - ? WHERE id = ?').run(row.size, userId);
+    }
+  }
+  sql(db, 'DELETE FROM version_blocks WHERE version_id = ?').run(versionId);
+}
+
+export function isInBlockSet(db: Db, versionId: string, cid: string): boolean {
+  return (
+    sql(db, 'SELECT 1 FROM version_blocks WHERE version_id = ? AND cid = ?').get(versionId, cid) !==
+    undefined
+  );
+}
+
+/** Held for the user: in the set of one of their pending, active or outdated versions. */
+export function isHeldByUser(db: Db, userId: string, cid: string): boolean {
+  return (
+    sql(db, 'SELECT 1 FROM user_blocks WHERE user_id = ? AND cid = ? AND refs > 0').get(
+      userId,
+      cid,
+    ) !== undefined
+  );
+}
+
+export function blockSetBytes(db: Db, versionId: string): number {
+  const row = sql<[string], { total: number | null }>(
+    db,
+    'SELECT SUM(b.size) AS total FROM version_blocks vb JOIN blocks b ON b.cid = vb.cid WHERE vb.version_id = ?',
+  ).get(versionId);
+  return row?.total ?? 0;
+}
+
+export function blockSetIsStored(db: Db, versionId: string): boolean {
+  const row = sql<[string], { missing: number }>(
+    db,
+    `SELECT COUNT(*) AS missing FROM version_blocks vb LEFT JOIN blocks b ON b.cid = vb.cid
+     WHERE vb.version_id = ? AND b.cid IS NULL`,
+  ).get(versionId);
+  return row?.missing === 0;
+}
+
+export function findBlock(db: Db, cid: string): { size: number } | undefined {
+  return sql<[string], { size: number }>(db, 'SELECT size FROM blocks WHERE cid = ?').get(cid);
+}
+
+export function insertBlock(db: Db, cid: string, size: number): void {
+  sql(db, 'INSERT OR IGNORE INTO blocks (cid, size, holders) VALUES (?, ?, 0)').run(cid, size);
+}
+
+/** Removes rows of blocks no user holds and returns their CIDs, for the caller to unlink. */
+export function takeUnheldBlocks(db: Db, max: number): string[] {
+  const rows = sql<[number], { cid: string }>(
+    db,
+    'SELECT cid FROM blocks WHERE holders = 0 LIMIT ?',
+  ).all(max);
+  for (const { cid } of rows) sql(db, 'DELETE FROM blocks WHERE cid = ? AND holders = 0').run(cid);
+  return rows.map((row) => row.cid);
+}

@@ -1,0 +1,52 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+
+// Opens the service's SQLite database (WAL, foreign keys, a busy timeout so the admin command
+// line can write while `serve` runs) and applies numbered migrations, each in one transaction.
+
+export type Db = Database.Database;
+
+const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
+
+export function openDatabase(file: string): Db {
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  migrate(db);
+  return db;
+}
+
+function migrate(db: Db): void {
+  db.exec(
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+  );
+  const applied = new Set(
+    db
+      .prepare<[], { version: number }>('SELECT version FROM schema_migrations')
+      .all()
+      .map((row) => row.version),
+  );
+  const files = readdirSync(MIGRATIONS_DIR)
+    .filter((name) => MIGRATION_NAME.test(name))
+    .sort();
+  for (const file of files) {
+    const version = Number(MIGRATION_NAME.exec(file)?.[1]);
+    if (applied.has(version)) continue;
+    const sql = readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8');
+    // IMMEDIATE: two processes starting at once must not both apply the same migration.
+    db.transaction(() => {
+      const again = db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(version);
+      if (again) return;
+      db.exec(sql);
+      db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(
+        version,
+        Date.now(),
+      );
+    }).immediate();
+  }
+}
