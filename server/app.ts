@@ -183,8 +183,14 @@ export function createBucketService(options: ServiceOptions): BucketService {
     },
     async close() {
       if (sweepTimer) clearInterval(sweepTimer);
-      await app.close();
-      ctx.close();
+      // Idle connections close at once; an upload still streaming gets a short grace period.
+      const force = setTimeout(() => app.server.closeAllConnections(), 2_000);
+      try {
+        await app.close();
+      } finally {
+        clearTimeout(force);
+        ctx.close();
+      }
     },
   };
 }

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Busboy, type BusboyHeaders } from '@fastify/busboy';
 import { invalidRequest, payloadTooLarge } from '../errors.ts';
+import { requestChunks } from './request-body.ts';
 
 // Multipart bodies as a sequence of parts, each consumed before the next is parsed. Busboy
 // applies backpressure, so a part is never buffered whole here.
@@ -75,12 +76,29 @@ export function readMultipart(request: IncomingMessage, maxParts: number): Multi
   };
 }
 
-/** Yields a part's chunks, failing with 413 once it passes `limit` bytes. */
+/**
+ * Yields a part's chunks, failing with 413 once it passes `limit` bytes. Stopping early leaves
+ * the part readable, so a caller can still measure the rest (see `partExceeds`).
+ */
 export async function* limitedPart(part: MultipartPart, limit: number): AsyncGenerator<Buffer> {
   let total = 0;
-  for await (const chunk of part.stream as AsyncIterable<Buffer>) {
+  for await (const chunk of requestChunks(part.stream)) {
     total += chunk.length;
     if (total > limit) throw payloadTooLarge(`${part.name}: larger than ${limit} bytes`);
     yield chunk;
   }
+}
+
+/** Reads the rest of a part; true when the part as a whole is larger than `limit`. */
+export async function partExceeds(
+  part: MultipartPart,
+  alreadyRead: number,
+  limit: number,
+): Promise<boolean> {
+  let total = alreadyRead;
+  for await (const chunk of requestChunks(part.stream)) {
+    total += chunk.length;
+    if (total > limit) return true;
+  }
+  return false;
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 import { MEDIA_JSON } from '../../main/protocol/index.ts';
 import { invalidRequest, payloadTooLarge, ServiceError, unsupportedMediaType } from '../errors.ts';
 
@@ -24,7 +25,7 @@ export function isJsonMediaType(request: IncomingMessage): boolean {
  * The request's chunks. Unlike `for await` over the stream itself, stopping early leaves the
  * stream paused instead of destroying the socket, so an error answer can still be sent.
  */
-export async function* requestChunks(request: IncomingMessage): AsyncGenerator<Buffer> {
+export async function* requestChunks(request: Readable): AsyncGenerator<Buffer> {
   for (;;) {
     const chunk = request.read() as Buffer | null;
     if (chunk !== null) {

@@ -25,10 +25,15 @@ import {
   stalePrevious,
   unsupportedMediaType,
 } from '../errors.ts';
-import { limitedPart, readMultipart, type MultipartPart } from '../http/multipart-parts.ts';
+import {
+  limitedPart,
+  partExceeds,
+  readMultipart,
+  type MultipartPart,
+} from '../http/multipart-parts.ts';
 import { mediaTypeOf, parseJsonText, readNoBody } from '../http/request-body.ts';
 import { noContent } from '../http/respond.ts';
-import { usageOf } from '../store/accounting.ts';
+import { evaluateQuota, usageOf } from '../store/accounting.ts';
 import { inheritBlockSet } from '../store/block-sets.ts';
 import { findLiveBucket } from '../store/buckets.ts';
 import { activate, deleteVersion } from '../store/lifecycle.ts';
@@ -86,6 +91,14 @@ async function stageMetadataCar(
   const file = ctx.blocks.stagingPath();
   const handle = await open(file, 'wx', 0o600);
   let bytes = 0;
+  const limit = ctx.options.limits.metadataCarBytes;
+  // §10.1 ranks the part's size (413) before its validity (400): measure the rest first.
+  const invalidCar = async (reason: string): Promise<ServiceError> =>
+    (await partExceeds(part, bytes, limit))
+      ? payloadTooLarge(`${PART_CAR_UPLOAD}: larger than ${limit} bytes`)
+      : invalidRequest(
+          reason.startsWith(PART_CAR_UPLOAD) ? reason : `${PART_CAR_UPLOAD}: ${reason}`,
+        );
   try {
     async function* tee(): AsyncGenerator<Buffer> {
       for await (const chunk of limitedPart(part, ctx.options.limits.metadataCarBytes)) {
@@ -112,15 +125,15 @@ async function stageMetadataCar(
         }
       }
     } catch (error) {
-      if (error instanceof CarFormatError) {
-        if (error.kind === 'block_too_large')
-          throw payloadTooLarge(`${PART_CAR_UPLOAD}: ${error.message}`);
-        throw invalidRequest(`${PART_CAR_UPLOAD}: ${error.message}`);
+      if (error instanceof CarFormatError && error.kind === 'block_too_large') {
+        throw payloadTooLarge(`${PART_CAR_UPLOAD}: ${error.message}`);
       }
+      if (error instanceof CarFormatError) throw await invalidCar(error.message);
+      if (error instanceof ServiceError && error.code === 'invalid_request')
+        throw await invalidCar(error.message);
       throw error;
     }
-    if (!hasRootBlock)
-      throw invalidRequest(`${PART_CAR_UPLOAD}: CAR holds no block for metadata_cid`);
+    if (!hasRootBlock) throw await invalidCar('CAR holds no block for metadata_cid');
     await handle.datasync();
     return { file, bytes };
   } catch (error) {
@@ -200,8 +213,11 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
       const version = findVersion(ctx.db, versionId);
       if (!version) throw new Error('version insert lost');
       // Activation can still lose to a concurrent one; then the transaction rolls back whole.
-      if (input.expectedDataSize === 0)
+      if (input.expectedDataSize === 0) {
         deleted.push(...activate(ctx.db, version, true, ctx.policy, now));
+      } else {
+        evaluateQuota(ctx.db, userId, now);
+      }
       ctx.blocks.commitMetadata(carFile, versionId);
       return input.expectedDataSize === 0 ? 'active' : 'pending';
     });

@@ -32,8 +32,12 @@ describe('§18 buckets', () => {
       expect(response.json.msg).toMatch(/^name:/);
     }
     expect((await create(ann, { name: 'ok', type: 'archive' })).json.msg).toMatch(/^type:/);
-    expect((await create(ann, { name: 'ok', storage_class: 'glacier' })).json.msg).toMatch(/^storage_class:/);
-    expect((await create(ann, { name: 'ok', initial_bucket_key_pem: 'nope' })).json.msg).toMatch(/^initial_bucket_key_pem:/);
+    expect((await create(ann, { name: 'ok', storage_class: 'glacier' })).json.msg).toMatch(
+      /^storage_class:/,
+    );
+    expect((await create(ann, { name: 'ok', initial_bucket_key_pem: 'nope' })).json.msg).toMatch(
+      /^initial_bucket_key_pem:/,
+    );
     expect((await create(ann, { name: 7 })).status).toBe(400);
     const astral = '😀'.repeat(64);
     const created = await create(ann, { name: `  ${astral}\u00a0` });
@@ -43,7 +47,11 @@ describe('§18 buckets', () => {
       name: astral,
       type: 'backup',
       storage_class: 'hot',
-      initial_bucket_key: { id: expect.any(String), approved: true, fingerprint: expect.stringMatching(/^[0-9a-f]{40}$/) },
+      initial_bucket_key: {
+        id: expect.any(String),
+        approved: true,
+        fingerprint: expect.stringMatching(/^[0-9a-f]{40}$/),
+      },
     });
     expect((await create(ann, { name: 'Photos' })).status).toBe(200);
     const duplicate = await create(ann, { name: 'Photos' });
@@ -79,40 +87,95 @@ describe('§18 buckets', () => {
     const id = await createBucket(service, ann, 'put-test');
     const url = `${service.api}/buckets/${id}`;
     expect((await call('PUT', url, { token: ann.token(), json: {} })).status).toBe(400);
-    expect((await call('PUT', url, { token: ann.token(), json: { replicas: 0 } })).status).toBe(400);
-    expect((await call('PUT', url, { token: ann.token(), json: { replicas: 6 } })).status).toBe(400);
-    expect((await call('PUT', url, { token: ann.token(), json: { owner_id: bob.userId } })).json.msg).toMatch(/^owner_id:/);
-    expect((await call('PUT', url, { token: ann.token(), json: { name: 'Photos' } })).status).toBe(409);
-    expect((await call('PUT', url, { token: ann.token(), json: { replicas: 3, name: 'renamed' } })).status).toBe(204);
+    expect((await call('PUT', url, { token: ann.token(), json: { replicas: 0 } })).status).toBe(
+      400,
+    );
+    expect((await call('PUT', url, { token: ann.token(), json: { replicas: 6 } })).status).toBe(
+      400,
+    );
+    expect(
+      (await call('PUT', url, { token: ann.token(), json: { owner_id: bob.userId } })).json.msg,
+    ).toMatch(/^owner_id:/);
+    expect((await call('PUT', url, { token: ann.token(), json: { name: 'Photos' } })).status).toBe(
+      409,
+    );
+    expect(
+      (await call('PUT', url, { token: ann.token(), json: { replicas: 3, name: 'renamed' } }))
+        .status,
+    ).toBe(204);
     const read = await call('GET', url, { token: ann.token() });
     expect(read.json).toMatchObject({ name: 'renamed', replicas: 3, effective_replicas: 1 });
-    expect((await call('PUT', `${service.api}/buckets/not-a-uuid`, { token: ann.token(), json: {} })).status).toBe(400);
-    expect((await call('PUT', `${service.api}/buckets/not-a-uuid`, { token: ann.token(), json: { replicas: 2 } })).status).toBe(404);
+    expect(
+      (await call('PUT', `${service.api}/buckets/not-a-uuid`, { token: ann.token(), json: {} }))
+        .status,
+    ).toBe(400);
+    expect(
+      (
+        await call('PUT', `${service.api}/buckets/not-a-uuid`, {
+          token: ann.token(),
+          json: { replicas: 2 },
+        })
+      ).status,
+    ).toBe(404);
   });
 
   it('25: after DELETE the bucket, its versions and snapshots are 404 and the name is free', async () => {
     const id = await createBucket(service, ann, 'doomed');
     const versionId = await storeVersion(service, ann, id, null, [await rawBlock()]);
-    const snapshots = await call('GET', `${service.api}/buckets/${id}/snapshots`, { token: ann.token() });
+    const snapshots = await call('GET', `${service.api}/buckets/${id}/snapshots`, {
+      token: ann.token(),
+    });
     const snapshotId = snapshots.json[0].id as string;
-    expect((await call('DELETE', `${service.api}/buckets/${id}`, { token: ann.token() })).status).toBe(204);
-    expect((await call('GET', `${service.api}/buckets/${id}`, { token: ann.token() })).status).toBe(404);
-    expect((await call('GET', `${service.api}/buckets/metadata/${versionId}`, { token: ann.token() })).status).toBe(404);
-    expect((await call('GET', `${service.api}/buckets/${id}/snapshots/${snapshotId}`, { token: ann.token() })).status).toBe(404);
-    expect((await call('GET', `${service.api}/buckets/metadata`, { token: ann.token() })).json.map((v: { id: string }) => v.id)).not.toContain(versionId);
-    expect((await call('DELETE', `${service.api}/buckets/${id}`, { token: ann.token() })).status).toBe(404);
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${id}`, { token: ann.token() })).status,
+    ).toBe(204);
+    expect((await call('GET', `${service.api}/buckets/${id}`, { token: ann.token() })).status).toBe(
+      404,
+    );
+    expect(
+      (await call('GET', `${service.api}/buckets/metadata/${versionId}`, { token: ann.token() }))
+        .status,
+    ).toBe(404);
+    expect(
+      (
+        await call('GET', `${service.api}/buckets/${id}/snapshots/${snapshotId}`, {
+          token: ann.token(),
+        })
+      ).status,
+    ).toBe(404);
+    expect(
+      (await call('GET', `${service.api}/buckets/metadata`, { token: ann.token() })).json.map(
+        (v: { id: string }) => v.id,
+      ),
+    ).not.toContain(versionId);
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${id}`, { token: ann.token() })).status,
+    ).toBe(404);
     const notes = await call('GET', `${service.api}/notifications`, { token: ann.token() });
-    expect(notes.json[0]).toMatchObject({ message_key: 'bucket_deleted', severity: 'info', dismissable: true });
+    expect(notes.json[0]).toMatchObject({
+      message_key: 'bucket_deleted',
+      severity: 'info',
+      dismissable: true,
+    });
     expect((await create(ann, { name: 'doomed' })).status).toBe(200);
   });
 
-  it('25: uploads to a deleted bucket\'s pending version get 404', async () => {
+  it("25: uploads to a deleted bucket's pending version get 404", async () => {
     const id = await createBucket(service, ann, 'pending-doomed');
-    const pushed = await push(service, ann, { bucketId: id, expectedDataSize: 100, previousId: null });
+    const pushed = await push(service, ann, {
+      bucketId: id,
+      expectedDataSize: 100,
+      previousId: null,
+    });
     await call('DELETE', `${service.api}/buckets/${id}`, { token: ann.token() });
     const block = await rawBlock();
     const { uploadShard } = await import('../helpers/flows.ts');
-    const shard = await uploadShard(service, pushed.json.storage_authorization as string, pushed.json.id as string, [block]);
+    const shard = await uploadShard(
+      service,
+      pushed.json.storage_authorization as string,
+      pushed.json.id as string,
+      [block],
+    );
     expect(shard.status).toBe(404);
   });
 });

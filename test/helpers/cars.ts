@@ -20,7 +20,10 @@ export async function cborBlock(value: unknown): Promise<Block> {
   return { cid: CID.createV1(dagCbor.code, await sha256.digest(bytes)), bytes };
 }
 
-export async function carBytes(roots: readonly CID[], blocks: readonly Block[]): Promise<Uint8Array> {
+export async function carBytes(
+  roots: readonly CID[],
+  blocks: readonly Block[],
+): Promise<Uint8Array> {
   const { writer, out } = CarWriter.create([...roots]);
   const chunks: Uint8Array[] = [];
   const collected = (async () => {
@@ -33,9 +36,16 @@ export async function carBytes(roots: readonly CID[], blocks: readonly Block[]):
 }
 
 /** A metadata CAR: a dag-cbor manifest as its single root (the content does not matter here). */
-export async function metadataCar(label = 'test'): Promise<{ cid: CID; car: Uint8Array; root: CID }> {
+export async function metadataCar(
+  label = 'test',
+): Promise<{ cid: CID; car: Uint8Array; root: CID }> {
   const root = (await rawBlock(randomBytes(16))).cid;
-  const manifest = await cborBlock({ version: 1, root, source_label: label, nonce: randomBytes(8) });
+  const manifest = await cborBlock({
+    version: 1,
+    root,
+    source_label: label,
+    nonce: randomBytes(8),
+  });
   return { cid: manifest.cid, root, car: await carBytes([manifest.cid], [manifest]) };
 }
 
@@ -50,7 +60,10 @@ export interface MultipartPartInput {
   body: Uint8Array | string;
 }
 
-export function multipartBody(parts: readonly MultipartPartInput[]): { body: Uint8Array; contentType: string } {
+export function multipartBody(parts: readonly MultipartPartInput[]): {
+  body: Uint8Array;
+  contentType: string;
+} {
   const boundary = `----canopy${randomBytes(8).toString('hex')}`;
   const chunks: Buffer[] = [];
   for (const part of parts) {
@@ -59,5 +72,8 @@ export function multipartBody(parts: readonly MultipartPartInput[]): { body: Uin
     chunks.push(Buffer.from(`${head}\r\n`), Buffer.from(part.body), Buffer.from('\r\n'));
   }
   chunks.push(Buffer.from(`--${boundary}--\r\n`));
-  return { body: new Uint8Array(Buffer.concat(chunks)), contentType: `multipart/form-data; boundary=${boundary}` };
+  return {
+    body: new Uint8Array(Buffer.concat(chunks)),
+    contentType: `multipart/form-data; boundary=${boundary}`,
+  };
 }

@@ -8,14 +8,23 @@ import type { TestService } from './test-service.ts';
 // The usual sequences of requests, so each test states only what it is about.
 
 export function newPem(): string {
-  return generateKeyPairSync('ec', { namedCurve: 'P-384' }).publicKey.export({ type: 'spki', format: 'pem' }).toString();
+  return generateKeyPairSync('ec', { namedCurve: 'P-384' })
+    .publicKey.export({ type: 'spki', format: 'pem' })
+    .toString();
 }
 
-export async function enrolledDevice(service: TestService, email: string, quota: number | null = null): Promise<TestDevice> {
+export async function enrolledDevice(
+  service: TestService,
+  email: string,
+  quota: number | null = null,
+): Promise<TestDevice> {
   const { code } = service.addUser(email, quota);
   const device = new TestDevice();
-  const response = await call('POST', `${service.api}/auth/enroll`, { json: { code, pem: device.pem, device_name: 'test' } });
-  if (response.status !== 200) throw new Error(`enroll failed: ${response.status} ${response.text}`);
+  const response = await call('POST', `${service.api}/auth/enroll`, {
+    json: { code, pem: device.pem, device_name: 'test' },
+  });
+  if (response.status !== 200)
+    throw new Error(`enroll failed: ${response.status} ${response.text}`);
   device.userId = response.json.user_id as string;
   device.keyId = response.json.key_id as string;
   return device;
@@ -31,7 +40,8 @@ export async function createBucket(
     token: device.token(),
     json: { name, type, storage_class: 'hot', initial_bucket_key_pem: newPem() },
   });
-  if (response.status !== 200) throw new Error(`bucket create failed: ${response.status} ${response.text}`);
+  if (response.status !== 200)
+    throw new Error(`bucket create failed: ${response.status} ${response.text}`);
   return response.json.id as string;
 }
 
@@ -44,7 +54,11 @@ export interface PushInput {
   car?: Uint8Array;
 }
 
-export async function push(service: TestService, device: TestDevice, input: PushInput): Promise<TestResponse> {
+export async function push(
+  service: TestService,
+  device: TestDevice,
+  input: PushInput,
+): Promise<TestResponse> {
   const metadata = await metadataCar();
   const requestData = {
     bucket_id: input.bucketId,
@@ -57,9 +71,17 @@ export async function push(service: TestService, device: TestDevice, input: Push
   };
   const { body, contentType } = multipartBody([
     { name: 'request-data', contentType: 'application/json', body: JSON.stringify(requestData) },
-    { name: 'car-upload', contentType: 'application/vnd.ipld.car', body: input.car ?? metadata.car },
+    {
+      name: 'car-upload',
+      contentType: 'application/vnd.ipld.car',
+      body: input.car ?? metadata.car,
+    },
   ]);
-  return call('POST', `${service.api}/buckets/metadata`, { token: device.token(), body, contentType });
+  return call('POST', `${service.api}/buckets/metadata`, {
+    token: device.token(),
+    body,
+    contentType,
+  });
 }
 
 export async function uploadShard(
@@ -77,7 +99,11 @@ export async function uploadShard(
   return { ...response, shardCid: shard.cid };
 }
 
-export async function complete(service: TestService, sa: string, versionId: string): Promise<TestResponse> {
+export async function complete(
+  service: TestService,
+  sa: string,
+  versionId: string,
+): Promise<TestResponse> {
   return call('POST', `${service.api}/upload/${versionId}/complete`, { token: sa });
 }
 

@@ -17,7 +17,11 @@ export interface CallOptions {
   headers?: Record<string, string>;
 }
 
-export async function call(method: string, url: string, options: CallOptions = {}): Promise<TestResponse> {
+export async function call(
+  method: string,
+  url: string,
+  options: CallOptions = {},
+): Promise<TestResponse> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.token !== undefined) headers['authorization'] = `Bearer ${options.token}`;
   let body: Uint8Array | string | undefined = options.body;
@@ -30,7 +34,10 @@ export async function call(method: string, url: string, options: CallOptions = {
   const bytes = new Uint8Array(await response.arrayBuffer());
   const text = new TextDecoder().decode(bytes);
   let json: unknown = undefined;
-  if ((response.headers.get('content-type') ?? '').startsWith('application/json') && text.length > 0) {
+  if (
+    (response.headers.get('content-type') ?? '').startsWith('application/json') &&
+    text.length > 0
+  ) {
     json = JSON.parse(text);
   }
   return { status: response.status, headers: response.headers, text, bytes, json };

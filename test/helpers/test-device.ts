@@ -25,8 +25,12 @@ export class TestDevice {
 
   /** A token minted as §5.1 recommends. */
   token(nowSeconds = Math.floor(Date.now() / 1000)): string {
-    return mintDeviceJwt({ privateKey: this.privateKey, fingerprint: this.fingerprint, userId: this.userId, nowSeconds })
-      .token;
+    return mintDeviceJwt({
+      privateKey: this.privateKey,
+      fingerprint: this.fingerprint,
+      userId: this.userId,
+      nowSeconds,
+    }).token;
   }
 
   /** A token with arbitrary header and claims, signed (raw r‖s) with this device's key. */

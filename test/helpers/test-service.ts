@@ -31,7 +31,9 @@ export const SMALL_LIMITS = {
   validKeys: 100,
 };
 
-export async function startTestService(overrides: Partial<ServiceOptions> = {}): Promise<TestService> {
+export async function startTestService(
+  overrides: Partial<ServiceOptions> = {},
+): Promise<TestService> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-service-'));
   let offset = 0;
   const options: ServiceOptions = {
