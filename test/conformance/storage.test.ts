@@ -1,7 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../helpers/http-client.ts';
 import { carBytes, rawBlock, shardOf } from '../helpers/cars.ts';
-import { complete, createBucket, enrolledDevice, push, storeVersion, uploadShard } from '../helpers/flows.ts';
+import {
+  complete,
+  createBucket,
+  enrolledDevice,
+  push,
+  storeVersion,
+  uploadShard,
+} from '../helpers/flows.ts';
 import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, SMALL_LIMITS, type TestService } from '../helpers/test-service.ts';
 import { rawCidOf, signCompactJws } from '../../main/protocol/index.ts';
@@ -22,12 +29,24 @@ afterAll(async () => service.close());
 
 async function pending(device: TestDevice, expected: number, bucketName: string) {
   const bucketId = await createBucket(service, device, bucketName);
-  const pushed = await push(service, device, { bucketId, expectedDataSize: expected, previousId: null });
-  return { bucketId, id: pushed.json.id as string, sa: pushed.json.storage_authorization as string };
+  const pushed = await push(service, device, {
+    bucketId,
+    expectedDataSize: expected,
+    previousId: null,
+  });
+  return {
+    bucketId,
+    id: pushed.json.id as string,
+    sa: pushed.json.storage_authorization as string,
+  };
 }
 
 async function putShard(id: string, sa: string, shardCid: string, body: Uint8Array) {
-  return call('PUT', `${service.api}/upload/${id}/${shardCid}`, { token: sa, body, contentType: 'application/vnd.ipld.car' });
+  return call('PUT', `${service.api}/upload/${id}/${shardCid}`, {
+    token: sa,
+    body,
+    contentType: 'application/vnd.ipld.car',
+  });
 }
 
 describe('§18 shard upload', () => {
@@ -50,25 +69,41 @@ describe('§18 shard upload', () => {
     const resent = await putShard(id, sa, shard.cid.toString(), shard.car);
     expect(resent.status).toBe(200);
     expect(resent.json).toEqual({ blocks: 2, bytes: 2048, received_total: 2048 });
-    const overlapping = await uploadShard(service, sa, id, [a, b, await rawBlock(new Uint8Array(900))]);
+    const overlapping = await uploadShard(service, sa, id, [
+      a,
+      b,
+      await rawBlock(new Uint8Array(900)),
+    ]);
     expect(overlapping.json).toEqual({ blocks: 3, bytes: 2948, received_total: 2948 });
-    const tooMuch = await uploadShard(service, sa, id, [await rawBlock(new Uint8Array(100).fill(7))]);
+    const tooMuch = await uploadShard(service, sa, id, [
+      await rawBlock(new Uint8Array(100).fill(7)),
+    ]);
     expect(tooMuch.status).toBe(413);
     expect(tooMuch.json.code).toBe('payload_too_large');
     const rootless = await carBytes([], [await rawBlock(new Uint8Array(10).fill(3))]);
     const rootlessCid = await rawCidOf(rootless);
-    expect((await putShard(id, sa, rootlessCid.toString(), rootless)).json).toEqual({ blocks: 1, bytes: 10, received_total: 2958 });
+    expect((await putShard(id, sa, rootlessCid.toString(), rootless)).json).toEqual({
+      blocks: 1,
+      bytes: 10,
+      received_total: 2958,
+    });
   });
 
   it('32: a shard for a version that is not pending is 409 before its body is read', async () => {
     const bucketId = await createBucket(service, ann, 's32b');
     const versionId = await storeVersion(service, ann, bucketId, null, []);
-    const pushed = await push(service, ann, { bucketId, expectedDataSize: 100, previousId: versionId });
+    const pushed = await push(service, ann, {
+      bucketId,
+      expectedDataSize: 100,
+      previousId: versionId,
+    });
     const sa = pushed.json.storage_authorization as string;
     const block = await rawBlock(new Uint8Array(100));
     await uploadShard(service, sa, pushed.json.id, [block]);
     expect((await complete(service, sa, pushed.json.id)).status).toBe(200);
-    const late = await uploadShard(service, sa, pushed.json.id, [await rawBlock(new Uint8Array(50))]);
+    const late = await uploadShard(service, sa, pushed.json.id, [
+      await rawBlock(new Uint8Array(50)),
+    ]);
     expect(late.status).toBe(409);
     expect(late.json.code).toBe('conflict');
   });
@@ -79,19 +114,27 @@ describe('§18 shard upload', () => {
     const oversizedBlock = await uploadShard(service, sa, id, [big]);
     expect(oversizedBlock.status).toBe(413);
     const blocks = [];
-    for (let i = 0; i < 5; i += 1) blocks.push(await rawBlock(new Uint8Array(SMALL_LIMITS.blockBytes).fill(i)));
+    for (let i = 0; i < 5; i += 1)
+      blocks.push(await rawBlock(new Uint8Array(SMALL_LIMITS.blockBytes).fill(i)));
     const tooLong = await uploadShard(service, sa, id, blocks);
     expect(tooLong.status).toBe(413);
     const shard = await shardOf([await rawBlock()]);
-    const wrongType = await call('PUT', `${service.api}/upload/${id}/${shard.cid.toString()}`, { token: sa, body: shard.car, contentType: 'application/octet-stream' });
+    const wrongType = await call('PUT', `${service.api}/upload/${id}/${shard.cid.toString()}`, {
+      token: sa,
+      body: shard.car,
+      contentType: 'application/octet-stream',
+    });
     expect(wrongType.status).toBe(415);
     const read = await call('GET', `${service.api}/buckets/metadata/${id}`, { token: ann.token() });
     expect(read.json.state).toBe('pending');
-    const missing = await call('POST', `${service.api}/blocks/missing`, { token: sa, json: blocks.map((b) => b.cid.toString()) });
+    const missing = await call('POST', `${service.api}/blocks/missing`, {
+      token: sa,
+      json: blocks.map((b) => b.cid.toString()),
+    });
     expect(missing.json).toHaveLength(5);
   });
 
-  it('33: expired, forged or another version\'s SA is 401; malformed path ids are 404', async () => {
+  it("33: expired, forged or another version's SA is 401; malformed path ids are 404", async () => {
     const first = await pending(ann, 1000, 's33a');
     const second = await pending(ann, 1000, 's33b');
     const shard = await shardOf([await rawBlock(new Uint8Array(10))]);
@@ -99,17 +142,34 @@ describe('§18 shard upload', () => {
     expect((await complete(service, second.sa, first.id)).status).toBe(401);
     const claims = JSON.parse(Buffer.from(first.sa.split('.')[1] ?? '', 'base64url').toString());
     const header = JSON.parse(Buffer.from(first.sa.split('.')[0] ?? '', 'base64url').toString());
-    const forged = signCompactJws(header, claims, generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey);
+    const forged = signCompactJws(
+      header,
+      claims,
+      generateKeyPairSync('ec', { namedCurve: 'P-384' }).privateKey,
+    );
     expect((await putShard(first.id, forged, shard.cid.toString(), shard.car)).status).toBe(401);
-    expect((await putShard(first.id, ann.token(), shard.cid.toString(), shard.car)).status).toBe(401);
-    expect((await putShard('NOT-A-UUID', first.sa, shard.cid.toString(), shard.car)).status).toBe(404);
-    expect((await putShard(first.id, first.sa, 'bafybeigchah33ydteomw44ndcz3drkvdu2bqulnucsvhcydzmftg62pumi', shard.car)).status).toBe(404);
+    expect((await putShard(first.id, ann.token(), shard.cid.toString(), shard.car)).status).toBe(
+      401,
+    );
+    expect((await putShard('NOT-A-UUID', first.sa, shard.cid.toString(), shard.car)).status).toBe(
+      404,
+    );
+    expect(
+      (
+        await putShard(
+          first.id,
+          first.sa,
+          'bafybeigchah33ydteomw44ndcz3drkvdu2bqulnucsvhcydzmftg62pumi',
+          shard.car,
+        )
+      ).status,
+    ).toBe(404);
     expect((await putShard(first.id, first.sa, 'nonsense', shard.car)).status).toBe(404);
     service.advance(61_000 + 21_000);
     expect((await putShard(first.id, first.sa, shard.cid.toString(), shard.car)).status).toBe(401);
   });
 
-  it('34: blocks/missing lists exactly what the user lacks, hides other users\' blocks and 404s for deleted versions', async () => {
+  it("34: blocks/missing lists exactly what the user lacks, hides other users' blocks and 404s for deleted versions", async () => {
     const held = await rawBlock();
     const bucketId = await createBucket(service, ann, 's34');
     await storeVersion(service, ann, bucketId, null, [held]);
@@ -119,29 +179,49 @@ describe('§18 shard upload', () => {
     const next = await pending(ann, 5000, 's34-next');
     const fresh = await rawBlock();
     const cids = [fresh, held, bobsBlock, fresh].map((b) => b.cid.toString());
-    const missing = await call('POST', `${service.api}/blocks/missing`, { token: next.sa, json: cids });
+    const missing = await call('POST', `${service.api}/blocks/missing`, {
+      token: next.sa,
+      json: cids,
+    });
     expect(missing.status).toBe(200);
     expect(missing.json).toEqual([fresh.cid.toString(), bobsBlock.cid.toString()]);
-    expect((await call('POST', `${service.api}/blocks/missing`, { token: next.sa, json: ['bad'] })).status).toBe(400);
+    expect(
+      (await call('POST', `${service.api}/blocks/missing`, { token: next.sa, json: ['bad'] }))
+        .status,
+    ).toBe(400);
     await call('DELETE', `${service.api}/buckets/metadata/${next.id}`, { token: ann.token() });
-    expect((await call('POST', `${service.api}/blocks/missing`, { token: next.sa, json: [] })).status).toBe(404);
+    expect(
+      (await call('POST', `${service.api}/blocks/missing`, { token: next.sa, json: [] })).status,
+    ).toBe(404);
   });
 });
 
 describe('§18 reading blocks', () => {
-  it('39: blocks/{cid} and blocks/car return the caller\'s blocks in request order, and 404 otherwise', async () => {
+  it("39: blocks/{cid} and blocks/car return the caller's blocks in request order, and 404 otherwise", async () => {
     const blocks = [await rawBlock(), await rawBlock(), await rawBlock()];
     const bucketId = await createBucket(service, ann, 's39');
     await storeVersion(service, ann, bucketId, null, blocks);
-    const [first, second, third] = blocks as [typeof blocks[0], typeof blocks[0], typeof blocks[0]];
-    const single = await call('GET', `${service.api}/blocks/${second.cid.toString()}`, { token: ann.token() });
+    const [first, second, third] = blocks as [
+      (typeof blocks)[0],
+      (typeof blocks)[0],
+      (typeof blocks)[0],
+    ];
+    const single = await call('GET', `${service.api}/blocks/${second.cid.toString()}`, {
+      token: ann.token(),
+    });
     expect(single.status).toBe(200);
     expect(single.headers.get('content-type')).toBe('application/octet-stream');
     expect(single.headers.get('content-length')).toBe('1024');
     expect(Buffer.from(single.bytes).equals(Buffer.from(second.bytes))).toBe(true);
-    expect((await call('GET', `${service.api}/blocks/${second.cid.toString()}`, { token: bob.token() })).status).toBe(404);
+    expect(
+      (await call('GET', `${service.api}/blocks/${second.cid.toString()}`, { token: bob.token() }))
+        .status,
+    ).toBe(404);
     const order = [third, first, third, second].map((b) => b.cid.toString());
-    const car = await call('POST', `${service.api}/blocks/car`, { token: ann.token(), json: order });
+    const car = await call('POST', `${service.api}/blocks/car`, {
+      token: ann.token(),
+      json: order,
+    });
     expect(car.status).toBe(200);
     expect(car.headers.get('content-type')).toBe('application/vnd.ipld.car');
     const reader = await CarReader.fromBytes(car.bytes);
@@ -149,9 +229,14 @@ describe('§18 reading blocks', () => {
     const got = [];
     for await (const block of reader.blocks()) got.push(block.cid.toString());
     expect(got).toEqual([third, first, second].map((b) => b.cid.toString()));
-    const foreign = await call('POST', `${service.api}/blocks/car`, { token: bob.token(), json: order });
+    const foreign = await call('POST', `${service.api}/blocks/car`, {
+      token: bob.token(),
+      json: order,
+    });
     expect(foreign.status).toBe(404);
-    expect((await call('POST', `${service.api}/blocks/car`, { token: ann.token(), json: [] })).status).toBe(400);
+    expect(
+      (await call('POST', `${service.api}/blocks/car`, { token: ann.token(), json: [] })).status,
+    ).toBe(400);
     const user = await call('GET', `${service.api}/users/current`, { token: ann.token() });
     expect(user.json.monthly_egress).toBe(1024 + car.bytes.length);
   });
