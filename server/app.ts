@@ -54,7 +54,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
           // §16.4: no credential ever reaches a log line. Headers are not logged at all, and
           // the query string is dropped because a careless client may put a token there.
           serializers: {
-            req: (request: { method: string; url: string; ip?: string }) => ({
+            req: (request: FastifyRequest) => ({
               method: request.method,
               url: request.url.split('?')[0] ?? '',
               remoteAddress: request.ip,
