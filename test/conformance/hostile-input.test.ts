@@ -20,14 +20,21 @@ let good: Block;
 
 function storedBlockFiles(): number {
   const root = path.join(service.dataDir, 'blocks');
-  return readdirSync(root).reduce((total, dir) => total + readdirSync(path.join(root, dir)).length, 0);
+  return readdirSync(root).reduce(
+    (total, dir) => total + readdirSync(path.join(root, dir)).length,
+    0,
+  );
 }
 
 beforeAll(async () => {
   service = await startTestService();
   ann = await enrolledDevice(service, 'ann@example.org');
   const bucketId = await createBucket(service, ann, 'hostile');
-  const pushed = await push(service, ann, { bucketId, expectedDataSize: 1_000_000, previousId: null });
+  const pushed = await push(service, ann, {
+    bucketId,
+    expectedDataSize: 1_000_000,
+    previousId: null,
+  });
   versionId = pushed.json.id;
   sa = pushed.json.storage_authorization;
   good = await rawBlock();
@@ -43,25 +50,97 @@ function header(roots: unknown[]): Uint8Array {
   return Buffer.concat([encodeVarint(bytes.length), bytes]);
 }
 
-async function cases(): Promise<Array<{ name: string; body: Uint8Array; status: number; code: string }>> {
+async function cases(): Promise<
+  Array<{ name: string; body: Uint8Array; status: number; code: string }>
+> {
   const valid = await carBytes([good.cid], [good]);
   const other = await rawBlock();
   const lying = section(other.cid.bytes, good.bytes);
   const v0 = Buffer.from([0x12, 0x20, ...new Uint8Array(32)]);
   return [
     { name: 'empty body', body: new Uint8Array(0), status: 400, code: 'invalid_request' },
-    { name: 'truncated CAR', body: valid.subarray(0, valid.length - 100), status: 400, code: 'invalid_request' },
-    { name: 'trailing partial section', body: Buffer.concat([valid, Buffer.from([0x05, 0x01])]), status: 400, code: 'invalid_request' },
-    { name: 'a lying block', body: Buffer.concat([header([good.cid]), lying]), status: 400, code: 'invalid_request' },
-    { name: 'an oversized varint', body: Buffer.concat([header([]), Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])]), status: 400, code: 'invalid_request' },
-    { name: 'a section claiming 2^40 bytes', body: Buffer.concat([header([]), encodeVarint(2 ** 40), good.cid.bytes]), status: 413, code: 'payload_too_large' },
-    { name: 'a header claiming 1 GiB', body: Buffer.concat([encodeVarint(2 ** 30), Buffer.alloc(10)]), status: 400, code: 'invalid_request' },
-    { name: 'a header that is not CBOR', body: Buffer.concat([encodeVarint(4), Buffer.from('junk')]), status: 400, code: 'invalid_request' },
-    { name: 'CAR version 2 where v1 is required', body: Buffer.concat([encodeVarint(11), Buffer.from('a16776657273696f6e02', 'hex'), Buffer.alloc(40)]), status: 400, code: 'invalid_request' },
-    { name: 'a CIDv0 block', body: Buffer.concat([header([]), section(v0, good.bytes)]), status: 400, code: 'invalid_request' },
-    { name: 'a sha-512 CID', body: Buffer.concat([header([]), section(Buffer.from([0x01, 0x55, 0x13, 0x40, ...new Uint8Array(64)]), good.bytes)]), status: 400, code: 'invalid_request' },
-    { name: 'a zero-length section', body: Buffer.concat([header([]), Buffer.from([0x00])]), status: 400, code: 'invalid_request' },
-    { name: 'a block over the block limit', body: await carBytes([], [await rawBlock(new Uint8Array(SMALL_LIMITS.blockBytes + 1))]), status: 413, code: 'payload_too_large' },
+    {
+      name: 'truncated CAR',
+      body: valid.subarray(0, valid.length - 100),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'trailing partial section',
+      body: Buffer.concat([valid, Buffer.from([0x05, 0x01])]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'a lying block',
+      body: Buffer.concat([header([good.cid]), lying]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'an oversized varint',
+      body: Buffer.concat([
+        header([]),
+        Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]),
+      ]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'a section claiming 2^40 bytes',
+      body: Buffer.concat([header([]), encodeVarint(2 ** 40), good.cid.bytes]),
+      status: 413,
+      code: 'payload_too_large',
+    },
+    {
+      name: 'a header claiming 1 GiB',
+      body: Buffer.concat([encodeVarint(2 ** 30), Buffer.alloc(10)]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'a header that is not CBOR',
+      body: Buffer.concat([encodeVarint(4), Buffer.from('junk')]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'CAR version 2 where v1 is required',
+      body: Buffer.concat([
+        encodeVarint(11),
+        Buffer.from('a16776657273696f6e02', 'hex'),
+        Buffer.alloc(40),
+      ]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'a CIDv0 block',
+      body: Buffer.concat([header([]), section(v0, good.bytes)]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'a sha-512 CID',
+      body: Buffer.concat([
+        header([]),
+        section(Buffer.from([0x01, 0x55, 0x13, 0x40, ...new Uint8Array(64)]), good.bytes),
+      ]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'a zero-length section',
+      body: Buffer.concat([header([]), Buffer.from([0x00])]),
+      status: 400,
+      code: 'invalid_request',
+    },
+    {
+      name: 'a block over the block limit',
+      body: await carBytes([], [await rawBlock(new Uint8Array(SMALL_LIMITS.blockBytes + 1))]),
+      status: 413,
+      code: 'payload_too_large',
+    },
   ];
 }
 
@@ -81,19 +160,28 @@ describe('hostile shards', () => {
         code: hostile.code,
       });
       expect(storedBlockFiles()).toBe(before);
-      const version = await call('GET', `${service.api}/buckets/metadata/${versionId}`, { token: ann.token() });
+      const version = await call('GET', `${service.api}/buckets/metadata/${versionId}`, {
+        token: ann.token(),
+      });
       expect(version.json.state).toBe('pending');
     }
-    const missing = await call('POST', `${service.api}/blocks/missing`, { token: sa, json: [good.cid.toString()] });
+    const missing = await call('POST', `${service.api}/blocks/missing`, {
+      token: sa,
+      json: [good.cid.toString()],
+    });
     expect(missing.json).toEqual([good.cid.toString()]);
   });
 
   it('a body larger than the shard limit is refused from its Content-Length', async () => {
-    const response = await call('PUT', `${service.api}/upload/${versionId}/${good.cid.toString()}`, {
-      token: sa,
-      body: new Uint8Array(SMALL_LIMITS.shardBytes + 1),
-      contentType: 'application/vnd.ipld.car',
-    });
+    const response = await call(
+      'PUT',
+      `${service.api}/upload/${versionId}/${good.cid.toString()}`,
+      {
+        token: sa,
+        body: new Uint8Array(SMALL_LIMITS.shardBytes + 1),
+        contentType: 'application/vnd.ipld.car',
+      },
+    );
     expect(response.status).toBe(413);
   });
 });
@@ -105,21 +193,45 @@ describe('hostile JSON', () => {
       [[], 400],
       ['string', 400],
       [null, 400],
-      [{ name: { $gt: '' }, type: 'backup', storage_class: 'hot', initial_bucket_key_pem: 'x' }, 400],
+      [
+        { name: { $gt: '' }, type: 'backup', storage_class: 'hot', initial_bucket_key_pem: 'x' },
+        400,
+      ],
       [{ name: ['a'], type: 'backup', storage_class: 'hot', initial_bucket_key_pem: 'x' }, 400],
     ];
     for (const [json, status] of bodies) {
       expect((await call('POST', url, { token: ann.token(), json })).status).toBe(status);
     }
     const deep = '['.repeat(10_000) + ']'.repeat(10_000);
-    expect((await call('POST', url, { token: ann.token(), body: deep, contentType: 'application/json' })).status).toBe(400);
-    expect((await call('POST', url, { token: ann.token(), body: '{"name": "x"', contentType: 'application/json' })).status).toBe(400);
+    expect(
+      (await call('POST', url, { token: ann.token(), body: deep, contentType: 'application/json' }))
+        .status,
+    ).toBe(400);
+    expect(
+      (
+        await call('POST', url, {
+          token: ann.token(),
+          body: '{"name": "x"',
+          contentType: 'application/json',
+        })
+      ).status,
+    ).toBe(400);
     const huge = JSON.stringify({ name: 'x'.repeat(SMALL_LIMITS.jsonBodyBytes) });
-    const tooBig = await call('POST', url, { token: ann.token(), body: huge, contentType: 'application/json' });
+    const tooBig = await call('POST', url, {
+      token: ann.token(),
+      body: huge,
+      contentType: 'application/json',
+    });
     expect(tooBig.status).toBe(413);
     expect(tooBig.json.code).toBe('payload_too_large');
-    const utf16 = await call('POST', url, { token: ann.token(), body: '{}', contentType: 'application/json; charset=utf-16' });
+    const utf16 = await call('POST', url, {
+      token: ann.token(),
+      body: '{}',
+      contentType: 'application/json; charset=utf-16',
+    });
     expect(utf16.status).toBe(415);
-    expect((await call('GET', url, { token: ann.token() })).json.map((b: { name: string }) => b.name)).toEqual(['hostile']);
+    expect(
+      (await call('GET', url, { token: ann.token() })).json.map((b: { name: string }) => b.name),
+    ).toEqual(['hostile']);
   });
 });

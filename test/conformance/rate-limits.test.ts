@@ -20,27 +20,52 @@ describe('§18 rate limits', () => {
     const newcomer = new TestDevice();
     const statuses: number[] = [];
     for (let i = 0; i < 5; i += 1) {
-      statuses.push((await call('POST', `${service.api}/auth/enroll`, { json: { code: 'WRONG', pem: newcomer.pem } })).status);
-      statuses.push((await call('GET', `${service.api}/auth/device_api_key/start_regwait/not-a-fingerprint`)).status);
+      statuses.push(
+        (
+          await call('POST', `${service.api}/auth/enroll`, {
+            json: { code: 'WRONG', pem: newcomer.pem },
+          })
+        ).status,
+      );
+      statuses.push(
+        (await call('GET', `${service.api}/auth/device_api_key/start_regwait/not-a-fingerprint`))
+          .status,
+      );
     }
     expect(statuses).toEqual([401, 404, 401, 404, 401, 404, 401, 404, 401, 404]);
-    const limited = await call('POST', `${service.api}/auth/enroll`, { json: { code: 'WRONG', pem: newcomer.pem } });
+    const limited = await call('POST', `${service.api}/auth/enroll`, {
+      json: { code: 'WRONG', pem: newcomer.pem },
+    });
     expect(limited.status).toBe(429);
     expect(limited.json.code).toBe('rate_limited');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-    expect((await call('GET', `${service.api}/auth/device_api_key/start_regwait/${newcomer.fingerprint}`)).status).toBe(429);
+    expect(
+      (
+        await call(
+          'GET',
+          `${service.api}/auth/device_api_key/start_regwait/${newcomer.fingerprint}`,
+        )
+      ).status,
+    ).toBe(429);
     await sleep(600);
-    expect((await call('GET', `${service.api}/auth/device_api_key/start_regwait/nope`)).status).toBe(404);
-    expect((await call('GET', `${service.api}/auth/device_api_key/start_regwait/nope`)).status).toBe(429);
+    expect(
+      (await call('GET', `${service.api}/auth/device_api_key/start_regwait/nope`)).status,
+    ).toBe(404);
+    expect(
+      (await call('GET', `${service.api}/auth/device_api_key/start_regwait/nope`)).status,
+    ).toBe(429);
   });
 
-  it('44: a burst beyond a device key\'s limit is 429 with Retry-After; other keys are unaffected', async () => {
-    const service = await startTestService({ credentialRateLimit: { burst: 5, refillPerSecond: 1 } });
+  it("44: a burst beyond a device key's limit is 429 with Retry-After; other keys are unaffected", async () => {
+    const service = await startTestService({
+      credentialRateLimit: { burst: 5, refillPerSecond: 1 },
+    });
     services.push(service);
     const ann = await enrolledDevice(service, 'ann@example.org');
     const bob = await enrolledDevice(service, 'bob@example.org');
     const statuses: number[] = [];
-    for (let i = 0; i < 6; i += 1) statuses.push((await call('GET', `${service.api}/buckets`, { token: ann.token() })).status);
+    for (let i = 0; i < 6; i += 1)
+      statuses.push((await call('GET', `${service.api}/buckets`, { token: ann.token() })).status);
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
     const limited = await call('GET', `${service.api}/buckets`, { token: ann.token() });
     expect(limited.headers.get('retry-after')).toBe('1');
@@ -50,14 +75,19 @@ describe('§18 rate limits', () => {
   });
 
   it('44: a storage authorization has its own bucket', async () => {
-    const service = await startTestService({ credentialRateLimit: { burst: 3, refillPerSecond: 1 } });
+    const service = await startTestService({
+      credentialRateLimit: { burst: 3, refillPerSecond: 1 },
+    });
     services.push(service);
     const ann = await enrolledDevice(service, 'ann@example.org');
     const bucketId = await createBucket(service, ann, 'b');
     const pushed = await push(service, ann, { bucketId, expectedDataSize: 10, previousId: null });
     const sa = pushed.json.storage_authorization as string;
     const statuses: number[] = [];
-    for (let i = 0; i < 4; i += 1) statuses.push((await call('POST', `${service.api}/blocks/missing`, { token: sa, json: [] })).status);
+    for (let i = 0; i < 4; i += 1)
+      statuses.push(
+        (await call('POST', `${service.api}/blocks/missing`, { token: sa, json: [] })).status,
+      );
     expect(statuses).toEqual([200, 200, 200, 429]);
   });
 
@@ -74,10 +104,16 @@ describe('§18 rate limits', () => {
       const { code } = service.addUser('log@example.org');
       const device = new TestDevice();
       await call('POST', `${service.api}/auth/enroll`, { json: { code, pem: device.pem } });
-      device.userId = (await call('GET', `${service.api}/auth/device_api_key/start_regwait/${device.fingerprint}`)).json.user_id;
+      device.userId = (
+        await call('GET', `${service.api}/auth/device_api_key/start_regwait/${device.fingerprint}`)
+      ).json.user_id;
       const token = device.token();
       const bucketId = await createBucket(service, device, 'b');
-      const pushed = await push(service, device, { bucketId, expectedDataSize: 10, previousId: null });
+      const pushed = await push(service, device, {
+        bucketId,
+        expectedDataSize: 10,
+        previousId: null,
+      });
       const sa = pushed.json.storage_authorization as string;
       await call('POST', `${service.api}/blocks/missing`, { token: sa, json: [] });
       await call('GET', `${service.api}/buckets?token=${token}`, { token });

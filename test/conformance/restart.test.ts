@@ -1,0 +1,230 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { call } from '../helpers/http-client.ts';
+import { rawBlock, shardOf } from '../helpers/cars.ts';
+import { newPem } from '../helpers/flows.ts';
+import {
+  runServerCommand,
+  startServerProcess,
+  stopServerProcess,
+} from '../helpers/server-process.ts';
+import { TestDevice } from '../helpers/test-device.ts';
+import { metadataCar, multipartBody } from '../helpers/cars.ts';
+
+// The real `canopy-server` killed in the middle of a shard upload, then started again.
+
+const dataDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-restart-'));
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+describe('restart', () => {
+  it('a server killed mid-shard comes back with the version pending, no partial block, and completes', async () => {
+    const added = runServerCommand([
+      'user',
+      'add',
+      '--email',
+      'ann@example.org',
+      '--data',
+      dataDir,
+      '--json',
+    ]);
+    expect(added.status).toBe(0);
+    const { code, user_id: userId } = JSON.parse(added.stdout) as { code: string; user_id: string };
+    let server = await startServerProcess(dataDir);
+    const api = `${server.url}/api/v1`;
+    const device = new TestDevice();
+    expect(
+      (await call('POST', `${api}/auth/enroll`, { json: { code, pem: device.pem } })).status,
+    ).toBe(200);
+    device.userId = userId;
+    const bucket = await call('POST', `${api}/buckets`, {
+      token: device.token(),
+      json: { name: 'b', type: 'backup', storage_class: 'hot', initial_bucket_key_pem: newPem() },
+    });
+    const blocks = [
+      await rawBlock(new Uint8Array(1 << 20).fill(1)),
+      await rawBlock(new Uint8Array(1 << 20).fill(2)),
+    ];
+    const shard = await shardOf(blocks);
+    const metadata = await metadataCar();
+    const form = multipartBody([
+      {
+        name: 'request-data',
+        contentType: 'application/json',
+        body: JSON.stringify({
+          bucket_id: bucket.json.id,
+          root_cid: metadata.root.toString(),
+          metadata_cid: metadata.cid.toString(),
+          expected_data_size: 2 << 20,
+          previous_id: null,
+          valid_keys: [],
+          deleted_block_cids: [],
+        }),
+      },
+      { name: 'car-upload', contentType: 'application/vnd.ipld.car', body: metadata.car },
+    ]);
+    const pushed = await call('POST', `${api}/buckets/metadata`, {
+      token: device.token(),
+      body: form.body,
+      contentType: form.contentType,
+    });
+    const versionId = pushed.json.id as string;
+    const sa = pushed.json.storage_authorization as string;
+
+    // Send 1.5 blocks' worth of the shard, then kill -9 the server while it waits for the rest.
+    const target = new URL(`${api}/upload/${versionId}/${shard.cid.toString()}`);
+    const upload = request(target, {
+      method: 'PUT',
+      headers: {
+        authorization: `Bearer ${sa}`,
+        'content-type': 'application/vnd.ipld.car',
+        'content-length': shard.car.length,
+      },
+    });
+    const failed = new Promise<void>((resolve) => {
+      upload.on('error', () => resolve());
+      upload.on('response', () => resolve());
+    });
+    upload.write(shard.car.subarray(0, Math.floor(shard.car.length * 0.75)));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await stopServerProcess(server, 'SIGKILL')).toBeNull();
+    await failed;
+
+    server = await startServerProcess(dataDir);
+    const restarted = `${server.url}/api/v1`;
+    expect(readdirSync(path.join(dataDir, 'staging'))).toEqual([]);
+    const version = await call('GET', `${restarted}/buckets/metadata/${versionId}`, {
+      token: device.token(),
+    });
+    expect(version.json).toMatchObject({ state: 'pending', data_size: 2 << 20 });
+    for (const block of blocks) {
+      expect(
+        (
+          await call('GET', `${restarted}/blocks/${block.cid.toString()}`, {
+            token: device.token(),
+          })
+        ).status,
+      ).toBe(404);
+    }
+    const missing = await call('POST', `${restarted}/blocks/missing`, {
+      token: sa,
+      json: blocks.map((b) => b.cid.toString()),
+    });
+    expect(missing.json).toHaveLength(2);
+
+    const resumed = await call('PUT', `${restarted}/upload/${versionId}/${shard.cid.toString()}`, {
+      token: sa,
+      body: shard.car,
+      contentType: 'application/vnd.ipld.car',
+    });
+    expect(resumed.json).toEqual({ blocks: 2, bytes: 2 << 20, received_total: 2 << 20 });
+    const done = await call('POST', `${restarted}/upload/${versionId}/complete`, { token: sa });
+    expect(done.json.state).toBe('active');
+    const read = await call('GET', `${restarted}/blocks/${blocks[1]?.cid.toString()}`, {
+      token: device.token(),
+    });
+    expect(Buffer.from(read.bytes).equals(Buffer.from(blocks[1]?.bytes ?? []))).toBe(true);
+
+    // SIGTERM stops it cleanly.
+    expect(await stopServerProcess(server, 'SIGTERM')).toBe(0);
+  });
+
+  it('the admin commands work while serve runs on the same data folder, with clear errors', async () => {
+    const server = await startServerProcess(dataDir);
+    try {
+      const code = runServerCommand([
+        'enroll-code',
+        '--email',
+        'ann@example.org',
+        '--data',
+        dataDir,
+        '--json',
+      ]);
+      expect(code.status).toBe(0);
+      const device = new TestDevice();
+      const enrolled = await call('POST', `${server.url}/api/v1/auth/enroll`, {
+        json: { code: JSON.parse(code.stdout).code, pem: device.pem },
+      });
+      expect(enrolled.status).toBe(200);
+      device.userId = enrolled.json.user_id;
+      expect(
+        runServerCommand([
+          'invoice',
+          'add',
+          '--email',
+          'ann@example.org',
+          '--start',
+          '2026-10-01',
+          '--end',
+          '2026-11-01',
+          '--amount',
+          '1299',
+          '--status',
+          'paid',
+          '--data',
+          dataDir,
+        ]).status,
+      ).toBe(0);
+      expect(
+        runServerCommand([
+          'notify',
+          '--email',
+          'ann@example.org',
+          '--severity',
+          'warning',
+          '--message',
+          'Disk check tonight',
+          '--sticky',
+          '--data',
+          dataDir,
+        ]).status,
+      ).toBe(0);
+      const invoices = await call('GET', `${server.url}/api/v1/invoices`, {
+        token: device.token(),
+      });
+      expect(invoices.json[0]).toMatchObject({
+        total_amount: 1299,
+        status: 'paid',
+        billing_start: '2026-10-01T00:00:00Z',
+      });
+      const notes = await call('GET', `${server.url}/api/v1/notifications`, {
+        token: device.token(),
+      });
+      expect(notes.json[0]).toMatchObject({
+        message: 'Disk check tonight',
+        severity: 'warning',
+        dismissable: false,
+      });
+      const unknown = runServerCommand([
+        'enroll-code',
+        '--email',
+        'nobody@example.org',
+        '--data',
+        dataDir,
+      ]);
+      expect(unknown.status).not.toBe(0);
+      expect(unknown.stderr.trim()).toBe('canopy-server: no user with email nobody@example.org');
+      const badStatus = runServerCommand([
+        'invoice',
+        'add',
+        '--email',
+        'ann@example.org',
+        '--start',
+        '2026-10-01',
+        '--end',
+        '2026-11-01',
+        '--amount',
+        '1',
+        '--status',
+        'lost',
+        '--data',
+        dataDir,
+      ]);
+      expect(badStatus.stderr).toContain('status must be one of');
+    } finally {
+      await stopServerProcess(server, 'SIGTERM');
+    }
+  });
+});

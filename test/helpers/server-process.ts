@@ -1,0 +1,55 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// The real `canopy-server` command as a child process, for tests that crash or restart it.
+
+const BIN = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  'bin',
+  'canopy-server.js',
+);
+
+export interface ServerProcess {
+  readonly child: ChildProcess;
+  readonly url: string;
+}
+
+export async function startServerProcess(dataDir: string): Promise<ServerProcess> {
+  const child = spawn(
+    process.execPath,
+    [BIN, 'serve', '--port', '0', '--data', dataDir, '--json'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const lines = createInterface({ input: child.stdout });
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`canopy-server exited early with ${code}`)));
+    lines.once('line', (line) => resolve((JSON.parse(line) as { listening: string }).listening));
+  });
+  return { child, url };
+}
+
+export function runServerCommand(args: readonly string[]): {
+  status: number;
+  stdout: string;
+  stderr: string;
+} {
+  const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
+  return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
+}
+
+export async function stopServerProcess(
+  server: ServerProcess,
+  signal: NodeJS.Signals,
+): Promise<number | null> {
+  const exited = new Promise<number | null>((resolve) =>
+    server.child.once('exit', (code) => resolve(code)),
+  );
+  server.child.kill(signal);
+  return exited;
+}
