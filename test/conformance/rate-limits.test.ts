@@ -97,7 +97,7 @@ describe('§18 rate limits', () => {
     process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
       lines.push(String(chunk));
       return (originalWrite as (...args: unknown[]) => boolean)(chunk, ...rest);
-    }) as typeof process.stdout.write;
+    });
     try {
       const service = await startTestService({ logRequests: true });
       services.push(service);
