@@ -21,7 +21,7 @@ export default tseslint.config(
   },
   {
     // Tests read JSON response bodies dynamically; their assertions are the type check.
-    files: ['test/**/*.ts'],
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-assignment': 'off',

@@ -17,7 +17,7 @@ import { defaultServiceOptions } from './options.ts';
 const USAGE = `usage: canopy-server <command> [options]
 
 commands:
-  serve [--host 127.0.0.1] [--port 8750] [--public-url URL] [--log]
+  serve [--host 127.0.0.1] [--port 8750] [--public-url URL] [--log] [--no-rate-limits]
   user add --email E [--quota BYTES]
   user quota --email E --quota BYTES|none
   enroll-code --email E
@@ -67,7 +67,13 @@ async function serve(
       'warning: serving on a non-loopback address; clients require HTTPS there, so put a TLS proxy in front and pass --public-url https://…\n',
     );
   }
-  const options = { ...defaultServiceOptions(dataDir), logRequests: values['log'] === true };
+  const noLimits = values['no-rate-limits'] === true;
+  const options = {
+    ...defaultServiceOptions(dataDir),
+    logRequests: values['log'] === true,
+    // For benchmarks and trusted networks only: §14 lets every limit be disabled.
+    ...(noLimits ? { credentialRateLimit: null, ipRateLimit: null } : {}),
+  };
   const service = createBucketService(
     publicUrl === undefined ? options : { ...options, publicUrl },
   );
@@ -111,6 +117,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         port: { type: 'string' },
         'public-url': { type: 'string' },
         log: { type: 'boolean' },
+        'no-rate-limits': { type: 'boolean' },
         email: { type: 'string' },
         quota: { type: 'string' },
         start: { type: 'string' },

@@ -94,10 +94,10 @@ describe('§18 rate limits', () => {
   it('44: logs contain no token, SA or enrollment code', async () => {
     const lines: string[] = [];
     const originalWrite = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    process.stdout.write = (chunk: string | Uint8Array, ...rest: unknown[]) => {
       lines.push(String(chunk));
       return (originalWrite as (...args: unknown[]) => boolean)(chunk, ...rest);
-    });
+    };
     try {
       const service = await startTestService({ logRequests: true });
       services.push(service);

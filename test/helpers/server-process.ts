@@ -18,10 +18,13 @@ export interface ServerProcess {
   readonly url: string;
 }
 
-export async function startServerProcess(dataDir: string): Promise<ServerProcess> {
+export async function startServerProcess(
+  dataDir: string,
+  extraArgs: readonly string[] = [],
+): Promise<ServerProcess> {
   const child = spawn(
     process.execPath,
-    [BIN, 'serve', '--port', '0', '--data', dataDir, '--json'],
+    [BIN, 'serve', '--port', '0', '--data', dataDir, '--json', ...extraArgs],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },

@@ -1,0 +1,12 @@
+// `npm run bench -- <suite>`: runs a benchmark suite and prints its figures.
+import { runServerBench } from './server-bench.ts';
+
+const suites: Record<string, () => Promise<void>> = { server: runServerBench };
+const name = process.argv[2] ?? 'server';
+const suite = suites[name];
+if (!suite) {
+  process.stderr.write(`unknown bench suite "${name}"; known: ${Object.keys(suites).join(', ')}\n`);
+  process.exitCode = 2;
+} else {
+  await suite();
+}

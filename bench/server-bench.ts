@@ -1,0 +1,227 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdir, open, readFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { call } from '../test/helpers/http-client.ts';
+import { metadataCar, multipartBody, rawBlock, shardOf, type Block } from '../test/helpers/cars.ts';
+import { newPem } from '../test/helpers/flows.ts';
+import {
+  runServerCommand,
+  startServerProcess,
+  stopServerProcess,
+} from '../test/helpers/server-process.ts';
+import { TestDevice } from '../test/helpers/test-device.ts';
+
+// Figures for the server issue's targets, on loopback, against the real `canopy-server`
+// process: shard upload and blocks/car throughput next to raw disk throughput of the same
+// bytes, request latency, and the server's peak RSS. Prints; asserts nothing.
+
+const MiB = 1 << 20;
+const DATA_BYTES = Number(process.env['BENCH_SERVER_MIB'] ?? 256) * MiB;
+const BLOCKS_PER_SHARD = 64;
+
+function mbps(bytes: number, ms: number): number {
+  return bytes / MiB / (ms / 1000);
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+}
+
+function peakRss(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
+  return kb * 1024;
+}
+
+async function rawWrite(dir: string, blocks: readonly Block[]): Promise<number> {
+  await mkdir(dir, { recursive: true });
+  const start = performance.now();
+  for (const [index, block] of blocks.entries()) {
+    const handle = await open(path.join(dir, String(index)), 'w');
+    await handle.writeFile(block.bytes);
+    await handle.sync();
+    await handle.close();
+  }
+  return performance.now() - start;
+}
+
+async function rawRead(dir: string, count: number): Promise<number> {
+  const start = performance.now();
+  for (let index = 0; index < count; index += 1) await readFile(path.join(dir, String(index)));
+  return performance.now() - start;
+}
+
+async function latency(
+  samples: number,
+  request: () => Promise<number>,
+): Promise<{ p50: number; p99: number }> {
+  const times: number[] = [];
+  for (let i = 0; i < samples; i += 1) {
+    const start = performance.now();
+    const status = await request();
+    if (status !== 200) throw new Error(`request failed with ${status}`);
+    times.push(performance.now() - start);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: percentile(times, 50), p99: percentile(times, 99) };
+}
+
+export async function runServerBench(): Promise<void> {
+  const workDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-'));
+  const dataDir = path.join(workDir, 'server');
+  try {
+    const added = runServerCommand([
+      'user',
+      'add',
+      '--email',
+      'bench@example.org',
+      '--data',
+      dataDir,
+      '--json',
+    ]);
+    const { code, user_id: userId } = JSON.parse(added.stdout) as { code: string; user_id: string };
+    const server = await startServerProcess(dataDir, ['--no-rate-limits']);
+    const api = `${server.url}/api/v1`;
+    const pid = server.child.pid ?? 0;
+    const device = new TestDevice();
+    await call('POST', `${api}/auth/enroll`, { json: { code, pem: device.pem } });
+    device.userId = userId;
+
+    const blocks: Block[] = [];
+    for (let offset = 0; offset < DATA_BYTES; offset += MiB)
+      blocks.push(await rawBlock(randomBytes(MiB)));
+    const rawWriteMs = await rawWrite(path.join(workDir, 'raw'), blocks);
+
+    const bucket = await call('POST', `${api}/buckets`, {
+      token: device.token(),
+      json: {
+        name: 'bench',
+        type: 'backup',
+        storage_class: 'hot',
+        initial_bucket_key_pem: newPem(),
+      },
+    });
+    const metadata = await metadataCar();
+    const form = multipartBody([
+      {
+        name: 'request-data',
+        contentType: 'application/json',
+        body: JSON.stringify({
+          bucket_id: bucket.json.id,
+          root_cid: metadata.root.toString(),
+          metadata_cid: metadata.cid.toString(),
+          expected_data_size: DATA_BYTES,
+          previous_id: null,
+          valid_keys: [],
+          deleted_block_cids: [],
+        }),
+      },
+      { name: 'car-upload', contentType: 'application/vnd.ipld.car', body: metadata.car },
+    ]);
+    const pushed = await call('POST', `${api}/buckets/metadata`, {
+      token: device.token(),
+      body: form.body,
+      contentType: form.contentType,
+    });
+    const versionId = pushed.json.id as string;
+    const sa = pushed.json.storage_authorization as string;
+    const shards = [];
+    for (let index = 0; index < blocks.length; index += BLOCKS_PER_SHARD)
+      shards.push(await shardOf(blocks.slice(index, index + BLOCKS_PER_SHARD)));
+
+    const uploadStart = performance.now();
+    for (const shard of shards) {
+      const response = await call('PUT', `${api}/upload/${versionId}/${shard.cid.toString()}`, {
+        token: sa,
+        body: shard.car,
+        contentType: 'application/vnd.ipld.car',
+      });
+      if (response.status !== 200)
+        throw new Error(`shard upload failed: ${response.status} ${response.text}`);
+    }
+    const uploadMs = performance.now() - uploadStart;
+    const uploadRss = peakRss(pid);
+    await call('POST', `${api}/upload/${versionId}/complete`, { token: sa });
+
+    const rawReadMs = await rawRead(path.join(workDir, 'raw'), blocks.length);
+    const readStart = performance.now();
+    let readBytes = 0;
+    for (let index = 0; index < blocks.length; index += BLOCKS_PER_SHARD) {
+      const cids = blocks
+        .slice(index, index + BLOCKS_PER_SHARD)
+        .map((block) => block.cid.toString());
+      const response = await call('POST', `${api}/blocks/car`, {
+        token: device.token(),
+        json: cids,
+      });
+      readBytes += response.bytes.length;
+    }
+    const readMs = performance.now() - readStart;
+
+    for (let index = 0; index < 999; index += 1) {
+      await call('POST', `${api}/buckets`, {
+        token: device.token(),
+        json: {
+          name: `bucket-${String(index).padStart(4, '0')}`,
+          type: 'interactive',
+          storage_class: 'warm',
+          initial_bucket_key_pem: newPem(),
+        },
+      });
+    }
+    const token = device.token();
+    const listLatency = await latency(
+      200,
+      async () => (await call('GET', `${api}/buckets`, { token })).status,
+    );
+    const listed = await call('GET', `${api}/buckets`, { token });
+    let previous: string | null = null;
+    const pushLatency = await latency(200, async () => {
+      const car = await metadataCar();
+      const body = multipartBody([
+        {
+          name: 'request-data',
+          contentType: 'application/json',
+          body: JSON.stringify({
+            bucket_id: listed.json[1].id,
+            root_cid: car.root.toString(),
+            metadata_cid: car.cid.toString(),
+            expected_data_size: 0,
+            previous_id: previous,
+            valid_keys: [],
+            deleted_block_cids: [],
+          }),
+        },
+        { name: 'car-upload', contentType: 'application/vnd.ipld.car', body: car.car },
+      ]);
+      const response = await call('POST', `${api}/buckets/metadata`, {
+        token,
+        body: body.body,
+        contentType: body.contentType,
+      });
+      previous = response.json?.id ?? null;
+      return response.status;
+    });
+    const finalRss = peakRss(pid);
+    await stopServerProcess(server, 'SIGTERM');
+
+    const uploadRate = mbps(DATA_BYTES, uploadMs);
+    const rawWriteRate = mbps(DATA_BYTES, rawWriteMs);
+    const readRate = mbps(readBytes, readMs);
+    const rawReadRate = mbps(DATA_BYTES, rawReadMs);
+    const lines = [
+      `server bench: ${DATA_BYTES / MiB} MiB of 1 MiB blocks in shards of ${BLOCKS_PER_SHARD} blocks, loopback`,
+      `shard upload        ${uploadRate.toFixed(1)} MB/s   raw writeFile+fsync ${rawWriteRate.toFixed(1)} MB/s   ratio ${(uploadRate / rawWriteRate).toFixed(2)} (target >= 0.5)`,
+      `blocks/car read     ${readRate.toFixed(1)} MB/s   raw readFile ${rawReadRate.toFixed(1)} MB/s   ratio ${(readRate / rawReadRate).toFixed(2)} (target >= 0.7)`,
+      `GET /buckets (${listed.json.length} buckets)  p50 ${listLatency.p50.toFixed(2)} ms   p99 ${listLatency.p99.toFixed(2)} ms (target p99 < 20 ms)`,
+      `empty-data push     p50 ${pushLatency.p50.toFixed(2)} ms   p99 ${pushLatency.p99.toFixed(2)} ms (target p99 < 20 ms)`,
+      `server peak RSS     ${(uploadRss / MiB).toFixed(0)} MB during upload, ${(finalRss / MiB).toFixed(0)} MB overall (target < 200 MB)`,
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } finally {
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}

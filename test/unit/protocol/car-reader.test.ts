@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CarFormatError,
+  encodeVarint,
+  readCar,
+  type CarItem,
+} from '../../../main/protocol/index.ts';
+import { carBytes, rawBlock } from '../../helpers/cars.ts';
+
+// eslint-disable-next-line @typescript-eslint/require-await -- a stream source, async by contract
+async function* chunked(bytes: Uint8Array, size: number): AsyncGenerator<Uint8Array> {
+  for (let offset = 0; offset < bytes.length; offset += size)
+    yield bytes.subarray(offset, offset + size);
+}
+
+async function readAll(bytes: Uint8Array, allowV2 = false, chunk = 7): Promise<CarItem[]> {
+  const items: CarItem[] = [];
+  for await (const item of readCar(chunked(bytes, chunk), { maxBlockBytes: 4096, allowV2 }))
+    items.push(item);
+  return items;
+}
+
+function carV2(inner: Uint8Array, padding: number): Uint8Array {
+  const pragma = Buffer.from('0aa16776657273696f6e02', 'hex');
+  const header = Buffer.alloc(40);
+  const dataOffset = pragma.length + 40 + padding;
+  header.writeBigUInt64LE(BigInt(dataOffset), 16);
+  header.writeBigUInt64LE(BigInt(inner.length), 24);
+  header.writeBigUInt64LE(BigInt(dataOffset + inner.length), 32);
+  return Buffer.concat([
+    pragma,
+    header,
+    Buffer.alloc(padding),
+    inner,
+    Buffer.from('index bytes are ignored'),
+  ]);
+}
+
+describe('readCar', () => {
+  it('reads what @ipld/car writes, block by block, across any chunking', async () => {
+    const blocks = [
+      await rawBlock(),
+      await rawBlock(new Uint8Array(0)),
+      await rawBlock(new Uint8Array(4096)),
+    ];
+    const car = await carBytes([blocks[0]?.cid ?? blocks[1]!.cid], blocks);
+    for (const chunk of [1, 7, 4096, car.length]) {
+      const items = await readAll(car, false, chunk);
+      expect(items[0]).toMatchObject({ type: 'header', version: 1 });
+      expect(
+        items.slice(1).map((item) => (item.type === 'block' ? item.cid.toString() : '')),
+      ).toEqual(blocks.map((b) => b.cid.toString()));
+    }
+  });
+
+  it('reads the inner CARv1 of a CARv2 only where allowed', async () => {
+    const block = await rawBlock();
+    const inner = await carBytes([block.cid], [block]);
+    const v2 = carV2(inner, 13);
+    const items = await readAll(v2, true);
+    expect(items[0]).toMatchObject({ type: 'header', version: 2 });
+    expect(items).toHaveLength(2);
+    await expect(readAll(v2, false)).rejects.toThrow(CarFormatError);
+  });
+
+  it('refuses a block over the limit before reading it, as block_too_large', async () => {
+    const big = await carBytes([], [await rawBlock(new Uint8Array(4097))]);
+    await expect(readAll(big)).rejects.toMatchObject({ kind: 'block_too_large' });
+  });
+
+  it('refuses truncation, trailing garbage, non-minimal varints and empty input as malformed', async () => {
+    const block = await rawBlock();
+    const car = await carBytes([block.cid], [block]);
+    for (const bad of [
+      car.subarray(0, car.length - 1),
+      Buffer.concat([car, Buffer.from([0x01])]),
+      Buffer.concat([Buffer.from([0x80, 0x00]), car]),
+      new Uint8Array(0),
+      Buffer.concat([encodeVarint(3), Buffer.from([0xa0, 0xa0, 0xa0])]),
+    ]) {
+      await expect(readAll(bad)).rejects.toMatchObject({ kind: 'malformed' });
+    }
+  });
+});
