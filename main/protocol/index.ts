@@ -3,6 +3,7 @@
 // Pure TypeScript plus node:crypto; imports nothing from the rest of the engine.
 
 export * from './car-reader.ts';
+export * from './car-writer.ts';
 export * from './cid.ts';
 export * from './compact-jws.ts';
 export * from './device-jwt.ts';

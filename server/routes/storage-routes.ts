@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { CarWriter } from '@ipld/car/writer';
 import {
   CarFormatError,
   cidText,
+  encodeCarHeader,
+  encodeCarSectionHead,
+  type ProtocolCid,
   isUuid,
   MEDIA_CAR,
   parseCidListBody,
@@ -246,29 +248,24 @@ export const storageRoutes: RouteSpec[] = [
       for (const cid of unique) checkBlockReadable(ctx, userId, cidText(cid));
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
-      const { writer, out } = CarWriter.create([root]);
-      const feed = async (): Promise<void> => {
-        try {
-          for (const cid of unique) {
-            const bytes = await ctx.blocks.readBlock(cidText(cid));
-            await writer.put({ cid, bytes });
-          }
-        } finally {
-          await writer.close();
-        }
-      };
-      let sent = 0;
-      async function* counted(): AsyncGenerator<Uint8Array> {
-        for await (const chunk of out) {
-          sent += chunk.length;
-          yield chunk;
+      const blocks = ctx.blocks;
+      // Written section by section straight from the block files: nothing is copied or held
+      // beyond one block.
+      async function* carSections(): AsyncGenerator<Uint8Array> {
+        let sent = 0;
+        const header = encodeCarHeader([root as ProtocolCid]);
+        sent += header.length;
+        yield header;
+        for (const cid of unique) {
+          const bytes = await blocks.readBlock(cidText(cid));
+          const head = encodeCarSectionHead(cid, bytes.length);
+          sent += head.length + bytes.length;
+          yield head;
+          yield bytes;
         }
         addEgress(ctx.db, userId, sent, ctx.now());
       }
-      feed().catch((error: unknown) => {
-        request.raw.socket.destroy(error instanceof Error ? error : undefined);
-      });
-      return reply.type(MEDIA_CAR).send(Readable.from(counted()));
+      return reply.type(MEDIA_CAR).send(Readable.from(carSections()));
     },
   },
 ];

@@ -32,13 +32,11 @@ export async function call(
   if (options.contentType !== undefined) headers['content-type'] = options.contentType;
   const response = await fetch(url, { method, headers, ...(body === undefined ? {} : { body }) });
   const bytes = new Uint8Array(await response.arrayBuffer());
-  const text = new TextDecoder().decode(bytes);
-  let json: unknown = undefined;
-  if (
-    (response.headers.get('content-type') ?? '').startsWith('application/json') &&
-    text.length > 0
-  ) {
-    json = JSON.parse(text);
-  }
+  const type = response.headers.get('content-type') ?? '';
+  // Binary bodies (blocks, CARs) are not decoded: tests compare their bytes.
+  const isText = type.startsWith('application/json') || type.startsWith('text/');
+  const text = isText ? new TextDecoder().decode(bytes) : '';
+  const json: unknown =
+    type.startsWith('application/json') && text.length > 0 ? JSON.parse(text) : undefined;
   return { status: response.status, headers: response.headers, text, bytes, json };
 }

@@ -1,0 +1,16 @@
+import * as dagCbor from '@ipld/dag-cbor';
+import type { CID } from 'multiformats/cid';
+import { encodeVarint } from './car-reader.ts';
+
+// CARv1 framing for streaming writers that send blocks straight from disk. The header is the
+// same DAG-CBOR map @ipld/car writes ({version: 1, roots}); each section is then
+// varint(length) ‖ CID bytes ‖ block bytes.
+
+export function encodeCarHeader(roots: readonly CID[]): Uint8Array {
+  const header = dagCbor.encode({ version: 1, roots: [...roots] });
+  return Buffer.concat([encodeVarint(header.length), header]);
+}
+
+export function encodeCarSectionHead(cid: CID, blockLength: number): Uint8Array {
+  return Buffer.concat([encodeVarint(cid.bytes.length + blockLength), cid.bytes]);
+}
