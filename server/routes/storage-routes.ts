@@ -76,9 +76,12 @@ function liveVersionOf(ctx: ServiceContext, id: string): VersionRow {
 interface StagedBlock {
   readonly cid: string;
   readonly size: number;
-  /** Undefined when the host already held the block when it arrived. */
-  readonly file: string | undefined;
+  /** Undefined when the host already held the block when it arrived (or until written). */
+  file: string | undefined;
 }
+
+/** Staged writes kept in flight at once, so fsyncs overlap with reading the next blocks. */
+const PARALLEL_WRITES = 8;
 
 async function uploadShard(
   ctx: ServiceContext,
@@ -96,6 +99,7 @@ async function uploadShard(
   if (version.state !== 'pending') throw conflict(`the version is ${version.state}, not pending`);
 
   const staged = new Map<string, StagedBlock>();
+  const writes = new Set<Promise<void>>();
   const bodyHash = createHash('sha256');
   async function* hashed(): AsyncGenerator<Buffer> {
     for await (const chunk of limitedChunks(request.raw, ctx.options.limits.shardBytes, 'shard')) {
@@ -112,9 +116,17 @@ async function uploadShard(
         const cid = cidText(item.cid);
         if (staged.has(cid)) continue;
         // Verified against its CID by the reader even when the host holds it (§16.9).
-        const file = findBlock(ctx.db, cid) ? undefined : await ctx.blocks.writeStaged(item.bytes);
-        staged.set(cid, { cid, size: item.bytes.length, file });
+        const block: StagedBlock = { cid, size: item.bytes.length, file: undefined };
+        staged.set(cid, block);
+        if (findBlock(ctx.db, cid)) continue;
+        const write = ctx.blocks.writeStaged(item.bytes).then((file) => {
+          block.file = file;
+        });
+        writes.add(write);
+        void write.finally(() => writes.delete(write)).catch(() => undefined);
+        if (writes.size >= PARALLEL_WRITES) await Promise.race(writes);
       }
+      await Promise.all(writes);
     } catch (error) {
       if (error instanceof CarFormatError) {
         if (error.kind === 'block_too_large') throw payloadTooLarge(`shard: ${error.message}`);
@@ -164,8 +176,12 @@ async function uploadShard(
     );
     return result;
   } finally {
-    for (const block of staged.values())
+    // A refused shard may still have writes in flight; let them land, then remove them all.
+    // Committed blocks were renamed away, so this only removes what was not kept.
+    await Promise.allSettled(writes);
+    for (const block of staged.values()) {
       if (block.file !== undefined) ctx.blocks.discard(block.file);
+    }
   }
 }
 
