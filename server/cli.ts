@@ -17,7 +17,7 @@ import { defaultServiceOptions } from './options.ts';
 const USAGE = `usage: canopy-server <command> [options]
 
 commands:
-  serve [--host 127.0.0.1] [--port 8750] [--public-url URL] [--log] [--no-rate-limits]
+  serve [--host 127.0.0.1] [--port 8750] [--public-url URL] [--log] [--no-rate-limits] [--cors-origin ORIGIN]...
   user add --email E [--quota BYTES]
   user quota --email E --quota BYTES|none
   enroll-code --email E
@@ -52,7 +52,7 @@ function parseIso(value: string, flag: string): number {
 
 async function serve(
   dataDir: string,
-  values: Record<string, string | boolean | undefined>,
+  values: Record<string, string | boolean | string[] | undefined>,
   print: Output,
 ): Promise<number> {
   const host = typeof values['host'] === 'string' ? values['host'] : '127.0.0.1';
@@ -73,6 +73,7 @@ async function serve(
     logRequests: values['log'] === true,
     // For benchmarks and trusted networks only: §14 lets every limit be disabled.
     ...(noLimits ? { credentialRateLimit: null, ipRateLimit: null } : {}),
+    corsOrigins: Array.isArray(values['cors-origin']) ? values['cors-origin'] : [],
   };
   const service = createBucketService(
     publicUrl === undefined ? options : { ...options, publicUrl },
@@ -118,6 +119,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'public-url': { type: 'string' },
         log: { type: 'boolean' },
         'no-rate-limits': { type: 'boolean' },
+        'cors-origin': { type: 'string', multiple: true },
         email: { type: 'string' },
         quota: { type: 'string' },
         start: { type: 'string' },

@@ -241,3 +241,30 @@ describe('§18 reading blocks', () => {
     expect(user.json.monthly_egress).toBe(1024 + car.bytes.length);
   });
 });
+
+describe('garbage collection', () => {
+  it('removes a block file once no user holds it, and keeps one another user still holds', async () => {
+    const { existsSync } = await import('node:fs');
+    const shared = await rawBlock();
+    const own = await rawBlock();
+    const annBucket = await createBucket(service, ann, 'gc-ann');
+    await storeVersion(service, ann, annBucket, null, [shared, own]);
+    const bobBucket = await createBucket(service, bob, 'gc-bob');
+    await storeVersion(service, bob, bobBucket, null, [shared]);
+    const fileOf = (cid: string) => service.service.ctx.blocks.blockPath(cid);
+    expect(existsSync(fileOf(own.cid.toString()))).toBe(true);
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${annBucket}`, { token: ann.token() })).status,
+    ).toBe(204);
+    expect(existsSync(fileOf(own.cid.toString()))).toBe(false);
+    expect(existsSync(fileOf(shared.cid.toString()))).toBe(true);
+    const read = await call('GET', `${service.api}/blocks/${shared.cid.toString()}`, {
+      token: bob.token(),
+    });
+    expect(Buffer.from(read.bytes).equals(Buffer.from(shared.bytes))).toBe(true);
+    expect(
+      (await call('GET', `${service.api}/blocks/${shared.cid.toString()}`, { token: ann.token() }))
+        .status,
+    ).toBe(404);
+  });
+});
