@@ -7,7 +7,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { call } from '../test/helpers/http-client.ts';
 import { metadataCar, multipartBody, rawBlock, shardOf, type Block } from '../test/helpers/cars.ts';
-import { newPem } from '../test/helpers/flows.ts';
+import { newPem, push } from '../test/helpers/flows.ts';
 import {
   runServerCommand,
   startServerProcess,
@@ -125,27 +125,10 @@ export async function runServerBench(): Promise<void> {
         initial_bucket_key_pem: newPem(),
       },
     });
-    const metadata = await metadataCar();
-    const form = multipartBody([
-      {
-        name: 'request-data',
-        contentType: 'application/json',
-        body: JSON.stringify({
-          bucket_id: bucket.json.id,
-          root_cid: metadata.root.toString(),
-          metadata_cid: metadata.cid.toString(),
-          expected_data_size: DATA_BYTES,
-          previous_id: null,
-          valid_keys: [],
-          deleted_block_cids: [],
-        }),
-      },
-      { name: 'car-upload', contentType: 'application/vnd.ipld.car', body: metadata.car },
-    ]);
-    const pushed = await call('POST', `${api}/buckets/metadata`, {
-      token: device.token(),
-      body: form.body,
-      contentType: form.contentType,
+    const pushed = await push({ api }, device, {
+      bucketId: bucket.json.id,
+      expectedDataSize: DATA_BYTES,
+      previousId: null,
     });
     const versionId = pushed.json.id as string;
     const sa = pushed.json.storage_authorization as string;

@@ -5,14 +5,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { call } from '../helpers/http-client.ts';
 import { rawBlock, shardOf } from '../helpers/cars.ts';
-import { newPem } from '../helpers/flows.ts';
+import { newPem, push } from '../helpers/flows.ts';
 import {
   runServerCommand,
   startServerProcess,
   stopServerProcess,
 } from '../helpers/server-process.ts';
 import { TestDevice } from '../helpers/test-device.ts';
-import { metadataCar, multipartBody } from '../helpers/cars.ts';
 
 // The real `canopy-server` killed in the middle of a shard upload, then started again.
 
@@ -48,32 +47,15 @@ describe('restart', () => {
       await rawBlock(new Uint8Array(1 << 20).fill(2)),
     ];
     const shard = await shardOf(blocks);
-    const metadata = await metadataCar();
-    const form = multipartBody([
-      {
-        name: 'request-data',
-        contentType: 'application/json',
-        body: JSON.stringify({
-          bucket_id: bucket.json.id,
-          root_cid: metadata.root.toString(),
-          metadata_cid: metadata.cid.toString(),
-          expected_data_size: 2 << 20,
-          previous_id: null,
-          valid_keys: [],
-          deleted_block_cids: [],
-        }),
-      },
-      { name: 'car-upload', contentType: 'application/vnd.ipld.car', body: metadata.car },
-    ]);
-    const pushed = await call('POST', `${api}/buckets/metadata`, {
-      token: device.token(),
-      body: form.body,
-      contentType: form.contentType,
+    const pushed = await push({ api }, device, {
+      bucketId: bucket.json.id,
+      expectedDataSize: 2 << 20,
+      previousId: null,
     });
     const versionId = pushed.json.id as string;
     const sa = pushed.json.storage_authorization as string;
 
-    // Send 1.5 blocks' worth of the shard, then kill -9 the server while it waits for the rest.
+    // Send three quarters of the shard, then kill -9 the server while it waits for the rest.
     const target = new URL(`${api}/upload/${versionId}/${shard.cid.toString()}`);
     const upload = request(target, {
       method: 'PUT',

@@ -7,6 +7,11 @@ import type { TestService } from './test-service.ts';
 
 // The usual sequences of requests, so each test states only what it is about.
 
+/** Where the service answers; a TestService or a `canopy-server` process will do. */
+export interface ServiceEndpoint {
+  readonly api: string;
+}
+
 export function newPem(): string {
   return generateKeyPairSync('ec', { namedCurve: 'P-384' })
     .publicKey.export({ type: 'spki', format: 'pem' })
@@ -31,7 +36,7 @@ export async function enrolledDevice(
 }
 
 export async function createBucket(
-  service: TestService,
+  service: ServiceEndpoint,
   device: TestDevice,
   name: string,
   type: 'backup' | 'interactive' = 'backup',
@@ -55,7 +60,7 @@ export interface PushInput {
 }
 
 export async function push(
-  service: TestService,
+  service: ServiceEndpoint,
   device: TestDevice,
   input: PushInput,
 ): Promise<TestResponse> {
@@ -85,7 +90,7 @@ export async function push(
 }
 
 export async function uploadShard(
-  service: TestService,
+  service: ServiceEndpoint,
   sa: string,
   versionId: string,
   blocks: readonly Block[],
@@ -100,7 +105,7 @@ export async function uploadShard(
 }
 
 export async function complete(
-  service: TestService,
+  service: ServiceEndpoint,
   sa: string,
   versionId: string,
 ): Promise<TestResponse> {
@@ -109,7 +114,7 @@ export async function complete(
 
 /** Push, upload the blocks in one shard, complete. Returns the version id. */
 export async function storeVersion(
-  service: TestService,
+  service: ServiceEndpoint,
   device: TestDevice,
   bucketId: string,
   previousId: string | null,
