@@ -43,6 +43,34 @@ async function putBody(url: string, token: string, body: Uint8Array): Promise<nu
   });
 }
 
+/** POST JSON and count the response bytes without keeping them, as a restoring client would. */
+async function postCountingBytes(url: string, token: string, json: unknown): Promise<number> {
+  const body = JSON.stringify(json);
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${token}`,
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+      },
+    });
+    req.on('response', (response) => {
+      let bytes = 0;
+      response.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+      });
+      response.on('end', () =>
+        response.statusCode === 200
+          ? resolve(bytes)
+          : reject(new Error(`read failed: ${response.statusCode}`)),
+      );
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 function mbps(bytes: number, ms: number): number {
   return bytes / MiB / (ms / 1000);
 }
@@ -150,17 +178,14 @@ export async function runServerBench(): Promise<void> {
     await call('POST', `${api}/upload/${versionId}/complete`, { token: sa });
 
     const rawReadMs = await rawRead(path.join(workDir, 'raw'), blocks.length);
+    const readToken = device.token();
     const readStart = performance.now();
     let readBytes = 0;
     for (let index = 0; index < blocks.length; index += BLOCKS_PER_SHARD) {
       const cids = blocks
         .slice(index, index + BLOCKS_PER_SHARD)
         .map((block) => block.cid.toString());
-      const response = await call('POST', `${api}/blocks/car`, {
-        token: device.token(),
-        json: cids,
-      });
-      readBytes += response.bytes.length;
+      readBytes += await postCountingBytes(`${api}/blocks/car`, readToken, cids);
     }
     const readMs = performance.now() - readStart;
 
