@@ -1,0 +1,43 @@
+// The engine's one error type (ARCHITECTURE.md): a stable code hosts branch on, whether a retry
+// may help, and the underlying cause. Messages are one clear line for people.
+
+export type EngineErrorCode =
+  | 'not_logged_in'
+  | 'already_logged_in'
+  | 'enrollment_refused'
+  | 'not_authorized'
+  | 'not_found'
+  | 'conflict'
+  | 'stale_previous'
+  | 'quota_exceeded'
+  | 'payload_too_large'
+  | 'invalid_request'
+  | 'rate_limited'
+  | 'server_error'
+  | 'network'
+  | 'timeout'
+  | 'insecure_url'
+  | 'protocol'
+  | 'secret_store'
+  | 'local_server'
+  | 'usage';
+
+export class EngineError extends Error {
+  readonly code: EngineErrorCode;
+  readonly retryable: boolean;
+
+  constructor(
+    code: EngineErrorCode,
+    message: string,
+    options: { retryable?: boolean; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'EngineError';
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+export function isEngineError(error: unknown, code?: EngineErrorCode): error is EngineError {
+  return error instanceof EngineError && (code === undefined || error.code === code);
+}

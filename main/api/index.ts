@@ -1,0 +1,4 @@
+// The contract between the engine and every host (CLI, daemon, Electron): error codes and, as
+// they arrive, EngineApi requests and EngineEvent pushes. Pure TypeScript.
+
+export * from './engine-error.ts';

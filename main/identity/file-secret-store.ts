@@ -1,0 +1,78 @@
+import {
+  chmodSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+  openSync,
+  fsyncSync,
+  closeSync,
+} from 'node:fs';
+import path from 'node:path';
+import { EngineError } from '../api/index.ts';
+import type { SecretStore } from './secret-store.ts';
+
+// A 0600 JSON file in the Canopy home, for machines with no keychain. It protects secrets
+// only as well as the account's file permissions do, which is why choosing it is loud.
+
+export const SECRETS_FILE = 'secrets.json';
+
+export class FileSecretStore implements SecretStore {
+  readonly kind = 'file';
+  readonly location: string;
+
+  constructor(home: string) {
+    this.location = path.join(home, SECRETS_FILE);
+  }
+
+  private read(): Record<string, string> {
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(this.location, 'utf8'));
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+        throw new EngineError('secret_store', `${this.location} is not a secrets file`);
+      }
+      return parsed as Record<string, string>;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      if (error instanceof EngineError) throw error;
+      throw new EngineError('secret_store', `cannot read ${this.location}`, { cause: error });
+    }
+  }
+
+  private write(secrets: Record<string, string>): void {
+    try {
+      mkdirSync(path.dirname(this.location), { recursive: true, mode: 0o700 });
+      const staged = `${this.location}.${process.pid}.tmp`;
+      writeFileSync(staged, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
+      const fd = openSync(staged, 'r');
+      try {
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(staged, this.location);
+      chmodSync(this.location, 0o600);
+    } catch (error) {
+      throw new EngineError('secret_store', `cannot write ${this.location}`, { cause: error });
+    }
+  }
+
+  get(account: string): Promise<string | null> {
+    return Promise.resolve(this.read()[account] ?? null);
+  }
+
+  set(account: string, secret: string): Promise<void> {
+    const secrets = this.read();
+    secrets[account] = secret;
+    this.write(secrets);
+    return Promise.resolve();
+  }
+
+  delete(account: string): Promise<boolean> {
+    const secrets = this.read();
+    if (!(account in secrets)) return Promise.resolve(false);
+    delete secrets[account];
+    this.write(secrets);
+    return Promise.resolve(true);
+  }
+}

@@ -1,0 +1,52 @@
+import { EngineError } from '../api/index.ts';
+import { FileSecretStore } from './file-secret-store.ts';
+import { KeychainSecretStore } from './keychain-secret-store.ts';
+import type { SecretStore } from './secret-store.ts';
+
+export type SecretStoreChoice = 'keychain' | 'file' | 'auto';
+
+export interface OpenedSecretStore {
+  readonly store: SecretStore;
+  /** Set when the file fallback was chosen automatically: say it once, loudly. */
+  readonly warning: string | null;
+}
+
+export function secretStoreChoice(value: string | undefined): SecretStoreChoice {
+  if (value === undefined || value === '') return 'auto';
+  if (value === 'keychain' || value === 'file') return value;
+  throw new EngineError(
+    'usage',
+    `CANOPY_SECRET_STORE must be "keychain" or "file", not "${value}"`,
+  );
+}
+
+/**
+ * The keychain when one answers; otherwise the 0600 file, with a warning that says where the
+ * key is and why. `CANOPY_SECRET_STORE` forces either.
+ */
+export async function openSecretStore(
+  home: string,
+  choice: SecretStoreChoice,
+): Promise<OpenedSecretStore> {
+  if (choice === 'file') return { store: new FileSecretStore(home), warning: null };
+  let keychain: KeychainSecretStore | undefined;
+  let reason = 'no OS keychain answered';
+  try {
+    keychain = new KeychainSecretStore();
+  } catch (error) {
+    if (choice === 'keychain') throw error;
+    reason = 'the keychain module could not be loaded';
+  }
+  if (keychain && (await keychain.probe())) return { store: keychain, warning: null };
+  if (choice === 'keychain') {
+    throw new EngineError(
+      'secret_store',
+      'the OS keychain is not available (is a Secret Service running and unlocked?)',
+    );
+  }
+  const file = new FileSecretStore(home);
+  return {
+    store: file,
+    warning: `warning: ${reason}, so Canopy keeps its private keys in ${file.location} (readable only by you). Set CANOPY_SECRET_STORE=keychain once a keychain is available.`,
+  };
+}

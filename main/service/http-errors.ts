@@ -1,0 +1,76 @@
+import { EngineError, type EngineErrorCode } from '../api/index.ts';
+
+// The one place HTTP failures become EngineErrors (ARCHITECTURE.md). Statuses that a retry can
+// fix (429, 500, 502, 503, 504) are marked retryable; every other status is final (§6).
+
+const RETRYABLE_STATUSES = new Set([429, 500, 502, 503, 504]);
+
+export function isRetryableStatus(status: number): boolean {
+  return RETRYABLE_STATUSES.has(status);
+}
+
+export function errorFromResponse(
+  status: number,
+  body: { msg?: unknown; code?: unknown } | undefined,
+): EngineError {
+  const serverCode = typeof body?.code === 'string' ? body.code : '';
+  const serverMsg = typeof body?.msg === 'string' ? body.msg : `HTTP ${status}`;
+  let code: EngineErrorCode;
+  let message: string;
+  switch (status) {
+    case 400:
+      code = 'invalid_request';
+      message = `the server refused the request: ${serverMsg}`;
+      break;
+    case 401:
+      code = 'not_authorized';
+      message = 'the server did not accept this device (the key may have been revoked)';
+      break;
+    case 404:
+      code = 'not_found';
+      message = 'not found on the server';
+      break;
+    case 408:
+      code = 'timeout';
+      message = 'the server stopped waiting';
+      break;
+    case 409:
+      code = serverCode === 'stale_previous' ? 'stale_previous' : 'conflict';
+      message =
+        serverCode === 'stale_previous'
+          ? 'another version was stored first'
+          : `conflict: ${serverMsg}`;
+      break;
+    case 413:
+      code = serverCode === 'quota_exceeded' ? 'quota_exceeded' : 'payload_too_large';
+      message =
+        serverCode === 'quota_exceeded'
+          ? 'your storage quota is full'
+          : `too large for the server: ${serverMsg}`;
+      break;
+    case 429:
+      code = 'rate_limited';
+      message = 'the server asked to slow down';
+      break;
+    default:
+      code = status >= 500 ? 'server_error' : 'protocol';
+      message =
+        status >= 500
+          ? `the server failed (HTTP ${status})`
+          : `unexpected answer from the server (HTTP ${status})`;
+  }
+  return new EngineError(code, message, { retryable: isRetryableStatus(status) });
+}
+
+export function networkError(url: string, cause: unknown): EngineError {
+  const detail =
+    cause instanceof Error
+      ? cause.cause instanceof Error
+        ? cause.cause.message
+        : cause.message
+      : String(cause);
+  return new EngineError('network', `cannot reach ${new URL(url).origin} (${detail})`, {
+    retryable: true,
+    cause,
+  });
+}

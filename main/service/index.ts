@@ -1,0 +1,6 @@
+// The HTTP client of the Bucket Storage Service and its storage host. Maps every HTTP failure
+// to an EngineError in one place (http-errors.ts). May import main/api and main/protocol only.
+
+export * from './base-url.ts';
+export * from './retry-policy.ts';
+export * from './service-client.ts';

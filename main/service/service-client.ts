@@ -1,0 +1,542 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EngineError } from '../api/index.ts';
+import {
+  API_PREFIX,
+  MEDIA_CAR,
+  MEDIA_JSON,
+  PART_CAR_UPLOAD,
+  PART_REQUEST_DATA,
+} from '../protocol/index.ts';
+import type {
+  Bucket,
+  BucketCreateResult,
+  BucketType,
+  DeviceKey,
+  EnrollResult,
+  Invoice,
+  Metadata,
+  MetadataUploadResult,
+  Notification,
+  ShardUploadResult,
+  Snapshot,
+  StorageClass,
+  User,
+  WhoAmI,
+} from '../protocol/index.ts';
+import { checkServiceUrl } from './base-url.ts';
+import { errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
+import { parse } from './response-shapes.ts';
+import {
+  DEFAULT_RETRY_POLICY,
+  parseRetryAfter,
+  retryDelayMs,
+  type RetryPolicy,
+} from './retry-policy.ts';
+
+// A typed client for every endpoint of the Bucket Storage Service (bucket-service.md), over
+// Node's fetch. Retries transient failures with backoff and full jitter; everything else
+// fails at once with an EngineError.
+
+export interface ServiceClientOptions {
+  /** The service's base URL, e.g. https://backup.example.org (no /api/v1). */
+  readonly baseUrl: string;
+  /** Supplies a device JWT; absent before enrollment. */
+  readonly deviceToken?: () => string;
+  readonly retry?: RetryPolicy;
+  readonly random?: () => number;
+  readonly delay?: (ms: number) => Promise<void>;
+  /** Called before each retry, for logs and progress. */
+  readonly onRetry?: (info: { attempt: number; delayMs: number; error: EngineError }) => void;
+}
+
+/** What fetch accepts as a request body. */
+type RequestBody = NonNullable<RequestInit['body']>;
+
+type Auth = { kind: 'device' } | { kind: 'storage'; token: string } | { kind: 'none' };
+
+interface RequestSpec {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Absolute API root (service or storage host), then the path below /api/v1. */
+  readonly root?: string;
+  readonly path: string;
+  readonly auth: Auth;
+  readonly json?: unknown;
+  /** A fresh body for each attempt, so retries resend it whole. */
+  readonly body?: () => { bytes: RequestBody; contentType: string };
+  readonly expectStatus?: number;
+}
+
+export interface PushRequest {
+  readonly bucketId: string;
+  readonly rootCid: string;
+  readonly metadataCid: string;
+  readonly expectedDataSize: number;
+  readonly previousId: string | null;
+  readonly validKeys: readonly string[];
+  readonly deletedBlockCids: readonly string[];
+  /** The metadata CAR. */
+  readonly car: Uint8Array;
+}
+
+export class ServiceClient {
+  readonly baseUrl: string;
+  private readonly options: ServiceClientOptions;
+  private readonly retry: RetryPolicy;
+
+  constructor(options: ServiceClientOptions) {
+    this.baseUrl = checkServiceUrl(options.baseUrl);
+    this.options = options;
+    this.retry = options.retry ?? DEFAULT_RETRY_POLICY;
+  }
+
+  private authorization(auth: Auth): string | undefined {
+    switch (auth.kind) {
+      case 'device': {
+        const token = this.options.deviceToken?.();
+        if (token === undefined)
+          throw new EngineError('not_logged_in', 'this device is not enrolled yet');
+        return `Bearer ${token}`;
+      }
+      case 'storage':
+        return `Bearer ${auth.token}`;
+      case 'none':
+        return undefined;
+      default: {
+        const unreachable: never = auth;
+        return unreachable;
+      }
+    }
+  }
+
+  /** One request with the retry policy; resolves to the successful Response. */
+  private async send(spec: RequestSpec): Promise<Response> {
+    const root = spec.root === undefined ? this.baseUrl : checkServiceUrl(spec.root);
+    const url = `${root}${API_PREFIX}${spec.path}`;
+    for (let attempt = 1; ; attempt += 1) {
+      const headers: Record<string, string> = {};
+      const authorization = this.authorization(spec.auth);
+      if (authorization !== undefined) headers['authorization'] = authorization;
+      let body: RequestBody | undefined;
+      if (spec.json !== undefined) {
+        headers['content-type'] = MEDIA_JSON;
+        body = JSON.stringify(spec.json);
+      } else if (spec.body) {
+        const made = spec.body();
+        if (made.contentType !== '') headers['content-type'] = made.contentType;
+        body = made.bytes;
+      }
+      let error: EngineError;
+      let retryAfter: number | undefined;
+      try {
+        const response = await fetch(url, {
+          method: spec.method,
+          headers,
+          ...(body === undefined ? {} : { body }),
+        });
+        if (response.ok) return response;
+        const text = await response.text();
+        let parsed: { msg?: unknown; code?: unknown } | undefined;
+        try {
+          parsed = JSON.parse(text) as { msg?: unknown; code?: unknown };
+        } catch {
+          parsed = undefined;
+        }
+        error = errorFromResponse(response.status, parsed);
+        retryAfter =
+          response.status === 429
+            ? parseRetryAfter(response.headers.get('retry-after'))
+            : undefined;
+        if (!isRetryableStatus(response.status)) throw error;
+      } catch (caught) {
+        if (caught instanceof EngineError && !caught.retryable) throw caught;
+        error = caught instanceof EngineError ? caught : networkError(url, caught);
+      }
+      if (attempt >= this.retry.attempts) throw error;
+      const delayMs = retryDelayMs(
+        this.retry,
+        attempt,
+        retryAfter,
+        this.options.random ?? Math.random,
+      );
+      this.options.onRetry?.({ attempt, delayMs, error });
+      await (this.options.delay ?? ((ms: number) => sleep(ms)))(delayMs);
+    }
+  }
+
+  private async json<T>(spec: RequestSpec, check: (value: unknown) => T): Promise<T> {
+    const response = await this.send(spec);
+    let value: unknown;
+    try {
+      value = await response.json();
+    } catch (error) {
+      throw new EngineError('protocol', 'the server sent a body that is not JSON', {
+        cause: error,
+      });
+    }
+    return check(value);
+  }
+
+  private async empty(spec: RequestSpec): Promise<void> {
+    const response = await this.send(spec);
+    await response.arrayBuffer();
+  }
+
+  // §8 enrollment and device keys
+
+  enroll(input: { code: string; pem: string; deviceName?: string }): Promise<EnrollResult> {
+    const json = {
+      code: input.code,
+      pem: input.pem,
+      ...(input.deviceName === undefined ? {} : { device_name: input.deviceName }),
+    };
+    return this.json(
+      { method: 'POST', path: '/auth/enroll', auth: { kind: 'none' }, json },
+      parse.enrollResult,
+    );
+  }
+
+  createEnrollmentCode(): Promise<{ code: string; expires_at: number }> {
+    return this.json(
+      { method: 'POST', path: '/auth/enrollment_codes', auth: { kind: 'device' } },
+      parse.enrollmentCode,
+    );
+  }
+
+  listDeviceKeys(): Promise<DeviceKey[]> {
+    return this.json(
+      { method: 'GET', path: '/auth/device_api_key', auth: { kind: 'device' } },
+      parse.deviceKeys,
+    );
+  }
+
+  addDeviceKey(input: {
+    pem: string;
+    name?: string;
+  }): Promise<{ id: string; fingerprint: string }> {
+    const json = { pem: input.pem, ...(input.name === undefined ? {} : { name: input.name }) };
+    return this.json(
+      { method: 'POST', path: '/auth/device_api_key', auth: { kind: 'device' }, json },
+      parse.addedKey,
+    );
+  }
+
+  getDeviceKey(id: string): Promise<DeviceKey> {
+    return this.json(
+      {
+        method: 'GET',
+        path: `/auth/device_api_key/${encodeURIComponent(id)}`,
+        auth: { kind: 'device' },
+      },
+      parse.deviceKey,
+    );
+  }
+
+  deleteDeviceKey(id: string): Promise<void> {
+    return this.empty({
+      method: 'DELETE',
+      path: `/auth/device_api_key/${encodeURIComponent(id)}`,
+      auth: { kind: 'device' },
+    });
+  }
+
+  /** One regwait poll: the user id once the key is registered, null when the hold ran out. */
+  async pollRegistration(fingerprint: string): Promise<string | null> {
+    try {
+      const answer = await this.json(
+        {
+          method: 'GET',
+          path: `/auth/device_api_key/start_regwait/${encodeURIComponent(fingerprint)}`,
+          auth: { kind: 'none' },
+        },
+        parse.regwait,
+      );
+      return answer.user_id;
+    } catch (error) {
+      if (error instanceof EngineError && error.code === 'timeout') return null;
+      throw error;
+    }
+  }
+
+  whoAmI(): Promise<WhoAmI> {
+    return this.json(
+      { method: 'GET', path: '/auth/who_am_i', auth: { kind: 'device' } },
+      parse.whoAmI,
+    );
+  }
+
+  // §9 buckets and §12 snapshots
+
+  listBuckets(): Promise<Bucket[]> {
+    return this.json({ method: 'GET', path: '/buckets', auth: { kind: 'device' } }, parse.buckets);
+  }
+
+  createBucket(input: {
+    name: string;
+    type: BucketType;
+    storageClass: StorageClass;
+    bucketKeyPem: string;
+  }): Promise<BucketCreateResult> {
+    const json = {
+      name: input.name,
+      type: input.type,
+      storage_class: input.storageClass,
+      initial_bucket_key_pem: input.bucketKeyPem,
+    };
+    return this.json(
+      { method: 'POST', path: '/buckets', auth: { kind: 'device' }, json },
+      parse.bucketCreated,
+    );
+  }
+
+  getBucket(id: string): Promise<Bucket> {
+    return this.json(
+      { method: 'GET', path: `/buckets/${encodeURIComponent(id)}`, auth: { kind: 'device' } },
+      parse.bucket,
+    );
+  }
+
+  updateBucket(id: string, update: { name?: string; replicas?: number }): Promise<void> {
+    return this.empty({
+      method: 'PUT',
+      path: `/buckets/${encodeURIComponent(id)}`,
+      auth: { kind: 'device' },
+      json: update,
+    });
+  }
+
+  deleteBucket(id: string): Promise<void> {
+    return this.empty({
+      method: 'DELETE',
+      path: `/buckets/${encodeURIComponent(id)}`,
+      auth: { kind: 'device' },
+    });
+  }
+
+  listSnapshots(bucketId: string): Promise<Snapshot[]> {
+    return this.json(
+      {
+        method: 'GET',
+        path: `/buckets/${encodeURIComponent(bucketId)}/snapshots`,
+        auth: { kind: 'device' },
+      },
+      parse.snapshots,
+    );
+  }
+
+  getSnapshot(bucketId: string, id: string): Promise<Snapshot> {
+    return this.json(
+      {
+        method: 'GET',
+        path: `/buckets/${encodeURIComponent(bucketId)}/snapshots/${encodeURIComponent(id)}`,
+        auth: { kind: 'device' },
+      },
+      parse.snapshot,
+    );
+  }
+
+  deleteSnapshot(bucketId: string, id: string): Promise<void> {
+    return this.empty({
+      method: 'DELETE',
+      path: `/buckets/${encodeURIComponent(bucketId)}/snapshots/${encodeURIComponent(id)}`,
+      auth: { kind: 'device' },
+    });
+  }
+
+  // §10 versions
+
+  listVersions(bucketId?: string): Promise<Metadata[]> {
+    const query = bucketId === undefined ? '' : `?bucket_id=${encodeURIComponent(bucketId)}`;
+    return this.json(
+      { method: 'GET', path: `/buckets/metadata${query}`, auth: { kind: 'device' } },
+      parse.metadataList,
+    );
+  }
+
+  pushVersion(input: PushRequest): Promise<MetadataUploadResult> {
+    const requestData = {
+      bucket_id: input.bucketId,
+      root_cid: input.rootCid,
+      metadata_cid: input.metadataCid,
+      expected_data_size: input.expectedDataSize,
+      previous_id: input.previousId,
+      valid_keys: input.validKeys,
+      deleted_block_cids: input.deletedBlockCids,
+    };
+    const body = (): { bytes: RequestBody; contentType: string } => {
+      const form = new FormData();
+      form.append(PART_REQUEST_DATA, new Blob([JSON.stringify(requestData)], { type: MEDIA_JSON }));
+      form.append(PART_CAR_UPLOAD, new Blob([input.car], { type: MEDIA_CAR }));
+      // fetch writes the multipart body and its boundary itself.
+      return { bytes: form, contentType: '' };
+    };
+    return this.json(
+      { method: 'POST', path: '/buckets/metadata', auth: { kind: 'device' }, body },
+      parse.uploadResult,
+    );
+  }
+
+  getVersion(id: string): Promise<Metadata> {
+    return this.json(
+      {
+        method: 'GET',
+        path: `/buckets/metadata/${encodeURIComponent(id)}`,
+        auth: { kind: 'device' },
+      },
+      parse.metadata,
+    );
+  }
+
+  deleteVersion(id: string): Promise<void> {
+    return this.empty({
+      method: 'DELETE',
+      path: `/buckets/metadata/${encodeURIComponent(id)}`,
+      auth: { kind: 'device' },
+    });
+  }
+
+  async pullVersion(id: string): Promise<Uint8Array> {
+    const response = await this.send({
+      method: 'GET',
+      path: `/buckets/metadata/${encodeURIComponent(id)}/pull`,
+      auth: { kind: 'device' },
+    });
+    return new Uint8Array(await response.arrayBuffer());
+  }
+
+  snapshotVersion(id: string): Promise<Snapshot> {
+    return this.json(
+      {
+        method: 'POST',
+        path: `/buckets/metadata/${encodeURIComponent(id)}/snapshot`,
+        auth: { kind: 'device' },
+      },
+      parse.snapshot,
+    );
+  }
+
+  // §11 storage host
+
+  uploadShard(
+    storageHost: string,
+    sa: string,
+    versionId: string,
+    shardCid: string,
+    car: Uint8Array,
+  ): Promise<ShardUploadResult> {
+    return this.json(
+      {
+        method: 'PUT',
+        root: storageHost,
+        path: `/upload/${encodeURIComponent(versionId)}/${encodeURIComponent(shardCid)}`,
+        auth: { kind: 'storage', token: sa },
+        body: () => ({ bytes: car, contentType: MEDIA_CAR }),
+      },
+      parse.shardResult,
+    );
+  }
+
+  completeVersion(storageHost: string, sa: string, versionId: string): Promise<Metadata> {
+    return this.json(
+      {
+        method: 'POST',
+        root: storageHost,
+        path: `/upload/${encodeURIComponent(versionId)}/complete`,
+        auth: { kind: 'storage', token: sa },
+      },
+      parse.metadata,
+    );
+  }
+
+  missingBlocks(storageHost: string, sa: string, cids: readonly string[]): Promise<string[]> {
+    return this.json(
+      {
+        method: 'POST',
+        root: storageHost,
+        path: '/blocks/missing',
+        auth: { kind: 'storage', token: sa },
+        json: cids,
+      },
+      parse.cidList,
+    );
+  }
+
+  async getBlock(storageHost: string, cid: string): Promise<Uint8Array> {
+    const response = await this.send({
+      method: 'GET',
+      root: storageHost,
+      path: `/blocks/${encodeURIComponent(cid)}`,
+      auth: { kind: 'device' },
+    });
+    return new Uint8Array(await response.arrayBuffer());
+  }
+
+  /** Streams a CAR of the requested blocks; the caller verifies every block (§16.9). */
+  async blocksCar(
+    storageHost: string,
+    cids: readonly string[],
+  ): Promise<AsyncIterable<Uint8Array>> {
+    const response = await this.send({
+      method: 'POST',
+      root: storageHost,
+      path: '/blocks/car',
+      auth: { kind: 'device' },
+      json: cids,
+    });
+    if (!response.body) throw new EngineError('protocol', 'the server sent no CAR');
+    return response.body;
+  }
+
+  // §13 account
+
+  getUser(): Promise<User> {
+    return this.json(
+      { method: 'GET', path: '/users/current', auth: { kind: 'device' } },
+      parse.user,
+    );
+  }
+
+  updateUser(
+    fields: Partial<
+      Pick<
+        User,
+        'display_name' | 'locale' | 'profile_image' | 'accepted_tos_at' | 'account_tax_class'
+      >
+    >,
+  ): Promise<void> {
+    return this.empty({
+      method: 'PATCH',
+      path: '/users/current',
+      auth: { kind: 'device' },
+      json: fields,
+    });
+  }
+
+  listInvoices(): Promise<Invoice[]> {
+    return this.json(
+      { method: 'GET', path: '/invoices', auth: { kind: 'device' } },
+      parse.invoices,
+    );
+  }
+
+  getInvoice(id: string): Promise<Invoice> {
+    return this.json(
+      { method: 'GET', path: `/invoices/${encodeURIComponent(id)}`, auth: { kind: 'device' } },
+      parse.invoice,
+    );
+  }
+
+  listNotifications(): Promise<Notification[]> {
+    return this.json(
+      { method: 'GET', path: '/notifications', auth: { kind: 'device' } },
+      parse.notifications,
+    );
+  }
+
+  dismissNotification(id: string): Promise<void> {
+    return this.empty({
+      method: 'DELETE',
+      path: `/notifications/${encodeURIComponent(id)}`,
+      auth: { kind: 'device' },
+    });
+  }
+}

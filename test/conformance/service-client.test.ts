@@ -1,0 +1,206 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CarReader } from '@ipld/car';
+import { EngineError } from '../../main/api/index.ts';
+import { loadOrCreateKeyPair, TokenMinter, FileSecretStore } from '../../main/identity/index.ts';
+import { ServiceClient } from '../../main/service/index.ts';
+import { metadataCar, rawBlock, shardOf } from '../helpers/cars.ts';
+import { newPem } from '../helpers/flows.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+// The engine's typed service client against the real server: every method, and the error
+// codes a caller branches on.
+
+let service: TestService;
+let home: string;
+let client: ServiceClient;
+let userId = '';
+
+async function expectCode(promise: Promise<unknown>, code: string): Promise<void> {
+  await expect(promise).rejects.toSatisfy(
+    (error: unknown) => error instanceof EngineError && error.code === code,
+  );
+}
+
+beforeAll(async () => {
+  service = await startTestService({ regwaitHoldMs: 200 });
+  home = mkdtempSync(path.join(os.tmpdir(), 'canopy-client-'));
+  const secrets = new FileSecretStore(home);
+  const key = await loadOrCreateKeyPair(secrets, 'device');
+  const { code } = service.addUser('ann@example.org', 10_000_000);
+  const anonymous = new ServiceClient({ baseUrl: service.url });
+  const enrolled = await anonymous.enroll({ code, pem: key.pem, deviceName: 'laptop' });
+  userId = enrolled.user_id;
+  const minter = new TokenMinter(key, userId);
+  client = new ServiceClient({ baseUrl: service.url, deviceToken: () => minter.token() });
+});
+afterAll(async () => {
+  await service.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+describe('ServiceClient', () => {
+  it('covers identity, device keys and regwait', async () => {
+    const who = await client.whoAmI();
+    expect(who).toMatchObject({
+      user_id: userId,
+      email: 'ann@example.org',
+      storage_host: service.url,
+    });
+    const code = await client.createEnrollmentCode();
+    expect(code.code).toMatch(/^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}$/);
+    const pem = newPem();
+    const added = await client.addDeviceKey({ pem, name: 'phone' });
+    expect((await client.listDeviceKeys()).map((key) => key.id)).toContain(added.id);
+    expect((await client.getDeviceKey(added.id)).name).toBe('phone');
+    expect(await client.pollRegistration(added.fingerprint)).toBe(userId);
+    await client.deleteDeviceKey(added.id);
+    expect(await client.pollRegistration(added.fingerprint)).toBeNull();
+    await expectCode(client.getDeviceKey(added.id), 'not_found');
+  });
+
+  it('covers buckets, versions, the storage host and snapshots', async () => {
+    const created = await client.createBucket({
+      name: 'Photos',
+      type: 'backup',
+      storageClass: 'hot',
+      bucketKeyPem: newPem(),
+    });
+    await expectCode(
+      client.createBucket({
+        name: 'Photos',
+        type: 'backup',
+        storageClass: 'hot',
+        bucketKeyPem: newPem(),
+      }),
+      'conflict',
+    );
+    await client.updateBucket(created.id, { replicas: 2 });
+    expect((await client.getBucket(created.id)).replicas).toBe(2);
+    const block = await rawBlock();
+    const metadata = await metadataCar();
+    const pushed = await client.pushVersion({
+      bucketId: created.id,
+      rootCid: metadata.root.toString(),
+      metadataCid: metadata.cid.toString(),
+      expectedDataSize: block.bytes.length,
+      previousId: null,
+      validKeys: [],
+      deletedBlockCids: [],
+      car: metadata.car,
+    });
+    expect(pushed.state).toBe('pending');
+    expect(
+      await client.missingBlocks(pushed.storage_host, pushed.storage_authorization, [
+        block.cid.toString(),
+      ]),
+    ).toEqual([block.cid.toString()]);
+    const shard = await shardOf([block]);
+    const stored = await client.uploadShard(
+      pushed.storage_host,
+      pushed.storage_authorization,
+      pushed.id,
+      shard.cid.toString(),
+      shard.car,
+    );
+    expect(stored).toEqual({ blocks: 1, bytes: 1024, received_total: 1024 });
+    const active = await client.completeVersion(
+      pushed.storage_host,
+      pushed.storage_authorization,
+      pushed.id,
+    );
+    expect(active.state).toBe('active');
+    expect((await client.listVersions(created.id)).map((v) => v.id)).toEqual([pushed.id]);
+    expect((await client.getVersion(pushed.id)).snapshot_id).toEqual(expect.any(String));
+    expect(Buffer.from(await client.pullVersion(pushed.id)).equals(Buffer.from(metadata.car))).toBe(
+      true,
+    );
+    expect(
+      Buffer.from(await client.getBlock(pushed.storage_host, block.cid.toString())).equals(
+        Buffer.from(block.bytes),
+      ),
+    ).toBe(true);
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of await client.blocksCar(pushed.storage_host, [block.cid.toString()]))
+      chunks.push(chunk);
+    const reader = await CarReader.fromBytes(Buffer.concat(chunks));
+    expect((await reader.get(block.cid))?.bytes).toEqual(block.bytes);
+    const snapshots = await client.listSnapshots(created.id);
+    expect(snapshots).toHaveLength(1);
+    expect((await client.getSnapshot(created.id, snapshots[0]?.id ?? '')).metadata_id).toBe(
+      pushed.id,
+    );
+    await expectCode(client.deleteVersion(pushed.id), 'conflict');
+    await client.deleteSnapshot(created.id, snapshots[0]?.id ?? '');
+    const stale = client.pushVersion({
+      bucketId: created.id,
+      rootCid: metadata.root.toString(),
+      metadataCid: metadata.cid.toString(),
+      expectedDataSize: 0,
+      previousId: null,
+      validKeys: [],
+      deletedBlockCids: [],
+      car: metadata.car,
+    });
+    await expectCode(stale, 'stale_previous');
+    const tooBig = client.pushVersion({
+      bucketId: created.id,
+      rootCid: metadata.root.toString(),
+      metadataCid: metadata.cid.toString(),
+      expectedDataSize: 20_000_000,
+      previousId: pushed.id,
+      validKeys: [],
+      deletedBlockCids: [],
+      car: metadata.car,
+    });
+    await expectCode(tooBig, 'quota_exceeded');
+    const interactive = await client.createBucket({
+      name: 'Scratch',
+      type: 'interactive',
+      storageClass: 'cold',
+      bucketKeyPem: newPem(),
+    });
+    const empty = await client.pushVersion({
+      bucketId: interactive.id,
+      rootCid: metadata.root.toString(),
+      metadataCid: metadata.cid.toString(),
+      expectedDataSize: 0,
+      previousId: null,
+      validKeys: [],
+      deletedBlockCids: [],
+      car: metadata.car,
+    });
+    expect((await client.snapshotVersion(empty.id)).state).toBe('completed');
+    await client.deleteBucket(interactive.id);
+    await expectCode(client.getBucket(interactive.id), 'not_found');
+  });
+
+  it('covers the account', async () => {
+    await client.updateUser({ display_name: 'Ann', locale: 'en-gb' });
+    expect(await client.getUser()).toMatchObject({ display_name: 'Ann', locale: 'en-GB' });
+    await expectCode(client.updateUser({ locale: '!!' }), 'invalid_request');
+    expect(await client.listInvoices()).toEqual([]);
+    await expectCode(client.getInvoice('0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d'), 'not_found');
+    const notifications = await client.listNotifications();
+    expect(notifications.map((n) => n.message_key)).toContain('device_key_added');
+    await client.dismissNotification(notifications[0]?.id ?? '');
+    expect((await client.listNotifications()).length).toBe(notifications.length - 1);
+  });
+
+  it('maps a revoked key to not_authorized and refuses plain http off this computer', async () => {
+    const strangers = new ServiceClient({ baseUrl: service.url, deviceToken: () => 'a.b.c' });
+    await expectCode(strangers.listBuckets(), 'not_authorized');
+    expect(() => new ServiceClient({ baseUrl: 'http://backup.example.org' })).toThrow(
+      /refusing plain http/,
+    );
+    expect(() => new ServiceClient({ baseUrl: 'ftp://backup.example.org' })).toThrow(EngineError);
+    expect(new ServiceClient({ baseUrl: 'https://backup.example.org/' }).baseUrl).toBe(
+      'https://backup.example.org',
+    );
+    expect(new ServiceClient({ baseUrl: 'http://127.0.0.2:9/' }).baseUrl).toBe(
+      'http://127.0.0.2:9',
+    );
+  });
+});

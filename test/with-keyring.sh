@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs a command inside a private D-Bus session with a fresh, unlocked gnome-keyring, so the
+# keychain adapter is tested against a real Secret Service without touching the user's own.
+set -euo pipefail
+if ! command -v dbus-run-session >/dev/null || ! command -v gnome-keyring-daemon >/dev/null; then
+  echo "with-keyring: dbus-run-session and gnome-keyring-daemon are needed (apt-get install gnome-keyring dbus)" >&2
+  exit 1
+fi
+keyring_home=$(mktemp -d)
+trap 'rm -rf "$keyring_home"' EXIT
+mkdir -p "$keyring_home/data" "$keyring_home/run"
+chmod 700 "$keyring_home/run"
+export XDG_DATA_HOME="$keyring_home/data" XDG_RUNTIME_DIR="$keyring_home/run"
+exec dbus-run-session -- bash -c '
+  printf canopy-test | gnome-keyring-daemon --unlock --components=secrets >/dev/null
+  exec "$@"
+' with-keyring "$@"
