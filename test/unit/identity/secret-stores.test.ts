@@ -1,0 +1,95 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import {
+  FileSecretStore,
+  KeychainSecretStore,
+  loadOrCreateKeyPair,
+  openSecretStore,
+  secretStoreChoice,
+  TokenMinter,
+} from '../../../main/identity/index.ts';
+import { decodeCompactJws } from '../../../main/protocol/index.ts';
+
+// The keychain adapter runs against a real Secret Service (gnome-keyring in a private D-Bus
+// session, set up by test/with-keyring.sh); the file adapter against a real temp folder.
+
+const homes: string[] = [];
+function newHome(): string {
+  const home = mkdtempSync(path.join(os.tmpdir(), 'canopy-home-'));
+  homes.push(home);
+  return home;
+}
+afterAll(() => {
+  for (const home of homes) rmSync(home, { recursive: true, force: true });
+});
+
+describe('KeychainSecretStore (real Secret Service)', () => {
+  it('stores, reads back and deletes a secret', async () => {
+    const store = new KeychainSecretStore();
+    expect(await store.probe()).toBe(true);
+    const account = `test-${randomUUID()}`;
+    expect(await store.get(account)).toBeNull();
+    await store.set(account, 'first');
+    await store.set(account, 'second');
+    expect(await store.get(account)).toBe('second');
+    expect(await store.delete(account)).toBe(true);
+    expect(await store.delete(account)).toBe(false);
+    expect(await store.get(account)).toBeNull();
+  });
+
+  it('is what openSecretStore picks when a keychain answers, and keeps the device key out of the home', async () => {
+    const home = newHome();
+    const opened = await openSecretStore(home, 'auto');
+    expect(opened.store.kind).toBe('keychain');
+    expect(opened.warning).toBeNull();
+    const account = `device-${randomUUID()}`;
+    const key = await loadOrCreateKeyPair(opened.store, account);
+    const again = await loadOrCreateKeyPair(opened.store, account);
+    expect(again.fingerprint).toBe(key.fingerprint);
+    expect(() => statSync(path.join(home, 'secrets.json'))).toThrow();
+    await opened.store.delete(account);
+  });
+});
+
+describe('FileSecretStore', () => {
+  it('keeps secrets in a 0600 file and survives a reopen', async () => {
+    const home = newHome();
+    const store = new FileSecretStore(home);
+    const key = await loadOrCreateKeyPair(store, 'device');
+    const mode = statSync(store.location).mode & 0o777;
+    expect(mode).toBe(0o600);
+    expect(readFileSync(store.location, 'utf8')).toContain('BEGIN PRIVATE KEY');
+    expect((await loadOrCreateKeyPair(new FileSecretStore(home), 'device')).fingerprint).toBe(
+      key.fingerprint,
+    );
+    expect(await store.delete('device')).toBe(true);
+    expect(await store.get('device')).toBeNull();
+  });
+
+  it('is chosen when forced, and CANOPY_SECRET_STORE values are checked', async () => {
+    const opened = await openSecretStore(newHome(), secretStoreChoice('file'));
+    expect(opened.store.kind).toBe('file');
+    expect(secretStoreChoice(undefined)).toBe('auto');
+    expect(() => secretStoreChoice('vault')).toThrow(
+      'CANOPY_SECRET_STORE must be "keychain" or "file"',
+    );
+  });
+});
+
+describe('TokenMinter', () => {
+  it('reuses a token until 30 s before it expires, then mints a new one', async () => {
+    const key = await loadOrCreateKeyPair(new FileSecretStore(newHome()), 'device');
+    let now = 1_800_000_000_000;
+    const minter = new TokenMinter(key, 'user-1', () => now);
+    const first = minter.token();
+    now += 269_000;
+    expect(minter.token()).toBe(first);
+    now += 2_000;
+    const second = minter.token();
+    expect(second).not.toBe(first);
+    expect(decodeCompactJws(second)?.claims['sub']).toBe('user-1');
+  });
+});
