@@ -121,3 +121,11 @@ export function postNotification(
     );
   });
 }
+
+/** A fresh enrollment code for `email`, creating the user (no quota) on first use. */
+export function enrollmentCodeCreatingUser(
+  ctx: ServiceContext,
+  email: string,
+): { userId: string; code: string } {
+  return findUserByEmail(ctx.db, email) ? newEnrollmentCode(ctx, email) : addUser(ctx, email, null);
+}

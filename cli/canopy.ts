@@ -1,0 +1,369 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { EngineError } from '../main/api/index.ts';
+import { openSecretStore, secretStoreChoice } from '../main/identity/index.ts';
+import { createEngine, type AccountSummary, type Engine } from '../main/index.ts';
+import {
+  BUCKET_TYPES,
+  STORAGE_CLASSES,
+  type BucketType,
+  type StorageClass,
+} from '../main/protocol/index.ts';
+import { canopyHome } from '../main/state/index.ts';
+import { startLocalService } from './local-service.ts';
+
+// `canopy`: the engine from the command line, for people and for our own tests.
+
+const USAGE = `usage: canopy <command> [options]   (every command takes --json)
+
+  login --server URL --code CODE [--name DEVICE]   enroll this device with a server
+  login --local [--data DIR] [--name DEVICE]        back up to this computer or a disk
+  link --server URL [--name DEVICE]                 wait until another device approves this one
+  whoami | logout
+  devices [list | approve PEMFILE [--name N] | revoke ID | code]
+  buckets [list | create NAME --type backup|interactive --class hot|warm|cold
+           | rename NAME NEWNAME | delete NAME]
+  account [show | set [--display-name NAME] [--locale TAG]]
+  invoices
+  notifications [list | dismiss ID]
+
+environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
+
+class UsageError extends Error {}
+
+interface Output {
+  json: boolean;
+  print(human: string, data: unknown): void;
+}
+
+function need(value: string | undefined, what: string): string {
+  if (value === undefined || value === '') throw new UsageError(`${what} is required`);
+  return value;
+}
+
+function oneOf<T extends string>(
+  value: string | undefined,
+  what: string,
+  options: readonly T[],
+): T {
+  if (value === undefined || !(options as readonly string[]).includes(value)) {
+    throw new UsageError(`${what} must be one of ${options.join(', ')}`);
+  }
+  return value as T;
+}
+
+function describeAccount(account: AccountSummary): string {
+  const where = account.mode === 'local' ? `this computer (${account.server})` : account.server;
+  return [
+    `logged in to ${where}`,
+    `user ${account.userId}${account.email ? ` <${account.email}>` : ''}`,
+    `device key ${account.keyId} (fingerprint ${account.fingerprint}) in the ${account.secretStore === 'keychain' ? 'OS keychain' : 'secrets file'}`,
+  ].join('\n');
+}
+
+function table(rows: readonly (readonly string[])[]): string {
+  if (rows.length === 0) return '';
+  const widths =
+    rows[0]?.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length))) ?? [];
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+async function run(
+  engine: Engine,
+  positionals: string[],
+  values: Record<string, string | boolean | undefined>,
+  out: Output,
+): Promise<void> {
+  const [command, sub, ...rest] = positionals;
+  const str = (name: string): string | undefined =>
+    typeof values[name] === 'string' ? values[name] : undefined;
+  switch (command) {
+    case 'login': {
+      const name = str('name');
+      const dataDir = str('data');
+      const account =
+        values['local'] === true
+          ? await engine.loginLocal({
+              ...(dataDir === undefined ? {} : { dataDir }),
+              ...(name === undefined ? {} : { deviceName: name }),
+            })
+          : await engine.login({
+              server: need(str('server'), '--server (or --local)'),
+              code: need(str('code'), '--code'),
+              ...(name === undefined ? {} : { deviceName: name }),
+            });
+      out.print(describeAccount(account), account);
+      return;
+    }
+    case 'link': {
+      const name = str('name');
+      const account = await engine.link({
+        server: need(str('server'), '--server'),
+        ...(name === undefined ? {} : { deviceName: name }),
+        onWaiting: ({ fingerprint, pem }) => {
+          if (out.json)
+            process.stdout.write(`${JSON.stringify({ waiting: true, fingerprint, pem })}\n`);
+          else
+            process.stdout.write(
+              `This device's fingerprint: ${fingerprint}\nApprove it from a linked device with \`canopy devices approve FILE\`, FILE holding:\n${pem}Waiting for approval…\n`,
+            );
+        },
+      });
+      out.print(
+        `${describeAccount(account)}\nCheck that ${account.email ?? 'this account'} is your account before your first backup: anyone who sees a public key can register it.`,
+        account,
+      );
+      return;
+    }
+    case 'whoami': {
+      const account = await engine.whoami();
+      out.print(`${describeAccount(account)}\nstorage host ${account.storageHost}`, account);
+      return;
+    }
+    case 'logout':
+      await engine.logout();
+      out.print('logged out; this device key was deleted', { loggedOut: true });
+      return;
+    case 'devices': {
+      switch (sub ?? 'list') {
+        case 'list': {
+          const devices = await engine.listDevices();
+          out.print(
+            table([
+              ['ID', 'NAME', 'FINGERPRINT', 'LAST SEEN'],
+              ...devices.map((d) => [
+                d.id,
+                `${d.name ?? '-'}${d.current ? ' (this device)' : ''}`,
+                d.fingerprint,
+                d.last_seen_at === null ? 'never' : new Date(d.last_seen_at * 1000).toISOString(),
+              ]),
+            ]),
+            devices,
+          );
+          return;
+        }
+        case 'approve': {
+          const file = need(rest[0], 'PEMFILE');
+          let pem: string;
+          try {
+            pem = readFileSync(file, 'utf8');
+          } catch {
+            throw new UsageError(`cannot read ${file}`);
+          }
+          const name = str('name');
+          const added = await engine.approveDevice({
+            pem,
+            ...(name === undefined ? {} : { name }),
+          });
+          out.print(`approved device ${added.id} (fingerprint ${added.fingerprint})`, added);
+          return;
+        }
+        case 'revoke': {
+          const id = need(rest[0], 'ID');
+          await engine.revokeDevice(id);
+          out.print(`revoked device ${id}`, { revoked: id });
+          return;
+        }
+        case 'code': {
+          const issued = await engine.newEnrollmentCode();
+          out.print(
+            `enrollment code ${issued.code} (valid until ${new Date(issued.expiresAt * 1000).toISOString()})`,
+            issued,
+          );
+          return;
+        }
+        default:
+          throw new UsageError(`unknown devices command: ${sub}`);
+      }
+    }
+    case 'buckets': {
+      switch (sub ?? 'list') {
+        case 'list': {
+          const buckets = await engine.listBuckets();
+          out.print(
+            buckets.length === 0
+              ? 'no buckets yet'
+              : table([
+                  ['NAME', 'TYPE', 'CLASS', 'UPDATED'],
+                  ...buckets.map((b) => [b.name, b.type, b.storage_class, b.updated_at]),
+                ]),
+            buckets,
+          );
+          return;
+        }
+        case 'create': {
+          const bucket = await engine.createBucket({
+            name: need(rest[0], 'NAME'),
+            type: oneOf<BucketType>(str('type') ?? 'backup', '--type', BUCKET_TYPES),
+            storageClass: oneOf<StorageClass>(str('class') ?? 'hot', '--class', STORAGE_CLASSES),
+          });
+          out.print(
+            `created bucket "${bucket.name}" (${bucket.type}, ${bucket.storage_class})`,
+            bucket,
+          );
+          return;
+        }
+        case 'rename': {
+          const bucket = await engine.renameBucket({
+            name: need(rest[0], 'NAME'),
+            newName: need(rest[1], 'NEWNAME'),
+          });
+          out.print(`renamed bucket to "${bucket.name}"`, bucket);
+          return;
+        }
+        case 'delete': {
+          const name = need(rest[0], 'NAME');
+          await engine.deleteBucket({ name });
+          out.print(`deleted bucket "${name}"`, { deleted: name });
+          return;
+        }
+        default:
+          throw new UsageError(`unknown buckets command: ${sub}`);
+      }
+    }
+    case 'account': {
+      if ((sub ?? 'show') === 'show') {
+        const user = await engine.getAccount();
+        out.print(
+          table([
+            ['email', user.email ?? '-'],
+            ['display name', user.display_name ?? '-'],
+            ['locale', user.locale ?? '-'],
+            ['egress this month', `${user.monthly_egress} bytes`],
+          ]),
+          user,
+        );
+        return;
+      }
+      if (sub !== 'set') throw new UsageError(`unknown account command: ${sub}`);
+      const displayName = str('display-name');
+      const locale = str('locale');
+      if (displayName === undefined && locale === undefined)
+        throw new UsageError('--display-name or --locale is required');
+      const user = await engine.updateAccount({
+        ...(displayName === undefined ? {} : { displayName }),
+        ...(locale === undefined ? {} : { locale }),
+      });
+      out.print('account updated', user);
+      return;
+    }
+    case 'invoices': {
+      const invoices = await engine.listInvoices();
+      out.print(
+        invoices.length === 0
+          ? 'no invoices'
+          : table([
+              ['ID', 'PERIOD', 'AMOUNT', 'STATUS'],
+              ...invoices.map((i) => [
+                i.id,
+                `${i.billing_start.slice(0, 10)}..${i.billing_end.slice(0, 10)}`,
+                `$${(i.total_amount / 100).toFixed(2)}`,
+                i.status,
+              ]),
+            ]),
+        invoices,
+      );
+      return;
+    }
+    case 'notifications': {
+      if ((sub ?? 'list') === 'list') {
+        const notes = await engine.listNotifications();
+        out.print(
+          notes.length === 0
+            ? 'no notifications'
+            : table([
+                ['ID', 'SEVERITY', 'MESSAGE'],
+                ...notes.map((n) => [n.id, n.severity, n.message]),
+              ]),
+          notes,
+        );
+        return;
+      }
+      if (sub !== 'dismiss') throw new UsageError(`unknown notifications command: ${sub}`);
+      const id = need(rest[0], 'ID');
+      await engine.dismissNotification(id);
+      out.print(`dismissed ${id}`, { dismissed: id });
+      return;
+    }
+    default:
+      throw new UsageError(
+        command === undefined ? 'a command is required' : `unknown command: ${command}`,
+      );
+  }
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const out: Output = {
+    json: argv.includes('--json'),
+    print(human, data) {
+      process.stdout.write(this.json ? `${JSON.stringify(data)}\n` : `${human}\n`);
+    },
+  };
+  let engine: Engine | undefined;
+  try {
+    const { values, positionals } = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      options: {
+        json: { type: 'boolean' },
+        server: { type: 'string' },
+        code: { type: 'string' },
+        name: { type: 'string' },
+        local: { type: 'boolean' },
+        data: { type: 'string' },
+        type: { type: 'string' },
+        class: { type: 'string' },
+        'display-name': { type: 'string' },
+        locale: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+    if (values.help === true || positionals.length === 0) {
+      process.stdout.write(`${USAGE}\n`);
+      return values.help === true ? 0 : 2;
+    }
+    const home = canopyHome();
+    const { store, warning } = await openSecretStore(
+      home,
+      secretStoreChoice(process.env['CANOPY_SECRET_STORE']),
+    );
+    const warned = path.join(home, '.secret-file-warning-shown');
+    if (warning !== null && !existsSync(warned)) {
+      process.stderr.write(`${warning}\n`);
+      try {
+        writeFileSync(warned, `${new Date().toISOString()}\n`);
+      } catch {
+        // The home may not exist before the first login; the warning then shows once more.
+      }
+    }
+    engine = createEngine({ home, secrets: store, startLocalService });
+    await run(engine, positionals, values, out);
+    return 0;
+  } catch (error) {
+    if (
+      error instanceof UsageError ||
+      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true
+    ) {
+      process.stderr.write(`canopy: ${(error as Error).message}\n`);
+      return 2;
+    }
+    if (error instanceof EngineError) {
+      process.stderr.write(`canopy: ${error.message}\n`);
+      return error.code === 'usage' ? 2 : 1;
+    }
+    process.stderr.write(
+      `canopy: unexpected failure: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+    return 1;
+  } finally {
+    await engine?.close();
+  }
+}

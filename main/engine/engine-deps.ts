@@ -1,0 +1,27 @@
+import type { SecretStore } from '../identity/index.ts';
+import type { RetryPolicy } from '../service/index.ts';
+
+/** Canopy's embedded Bucket Storage Service, running on loopback for one data folder. */
+export interface LocalService {
+  readonly url: string;
+  /** An enrollment code for the folder's one local user, creating the user on first use. */
+  enrollmentCode(): Promise<string>;
+  close(): Promise<void>;
+}
+
+/**
+ * Every side effect the engine uses, wired by its host (CLI, daemon, Electron app).
+ * - home: the Canopy home folder (state database, logs; never secrets).
+ * - secrets: where private keys live.
+ * - startLocalService: runs the embedded service; the host owns `server/`, the engine does not.
+ * - clock: milliseconds since the epoch.
+ */
+export interface EngineDeps {
+  readonly home: string;
+  readonly secrets: SecretStore;
+  readonly startLocalService?: (dataDir: string) => Promise<LocalService>;
+  readonly clock?: () => number;
+  readonly retry?: RetryPolicy;
+  /** Where `login --local` keeps the service's data when no folder is given. */
+  readonly defaultLocalDataDir?: string;
+}

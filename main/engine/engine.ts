@@ -1,0 +1,448 @@
+import { mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EngineError } from '../api/index.ts';
+import { loadKeyPair, loadOrCreateKeyPair, TokenMinter, type KeyPair } from '../identity/index.ts';
+import type {
+  Bucket,
+  BucketType,
+  DeviceKey,
+  Invoice,
+  Notification,
+  StorageClass,
+  User,
+} from '../protocol/index.ts';
+import { ServiceClient } from '../service/index.ts';
+import {
+  forgetAccount,
+  homeId,
+  openStateDatabase,
+  readAccount,
+  removeBucket,
+  upsertBucket,
+  writeAccount,
+  type AccountRecord,
+  type StateDb,
+} from '../state/index.ts';
+import type { EngineDeps, LocalService } from './engine-deps.ts';
+
+export interface AccountSummary {
+  readonly mode: 'remote' | 'local';
+  readonly server: string;
+  readonly userId: string;
+  readonly keyId: string;
+  readonly fingerprint: string;
+  readonly email: string | null;
+  readonly deviceName: string | null;
+  readonly secretStore: 'keychain' | 'file';
+}
+
+export interface LinkWaiting {
+  readonly fingerprint: string;
+  readonly pem: string;
+}
+
+/**
+ * The engine: device identity, the account and its buckets, over the service client. Hosts
+ * create one with createEngine(deps) and close it when done.
+ */
+export class Engine {
+  private readonly deps: EngineDeps;
+  private readonly db: StateDb;
+  private local: LocalService | undefined;
+  private connected: { client: ServiceClient; account: AccountRecord } | undefined;
+
+  constructor(deps: EngineDeps) {
+    this.deps = deps;
+    mkdirSync(deps.home, { recursive: true, mode: 0o700 });
+    this.db = openStateDatabase(path.join(deps.home, 'state.sqlite'));
+  }
+
+  private now(): number {
+    return (this.deps.clock ?? Date.now)();
+  }
+
+  private deviceKeyAccount(): string {
+    return `device-key:${homeId(this.db)}`;
+  }
+
+  private client(baseUrl: string, key?: KeyPair, userId?: string): ServiceClient {
+    const minter =
+      key && userId !== undefined ? new TokenMinter(key, userId, () => this.now()) : undefined;
+    return new ServiceClient({
+      baseUrl,
+      ...(minter ? { deviceToken: () => minter.token() } : {}),
+      ...(this.deps.retry ? { retry: this.deps.retry } : {}),
+    });
+  }
+
+  private async startLocal(dataDir: string): Promise<LocalService> {
+    if (this.local) return this.local;
+    if (!this.deps.startLocalService) {
+      throw new EngineError('local_server', 'this host cannot run the local storage service');
+    }
+    try {
+      this.local = await this.deps.startLocalService(dataDir);
+    } catch (error) {
+      if (error instanceof EngineError) throw error;
+      const detail = error instanceof Error ? error.message : String(error);
+      throw new EngineError(
+        'local_server',
+        `the local storage service in ${dataDir} could not start: ${detail}`,
+        { cause: error },
+      );
+    }
+    return this.local;
+  }
+
+  private summary(account: AccountRecord, server: string): AccountSummary {
+    return {
+      mode: account.mode,
+      server,
+      userId: account.user_id,
+      keyId: account.key_id,
+      fingerprint: account.fingerprint,
+      email: account.email,
+      deviceName: account.device_name,
+      secretStore: this.deps.secrets.kind,
+    };
+  }
+
+  private refuseIfEnrolled(): void {
+    const account = readAccount(this.db);
+    if (account) {
+      const where =
+        account.mode === 'local' ? `this computer (${account.local_data_dir})` : account.server_url;
+      throw new EngineError(
+        'already_logged_in',
+        `this Canopy home is already enrolled with ${where}`,
+      );
+    }
+  }
+
+  /** The enrolled account and a client signed with its device key. */
+  private async connect(): Promise<{
+    client: ServiceClient;
+    account: AccountRecord;
+    server: string;
+  }> {
+    const account = readAccount(this.db);
+    if (!account)
+      throw new EngineError(
+        'not_logged_in',
+        'this device is not logged in; run `canopy login` first',
+      );
+    const server =
+      account.mode === 'local'
+        ? (await this.startLocal(account.local_data_dir ?? '')).url
+        : (account.server_url ?? '');
+    if (this.connected?.account === account) return { ...this.connected, server };
+    const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
+    if (!key) {
+      throw new EngineError(
+        'secret_store',
+        `this device's key is missing from ${this.deps.secrets.location}; log in again`,
+      );
+    }
+    const client = this.client(server, key, account.user_id);
+    this.connected = { client, account };
+    return { client, account, server };
+  }
+
+  private async enrollWith(
+    server: string,
+    code: string,
+    deviceName: string | undefined,
+    mode: 'remote' | 'local',
+    localDataDir: string | null,
+  ): Promise<AccountSummary> {
+    const keyAccount = this.deviceKeyAccount();
+    const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
+    const anonymous = this.client(server);
+    let enrolled;
+    try {
+      enrolled = await anonymous.enroll({
+        code,
+        pem: key.pem,
+        ...(deviceName === undefined ? {} : { deviceName }),
+      });
+    } catch (error) {
+      if (error instanceof EngineError && error.code === 'not_authorized') {
+        throw new EngineError(
+          'enrollment_refused',
+          'server refused the enrollment code (expired, used or unknown)',
+          { cause: error },
+        );
+      }
+      if (error instanceof EngineError && error.code === 'conflict') {
+        throw new EngineError(
+          'conflict',
+          'this device key is already registered; it may be enrolled elsewhere',
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+    const who = await this.client(server, key, enrolled.user_id).whoAmI();
+    const account: AccountRecord = {
+      mode,
+      server_url: mode === 'remote' ? server : null,
+      local_data_dir: localDataDir,
+      user_id: enrolled.user_id,
+      key_id: enrolled.key_id,
+      fingerprint: enrolled.fingerprint,
+      email: who.email,
+      device_name: deviceName ?? null,
+      device_key_account: keyAccount,
+      enrolled_at: this.now(),
+    };
+    writeAccount(this.db, account);
+    return this.summary(account, server);
+  }
+
+  async login(input: {
+    server: string;
+    code: string;
+    deviceName?: string;
+  }): Promise<AccountSummary> {
+    this.refuseIfEnrolled();
+    const server = this.client(input.server).baseUrl;
+    return this.enrollWith(server, input.code, input.deviceName, 'remote', null);
+  }
+
+  /** Backs up to this computer: starts the embedded service and enrolls this device with it. */
+  async loginLocal(input: { dataDir?: string; deviceName?: string }): Promise<AccountSummary> {
+    this.refuseIfEnrolled();
+    const dataDir = path.resolve(
+      input.dataDir ?? this.deps.defaultLocalDataDir ?? path.join(this.deps.home, 'local-server'),
+    );
+    const local = await this.startLocal(dataDir);
+    const code = await local.enrollmentCode();
+    return this.enrollWith(local.url, code, input.deviceName ?? os.hostname(), 'local', dataDir);
+  }
+
+  /**
+   * Links this device by regwait (§8.3): creates its key, reports the fingerprint and PEM, and
+   * polls until another device registers the key. The caller must show the returned email
+   * and get the user's confirmation before the first backup (§16.13).
+   */
+  async link(input: {
+    server: string;
+    deviceName?: string;
+    onWaiting: (waiting: LinkWaiting) => void;
+    timeoutMs?: number;
+  }): Promise<AccountSummary> {
+    this.refuseIfEnrolled();
+    const server = this.client(input.server).baseUrl;
+    const keyAccount = this.deviceKeyAccount();
+    const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
+    input.onWaiting({ fingerprint: key.fingerprint, pem: key.pem });
+    const anonymous = this.client(server);
+    const deadline = this.now() + (input.timeoutMs ?? 15 * 60_000);
+    let userId: string | null = null;
+    while (userId === null) {
+      userId = await anonymous.pollRegistration(key.fingerprint);
+      if (userId === null && this.now() >= deadline) {
+        throw new EngineError(
+          'timeout',
+          'no device approved this one in time; run `canopy link` again',
+        );
+      }
+      // The service holds each poll; a short pause keeps a fast-failing server from spinning.
+      if (userId === null) await sleep(200);
+    }
+    const who = await this.client(server, key, userId).whoAmI();
+    const account: AccountRecord = {
+      mode: 'remote',
+      server_url: server,
+      local_data_dir: null,
+      user_id: who.user_id,
+      key_id: who.key_id,
+      fingerprint: who.fingerprint,
+      email: who.email,
+      device_name: input.deviceName ?? null,
+      device_key_account: keyAccount,
+      enrolled_at: this.now(),
+    };
+    writeAccount(this.db, account);
+    return this.summary(account, server);
+  }
+
+  async whoami(): Promise<AccountSummary & { storageHost: string }> {
+    const { client, account, server } = await this.connect();
+    const who = await client.whoAmI();
+    return {
+      ...this.summary({ ...account, email: who.email }, server),
+      storageHost: who.storage_host,
+    };
+  }
+
+  /** Forgets the account locally and deletes this device's key. */
+  async logout(): Promise<void> {
+    const account = readAccount(this.db);
+    if (!account) throw new EngineError('not_logged_in', 'this device is not logged in');
+    forgetAccount(this.db);
+    await this.deps.secrets.delete(account.device_key_account);
+    this.connected = undefined;
+  }
+
+  // Devices
+
+  async listDevices(): Promise<Array<DeviceKey & { current: boolean }>> {
+    const { client, account } = await this.connect();
+    return (await client.listDeviceKeys()).map((key) => ({
+      ...key,
+      current: key.id === account.key_id,
+    }));
+  }
+
+  async approveDevice(input: {
+    pem: string;
+    name?: string;
+  }): Promise<{ id: string; fingerprint: string }> {
+    const { client } = await this.connect();
+    return client.addDeviceKey(input);
+  }
+
+  async revokeDevice(id: string): Promise<void> {
+    const { client } = await this.connect();
+    await client.deleteDeviceKey(id);
+  }
+
+  async newEnrollmentCode(): Promise<{ code: string; expiresAt: number }> {
+    const { client } = await this.connect();
+    const issued = await client.createEnrollmentCode();
+    return { code: issued.code, expiresAt: issued.expires_at };
+  }
+
+  // Buckets
+
+  async listBuckets(): Promise<Bucket[]> {
+    const { client } = await this.connect();
+    const buckets = await client.listBuckets();
+    for (const bucket of buckets) {
+      upsertBucket(this.db, {
+        id: bucket.id,
+        name: bucket.name,
+        type: bucket.type,
+        storage_class: bucket.storage_class,
+        bucket_key_account: null,
+        bucket_key_fingerprint: null,
+        updated_at: this.now(),
+      });
+    }
+    return buckets;
+  }
+
+  private async bucketByName(name: string): Promise<Bucket> {
+    const bucket = (await this.listBuckets()).find((candidate) => candidate.name === name);
+    if (!bucket) throw new EngineError('not_found', `no bucket named "${name}"`);
+    return bucket;
+  }
+
+  async createBucket(input: {
+    name: string;
+    type: BucketType;
+    storageClass: StorageClass;
+  }): Promise<Bucket> {
+    const { client } = await this.connect();
+    const keyAccount = `bucket-key:${homeId(this.db)}:${this.now()}:${Math.random().toString(36).slice(2)}`;
+    const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
+    let created;
+    try {
+      created = await client.createBucket({ ...input, bucketKeyPem: key.pem });
+    } catch (error) {
+      await this.deps.secrets.delete(keyAccount);
+      if (error instanceof EngineError && error.code === 'conflict') {
+        throw new EngineError('conflict', `a bucket named "${input.name}" already exists`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+    upsertBucket(this.db, {
+      id: created.id,
+      name: created.name,
+      type: created.type,
+      storage_class: created.storage_class,
+      bucket_key_account: keyAccount,
+      bucket_key_fingerprint: created.initial_bucket_key.fingerprint,
+      updated_at: this.now(),
+    });
+    return client.getBucket(created.id);
+  }
+
+  async renameBucket(input: { name: string; newName: string }): Promise<Bucket> {
+    const { client } = await this.connect();
+    const bucket = await this.bucketByName(input.name);
+    try {
+      await client.updateBucket(bucket.id, { name: input.newName });
+    } catch (error) {
+      if (error instanceof EngineError && error.code === 'conflict') {
+        throw new EngineError('conflict', `a bucket named "${input.newName}" already exists`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+    return client.getBucket(bucket.id);
+  }
+
+  async deleteBucket(input: { name: string }): Promise<void> {
+    const { client } = await this.connect();
+    const bucket = await this.bucketByName(input.name);
+    await client.deleteBucket(bucket.id);
+    removeBucket(this.db, bucket.id);
+  }
+
+  // Account
+
+  async getAccount(): Promise<User> {
+    const { client } = await this.connect();
+    return client.getUser();
+  }
+
+  async updateAccount(input: {
+    displayName?: string | null;
+    locale?: string | null;
+  }): Promise<User> {
+    const { client } = await this.connect();
+    await client.updateUser({
+      ...(input.displayName === undefined ? {} : { display_name: input.displayName }),
+      ...(input.locale === undefined ? {} : { locale: input.locale }),
+    });
+    return client.getUser();
+  }
+
+  async listInvoices(): Promise<Invoice[]> {
+    const { client } = await this.connect();
+    return client.listInvoices();
+  }
+
+  async listNotifications(): Promise<Notification[]> {
+    const { client } = await this.connect();
+    return client.listNotifications();
+  }
+
+  async dismissNotification(id: string): Promise<void> {
+    const { client } = await this.connect();
+    try {
+      await client.dismissNotification(id);
+    } catch (error) {
+      if (error instanceof EngineError && error.code === 'conflict') {
+        throw new EngineError('conflict', 'this notification cannot be dismissed', {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.db.close();
+    const local = this.local;
+    this.local = undefined;
+    await local?.close();
+  }
+}

@@ -1,0 +1,12 @@
+// The engine: plain Node, never imports electron, app/ or renderer/. Hosts reach it through
+// createEngine(deps) and the types in main/api.
+import { Engine } from './engine/engine.ts';
+import type { EngineDeps } from './engine/engine-deps.ts';
+
+export type { AccountSummary, LinkWaiting } from './engine/engine.ts';
+export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
+export type { Engine };
+
+export function createEngine(deps: EngineDeps): Engine {
+  return new Engine(deps);
+}

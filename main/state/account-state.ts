@@ -1,0 +1,71 @@
+import { randomUUID } from 'node:crypto';
+import type { StateDb } from './database.ts';
+
+export interface AccountRecord {
+  mode: 'remote' | 'local';
+  server_url: string | null;
+  local_data_dir: string | null;
+  user_id: string;
+  key_id: string;
+  fingerprint: string;
+  email: string | null;
+  device_name: string | null;
+  device_key_account: string;
+  enrolled_at: number;
+}
+
+export function readAccount(db: StateDb): AccountRecord | undefined {
+  return db.prepare<[], AccountRecord>('SELECT * FROM account WHERE id = 1').get();
+}
+
+export function writeAccount(db: StateDb, record: AccountRecord): void {
+  db.prepare(
+    `INSERT OR REPLACE INTO account (id, mode, server_url, local_data_dir, user_id, key_id, fingerprint, email,
+       device_name, device_key_account, enrolled_at)
+     VALUES (1, @mode, @server_url, @local_data_dir, @user_id, @key_id, @fingerprint, @email, @device_name,
+       @device_key_account, @enrolled_at)`,
+  ).run(record);
+}
+
+export function forgetAccount(db: StateDb): void {
+  db.prepare('DELETE FROM account WHERE id = 1').run();
+  db.prepare('DELETE FROM buckets').run();
+}
+
+/** This home's random id, created on first use; it namespaces keychain entries. */
+export function homeId(db: StateDb): string {
+  const row = db.prepare<[], { home_id: string }>('SELECT home_id FROM home WHERE id = 1').get();
+  if (row) return row.home_id;
+  const id = randomUUID();
+  db.prepare('INSERT INTO home (id, home_id) VALUES (1, ?)').run(id);
+  return id;
+}
+
+export interface BucketRecord {
+  id: string;
+  name: string;
+  type: string;
+  storage_class: string;
+  bucket_key_account: string | null;
+  bucket_key_fingerprint: string | null;
+  updated_at: number;
+}
+
+export function upsertBucket(db: StateDb, record: BucketRecord): void {
+  db.prepare(
+    `INSERT INTO buckets (id, name, type, storage_class, bucket_key_account, bucket_key_fingerprint, updated_at)
+     VALUES (@id, @name, @type, @storage_class, @bucket_key_account, @bucket_key_fingerprint, @updated_at)
+     ON CONFLICT (id) DO UPDATE SET name = excluded.name, type = excluded.type, storage_class = excluded.storage_class,
+       bucket_key_account = COALESCE(excluded.bucket_key_account, buckets.bucket_key_account),
+       bucket_key_fingerprint = COALESCE(excluded.bucket_key_fingerprint, buckets.bucket_key_fingerprint),
+       updated_at = excluded.updated_at`,
+  ).run(record);
+}
+
+export function removeBucket(db: StateDb, id: string): void {
+  db.prepare('DELETE FROM buckets WHERE id = ?').run(id);
+}
+
+export function readBucket(db: StateDb, id: string): BucketRecord | undefined {
+  return db.prepare<[string], BucketRecord>('SELECT * FROM buckets WHERE id = ?').get(id);
+}

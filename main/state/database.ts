@@ -1,0 +1,36 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+
+// The engine's SQLite state (WAL) with numbered migrations, each applied in one transaction.
+// The only place the engine's SQL lives is this folder.
+
+export type StateDb = Database.Database;
+
+const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
+
+export function openStateDatabase(file: string): StateDb {
+  const db = new Database(file);
+  db.pragma('journal_mode = WAL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 5000');
+  db.exec(
+    'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+  );
+  for (const file of readdirSync(MIGRATIONS_DIR)
+    .filter((name) => MIGRATION_NAME.test(name))
+    .sort()) {
+    const version = Number(MIGRATION_NAME.exec(file)?.[1]);
+    db.transaction(() => {
+      if (db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(version)) return;
+      db.exec(readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8'));
+      db.prepare('INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)').run(
+        version,
+        Date.now(),
+      );
+    }).immediate();
+  }
+  return db;
+}
