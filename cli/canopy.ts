@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { EngineError } from '../main/api/index.ts';
@@ -338,11 +338,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     const warned = path.join(home, '.secret-file-warning-shown');
     if (warning !== null && !existsSync(warned)) {
       process.stderr.write(`${warning}\n`);
-      try {
-        writeFileSync(warned, `${new Date().toISOString()}\n`);
-      } catch {
-        // The home may not exist before the first login; the warning then shows once more.
-      }
+      mkdirSync(home, { recursive: true, mode: 0o700 });
+      writeFileSync(warned, `${new Date().toISOString()}\n`);
     }
     engine = createEngine({ home, secrets: store, startLocalService });
     await run(engine, positionals, values, out);

@@ -1,0 +1,38 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// The real `canopy` command as a child process with its own CANOPY_HOME.
+
+const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'canopy.js');
+
+export interface CliResult {
+  readonly status: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export function runCanopy(
+  home: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+  onStdout?: (text: string) => void,
+): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, CANOPY_HOME: home, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      onStdout?.(chunk.toString());
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('close', (status) => resolve({ status: status ?? -1, stdout, stderr }));
+  });
+}

@@ -1,0 +1,242 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+import {
+  runServerCommand,
+  startServerProcess,
+  stopServerProcess,
+  type ServerProcess,
+} from '../helpers/server-process.ts';
+
+// `canopy` end to end, as a person runs it: real CLI processes, a real `canopy-server`, the
+// real keychain (gnome-keyring set up by test/with-keyring.sh) and real Canopy homes.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-cli-'));
+const serverData = path.join(scratch, 'server');
+let server: ServerProcess;
+afterAll(async () => {
+  await stopServerProcess(server, 'SIGTERM');
+  rmSync(scratch, { recursive: true, force: true });
+});
+beforeAll(async () => {
+  server = await startServerProcess(serverData);
+});
+
+function newHome(name: string): string {
+  return path.join(scratch, name);
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => path.join(entry.parentPath, entry.name));
+}
+
+function enrollmentCode(email: string): string {
+  const added = runServerCommand(['user', 'add', '--email', email, '--data', serverData, '--json']);
+  if (added.status !== 0) throw new Error(added.stderr);
+  return (JSON.parse(added.stdout) as { code: string }).code;
+}
+
+describe('canopy onboarding', () => {
+  it('goes from nothing to a local backup bucket in three commands, with no secret in the home', async () => {
+    const home = newHome('local');
+    const login = await runCanopy(home, ['login', '--local']);
+    expect(login.stderr).toBe('');
+    expect(login.status).toBe(0);
+    expect(login.stdout).toContain('logged in to this computer');
+    expect(login.stdout).toContain('in the OS keychain');
+    expect(
+      (await runCanopy(home, ['buckets', 'create', 'Photos', '--type', 'backup', '--class', 'hot']))
+        .status,
+    ).toBe(0);
+    const list = await runCanopy(home, ['buckets']);
+    expect(list.stdout).toMatch(/^NAME\s+TYPE\s+CLASS\s+UPDATED\nPhotos\s+backup\s+hot\s+\d{4}-/);
+    const json = JSON.parse((await runCanopy(home, ['buckets', '--json'])).stdout) as Array<{
+      name: string;
+    }>;
+    expect(json.map((bucket) => bucket.name)).toEqual(['Photos']);
+    // The embedded service's own signing key is the one private key allowed in a file (§16.12:
+    // on the server, readable only by its account); the device's key stays in the keychain.
+    const serviceKey = path.join(home, 'local-server', 'service-key.pem');
+    expect(statSync(serviceKey).mode & 0o777).toBe(0o600);
+    for (const file of filesUnder(home).filter((candidate) => candidate !== serviceKey)) {
+      const bytes = readFileSync(file);
+      expect(bytes.includes('PRIVATE KEY')).toBe(false);
+      expect(bytes.includes('eyJhbGciOiJFUzM4NCI')).toBe(false);
+    }
+  });
+
+  it('logs in with an enrollment code, and a bad code gets one clear line', async () => {
+    const home = newHome('remote');
+    const bad = await runCanopy(home, [
+      'login',
+      '--server',
+      server.url,
+      '--code',
+      'AAAAA-BBBBB-CCCCC-DDDDD-EEEEE',
+    ]);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toBe(
+      'canopy: server refused the enrollment code (expired, used or unknown)\n',
+    );
+    const code = enrollmentCode('ann@example.org');
+    const good = await runCanopy(home, [
+      'login',
+      '--server',
+      server.url,
+      '--code',
+      code.toLowerCase(),
+      '--name',
+      'studio',
+    ]);
+    expect(good.status).toBe(0);
+    const who = JSON.parse((await runCanopy(home, ['whoami', '--json'])).stdout) as {
+      email: string;
+      mode: string;
+    };
+    expect(who).toMatchObject({ email: 'ann@example.org', mode: 'remote' });
+    const again = await runCanopy(home, ['login', '--server', server.url, '--code', code]);
+    expect(again.status).toBe(1);
+    expect(again.stderr).toMatch(/^canopy: this Canopy home is already enrolled with http/);
+    const notLoggedIn = await runCanopy(newHome('nobody'), ['buckets']);
+    expect(notLoggedIn.stderr).toBe(
+      'canopy: this device is not logged in; run `canopy login` first\n',
+    );
+    const insecure = await runCanopy(newHome('insecure'), [
+      'login',
+      '--server',
+      'http://backup.example.org',
+      '--code',
+      code,
+    ]);
+    expect(insecure.stderr).toMatch(/refusing plain http to backup.example.org/);
+  });
+
+  it('links a second home by regwait, approved from the first; revoking it locks it out', async () => {
+    const first = newHome('first');
+    const second = newHome('second');
+    expect(
+      (
+        await runCanopy(first, [
+          'login',
+          '--server',
+          server.url,
+          '--code',
+          enrollmentCode('bob@example.org'),
+        ])
+      ).status,
+    ).toBe(0);
+    let approved = false;
+    const linking = runCanopy(
+      second,
+      ['link', '--server', server.url, '--json', '--name', 'laptop'],
+      {},
+      (text) => {
+        for (const line of text.split('\n')) {
+          if (!line.includes('"waiting"') || approved) continue;
+          approved = true;
+          const { pem } = JSON.parse(line) as { pem: string };
+          const pemFile = path.join(scratch, 'laptop.pem');
+          writeFileSync(pemFile, pem);
+          void runCanopy(first, ['devices', 'approve', pemFile, '--name', 'laptop']);
+        }
+      },
+    );
+    const linked = await linking;
+    expect(linked.status).toBe(0);
+    const lines = linked.stdout.trim().split('\n');
+    const account = JSON.parse(lines.at(-1) ?? '{}') as { email: string; keyId: string };
+    expect(account.email).toBe('bob@example.org');
+    const devices = JSON.parse((await runCanopy(first, ['devices', '--json'])).stdout) as Array<{
+      id: string;
+      current: boolean;
+    }>;
+    expect(devices).toHaveLength(2);
+    expect((await runCanopy(second, ['buckets', 'create', 'Shared'])).status).toBe(0);
+    expect((await runCanopy(first, ['buckets'])).stdout).toContain('Shared');
+    expect((await runCanopy(first, ['devices', 'revoke', account.keyId])).status).toBe(0);
+    const locked = await runCanopy(second, ['buckets']);
+    expect(locked.status).toBe(1);
+    expect(locked.stderr).toBe(
+      'canopy: the server did not accept this device (the key may have been revoked)\n',
+    );
+  });
+
+  it('manages buckets, the account and notifications', async () => {
+    const home = newHome('manager');
+    expect(
+      (
+        await runCanopy(home, [
+          'login',
+          '--server',
+          server.url,
+          '--code',
+          enrollmentCode('carol@example.org'),
+        ])
+      ).status,
+    ).toBe(0);
+    expect(
+      (
+        await runCanopy(home, [
+          'buckets',
+          'create',
+          'Docs',
+          '--type',
+          'interactive',
+          '--class',
+          'cold',
+        ])
+      ).status,
+    ).toBe(0);
+    expect((await runCanopy(home, ['buckets', 'rename', 'Docs', 'Papers'])).status).toBe(0);
+    expect((await runCanopy(home, ['buckets', 'create', 'X', '--type', 'archive'])).stderr).toBe(
+      'canopy: --type must be one of backup, interactive\n',
+    );
+    expect((await runCanopy(home, ['buckets', 'delete', 'Nope'])).stderr).toBe(
+      'canopy: no bucket named "Nope"\n',
+    );
+    expect((await runCanopy(home, ['buckets', 'delete', 'Papers'])).status).toBe(0);
+    expect(
+      (await runCanopy(home, ['account', 'set', '--display-name', 'Carol', '--locale', 'en-gb']))
+        .status,
+    ).toBe(0);
+    const user = JSON.parse((await runCanopy(home, ['account', '--json'])).stdout) as {
+      display_name: string;
+      locale: string;
+    };
+    expect(user).toMatchObject({ display_name: 'Carol', locale: 'en-GB' });
+    expect((await runCanopy(home, ['invoices'])).stdout).toBe('no invoices\n');
+    const notes = JSON.parse((await runCanopy(home, ['notifications', '--json'])).stdout) as Array<{
+      id: string;
+      message_key: string;
+    }>;
+    expect(notes.map((n) => n.message_key)).toEqual(['bucket_deleted', 'device_key_added']);
+    expect((await runCanopy(home, ['notifications', 'dismiss', notes[0]?.id ?? ''])).status).toBe(
+      0,
+    );
+    expect(JSON.parse((await runCanopy(home, ['notifications', '--json'])).stdout)).toHaveLength(1);
+  });
+
+  it('falls back to a 0600 secrets file when forced, and warns once when chosen for lack of a keychain', async () => {
+    const home = newHome('file-store');
+    const login = await runCanopy(home, ['login', '--local'], { CANOPY_SECRET_STORE: 'file' });
+    expect(login.status).toBe(0);
+    expect(login.stdout).toContain('in the secrets file');
+    expect(statSync(path.join(home, 'secrets.json')).mode & 0o777).toBe(0o600);
+    const noBus = { DBUS_SESSION_BUS_ADDRESS: 'unix:path=/nonexistent' };
+    const fallback = newHome('no-keychain');
+    const first = await runCanopy(fallback, ['login', '--local'], noBus);
+    expect(first.status).toBe(0);
+    expect(first.stderr).toMatch(
+      /^warning: no OS keychain answered, so Canopy keeps its private keys in .*secrets\.json/,
+    );
+    const second = await runCanopy(fallback, ['buckets'], noBus);
+    expect(second.stderr).toBe('');
+    expect(
+      (await runCanopy(newHome('forced'), ['whoami'], { CANOPY_SECRET_STORE: 'vault' })).stderr,
+    ).toBe('canopy: CANOPY_SECRET_STORE must be "keychain" or "file", not "vault"\n');
+  });
+});
