@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EngineError } from '../../main/api/index.ts';
+import { ServiceClient } from '../../main/service/index.ts';
+import { enrolledDevice } from '../helpers/flows.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import type { TestDevice } from '../helpers/test-device.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+
+// The client's retry policy through a fault-injecting proxy in front of the real server.
+
+let service: TestService;
+let proxy: FaultProxy;
+let ann: TestDevice;
+beforeAll(async () => {
+  service = await startTestService();
+  proxy = await startFaultProxy(service.url);
+  ann = await enrolledDevice(service, 'ann@example.org');
+});
+afterAll(async () => {
+  await proxy.close();
+  await service.close();
+});
+
+function client(attempts = 5): ServiceClient {
+  return new ServiceClient({
+    baseUrl: proxy.url,
+    deviceToken: () => ann.token(),
+    retry: { attempts, baseDelayMs: 20, maxDelayMs: 200 },
+  });
+}
+
+describe('client retries', () => {
+  it('retries 500, 503, resets and 429 (waiting Retry-After) and then succeeds', async () => {
+    proxy.seen.length = 0;
+    proxy.schedule([{ status: 500 }, 'reset', { status: 503 }, { status: 429, retryAfter: 1 }]);
+    const buckets = await client().listBuckets();
+    expect(buckets).toEqual([]);
+    expect(proxy.seen).toHaveLength(5);
+    const gapAfter429 = (proxy.seen[4]?.at ?? 0) - (proxy.seen[3]?.at ?? 0);
+    expect(gapAfter429).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('does not retry a final answer such as 404 or 401', async () => {
+    proxy.seen.length = 0;
+    await expect(client().getBucket('0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d')).rejects.toMatchObject({
+      code: 'not_found',
+    });
+    expect(proxy.seen).toHaveLength(1);
+    proxy.seen.length = 0;
+    proxy.schedule([{ status: 401 }]);
+    await expect(client().listBuckets()).rejects.toMatchObject({ code: 'not_authorized' });
+    expect(proxy.seen).toHaveLength(1);
+  });
+
+  it('gives up after the attempt budget with the last error', async () => {
+    proxy.seen.length = 0;
+    proxy.schedule([{ status: 502 }, { status: 502 }, { status: 502 }]);
+    const failure = client(3).listBuckets();
+    await expect(failure).rejects.toBeInstanceOf(EngineError);
+    await expect(failure).rejects.toMatchObject({ code: 'server_error', retryable: true });
+    expect(proxy.seen).toHaveLength(3);
+    proxy.schedule([]);
+  });
+
+  it('reports a dead network as a retryable network error', async () => {
+    const dead = new ServiceClient({
+      baseUrl: 'http://127.0.0.1:9',
+      deviceToken: () => ann.token(),
+      retry: { attempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+    });
+    await expect(dead.listBuckets()).rejects.toMatchObject({ code: 'network', retryable: true });
+  });
+
+  it('completes a run of calls through 20 % seeded random faults', async () => {
+    proxy.randomFaults(0.2, 42);
+    const resilient = client(8);
+    for (let i = 0; i < 15; i += 1) {
+      const created = await resilient.createBucket({
+        name: `b${i}`,
+        type: 'backup',
+        storageClass: 'hot',
+        bucketKeyPem: ann.pem,
+      });
+      expect((await resilient.getBucket(created.id)).name).toBe(`b${i}`);
+    }
+    proxy.randomFaults(0, 1);
+  });
+});

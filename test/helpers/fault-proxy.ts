@@ -1,0 +1,109 @@
+import {
+  createServer,
+  request,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+
+// A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
+// client's retry policy: a status (with optional Retry-After), a connection reset before any
+// answer, or passing the request through to the real server. It records when each request
+// arrived, so tests can check the backoff.
+
+export type Fault = 'pass' | 'reset' | { status: number; retryAfter?: number };
+
+export interface FaultProxy {
+  readonly url: string;
+  /** Arrival times (ms) and paths of every request seen. */
+  readonly seen: Array<{ at: number; method: string; path: string }>;
+  /** Faults for the next requests, in order; when it runs out, requests pass. */
+  schedule(faults: Fault[]): void;
+  /** A fault drawn for each request with probability p, from a seeded generator. */
+  randomFaults(p: number, seed: number): void;
+  close(): Promise<void>;
+}
+
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state * 1664525 + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+export async function startFaultProxy(target: string): Promise<FaultProxy> {
+  const targetUrl = new URL(target);
+  let queue: Fault[] = [];
+  let random: { p: number; next: () => number } | undefined;
+  const seen: FaultProxy['seen'] = [];
+
+  const forward = (incoming: IncomingMessage, outgoing: ServerResponse): void => {
+    const upstream = request(
+      {
+        host: targetUrl.hostname,
+        port: targetUrl.port,
+        method: incoming.method,
+        path: incoming.url,
+        headers: incoming.headers,
+      },
+      (answer) => {
+        outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(outgoing);
+      },
+    );
+    upstream.on('error', () => outgoing.destroy());
+    incoming.pipe(upstream);
+  };
+
+  const server: Server = createServer((incoming, outgoing) => {
+    seen.push({ at: Date.now(), method: incoming.method ?? '', path: incoming.url ?? '' });
+    let fault: Fault = queue.shift() ?? 'pass';
+    if (random && fault === 'pass' && random.next() < random.p) {
+      const pick = random.next();
+      fault =
+        pick < 0.4
+          ? { status: 500 }
+          : pick < 0.6
+            ? { status: 503 }
+            : pick < 0.8
+              ? { status: 429, retryAfter: 1 }
+              : 'reset';
+    }
+    if (fault === 'pass') {
+      forward(incoming, outgoing);
+      return;
+    }
+    incoming.resume();
+    if (fault === 'reset') {
+      incoming.socket.destroy();
+      return;
+    }
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (fault.retryAfter !== undefined) headers['retry-after'] = String(fault.retryAfter);
+    outgoing.writeHead(fault.status, headers);
+    outgoing.end(
+      JSON.stringify({
+        msg: 'injected fault',
+        code: fault.status === 429 ? 'rate_limited' : 'internal',
+      }),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    schedule(faults) {
+      queue = [...faults];
+    },
+    randomFaults(p, seed) {
+      random = { p, next: seededRandom(seed) };
+    },
+    close() {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
