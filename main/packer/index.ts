@@ -1,0 +1,4 @@
+// Files to UnixFS blocks to CARs (§17). Deterministic; no network. May import main/protocol and
+// main/scanner.
+export * from './pack-source.ts';
+export * from './unixfs-settings.ts';

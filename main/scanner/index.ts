@@ -1,0 +1,2 @@
+// Walks a source folder and reports entries and skipped items. No network. May import main/api.
+export * from './walk-source.ts';

@@ -1,0 +1,113 @@
+import { lstat, readdir, readlink } from 'node:fs/promises';
+import path from 'node:path';
+
+// Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
+// it finds. Symlinks are reported as symlinks and never followed, so loops cannot happen.
+// Sockets, FIFOs and devices are skipped with a reason, and so is anything that cannot be
+// listed or stat'ed: one bad item never stops the walk.
+
+export type SourceEntry =
+  | {
+      readonly kind: 'directory';
+      readonly path: string;
+      readonly mode: number;
+      readonly mtimeNs: bigint;
+    }
+  | {
+      readonly kind: 'file';
+      readonly path: string;
+      readonly mode: number;
+      readonly mtimeNs: bigint;
+      readonly size: number;
+      readonly ino: bigint;
+    }
+  | {
+      readonly kind: 'symlink';
+      readonly path: string;
+      readonly mode: number;
+      readonly mtimeNs: bigint;
+      readonly target: string;
+    };
+
+export interface SkippedItem {
+  /** Relative to the source root, with '/' separators. */
+  readonly path: string;
+  readonly reason: string;
+}
+
+function reasonOf(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  switch (code) {
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied';
+    case 'ENOENT':
+      return 'deleted while scanning';
+    default:
+      return error instanceof Error ? error.message : String(error);
+  }
+}
+
+function byUtf8(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+export async function* walkSource(
+  root: string,
+  onSkip: (item: SkippedItem) => void,
+  relative = '',
+): AsyncGenerator<SourceEntry> {
+  let names: string[];
+  try {
+    names = (await readdir(path.join(root, relative))).sort(byUtf8);
+  } catch (error) {
+    onSkip({ path: relative || '.', reason: `cannot list: ${reasonOf(error)}` });
+    return;
+  }
+  for (const name of names) {
+    const rel = relative === '' ? name : `${relative}/${name}`;
+    const full = path.join(root, rel);
+    let stats;
+    try {
+      stats = await lstat(full, { bigint: true });
+    } catch (error) {
+      onSkip({ path: rel, reason: reasonOf(error) });
+      continue;
+    }
+    const mode = Number(stats.mode & 0o7777n);
+    if (stats.isDirectory()) {
+      yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs };
+      yield* walkSource(root, onSkip, rel);
+    } else if (stats.isFile()) {
+      yield {
+        kind: 'file',
+        path: rel,
+        mode,
+        mtimeNs: stats.mtimeNs,
+        size: Number(stats.size),
+        ino: stats.ino,
+      };
+    } else if (stats.isSymbolicLink()) {
+      try {
+        yield {
+          kind: 'symlink',
+          path: rel,
+          mode,
+          mtimeNs: stats.mtimeNs,
+          target: await readlink(full),
+        };
+      } catch (error) {
+        onSkip({ path: rel, reason: reasonOf(error) });
+      }
+    } else {
+      onSkip({
+        path: rel,
+        reason: stats.isSocket()
+          ? 'socket (not backed up)'
+          : stats.isFIFO()
+            ? 'named pipe (not backed up)'
+            : 'device (not backed up)',
+      });
+    }
+  }
+}
