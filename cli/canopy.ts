@@ -24,6 +24,9 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   devices [list | approve PEMFILE [--name N] | revoke ID | code]
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
+  backup DIR --bucket NAME
+  versions --bucket NAME
+  restore --bucket NAME [--version ID] [PATH] --to DIR [--overwrite]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
   notifications [list | dismiss ID]
@@ -229,6 +232,58 @@ async function run(
           throw new UsageError(`unknown buckets command: ${sub}`);
       }
     }
+    case 'backup': {
+      const result = await engine.backup({
+        dir: need(sub, 'DIR'),
+        bucket: need(str('bucket'), '--bucket'),
+      });
+      const skipped = result.skipped.map((item) => `skipped ${item.path}: ${item.reason}`);
+      out.print(
+        [
+          `version ${result.versionId}`,
+          `${result.files} files, ${result.bytesScanned} bytes scanned, ${result.newBytes} new bytes, ${result.bytesUploaded} bytes uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
+          ...skipped,
+        ].join('\n'),
+        result,
+      );
+      return;
+    }
+    case 'versions': {
+      const versions = await engine.listVersions({ bucket: need(str('bucket'), '--bucket') });
+      out.print(
+        versions.length === 0
+          ? 'no versions yet'
+          : table([
+              ['ID', 'STATE', 'CREATED', 'DATA BYTES'],
+              ...versions.map((v) => [
+                v.id,
+                v.state,
+                new Date(v.created_at * 1000).toISOString(),
+                String(v.data_size),
+              ]),
+            ]),
+        versions,
+      );
+      return;
+    }
+    case 'restore': {
+      const version = str('version');
+      const result = await engine.restore({
+        bucket: need(str('bucket'), '--bucket'),
+        to: need(str('to'), '--to'),
+        overwrite: values['overwrite'] === true,
+        ...(version === undefined ? {} : { version }),
+        ...(sub === undefined ? {} : { path: sub }),
+      });
+      out.print(
+        [
+          `restored ${result.files} files (${result.bytes} bytes), ${result.directories} folders, ${result.symlinks} symlinks`,
+          ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
+        ].join('\n'),
+        result,
+      );
+      return;
+    }
     case 'account': {
       if ((sub ?? 'show') === 'show') {
         const user = await engine.getAccount();
@@ -323,6 +378,10 @@ export async function main(argv: readonly string[]): Promise<number> {
         class: { type: 'string' },
         'display-name': { type: 'string' },
         locale: { type: 'string' },
+        bucket: { type: 'string' },
+        version: { type: 'string' },
+        to: { type: 'string' },
+        overwrite: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });

@@ -14,6 +14,9 @@ import type {
   User,
 } from '../protocol/index.ts';
 import { ServiceClient } from '../service/index.ts';
+import { backupSource, type BackupResult } from '../uploader/index.ts';
+import { restoreVersion, type RestoreResult } from '../restore/index.ts';
+import type { Metadata } from '../protocol/index.ts';
 import {
   forgetAccount,
   homeId,
@@ -394,6 +397,61 @@ export class Engine {
     const bucket = await this.bucketByName(input.name);
     await client.deleteBucket(bucket.id);
     removeBucket(this.db, bucket.id);
+  }
+
+  // Backup and restore
+
+  async backup(input: {
+    dir: string;
+    bucket: string;
+    replaceSource?: boolean;
+  }): Promise<BackupResult> {
+    const { client, account } = await this.connect();
+    const bucket = await this.bucketByName(input.bucket);
+    const sourceDir = path.resolve(input.dir);
+    return backupSource({
+      client,
+      bucketId: bucket.id,
+      sourceDir,
+      sourceLabel: `${os.hostname()}:${sourceDir}`,
+      deviceFingerprint: account.fingerprint,
+      stagingRoot: path.join(this.deps.home, 'staging'),
+      now: () => this.now(),
+      ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
+    });
+  }
+
+  async listVersions(input: { bucket: string }): Promise<Metadata[]> {
+    const { client } = await this.connect();
+    return client.listVersions((await this.bucketByName(input.bucket)).id);
+  }
+
+  async restore(input: {
+    bucket: string;
+    version?: string;
+    path?: string;
+    to: string;
+    overwrite: boolean;
+  }): Promise<RestoreResult> {
+    const { client } = await this.connect();
+    const bucket = await this.bucketByName(input.bucket);
+    let versionId = input.version;
+    if (versionId === undefined) {
+      const active = (await client.listVersions(bucket.id)).find(
+        (version) => version.state === 'active',
+      );
+      if (!active) throw new EngineError('not_found', `bucket "${input.bucket}" has no backup yet`);
+      versionId = active.id;
+    }
+    const who = await client.whoAmI();
+    return restoreVersion({
+      client,
+      storageHost: who.storage_host,
+      versionId,
+      targetDir: path.resolve(input.to),
+      overwrite: input.overwrite,
+      ...(input.path === undefined ? {} : { subPath: input.path }),
+    });
   }
 
   // Account

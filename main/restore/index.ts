@@ -1,0 +1,3 @@
+// Metadata CAR to a tree on disk, blocks fetched and verified. May import main/api, protocol,
+// service and uploader (for the tree index).
+export * from './restore-version.ts';

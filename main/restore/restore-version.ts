@@ -1,0 +1,162 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { lstat, mkdir, open, rename, rm, symlink, utimes, chmod, lutimes } from 'node:fs/promises';
+import path from 'node:path';
+import { exporter, recursive } from 'ipfs-unixfs-exporter';
+import { CID } from 'multiformats/cid';
+import { EngineError } from '../api/index.ts';
+import { DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
+import type { ServiceClient } from '../service/index.ts';
+import { readTreeIndex } from '../uploader/index.ts';
+
+// Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
+// leaves from the storage host, each verified against its CID; files are written to a
+// temporary name, fsynced and renamed, then given their mode and mtime. Existing files are
+// kept unless `overwrite`: a restored copy then gets a " (restored)" suffix.
+
+export interface RestoreInput {
+  readonly client: ServiceClient;
+  readonly storageHost: string;
+  readonly versionId: string;
+  readonly targetDir: string;
+  /** Only this path of the version ('' or undefined: everything). */
+  readonly subPath?: string;
+  readonly overwrite: boolean;
+}
+
+export interface RestoreResult {
+  readonly files: number;
+  readonly directories: number;
+  readonly symlinks: number;
+  readonly bytes: number;
+  readonly renamed: readonly string[];
+}
+
+function checkName(name: string): void {
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
+    throw new EngineError(
+      'protocol',
+      `the version holds an unsafe name ${JSON.stringify(name)}; restore stopped`,
+    );
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await lstat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function freeName(file: string): Promise<string> {
+  for (let index = 1; ; index += 1) {
+    const candidate = `${file} (restored${index === 1 ? '' : ` ${index}`})`;
+    if (!(await exists(candidate))) return candidate;
+  }
+}
+
+export async function restoreVersion(input: RestoreInput): Promise<RestoreResult> {
+  const index = await readTreeIndex(await input.client.pullVersion(input.versionId));
+  const root = CID.asCID(index.manifest['root']);
+  if (!root) throw new EngineError('protocol', 'the manifest names no root');
+  const blockstore = {
+    async *get(cid: CID): AsyncGenerator<Uint8Array> {
+      const key = cid.toString();
+      if (cid.code === DAG_PB_CODEC) {
+        const node = index.nodes.get(key);
+        if (!node) throw new EngineError('protocol', `the metadata lacks node ${key}`);
+        yield node;
+        return;
+      }
+      if (cid.code !== RAW_CODEC) throw new EngineError('protocol', `unexpected block ${key}`);
+      const bytes = await input.client.getBlock(input.storageHost, key);
+      if (!createHash('sha256').update(bytes).digest().equals(Buffer.from(cid.multihash.digest))) {
+        throw new EngineError('protocol', `block ${key} does not match its CID; restore stopped`);
+      }
+      yield bytes;
+    },
+  };
+
+  const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
+  const result = { files: 0, directories: 0, symlinks: 0, bytes: 0, renamed: [] as string[] };
+  const directoryTimes: Array<{
+    dir: string;
+    mode: number | undefined;
+    mtime: number | undefined;
+  }> = [];
+  await mkdir(input.targetDir, { recursive: true });
+  let matched = false;
+
+  for await (const ref of recursive(root, blockstore)) {
+    const parts = ref.path.split('/').slice(1);
+    for (const part of parts) checkName(part);
+    // Keep entries on the wanted path: its ancestors are skipped, the entry and below kept.
+    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
+      continue;
+    if (parts.length < wanted.length) continue;
+    matched = true;
+    const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
+    let target = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
+    const entry = await exporter(ref.cid, blockstore);
+    const mode =
+      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mode : undefined;
+    const mtime =
+      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mtime : undefined;
+    const mtimeSeconds =
+      mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9;
+    if (entry.type === 'directory') {
+      await mkdir(target, { recursive: true });
+      directoryTimes.push({ dir: target, mode, mtime: mtimeSeconds });
+      result.directories += 1;
+      continue;
+    }
+    if (entry.type !== 'file')
+      throw new EngineError('protocol', `unexpected ${entry.type} entry in a version`);
+    if ((await exists(target)) && !input.overwrite) {
+      const renamed = await freeName(target);
+      result.renamed.push(path.relative(input.targetDir, renamed));
+      target = renamed;
+    }
+    if (entry.unixfs.type === 'symlink') {
+      await rm(target, { force: true });
+      await symlink(new TextDecoder().decode(entry.unixfs.data), target);
+      if (mtimeSeconds !== undefined) await lutimes(target, mtimeSeconds, mtimeSeconds);
+      result.symlinks += 1;
+      continue;
+    }
+    const temporary = path.join(
+      path.dirname(target),
+      `.${path.basename(target)}.canopy-${randomBytes(4).toString('hex')}`,
+    );
+    const handle = await open(
+      temporary,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
+      0o600,
+    );
+    try {
+      for await (const chunk of entry.content()) {
+        await handle.write(chunk);
+        result.bytes += chunk.length;
+      }
+      await handle.sync();
+    } catch (error) {
+      await handle.close();
+      await rm(temporary, { force: true });
+      throw error;
+    }
+    await handle.close();
+    if (mode !== undefined) await chmod(temporary, mode);
+    if (mtimeSeconds !== undefined) await utimes(temporary, mtimeSeconds, mtimeSeconds);
+    await rename(temporary, target);
+    result.files += 1;
+  }
+  if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
+  // Deepest first, after their contents, so writing files does not change them again.
+  for (const { dir, mode, mtime } of directoryTimes.reverse()) {
+    if (mode !== undefined) await chmod(dir, mode);
+    if (mtime !== undefined) await utimes(dir, mtime, mtime);
+  }
+  return result;
+}

@@ -1,0 +1,4 @@
+// Pushes versions and uploads their shards. May import main/api, protocol, service, packer.
+export * from './backup-source.ts';
+export * from './previous-tree.ts';
+export * from './shard-writer.ts';

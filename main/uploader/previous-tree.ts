@@ -1,0 +1,61 @@
+import * as dagPb from '@ipld/dag-pb';
+import { EngineError } from '../api/index.ts';
+import {
+  CarFormatError,
+  cidText,
+  DAG_CBOR_CODEC,
+  DAG_PB_CODEC,
+  RAW_CODEC,
+  readCar,
+} from '../protocol/index.ts';
+import * as dagCbor from '@ipld/dag-cbor';
+
+// Reads a version's metadata CAR (§17.2): the manifest and every leaf its File nodes list.
+
+export interface TreeIndex {
+  readonly manifest: Record<string, unknown>;
+  /** Leaf CID → size, from the File nodes' links. */
+  readonly leaves: ReadonlyMap<string, number>;
+  readonly nodes: ReadonlyMap<string, Uint8Array>;
+}
+
+async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield await Promise.resolve(bytes);
+}
+
+export async function readTreeIndex(car: Uint8Array): Promise<TreeIndex> {
+  const nodes = new Map<string, Uint8Array>();
+  const leaves = new Map<string, number>();
+  let manifest: Record<string, unknown> | undefined;
+  let manifestCid: string | undefined;
+  try {
+    for await (const item of readCar(once(car), {
+      maxBlockBytes: 4 * 1024 * 1024,
+      allowV2: true,
+    })) {
+      if (item.type === 'header') {
+        manifestCid = item.roots[0] ? cidText(item.roots[0]) : undefined;
+        continue;
+      }
+      const key = cidText(item.cid);
+      if (item.cid.code === DAG_CBOR_CODEC && key === manifestCid) {
+        manifest = dagCbor.decode(item.bytes);
+      } else if (item.cid.code === DAG_PB_CODEC) {
+        nodes.set(key, item.bytes);
+        for (const link of dagPb.decode(item.bytes).Links) {
+          if (link.Hash.code === RAW_CODEC) leaves.set(cidText(link.Hash), link.Tsize ?? 0);
+        }
+      }
+    }
+  } catch (error) {
+    if (error instanceof CarFormatError)
+      throw new EngineError('protocol', `a version's metadata is damaged: ${error.message}`, {
+        cause: error,
+      });
+    throw error;
+  }
+  if (!manifest || manifest['version'] !== 1) {
+    throw new EngineError('protocol', "a version's manifest is missing or of an unknown version");
+  }
+  return { manifest, leaves, nodes };
+}

@@ -1,0 +1,98 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import type { CID } from 'multiformats/cid';
+import {
+  encodeCarHeader,
+  encodeCarSectionHead,
+  RAW_CODEC,
+  cidFromSha256,
+} from '../protocol/index.ts';
+
+// Writes data blocks into staged shard files (CARv1, roots = [first block]) of at most
+// `targetBytes`, on disk, so memory does not grow with the data and a shard can be resent.
+
+export interface StagedShard {
+  readonly file: string;
+  /** CIDv1 raw sha2-256 of the exact file bytes (§11.2). */
+  readonly shardCid: CID;
+  readonly bytes: number;
+  readonly blocks: readonly string[];
+}
+
+export class ShardWriter {
+  private readonly dir: string;
+  private readonly targetBytes: number;
+  private current:
+    | {
+        handle: FileHandle;
+        file: string;
+        hash: ReturnType<typeof createHash>;
+        bytes: number;
+        blocks: string[];
+      }
+    | undefined;
+  readonly shards: StagedShard[] = [];
+
+  constructor(dir: string, targetBytes: number) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.dir = dir;
+    this.targetBytes = targetBytes;
+  }
+
+  private async write(bytes: Uint8Array): Promise<void> {
+    const current = this.current;
+    if (!current) throw new Error('no shard open');
+    let offset = 0;
+    while (offset < bytes.length) {
+      const { bytesWritten } = await current.handle.write(bytes, offset, bytes.length - offset);
+      offset += bytesWritten;
+    }
+    current.hash.update(bytes);
+    current.bytes += bytes.length;
+  }
+
+  /** The importer writes blocks concurrently; sections must not interleave, so adds queue. */
+  private queue: Promise<void> = Promise.resolve();
+
+  add(cid: CID, bytes: Uint8Array): Promise<void> {
+    const next = this.queue.then(() => this.append(cid, bytes));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async append(cid: CID, bytes: Uint8Array): Promise<void> {
+    if (this.current && this.current.bytes + bytes.length > this.targetBytes) await this.seal();
+    if (!this.current) {
+      const file = path.join(this.dir, `shard-${String(this.shards.length).padStart(5, '0')}.car`);
+      this.current = {
+        handle: await open(file, 'w', 0o600),
+        file,
+        hash: createHash('sha256'),
+        bytes: 0,
+        blocks: [],
+      };
+      await this.write(encodeCarHeader([cid]));
+    }
+    await this.write(encodeCarSectionHead(cid, bytes.length));
+    await this.write(bytes);
+    this.current.blocks.push(cid.toString());
+  }
+
+  /** Closes the open shard, fsynced, and records its CID. */
+  async seal(): Promise<void> {
+    await this.queue;
+    const current = this.current;
+    if (!current) return;
+    this.current = undefined;
+    await current.handle.datasync();
+    await current.handle.close();
+    this.shards.push({
+      file: current.file,
+      shardCid: cidFromSha256(RAW_CODEC, current.hash.digest()),
+      bytes: current.bytes,
+      blocks: current.blocks,
+    });
+  }
+}
