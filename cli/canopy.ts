@@ -240,6 +240,9 @@ async function run(
       const skipped = result.skipped.map((item) => `skipped ${item.path}: ${item.reason}`);
       out.print(
         [
+          ...(result.resumedVersionId === null
+            ? []
+            : [`finished the interrupted upload of version ${result.resumedVersionId}`]),
           `version ${result.versionId}`,
           `${result.files} files, ${result.bytesScanned} bytes scanned, ${result.newBytes} new bytes, ${result.bytesUploaded} bytes uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
           ...skipped,

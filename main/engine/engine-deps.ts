@@ -22,6 +22,10 @@ export interface EngineDeps {
   readonly startLocalService?: (dataDir: string) => Promise<LocalService>;
   readonly clock?: () => number;
   readonly retry?: RetryPolicy;
+  /** Largest staged shard; defaults to 64 MiB. */
+  readonly shardTargetBytes?: number;
+  /** Test seam for crash-point tests: called after each shard the host confirmed. */
+  readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
   /** Where `login --local` keeps the service's data when no folder is given. */
   readonly defaultLocalDataDir?: string;
 }

@@ -19,6 +19,7 @@ import { restoreVersion, type RestoreResult } from '../restore/index.ts';
 import type { Metadata } from '../protocol/index.ts';
 import {
   forgetAccount,
+  uploadQueue,
   homeId,
   openStateDatabase,
   readAccount,
@@ -417,6 +418,13 @@ export class Engine {
       deviceFingerprint: account.fingerprint,
       stagingRoot: path.join(this.deps.home, 'staging'),
       now: () => this.now(),
+      queue: uploadQueue(this.db),
+      ...(this.deps.shardTargetBytes === undefined
+        ? {}
+        : { shardTargetBytes: this.deps.shardTargetBytes }),
+      ...(this.deps.afterShardConfirmed
+        ? { afterShardConfirmed: this.deps.afterShardConfirmed }
+        : {}),
       ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
     });
   }

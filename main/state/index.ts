@@ -4,3 +4,4 @@
 export * from './account-state.ts';
 export * from './canopy-home.ts';
 export * from './database.ts';
+export * from './upload-queue.ts';

@@ -7,6 +7,7 @@ import { EngineError } from '../api/index.ts';
 import { packSource } from '../packer/index.ts';
 import type { SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
+import type { QueuedUpload, UploadQueue } from '../state/index.ts';
 import { readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { ShardWriter } from './shard-writer.ts';
 
@@ -26,6 +27,10 @@ export interface BackupInput {
   readonly shardTargetBytes?: number;
   /** Replace a bucket whose versions come from another source (§17.1). */
   readonly replaceSource?: boolean;
+  /** Where pushed versions and confirmed shards are recorded, so a killed run resumes. */
+  readonly queue: UploadQueue;
+  /** Test seam: called after each shard the host confirmed (crash-point tests). */
+  readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
 }
 
 export interface BackupResult {
@@ -36,6 +41,8 @@ export interface BackupResult {
   readonly bytesUploaded: number;
   readonly durationMs: number;
   readonly skipped: readonly SkippedItem[];
+  /** An interrupted upload of an earlier run that this run finished first. */
+  readonly resumedVersionId: string | null;
 }
 
 const MAX_DELETED_IN_REQUEST = 1500; // keeps request-data well under 128 KiB (§11.6 allows a subset)
@@ -86,6 +93,8 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
   const shards = new ShardWriter(staging, input.shardTargetBytes ?? 64 * 1024 * 1024);
   const skipped: SkippedItem[] = [];
   const candidates = new Map<string, number>();
+  // Staged shards outlive this run once their upload is queued; a crash must not lose them.
+  let keepStaging = false;
   try {
     const tree = await packSource({
       sourceDir: input.sourceDir,
@@ -129,25 +138,29 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
           missing.add(cid);
         }
       }
-      for (const shard of shards.shards) {
-        if (!shard.blocks.some((cid) => missing.has(cid))) continue;
-        await client.uploadShard(
-          pushed.storage_host,
-          pushed.storage_authorization,
-          pushed.id,
-          shard.shardCid.toString(),
-          await readFile(shard.file),
-        );
-        uploaded += shard.bytes;
-      }
-      try {
-        await client.completeVersion(pushed.storage_host, pushed.storage_authorization, pushed.id);
-      } catch (error) {
-        // Another device stored first: drop this pending version; the caller rebuilds (§10.3).
-        if (error instanceof EngineError && error.code === 'stale_previous')
-          await client.deleteVersion(pushed.id);
-        throw error;
-      }
+      const upload: QueuedUpload = {
+        version_id: pushed.id,
+        bucket_id: input.bucketId,
+        storage_host: pushed.storage_host,
+        storage_authorization: pushed.storage_authorization,
+        staging_dir: staging,
+        files: tree.fileCount,
+        bytes_scanned: tree.totalBytes,
+        new_bytes: expected,
+        created_at: input.now(),
+      };
+      input.queue.record(
+        upload,
+        shards.shards.map((shard) => ({
+          shardCid: shard.shardCid.toString(),
+          file: shard.file,
+          bytes: shard.bytes,
+          needed: shard.blocks.some((cid) => missing.has(cid)),
+        })),
+      );
+      keepStaging = true;
+      uploaded = await finishUpload(input, upload);
+      keepStaging = false;
     }
     return {
       versionId: pushed.id,
@@ -157,19 +170,87 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       bytesUploaded: uploaded,
       durationMs: input.now() - started,
       skipped,
+      resumedVersionId: null,
     };
   } finally {
-    await rm(staging, { recursive: true, force: true });
+    if (!keepStaging) await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Uploads the queued shards the host has not confirmed, then completes. Returns the bytes
+ * sent. Each confirmation is recorded before the next shard goes, so a rerun never resends one.
+ */
+async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<number> {
+  const { client } = input;
+  let sent = 0;
+  let confirmed = 0;
+  for (const shard of input.queue.shardsOf(upload.version_id)) {
+    if (shard.needed === 0 || shard.confirmed === 1) continue;
+    await client.uploadShard(
+      upload.storage_host,
+      upload.storage_authorization,
+      upload.version_id,
+      shard.shard_cid,
+      await readFile(shard.file),
+    );
+    input.queue.confirm(upload.version_id, shard.shard_cid);
+    sent += shard.bytes;
+    confirmed += 1;
+    input.afterShardConfirmed?.(confirmed);
+  }
+  try {
+    await client.completeVersion(
+      upload.storage_host,
+      upload.storage_authorization,
+      upload.version_id,
+    );
+  } catch (error) {
+    // Another device stored first: drop this pending version; the caller rebuilds (§10.3).
+    if (error instanceof EngineError && error.code === 'stale_previous') {
+      await client.deleteVersion(upload.version_id);
+      input.queue.finish(upload.version_id);
+      await rm(upload.staging_dir, { recursive: true, force: true });
+    }
+    throw error;
+  }
+  input.queue.finish(upload.version_id);
+  await rm(upload.staging_dir, { recursive: true, force: true });
+  return sent;
+}
+
+/** Finishes an upload a killed run left behind; null when there was none or it is moot. */
+async function resumeInterrupted(input: BackupInput): Promise<string | null> {
+  const pending = input.queue.pendingFor(input.bucketId);
+  if (!pending) return null;
+  try {
+    // The host may have moved since (the embedded service listens on a new port each run);
+    // who_am_i names the current one (§1).
+    const storageHost = (await input.client.whoAmI()).storage_host;
+    await finishUpload(input, { ...pending, storage_host: storageHost });
+    return pending.version_id;
+  } catch (error) {
+    // Its window ended, its bucket or key went away, or another version won: this run's new
+    // backup supersedes it. Anything else (network, quota) is the user's to see.
+    const moot =
+      error instanceof EngineError &&
+      ['not_authorized', 'not_found', 'conflict', 'stale_previous'].includes(error.code);
+    if (!moot) throw error;
+    input.queue.finish(pending.version_id);
+    await rm(pending.staging_dir, { recursive: true, force: true });
+    return null;
   }
 }
 
 export async function backupSource(input: BackupInput): Promise<BackupResult> {
   const started = input.now();
+  const resumedVersionId = await resumeInterrupted(input);
   try {
-    return await attempt(input, started);
+    return { ...(await attempt(input, started)), resumedVersionId };
   } catch (error) {
-    if (error instanceof EngineError && error.code === 'stale_previous')
-      return attempt(input, started);
+    if (error instanceof EngineError && error.code === 'stale_previous') {
+      return { ...(await attempt(input, started)), resumedVersionId };
+    }
     throw error;
   }
 }

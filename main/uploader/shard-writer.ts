@@ -63,7 +63,8 @@ export class ShardWriter {
   }
 
   private async append(cid: CID, bytes: Uint8Array): Promise<void> {
-    if (this.current && this.current.bytes + bytes.length > this.targetBytes) await this.seal();
+    if (this.current && this.current.bytes + bytes.length > this.targetBytes)
+      await this.sealCurrent();
     if (!this.current) {
       const file = path.join(this.dir, `shard-${String(this.shards.length).padStart(5, '0')}.car`);
       this.current = {
@@ -80,9 +81,13 @@ export class ShardWriter {
     this.current.blocks.push(cid.toString());
   }
 
-  /** Closes the open shard, fsynced, and records its CID. */
+  /** Closes the open shard, fsynced, and records its CID, once queued blocks are written. */
   async seal(): Promise<void> {
     await this.queue;
+    await this.sealCurrent();
+  }
+
+  private async sealCurrent(): Promise<void> {
     const current = this.current;
     if (!current) return;
     this.current = undefined;

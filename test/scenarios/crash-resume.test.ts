@@ -1,0 +1,108 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type LocalService } from '../../main/index.ts';
+import { createBucketService } from '../../server/app.ts';
+import { defaultServiceOptions } from '../../server/options.ts';
+import { enrollmentCodeCreatingUser } from '../../server/admin.ts';
+import { LOCAL_USER_EMAIL } from '../../cli/local-service.ts';
+
+// kill -9 in the middle of a backup's upload, then run again: the upload resumes without
+// resending any shard the host confirmed, and the restore is identical.
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-crash-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** The embedded service, recording the shard uploads it receives. */
+function recordingLocalService(uploads: string[]): (dataDir: string) => Promise<LocalService> {
+  return async (dataDir) => {
+    const service = createBucketService(defaultServiceOptions(dataDir));
+    service.app.addHook('onRequest', async (request) => {
+      if (request.method === 'PUT' && request.url.includes('/upload/'))
+        uploads.push(request.url.split('/').at(-1) ?? '');
+      return Promise.resolve();
+    });
+    const url = await service.listen('127.0.0.1', 0);
+    return {
+      url,
+      enrollmentCode: () =>
+        Promise.resolve(enrollmentCodeCreatingUser(service.ctx, LOCAL_USER_EMAIL).code),
+      close: () => service.close(),
+    };
+  };
+}
+
+describe('crash and resume', () => {
+  it('resumes a killed upload without resending confirmed shards', async () => {
+    const source = path.join(scratch, 'source');
+    mkdirSync(source);
+    for (let i = 0; i < 6; i += 1)
+      writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
+    const home = path.join(scratch, 'home');
+    const uploads: string[] = [];
+    const setup = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService: recordingLocalService(uploads),
+    });
+    await setup.loginLocal({});
+    await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
+    await setup.close();
+
+    const crashed = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        path.join(here, '..', 'helpers', 'crashing-backup.ts'),
+        home,
+        source,
+        '2',
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(crashed.signal).toBe('SIGKILL');
+    const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
+    const confirmed = state
+      .prepare<[], { shard_cid: string }>('SELECT shard_cid FROM upload_shards WHERE confirmed = 1')
+      .all()
+      .map((row) => row.shard_cid);
+    const total =
+      state.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM upload_shards').get()?.n ?? 0;
+    state.close();
+    expect(confirmed).toHaveLength(2);
+    expect(total).toBeGreaterThan(2);
+
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService: recordingLocalService(uploads),
+    });
+    try {
+      const result = await engine.backup({ dir: source, bucket: 'Crash' });
+      expect(result.resumedVersionId).toEqual(expect.any(String));
+      expect(result.newBytes).toBe(0);
+      expect(uploads).toHaveLength(total - 2);
+      for (const shard of confirmed) expect(uploads).not.toContain(shard);
+      expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
+      const target = path.join(scratch, 'restored');
+      await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
+      for (let i = 0; i < 6; i += 1) {
+        expect(
+          readFileSync(path.join(target, `part-${i}.bin`)).equals(
+            readFileSync(path.join(source, `part-${i}.bin`)),
+          ),
+        ).toBe(true);
+      }
+    } finally {
+      await engine.close();
+    }
+  });
+});
