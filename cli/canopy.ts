@@ -24,7 +24,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   devices [list | approve PEMFILE [--name N] | revoke ID | code]
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
-  backup DIR --bucket NAME
+  backup DIR --bucket NAME [--dry-run]
   versions --bucket NAME
   restore --bucket NAME [--version ID] [PATH] --to DIR [--overwrite]
   account [show | set [--display-name NAME] [--locale TAG]]
@@ -233,6 +233,18 @@ async function run(
       }
     }
     case 'backup': {
+      if (values['dry-run'] === true) {
+        const plan = await engine.planBackup({ dir: need(sub, 'DIR') });
+        out.print(
+          [
+            `would back up ${plan.files} files, ${plan.bytes} bytes`,
+            ...plan.excluded.map((item) => `excluded by rules: ${item}`),
+            ...plan.skipped.map((item) => `would skip ${item.path}: ${item.reason}`),
+          ].join('\n'),
+          plan,
+        );
+        return;
+      }
       const result = await engine.backup({
         dir: need(sub, 'DIR'),
         bucket: need(str('bucket'), '--bucket'),
@@ -385,6 +397,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         version: { type: 'string' },
         to: { type: 'string' },
         overwrite: { type: 'boolean' },
+        'dry-run': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });

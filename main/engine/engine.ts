@@ -17,6 +17,7 @@ import { ServiceClient } from '../service/index.ts';
 import { backupSource, type BackupResult } from '../uploader/index.ts';
 import { restoreVersion, type RestoreResult } from '../restore/index.ts';
 import type { Metadata } from '../protocol/index.ts';
+import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
 import {
   forgetAccount,
   uploadQueue,
@@ -427,6 +428,26 @@ export class Engine {
         : {}),
       ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
     });
+  }
+
+  /** What a backup of `dir` would include and what the rules would skip. No network. */
+  async planBackup(input: {
+    dir: string;
+  }): Promise<{ files: number; bytes: number; excluded: string[]; skipped: SkippedItem[] }> {
+    const sourceDir = path.resolve(input.dir);
+    const rules = await loadExcludeRules(sourceDir);
+    const plan = { files: 0, bytes: 0, excluded: [] as string[], skipped: [] as SkippedItem[] };
+    const walk = walkSource(sourceDir, {
+      rules,
+      onSkip: (item) => plan.skipped.push(item),
+      onExcluded: (relativePath) => plan.excluded.push(relativePath),
+    });
+    for await (const entry of walk) {
+      if (entry.kind !== 'file') continue;
+      plan.files += 1;
+      plan.bytes += entry.size;
+    }
+    return plan;
   }
 
   async listVersions(input: { bucket: string }): Promise<Metadata[]> {

@@ -6,7 +6,12 @@ import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
-import { walkSource, type SkippedItem, type SourceEntry } from '../scanner/index.ts';
+import {
+  walkSource,
+  type ExcludeRules,
+  type SkippedItem,
+  type SourceEntry,
+} from '../scanner/index.ts';
 import { CHUNK_BYTES, unixfsImporterOptions } from './unixfs-settings.ts';
 
 // Turns a source folder into a UnixFS tree (§17.1): raw-leaf chunks go to `onLeaf` as they are
@@ -23,6 +28,8 @@ export interface PackInput {
   /** Called once per distinct leaf of the new tree. */
   readonly onLeaf: (cid: CID, bytes: Uint8Array) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
+  readonly rules?: ExcludeRules;
+  readonly onExcluded?: (relativePath: string) => void;
 }
 
 export interface PackedTree {
@@ -91,7 +98,11 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const sourceDir = input.sourceDir;
   async function* candidates(): AsyncGenerator<ImportCandidate> {
     yield { path: ROOT, mode: Number(rootStats.mode & 0o7777n), mtime: mtimeOf(rootStats.mtimeNs) };
-    for await (const entry of walkSource(sourceDir, input.onSkip)) {
+    for await (const entry of walkSource(sourceDir, {
+      onSkip: input.onSkip,
+      ...(input.rules ? { rules: input.rules } : {}),
+      ...(input.onExcluded ? { onExcluded: input.onExcluded } : {}),
+    })) {
       const candidatePath = `${ROOT}/${entry.path}`;
       yield* candidateOf(entry, candidatePath);
     }

@@ -1,2 +1,3 @@
 // Walks a source folder and reports entries and skipped items. No network. May import main/api.
 export * from './walk-source.ts';
+export * from './exclude-rules.ts';

@@ -1,5 +1,6 @@
 import { lstat, readdir, readlink } from 'node:fs/promises';
 import path from 'node:path';
+import type { ExcludeRules } from './exclude-rules.ts';
 
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
 // it finds. Symlinks are reported as symlinks and never followed, so loops cannot happen.
@@ -52,11 +53,19 @@ function byUtf8(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+export interface WalkOptions {
+  readonly onSkip: (item: SkippedItem) => void;
+  /** Paths excluded by rules are reported here, not as skipped items. */
+  readonly onExcluded?: (relativePath: string) => void;
+  readonly rules?: ExcludeRules;
+}
+
 export async function* walkSource(
   root: string,
-  onSkip: (item: SkippedItem) => void,
+  options: WalkOptions,
   relative = '',
 ): AsyncGenerator<SourceEntry> {
+  const { onSkip } = options;
   let names: string[];
   try {
     names = (await readdir(path.join(root, relative))).sort(byUtf8);
@@ -75,9 +84,13 @@ export async function* walkSource(
       continue;
     }
     const mode = Number(stats.mode & 0o7777n);
+    if (options.rules?.excludes(rel, stats.isDirectory()) === true) {
+      options.onExcluded?.(rel);
+      continue;
+    }
     if (stats.isDirectory()) {
       yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs };
-      yield* walkSource(root, onSkip, rel);
+      yield* walkSource(root, options, rel);
     } else if (stats.isFile()) {
       yield {
         kind: 'file',

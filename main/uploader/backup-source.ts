@@ -5,7 +5,7 @@ import { CarWriter } from '@ipld/car/writer';
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { packSource } from '../packer/index.ts';
-import type { SkippedItem } from '../scanner/index.ts';
+import { loadExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type { QueuedUpload, UploadQueue } from '../state/index.ts';
 import { readTreeIndex, type TreeIndex } from './previous-tree.ts';
@@ -96,7 +96,9 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
   // Staged shards outlive this run once their upload is queued; a crash must not lose them.
   let keepStaging = false;
   try {
+    const rules = await loadExcludeRules(input.sourceDir);
     const tree = await packSource({
+      rules,
       sourceDir: input.sourceDir,
       sourceLabel: input.sourceLabel,
       deviceFingerprint: input.deviceFingerprint,

@@ -1,0 +1,79 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadExcludeRules, walkSource, type SkippedItem } from '../../../main/scanner/index.ts';
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function walk(
+  dir: string,
+): Promise<{ included: string[]; excluded: string[]; skipped: SkippedItem[] }> {
+  const included: string[] = [];
+  const excluded: string[] = [];
+  const skipped: SkippedItem[] = [];
+  const rules = await loadExcludeRules(dir);
+  for await (const entry of walkSource(dir, {
+    rules,
+    onSkip: (item) => skipped.push(item),
+    onExcluded: (p) => excluded.push(p),
+  })) {
+    included.push(entry.path);
+  }
+  return { included, excluded, skipped };
+}
+
+describe('exclude rules', () => {
+  it('skip OS junk, temp, lock and partial downloads by default, and keep dotfiles', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    for (const name of [
+      '.DS_Store',
+      'Thumbs.db',
+      'draft.tmp',
+      'movie.mkv.crdownload',
+      '~$report.docx',
+      '.~lock.sheet.ods#',
+      '.bashrc',
+      'report.docx',
+    ]) {
+      writeFileSync(path.join(dir, name), 'x');
+    }
+    mkdirSync(path.join(dir, 'node_modules', '.cache'), { recursive: true });
+    writeFileSync(path.join(dir, 'node_modules', '.cache', 'junk'), 'x');
+    writeFileSync(path.join(dir, 'node_modules', 'kept.js'), 'x');
+    const { included, excluded } = await walk(dir);
+    expect(included.sort()).toEqual([
+      '.bashrc',
+      'node_modules',
+      'node_modules/kept.js',
+      'report.docx',
+    ]);
+    expect(excluded.sort()).toEqual([
+      '.DS_Store',
+      '.~lock.sheet.ods#',
+      'Thumbs.db',
+      'draft.tmp',
+      'movie.mkv.crdownload',
+      'node_modules/.cache',
+      '~$report.docx',
+    ]);
+  });
+
+  it("adds the source's .canopyignore, which can also re-include a default", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    writeFileSync(path.join(dir, '.canopyignore'), '# mine\nbuild/\n*.log\n!keep.tmp\n');
+    mkdirSync(path.join(dir, 'build'));
+    writeFileSync(path.join(dir, 'build', 'out.o'), 'x');
+    writeFileSync(path.join(dir, 'app.log'), 'x');
+    writeFileSync(path.join(dir, 'keep.tmp'), 'x');
+    writeFileSync(path.join(dir, 'main.c'), 'x');
+    const { included, excluded } = await walk(dir);
+    expect(included.sort()).toEqual(['.canopyignore', 'keep.tmp', 'main.c']);
+    expect(excluded.sort()).toEqual(['app.log', 'build']);
+  });
+});
