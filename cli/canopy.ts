@@ -25,8 +25,10 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
   backup DIR --bucket NAME [--dry-run]
-  versions --bucket NAME
-  restore --bucket NAME [--version ID] [PATH] --to DIR [--overwrite]
+  versions --bucket NAME | snapshots --bucket NAME
+  ls --bucket NAME [--version ID | --snapshot ID] [PATH]
+  restore --bucket NAME [--version ID | --snapshot ID] [PATH] --to DIR [--overwrite]
+  verify --bucket NAME [--version ID] [--all]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
   notifications [list | dismiss ID]
@@ -281,13 +283,72 @@ async function run(
       );
       return;
     }
+    case 'snapshots': {
+      const snapshots = await engine.listSnapshots({ bucket: need(str('bucket'), '--bucket') });
+      out.print(
+        snapshots.length === 0
+          ? 'no snapshots yet'
+          : table([
+              ['ID', 'VERSION', 'STATE', 'CREATED', 'SIZE'],
+              ...snapshots.map((s) => [
+                s.id,
+                s.metadata_id,
+                s.state,
+                new Date(s.created_at * 1000).toISOString(),
+                String(s.size),
+              ]),
+            ]),
+        snapshots,
+      );
+      return;
+    }
+    case 'ls': {
+      const version = str('version');
+      const snapshot = str('snapshot');
+      const entries = await engine.ls({
+        bucket: need(str('bucket'), '--bucket'),
+        ...(version === undefined ? {} : { version }),
+        ...(snapshot === undefined ? {} : { snapshot }),
+        ...(sub === undefined ? {} : { path: sub }),
+      });
+      out.print(
+        table(
+          entries.map((e) => [
+            e.type === 'directory' ? 'dir' : e.type,
+            e.mode === null ? '-' : e.mode.toString(8).padStart(4, '0'),
+            String(e.size),
+            e.mtime === null ? '-' : new Date(e.mtime * 1000).toISOString(),
+            e.target === null
+              ? JSON.stringify(e.name).slice(1, -1)
+              : `${JSON.stringify(e.name).slice(1, -1)} -> ${e.target}`,
+          ]),
+        ),
+        entries,
+      );
+      return;
+    }
+    case 'verify': {
+      const version = str('version');
+      const result = await engine.verify({
+        bucket: need(str('bucket'), '--bucket'),
+        all: values['all'] === true,
+        ...(version === undefined ? {} : { version }),
+      });
+      out.print(
+        `verified ${result.checked} of ${result.total} blocks (${result.bytes} bytes) of version ${result.versionId}: restorable as of ${new Date(result.verifiedAt).toISOString()}`,
+        result,
+      );
+      return;
+    }
     case 'restore': {
+      const snapshot = str('snapshot');
       const version = str('version');
       const result = await engine.restore({
         bucket: need(str('bucket'), '--bucket'),
         to: need(str('to'), '--to'),
         overwrite: values['overwrite'] === true,
         ...(version === undefined ? {} : { version }),
+        ...(snapshot === undefined ? {} : { snapshot }),
         ...(sub === undefined ? {} : { path: sub }),
       });
       out.print(
@@ -398,6 +459,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         to: { type: 'string' },
         overwrite: { type: 'boolean' },
         'dry-run': { type: 'boolean' },
+        snapshot: { type: 'string' },
+        all: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });

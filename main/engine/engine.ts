@@ -15,8 +15,17 @@ import type {
 } from '../protocol/index.ts';
 import { ServiceClient } from '../service/index.ts';
 import { backupSource, type BackupResult } from '../uploader/index.ts';
-import { restoreVersion, type RestoreResult } from '../restore/index.ts';
-import type { Metadata } from '../protocol/index.ts';
+import {
+  listVersionPath,
+  restoreVersion,
+  verifyVersion,
+  type RestoreResult,
+  type VerifyResult,
+  type VersionEntry,
+} from '../restore/index.ts';
+import { readTreeIndex, type TreeIndex } from '../uploader/index.ts';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import type { Metadata, Snapshot } from '../protocol/index.ts';
 import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
 import {
   forgetAccount,
@@ -455,23 +464,85 @@ export class Engine {
     return client.listVersions((await this.bucketByName(input.bucket)).id);
   }
 
+  /** The version a request names: --version, --snapshot, or the bucket's active version. */
+  private async resolveVersion(
+    client: ServiceClient,
+    input: { bucket: string; version?: string; snapshot?: string },
+  ): Promise<string> {
+    const bucket = await this.bucketByName(input.bucket);
+    if (input.version !== undefined) return input.version;
+    if (input.snapshot !== undefined)
+      return (await client.getSnapshot(bucket.id, input.snapshot)).metadata_id;
+    const active = (await client.listVersions(bucket.id)).find(
+      (version) => version.state === 'active',
+    );
+    if (!active) throw new EngineError('not_found', `bucket "${input.bucket}" has no backup yet`);
+    return active.id;
+  }
+
+  /** A version's tree, from the local cache when possible: versions never change. */
+  private async versionTree(client: ServiceClient, versionId: string): Promise<TreeIndex> {
+    const cacheDir = path.join(this.deps.home, 'metadata');
+    const cached = path.join(cacheDir, `${versionId}.car`);
+    try {
+      return await readTreeIndex(await readFile(cached));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+    const car = await client.pullVersion(versionId);
+    const tree = await readTreeIndex(car);
+    mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
+    const staged = `${cached}.${process.pid}.tmp`;
+    await writeFile(staged, car);
+    await rename(staged, cached);
+    return tree;
+  }
+
+  async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
+    const { client } = await this.connect();
+    return client.listSnapshots((await this.bucketByName(input.bucket)).id);
+  }
+
+  async ls(input: {
+    bucket: string;
+    version?: string;
+    snapshot?: string;
+    path?: string;
+  }): Promise<VersionEntry[]> {
+    const { client } = await this.connect();
+    const versionId = await this.resolveVersion(client, input);
+    return listVersionPath(await this.versionTree(client, versionId), input.path ?? '');
+  }
+
+  async verify(input: {
+    bucket: string;
+    version?: string;
+    all: boolean;
+  }): Promise<VerifyResult & { versionId: string }> {
+    const { client } = await this.connect();
+    const versionId = await this.resolveVersion(client, input);
+    const tree = await readTreeIndex(await client.pullVersion(versionId));
+    const who = await client.whoAmI();
+    const result = await verifyVersion({
+      client,
+      storageHost: who.storage_host,
+      tree,
+      sample: input.all ? 'all' : 64,
+      now: () => this.now(),
+    });
+    return { ...result, versionId };
+  }
+
   async restore(input: {
     bucket: string;
     version?: string;
+    snapshot?: string;
     path?: string;
     to: string;
     overwrite: boolean;
   }): Promise<RestoreResult> {
     const { client } = await this.connect();
-    const bucket = await this.bucketByName(input.bucket);
-    let versionId = input.version;
-    if (versionId === undefined) {
-      const active = (await client.listVersions(bucket.id)).find(
-        (version) => version.state === 'active',
-      );
-      if (!active) throw new EngineError('not_found', `bucket "${input.bucket}" has no backup yet`);
-      versionId = active.id;
-    }
+    const versionId = await this.resolveVersion(client, input);
     const who = await client.whoAmI();
     return restoreVersion({
       client,

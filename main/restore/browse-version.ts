@@ -1,0 +1,72 @@
+import { exporter } from 'ipfs-unixfs-exporter';
+import { CID } from 'multiformats/cid';
+import { EngineError } from '../api/index.ts';
+import { DAG_PB_CODEC } from '../protocol/index.ts';
+import type { TreeIndex } from '../uploader/index.ts';
+
+// Lists a folder of a version from its metadata alone (§17.5): no block is fetched, so browsing
+// works offline once the metadata CAR is cached.
+
+export interface VersionEntry {
+  readonly name: string;
+  readonly type: 'file' | 'directory' | 'symlink';
+  readonly size: number;
+  readonly mode: number | null;
+  readonly mtime: number | null;
+  readonly target: string | null;
+}
+
+function metadataStore(tree: TreeIndex) {
+  return {
+    // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
+    async *get(cid: CID): AsyncGenerator<Uint8Array> {
+      const node = cid.code === DAG_PB_CODEC ? tree.nodes.get(cid.toString()) : undefined;
+      if (!node)
+        throw new EngineError(
+          'not_found',
+          'browsing needs only metadata; this path reaches file contents',
+        );
+      yield node;
+    },
+  };
+}
+
+export async function listVersionPath(tree: TreeIndex, subPath: string): Promise<VersionEntry[]> {
+  const root = CID.asCID(tree.manifest['root']);
+  if (!root) throw new EngineError('protocol', 'the manifest names no root');
+  const store = metadataStore(tree);
+  const parts = subPath.split('/').filter((part) => part !== '');
+  let target;
+  try {
+    target = await exporter([root.toString(), ...parts].join('/'), store);
+  } catch (error) {
+    if (error instanceof EngineError) throw error;
+    throw new EngineError('not_found', `no ${subPath} in this version`, { cause: error });
+  }
+  const describe = (name: string, entry: Awaited<ReturnType<typeof exporter>>): VersionEntry => {
+    if (entry.type !== 'file' && entry.type !== 'directory') {
+      return {
+        name,
+        type: 'file',
+        size: Number(entry.size),
+        mode: null,
+        mtime: null,
+        target: null,
+      };
+    }
+    const isSymlink = entry.type === 'file' && entry.unixfs.type === 'symlink';
+    return {
+      name,
+      type: isSymlink ? 'symlink' : entry.type,
+      size: entry.type === 'file' && !isSymlink ? Number(entry.unixfs.fileSize()) : 0,
+      mode: entry.unixfs.mode ?? null,
+      mtime: entry.unixfs.mtime ? Number(entry.unixfs.mtime.secs) : null,
+      target: isSymlink ? new TextDecoder().decode(entry.unixfs.data) : null,
+    };
+  };
+  if (target.type !== 'directory') return [describe(parts.at(-1) ?? '', target)];
+  const entries: VersionEntry[] = [];
+  for await (const child of target.entries())
+    entries.push(describe(child.name, await exporter(child.cid, store)));
+  return entries;
+}
