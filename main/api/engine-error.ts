@@ -20,6 +20,7 @@ export type EngineErrorCode =
   | 'protocol'
   | 'secret_store'
   | 'local_server'
+  | 'disk_full'
   | 'usage';
 
 export class EngineError extends Error {

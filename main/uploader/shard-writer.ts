@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { CID } from 'multiformats/cid';
+import { EngineError } from '../api/index.ts';
 import {
   encodeCarHeader,
   encodeCarSectionHead,
@@ -19,6 +20,19 @@ export interface StagedShard {
   readonly shardCid: CID;
   readonly bytes: number;
   readonly blocks: readonly string[];
+}
+
+/** A full disk is a clear, final error: retrying in a loop would not free space (§2 R11). */
+function stagingError(dir: string, error: unknown): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new EngineError(
+      'disk_full',
+      `not enough free space in ${dir} to stage the backup; free some space and run it again`,
+      { cause: error },
+    );
+  }
+  return error;
 }
 
 export class ShardWriter {
@@ -57,7 +71,11 @@ export class ShardWriter {
   private queue: Promise<void> = Promise.resolve();
 
   add(cid: CID, bytes: Uint8Array): Promise<void> {
-    const next = this.queue.then(() => this.append(cid, bytes));
+    const next = this.queue
+      .then(() => this.append(cid, bytes))
+      .catch((error: unknown) => {
+        throw stagingError(path.dirname(this.dir), error);
+      });
     this.queue = next.catch(() => undefined);
     return next;
   }
@@ -84,7 +102,11 @@ export class ShardWriter {
   /** Closes the open shard, fsynced, and records its CID, once queued blocks are written. */
   async seal(): Promise<void> {
     await this.queue;
-    await this.sealCurrent();
+    try {
+      await this.sealCurrent();
+    } catch (error) {
+      throw stagingError(path.dirname(this.dir), error);
+    }
   }
 
   private async sealCurrent(): Promise<void> {

@@ -1,0 +1,111 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  chownSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+
+// Failures a user can hit during a backup, with the real CLI: an unreadable file (as `nobody`,
+// since root reads anything) and a full disk while staging shards (a small tmpfs). Each gets
+// a clear message, loses nothing, and the next run succeeds.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-failures-'));
+chmodSync(scratch, 0o755);
+const mounts: string[] = [];
+afterAll(() => {
+  for (const mount of mounts) spawnSync('umount', [mount]);
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+const fileStore = { CANOPY_SECRET_STORE: 'file' };
+
+describe('backup failures', () => {
+  it('skips an unreadable file with a reason, backs up the rest, and picks it up once readable', async () => {
+    const source = path.join(scratch, 'source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'readable.txt'), 'fine');
+    writeFileSync(path.join(source, 'secret.txt'), 'not for nobody');
+    chmodSync(source, 0o755);
+    chmodSync(path.join(source, 'readable.txt'), 0o644);
+    chmodSync(path.join(source, 'secret.txt'), 0o600);
+    const home = path.join(scratch, 'nobody-home');
+    mkdirSync(home);
+    chownSync(home, 65534, 65534);
+    const asNobody = (args: string[]) =>
+      spawnSync(
+        'setpriv',
+        [
+          '--reuid=65534',
+          '--regid=65534',
+          '--clear-groups',
+          process.execPath,
+          path.resolve('bin/canopy.js'),
+          ...args,
+        ],
+        {
+          encoding: 'utf8',
+          env: { ...process.env, CANOPY_HOME: home, CANOPY_SECRET_STORE: 'file', HOME: home },
+        },
+      );
+    expect(asNobody(['login', '--local']).status).toBe(0);
+    expect(asNobody(['buckets', 'create', 'Docs']).status).toBe(0);
+    const first = asNobody(['backup', source, '--bucket', 'Docs']);
+    expect(first.stderr).toBe('');
+    expect(first.status).toBe(0);
+    expect(first.stdout).toContain('1 files');
+    expect(first.stdout).toContain('skipped secret.txt: permission denied');
+    chmodSync(path.join(source, 'secret.txt'), 0o644);
+    const second = asNobody(['backup', source, '--bucket', 'Docs']);
+    expect(second.stdout).toContain('2 files');
+    expect(second.stdout).not.toContain('skipped');
+    const target = path.join(home, 'restored');
+    expect(asNobody(['restore', '--bucket', 'Docs', '--to', target]).status).toBe(0);
+    expect(readFileSync(path.join(target, 'secret.txt'), 'utf8')).toBe('not for nobody');
+  });
+
+  it('reports a full disk while staging shards clearly, keeps nothing half-done, and succeeds once space is free', async () => {
+    const source = path.join(scratch, 'big-source');
+    mkdirSync(source);
+    for (let i = 0; i < 3; i += 1)
+      writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(4 << 20));
+    const home = path.join(scratch, 'tmpfs-home');
+    mkdirSync(home);
+    const localData = path.join(scratch, 'local-data');
+    expect(
+      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
+    ).toBe(0);
+    expect((await runCanopy(home, ['buckets', 'create', 'Big'], fileStore)).status).toBe(0);
+    // Staging lives in the Canopy home; give it a 6 MiB tmpfs for 12 MiB of data.
+    const staging = path.join(home, 'staging');
+    mkdirSync(staging);
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', staging], {
+      encoding: 'utf8',
+    });
+    expect(mounted.status, mounted.stderr).toBe(0);
+    mounts.push(staging);
+    const full = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
+    expect(full.status).toBe(1);
+    expect(full.stderr).toBe(
+      `canopy: not enough free space in ${staging} to stage the backup; free some space and run it again\n`,
+    );
+    expect((await runCanopy(home, ['versions', '--bucket', 'Big'], fileStore)).stdout).toBe(
+      'no versions yet\n',
+    );
+    expect(readdirSync(staging)).toEqual([]);
+    spawnSync('umount', [staging]);
+    mounts.pop();
+    const ok = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
+    expect(ok.status).toBe(0);
+    expect(ok.stdout).toContain(`3 files, ${12 << 20} bytes scanned`);
+  });
+});
