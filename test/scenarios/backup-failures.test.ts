@@ -30,7 +30,7 @@ afterAll(() => {
 const fileStore = { CANOPY_SECRET_STORE: 'file' };
 
 describe('backup failures', () => {
-  it('skips an unreadable file with a reason, backs up the rest, and picks it up once readable', async () => {
+  it('skips an unreadable file with a reason, backs up the rest, and picks it up once readable', () => {
     const source = path.join(scratch, 'source');
     mkdirSync(source);
     writeFileSync(path.join(source, 'readable.txt'), 'fine');
