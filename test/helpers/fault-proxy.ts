@@ -17,6 +17,8 @@ export interface FaultProxy {
   readonly url: string;
   /** Arrival times (ms) and paths of every request seen. */
   readonly seen: Array<{ at: number; method: string; path: string }>;
+  /** How many requests got a fault instead of the real answer. */
+  injected(): number;
   /** Faults for the next requests, in order; when it runs out, requests pass. */
   schedule(faults: Fault[]): void;
   /** A fault drawn for each request with probability p, from a seeded generator. */
@@ -37,6 +39,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let queue: Fault[] = [];
   let random: { p: number; next: () => number } | undefined;
   const seen: FaultProxy['seen'] = [];
+  let injected = 0;
 
   const forward = (incoming: IncomingMessage, outgoing: ServerResponse): void => {
     const upstream = request(
@@ -74,6 +77,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       forward(incoming, outgoing);
       return;
     }
+    injected += 1;
     incoming.resume();
     if (fault === 'reset') {
       incoming.socket.destroy();
@@ -95,6 +99,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   return {
     url: `http://127.0.0.1:${port}`,
     seen,
+    injected: () => injected,
     schedule(faults) {
       queue = [...faults];
     },

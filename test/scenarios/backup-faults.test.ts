@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+
+// A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
+// 429 or a reset: both complete, and the restore is identical.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-faults-'));
+let service: TestService;
+let proxy: FaultProxy;
+let engine: Engine;
+
+beforeAll(async () => {
+  service = await startTestService({ limits: DEFAULT_LIMITS });
+  proxy = await startFaultProxy(service.url);
+  // The storage host the service announces is the proxy too, so shard uploads see faults.
+  service.service.ctx.storageHost = proxy.url;
+  const home = path.join(scratch, 'home');
+  engine = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    retry: { attempts: 8, baseDelayMs: 10, maxDelayMs: 200 },
+    shardTargetBytes: 1_500_000,
+  });
+  const { code } = service.addUser('ann@example.org');
+  await engine.login({ server: proxy.url, code });
+  await engine.createBucket({ name: 'Faulty', type: 'backup', storageClass: 'hot' });
+});
+afterAll(async () => {
+  await engine.close();
+  await proxy.close();
+  await service.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('backup through a faulty network', () => {
+  it('completes and restores identically with 10 % of requests failing', async () => {
+    const source = path.join(scratch, 'source');
+    mkdirSync(path.join(source, 'nested'), { recursive: true });
+    for (let i = 0; i < 5; i += 1)
+      writeFileSync(path.join(source, 'nested', `file-${i}.bin`), randomBytes(700_000 + i));
+    writeFileSync(path.join(source, 'small.txt'), 'small');
+    proxy.randomFaults(0.1, 7);
+    const result = await engine.backup({ dir: source, bucket: 'Faulty' });
+    expect(result.files).toBe(6);
+    const target = path.join(scratch, 'restored');
+    await engine.restore({ bucket: 'Faulty', to: target, overwrite: false });
+    for (let i = 0; i < 5; i += 1) {
+      const name = path.join('nested', `file-${i}.bin`);
+      expect(
+        readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+      ).toBe(true);
+    }
+    expect(readFileSync(path.join(target, 'small.txt'), 'utf8')).toBe('small');
+    expect(proxy.injected()).toBeGreaterThan(0);
+  });
+});
