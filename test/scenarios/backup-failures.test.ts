@@ -41,35 +41,31 @@ describe('backup failures', () => {
     const home = path.join(scratch, 'nobody-home');
     mkdirSync(home);
     chownSync(home, 65534, 65534);
+    const helper = path.resolve('test/helpers/engine-as-nobody.ts');
     const asNobody = (args: string[]) =>
-      spawnSync(
-        'setpriv',
-        [
-          '--reuid=65534',
-          '--regid=65534',
-          '--clear-groups',
-          process.execPath,
-          path.resolve('bin/canopy.js'),
-          ...args,
-        ],
-        {
-          encoding: 'utf8',
-          env: { ...process.env, CANOPY_HOME: home, CANOPY_SECRET_STORE: 'file', HOME: home },
-        },
-      );
-    expect(asNobody(['login', '--local']).status).toBe(0);
-    expect(asNobody(['buckets', 'create', 'Docs']).status).toBe(0);
-    const first = asNobody(['backup', source, '--bucket', 'Docs']);
-    expect(first.stderr).toBe('');
+      spawnSync(process.execPath, ['--import', 'tsx', helper, home, ...args], {
+        encoding: 'utf8',
+        env: { ...process.env, HOME: home },
+      });
+    const login = asNobody(['login', 'Docs']);
+    expect(login.stderr).toBe('');
+    expect(login.status).toBe(0);
+    const first = asNobody(['backup', source, 'Docs']);
     expect(first.status).toBe(0);
-    expect(first.stdout).toContain('1 files');
-    expect(first.stdout).toContain('skipped secret.txt: permission denied');
+    const firstResult = JSON.parse(first.stdout) as {
+      files: number;
+      skipped: Array<{ path: string; reason: string }>;
+    };
+    expect(firstResult.files).toBe(1);
+    expect(firstResult.skipped).toEqual([{ path: 'secret.txt', reason: 'permission denied' }]);
     chmodSync(path.join(source, 'secret.txt'), 0o644);
-    const second = asNobody(['backup', source, '--bucket', 'Docs']);
-    expect(second.stdout).toContain('2 files');
-    expect(second.stdout).not.toContain('skipped');
+    const second = JSON.parse(asNobody(['backup', source, 'Docs']).stdout) as {
+      files: number;
+      skipped: unknown[];
+    };
+    expect(second).toMatchObject({ files: 2, skipped: [] });
     const target = path.join(home, 'restored');
-    expect(asNobody(['restore', '--bucket', 'Docs', '--to', target]).status).toBe(0);
+    expect(asNobody(['restore', 'Docs', target]).status).toBe(0);
     expect(readFileSync(path.join(target, 'secret.txt'), 'utf8')).toBe('not for nobody');
   });
 

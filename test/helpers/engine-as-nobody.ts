@@ -1,0 +1,36 @@
+// Runs engine commands as `nobody` (uid 65534), for tests of permission errors: root reads any
+// file, so the real behaviour needs another user. Every module is loaded while still root, then
+// privileges are dropped, so the test does not depend on where the repository lives.
+// Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET | restore BUCKET TARGET
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+
+const [home, command, ...args] = process.argv.slice(2);
+if (home === undefined || command === undefined) throw new Error('usage: HOME COMMAND ...');
+if (!process.setgroups || !process.setgid || !process.setuid)
+  throw new Error('needs a POSIX system');
+process.setgroups([]);
+process.setgid(65534);
+process.setuid(65534);
+const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+try {
+  switch (command) {
+    case 'login':
+      await engine.loginLocal({});
+      await engine.createBucket({ name: args[0] ?? 'Docs', type: 'backup', storageClass: 'hot' });
+      break;
+    case 'backup':
+      process.stdout.write(
+        `${JSON.stringify(await engine.backup({ dir: args[0] ?? '', bucket: args[1] ?? '' }))}\n`,
+      );
+      break;
+    case 'restore':
+      await engine.restore({ bucket: args[0] ?? '', to: args[1] ?? '', overwrite: false });
+      break;
+    default:
+      throw new Error(`unknown command ${command}`);
+  }
+} finally {
+  await engine.close();
+}
