@@ -1,11 +1,12 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, rename, rm, symlink, utimes, chmod, lutimes } from 'node:fs/promises';
 import path from 'node:path';
 import { exporter, recursive } from 'ipfs-unixfs-exporter';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
+import { CarFormatError, DAG_PB_CODEC, RAW_CODEC, readCar } from '../protocol/index.ts';
+import * as dagPb from '@ipld/dag-pb';
 import type { ServiceClient } from '../service/index.ts';
 import { readTreeIndex } from '../uploader/index.ts';
 
@@ -13,6 +14,9 @@ import { readTreeIndex } from '../uploader/index.ts';
 // leaves from the storage host, each verified against its CID; files are written to a
 // temporary name, fsynced and renamed, then given their mode and mtime. Existing files are
 // kept unless `overwrite`: a restored copy then gets a " (restored)" suffix.
+
+/** Leaves fetched per blocks/car request: up to 32 MiB with 1 MiB chunks. */
+const LEAF_BATCH = 32;
 
 export interface RestoreInput {
   readonly client: ServiceClient;
@@ -61,6 +65,37 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const index = await readTreeIndex(await input.client.pullVersion(input.versionId));
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
+  // Leaves come in batches through blocks/car, each block checked against its CID by readCar;
+  // a batch is the next leaves of the file being written, so memory stays at one batch.
+  const cache = new Map<string, Uint8Array>();
+  let fileLeaves: string[] = [];
+  let fetching: Promise<void> = Promise.resolve();
+  const fetchFrom = async (cid: string): Promise<void> => {
+    const start = Math.max(0, fileLeaves.indexOf(cid));
+    const batch = [
+      cid,
+      ...fileLeaves
+        .slice(start, start + LEAF_BATCH)
+        .filter((leaf) => leaf !== cid && !cache.has(leaf)),
+    ];
+    const unique = [...new Set(batch)];
+    try {
+      for await (const item of readCar(await input.client.blocksCar(input.storageHost, unique), {
+        maxBlockBytes: 4 * 1024 * 1024,
+      })) {
+        if (item.type === 'block') cache.set(item.cid.toString(), item.bytes);
+      }
+    } catch (error) {
+      if (error instanceof CarFormatError) {
+        throw new EngineError(
+          'protocol',
+          `the server sent a damaged block (${error.message}); restore stopped`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  };
   const blockstore = {
     async *get(cid: CID): AsyncGenerator<Uint8Array> {
       const key = cid.toString();
@@ -71,12 +106,25 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         return;
       }
       if (cid.code !== RAW_CODEC) throw new EngineError('protocol', `unexpected block ${key}`);
-      const bytes = await input.client.getBlock(input.storageHost, key);
-      if (!createHash('sha256').update(bytes).digest().equals(Buffer.from(cid.multihash.digest))) {
-        throw new EngineError('protocol', `block ${key} does not match its CID; restore stopped`);
+      if (!cache.has(key)) {
+        fetching = fetching.then(() => (cache.has(key) ? undefined : fetchFrom(key)));
+        await fetching;
       }
+      const bytes = cache.get(key);
+      if (!bytes)
+        throw new EngineError('protocol', `block ${key} did not come back from the server`);
+      cache.delete(key);
       yield bytes;
     },
+  };
+  const leavesOf = (cid: CID): string[] => {
+    const node = index.nodes.get(cid.toString());
+    if (!node) return [];
+    return dagPb
+      .decode(node)
+      .Links.flatMap((link) =>
+        link.Hash.code === RAW_CODEC ? [link.Hash.toString()] : leavesOf(link.Hash),
+      );
   };
 
   const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
@@ -126,6 +174,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.symlinks += 1;
       continue;
     }
+    fileLeaves = leavesOf(ref.cid);
     const temporary = path.join(
       path.dirname(target),
       `.${path.basename(target)}.canopy-${randomBytes(4).toString('hex')}`,
