@@ -1,7 +1,11 @@
 // `npm run bench -- <suite>`: runs a benchmark suite and prints its figures.
+import { runBackupBench } from './backup-bench.ts';
 import { runServerBench } from './server-bench.ts';
 
-const suites: Record<string, () => Promise<void>> = { server: runServerBench };
+const suites: Record<string, () => Promise<void>> = {
+  server: runServerBench,
+  backup: runBackupBench,
+};
 const name = process.argv[2] ?? 'server';
 const suite = suites[name];
 if (!suite) {
