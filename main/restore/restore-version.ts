@@ -7,6 +7,7 @@ import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { CarFormatError, DAG_PB_CODEC, RAW_CODEC, readCar } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
+import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import { readTreeIndex } from '../uploader/index.ts';
 
@@ -15,8 +16,9 @@ import { readTreeIndex } from '../uploader/index.ts';
 // temporary name, fsynced and renamed, then given their mode and mtime. Existing files are
 // kept unless `overwrite`: a restored copy then gets a " (restored)" suffix.
 
-/** Leaves fetched per blocks/car request: up to 32 MiB with 1 MiB chunks. */
-const LEAF_BATCH = 32;
+/** At most this many leaves, and this many bytes, per blocks/car request. */
+const LEAF_BATCH = 256;
+const LEAF_BATCH_BYTES = 32 * 1024 * 1024;
 
 export interface RestoreInput {
   readonly client: ServiceClient;
@@ -65,19 +67,24 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const index = await readTreeIndex(await input.client.pullVersion(input.versionId));
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
-  // Leaves come in batches through blocks/car, each block checked against its CID by readCar;
-  // a batch is the next leaves of the file being written, so memory stays at one batch.
+  // Leaves come in batches through blocks/car, each block checked against its CID by readCar.
+  // A batch is the next leaves in restore order, across small files too, capped in bytes, so
+  // memory stays at about one batch.
   const cache = new Map<string, Uint8Array>();
-  let fileLeaves: string[] = [];
+  const order: string[] = [];
+  const position = new Map<string, number>();
   let fetching: Promise<void> = Promise.resolve();
   const fetchFrom = async (cid: string): Promise<void> => {
-    const start = Math.max(0, fileLeaves.indexOf(cid));
-    const batch = [
-      cid,
-      ...fileLeaves
-        .slice(start, start + LEAF_BATCH)
-        .filter((leaf) => leaf !== cid && !cache.has(leaf)),
-    ];
+    const start = position.get(cid) ?? 0;
+    const batch = [cid];
+    let batchBytes = index.leaves.get(cid) ?? 0;
+    for (let next = start + 1; next < order.length && batch.length < LEAF_BATCH; next += 1) {
+      const leaf = order[next] ?? '';
+      if (cache.has(leaf) || leaf === cid) continue;
+      batchBytes += index.leaves.get(leaf) ?? 0;
+      if (batchBytes > LEAF_BATCH_BYTES) break;
+      batch.push(leaf);
+    }
     const unique = [...new Set(batch)];
     try {
       for await (const item of readCar(await input.client.blocksCar(input.storageHost, unique), {
@@ -117,14 +124,15 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       yield bytes;
     },
   };
+  /** The leaves of a file in read order; [] for directories and symlinks. */
   const leavesOf = (cid: CID): string[] => {
     const node = index.nodes.get(cid.toString());
     if (!node) return [];
-    return dagPb
-      .decode(node)
-      .Links.flatMap((link) =>
-        link.Hash.code === RAW_CODEC ? [link.Hash.toString()] : leavesOf(link.Hash),
-      );
+    const decoded = dagPb.decode(node);
+    if (!decoded.Data || UnixFS.unmarshal(decoded.Data).type !== 'file') return [];
+    return decoded.Links.flatMap((link) =>
+      link.Hash.code === RAW_CODEC ? [link.Hash.toString()] : leavesOf(link.Hash),
+    );
   };
 
   const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
@@ -137,8 +145,22 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   await mkdir(input.targetDir, { recursive: true });
   let matched = false;
 
+  // First pass, metadata only: what will be restored, in order, and its leaves.
+  const planned: Array<{ cid: CID; parts: string[] }> = [];
   for await (const ref of recursive(root, blockstore)) {
-    const parts = ref.path.split('/').slice(1);
+    planned.push({ cid: ref.cid, parts: ref.path.split('/').slice(1) });
+  }
+  for (const { cid, parts } of planned) {
+    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
+      continue;
+    for (const leaf of leavesOf(cid)) {
+      if (!position.has(leaf)) position.set(leaf, order.length);
+      order.push(leaf);
+    }
+  }
+
+  for (const ref of planned) {
+    const parts = ref.parts;
     for (const part of parts) checkName(part);
     // Keep entries on the wanted path: its ancestors are skipped, the entry and below kept.
     if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
@@ -174,7 +196,6 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.symlinks += 1;
       continue;
     }
-    fileLeaves = leavesOf(ref.cid);
     const temporary = path.join(
       path.dirname(target),
       `.${path.basename(target)}.canopy-${randomBytes(4).toString('hex')}`,
