@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { lstat, open } from 'node:fs/promises';
+import { lstat, open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
 import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
@@ -47,8 +47,8 @@ function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
   return { secs: mtimeNs / 1_000_000_000n, nsecs: Number(mtimeNs % 1_000_000_000n) };
 }
 
-async function* fileContent(file: string): AsyncGenerator<Uint8Array> {
-  const handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+/** Reads an already opened file in 1 MiB chunks and closes it at the end. */
+async function* fileContent(handle: FileHandle): AsyncGenerator<Uint8Array> {
   try {
     for (;;) {
       const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
@@ -122,10 +122,10 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       case 'file': {
         const file = path.join(sourceDir, entry.path);
         // Open now, so an unreadable or vanished file is skipped here instead of failing the
-        // importer halfway through the tree.
+        // importer halfway through the tree; the same handle is then read (no second open).
+        let handle: FileHandle;
         try {
-          const probe = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
-          await probe.close();
+          handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
         } catch (error) {
           const code = (error as NodeJS.ErrnoException).code;
           input.onSkip({
@@ -141,7 +141,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         }
         fileCount += 1;
         totalBytes += entry.size;
-        yield { path: candidatePath, content: fileContent(file), mode: entry.mode, mtime };
+        yield { path: candidatePath, content: fileContent(handle), mode: entry.mode, mtime };
         return;
       }
       default: {

@@ -1,3 +1,5 @@
+import { createReadStream } from 'node:fs';
+import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError } from '../api/index.ts';
 import {
@@ -62,7 +64,7 @@ interface RequestSpec {
   readonly auth: Auth;
   readonly json?: unknown;
   /** A fresh body for each attempt, so retries resend it whole. */
-  readonly body?: () => { bytes: RequestBody; contentType: string };
+  readonly body?: () => { bytes: RequestBody; contentType: string; length?: number };
   readonly expectStatus?: number;
 }
 
@@ -123,16 +125,20 @@ export class ServiceClient {
       } else if (spec.body) {
         const made = spec.body();
         if (made.contentType !== '') headers['content-type'] = made.contentType;
+        if (made.length !== undefined) headers['content-length'] = String(made.length);
         body = made.bytes;
       }
       let error: EngineError;
       let retryAfter: number | undefined;
       try {
-        const response = await fetch(url, {
+        // A streamed body needs half-duplex mode in Node's fetch.
+        const init = {
           method: spec.method,
           headers,
           ...(body === undefined ? {} : { body }),
-        });
+          ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
+        };
+        const response = await fetch(url, init as RequestInit);
         if (response.ok) return response;
         const text = await response.text();
         let parsed: { msg?: unknown; code?: unknown } | undefined;
@@ -416,20 +422,34 @@ export class ServiceClient {
 
   // §11 storage host
 
+  /**
+   * Uploads a shard, given as bytes or as a staged file that is streamed from disk (never held
+   * in memory); each retry reopens the file.
+   */
   uploadShard(
     storageHost: string,
     sa: string,
     versionId: string,
     shardCid: string,
-    car: Uint8Array,
+    car: Uint8Array | { readonly file: string; readonly bytes: number },
   ): Promise<ShardUploadResult> {
+    const body = (): { bytes: RequestBody; contentType: string; length?: number } =>
+      car instanceof Uint8Array
+        ? { bytes: car, contentType: MEDIA_CAR }
+        : {
+            bytes: Readable.toWeb(
+              createReadStream(car.file, { highWaterMark: 1 << 20 }),
+            ),
+            contentType: MEDIA_CAR,
+            length: car.bytes,
+          };
     return this.json(
       {
         method: 'PUT',
         root: storageHost,
         path: `/upload/${encodeURIComponent(versionId)}/${encodeURIComponent(shardCid)}`,
         auth: { kind: 'storage', token: sa },
-        body: () => ({ bytes: car, contentType: MEDIA_CAR }),
+        body,
       },
       parse.shardResult,
     );

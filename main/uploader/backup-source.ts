@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { readFile, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { CarWriter } from '@ipld/car/writer';
 import type { CID } from 'multiformats/cid';
@@ -194,7 +194,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       upload.storage_authorization,
       upload.version_id,
       shard.shard_cid,
-      await readFile(shard.file),
+      { file: shard.file, bytes: shard.bytes },
     );
     input.queue.confirm(upload.version_id, shard.shard_cid);
     sent += shard.bytes;

@@ -100,6 +100,7 @@ async function uploadShard(
 
   const staged = new Map<string, StagedBlock>();
   const writes = new Set<Promise<void>>();
+  const committed: string[] = [];
   const bodyHash = createHash('sha256');
   async function* hashed(): AsyncGenerator<Buffer> {
     for await (const chunk of limitedChunks(request.raw, ctx.options.limits.shardBytes, 'shard')) {
@@ -163,6 +164,7 @@ async function uploadShard(
           }
           ctx.blocks.commitBlock(block.file, block.cid);
           insertBlock(ctx.db, block.cid, block.size);
+          committed.push(block.cid);
         }
         addToBlockSet(ctx.db, metadataId, current.user_id, block.cid);
       }
@@ -171,9 +173,12 @@ async function uploadShard(
       evaluateQuota(ctx.db, current.user_id, now);
       return { blocks: staged.size, bytes, received_total: current.received_total + added };
     });
-    ctx.blocks.syncDirectories(
-      [...staged.values()].filter((block) => block.file !== undefined).map((b) => b.cid),
-    );
+    // Renamed into the store: nothing left to discard for these.
+    for (const cid of committed) {
+      const block = staged.get(cid);
+      if (block) block.file = undefined;
+    }
+    ctx.blocks.syncDirectories(committed);
     return result;
   } finally {
     // A refused shard may still have writes in flight; let them land, then remove them all.

@@ -8,10 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type LocalService } from '../../main/index.ts';
-import { createBucketService } from '../../server/app.ts';
-import { defaultServiceOptions } from '../../server/options.ts';
-import { enrollmentCodeCreatingUser } from '../../server/admin.ts';
-import { LOCAL_USER_EMAIL } from '../../cli/local-service.ts';
+import { startInProcessLocalService } from '../../cli/local-service.ts';
 
 // kill -9 in the middle of a backup's upload, then run again: the upload resumes without
 // resending any shard the host confirmed, and the restore is identical.
@@ -22,21 +19,14 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** The embedded service, recording the shard uploads it receives. */
 function recordingLocalService(uploads: string[]): (dataDir: string) => Promise<LocalService> {
-  return async (dataDir) => {
-    const service = createBucketService(defaultServiceOptions(dataDir));
-    service.app.addHook('onRequest', async (request) => {
-      if (request.method === 'PUT' && request.url.includes('/upload/'))
-        uploads.push(request.url.split('/').at(-1) ?? '');
-      return Promise.resolve();
+  return (dataDir) =>
+    startInProcessLocalService(dataDir, (app) => {
+      app.addHook('onRequest', async (request) => {
+        if (request.method === 'PUT' && request.url.includes('/upload/'))
+          uploads.push(request.url.split('/').at(-1) ?? '');
+        return Promise.resolve();
+      });
     });
-    const url = await service.listen('127.0.0.1', 0);
-    return {
-      url,
-      enrollmentCode: () =>
-        Promise.resolve(enrollmentCodeCreatingUser(service.ctx, LOCAL_USER_EMAIL).code),
-      close: () => service.close(),
-    };
-  };
 }
 
 describe('crash and resume', () => {
