@@ -14,3 +14,14 @@ export function encodeCarHeader(roots: readonly CID[]): Uint8Array {
 export function encodeCarSectionHead(cid: CID, blockLength: number): Uint8Array {
   return Buffer.concat([encodeVarint(cid.bytes.length + blockLength), cid.bytes]);
 }
+
+/** A whole CARv1 in memory, for small CARs such as a version's metadata. */
+export function encodeCar(
+  roots: readonly CID[],
+  blocks: ReadonlyArray<{ cid: CID; bytes: Uint8Array }>,
+): Uint8Array {
+  const parts: Uint8Array[] = [encodeCarHeader(roots)];
+  for (const block of blocks)
+    parts.push(encodeCarSectionHead(block.cid, block.bytes.length), block.bytes);
+  return Buffer.concat(parts);
+}

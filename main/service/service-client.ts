@@ -437,9 +437,7 @@ export class ServiceClient {
       car instanceof Uint8Array
         ? { bytes: car, contentType: MEDIA_CAR }
         : {
-            bytes: Readable.toWeb(
-              createReadStream(car.file, { highWaterMark: 1 << 20 }),
-            ),
+            bytes: Readable.toWeb(createReadStream(car.file, { highWaterMark: 1 << 20 })),
             contentType: MEDIA_CAR,
             length: car.bytes,
           };

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { CarWriter } from '@ipld/car/writer';
-import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
+import { encodeCar } from '../protocol/index.ts';
 import { packSource } from '../packer/index.ts';
 import { loadExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
@@ -46,22 +45,6 @@ export interface BackupResult {
 }
 
 const MAX_DELETED_IN_REQUEST = 1500; // keeps request-data well under 128 KiB (§11.6 allows a subset)
-
-async function metadataCarBytes(
-  blocks: ReadonlyArray<{ cid: CID; bytes: Uint8Array }>,
-): Promise<Uint8Array> {
-  const [first] = blocks;
-  if (!first) throw new Error('no manifest');
-  const { writer, out } = CarWriter.create([first.cid]);
-  const chunks: Uint8Array[] = [];
-  const collected = (async () => {
-    for await (const chunk of out) chunks.push(chunk);
-  })();
-  for (const block of blocks) await writer.put(block);
-  await writer.close();
-  await collected;
-  return Buffer.concat(chunks);
-}
 
 async function activePrevious(
   client: ServiceClient,
@@ -125,7 +108,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       previousId: previous?.id ?? null,
       validKeys: [],
       deletedBlockCids: deleted,
-      car: await metadataCarBytes(tree.metadataBlocks),
+      car: encodeCar([tree.manifestCid], tree.metadataBlocks),
     });
     let uploaded = 0;
     if (pushed.state === 'pending') {

@@ -82,3 +82,16 @@ describe('readCar', () => {
     }
   });
 });
+
+describe('encodeCar', () => {
+  it('writes CARs that @ipld/car reads back block for block', async () => {
+    const { CarReader } = await import('@ipld/car');
+    const { encodeCar } = await import('../../../main/protocol/index.ts');
+    const blocks = [await rawBlock(), await rawBlock(new Uint8Array(0))];
+    const reader = await CarReader.fromBytes(encodeCar([blocks[0]!.cid], blocks));
+    expect((await reader.getRoots()).map(String)).toEqual([blocks[0]!.cid.toString()]);
+    const read = [];
+    for await (const block of reader.blocks()) read.push(block.cid.toString());
+    expect(read).toEqual(blocks.map((block) => block.cid.toString()));
+  });
+});
