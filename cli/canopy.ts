@@ -260,6 +260,10 @@ async function run(
           `version ${result.versionId}`,
           `${result.files} files, ${result.bytesScanned} bytes scanned, ${result.newBytes} new bytes, ${result.bytesUploaded} bytes uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
           ...skipped,
+          ...result.changedWhileRead.map(
+            (item) =>
+              `changed while being read (stored as read; back up again once it settles): ${item}`,
+          ),
         ].join('\n'),
         result,
       );

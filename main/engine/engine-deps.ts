@@ -24,6 +24,8 @@ export interface EngineDeps {
   readonly retry?: RetryPolicy;
   /** Largest staged shard; defaults to 64 MiB. */
   readonly shardTargetBytes?: number;
+  /** Test seam: runs after a file was read during a backup, before it is checked for changes. */
+  readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /** Test seam for crash-point tests: called after each shard the host confirmed. */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
   /** Where `login --local` keeps the service's data when no folder is given. */

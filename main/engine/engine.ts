@@ -429,6 +429,7 @@ export class Engine {
       stagingRoot: path.join(this.deps.home, 'staging'),
       now: () => this.now(),
       queue: uploadQueue(this.db),
+      ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
       ...(this.deps.shardTargetBytes === undefined
         ? {}
         : { shardTargetBytes: this.deps.shardTargetBytes }),

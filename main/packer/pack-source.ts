@@ -30,6 +30,8 @@ export interface PackInput {
   readonly onSkip: (item: SkippedItem) => void;
   readonly rules?: ExcludeRules;
   readonly onExcluded?: (relativePath: string) => void;
+  /** Test seam: runs after a file's last byte was read, before it is checked for changes. */
+  readonly afterFileRead?: (relativePath: string) => Promise<void>;
 }
 
 export interface PackedTree {
@@ -41,14 +43,24 @@ export interface PackedTree {
   readonly leaves: ReadonlyMap<string, number>;
   readonly fileCount: number;
   readonly totalBytes: number;
+  /** Files whose size or mtime changed while they were read: their bytes may be torn. */
+  readonly changedWhileRead: readonly string[];
 }
 
 function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
   return { secs: mtimeNs / 1_000_000_000n, nsecs: Number(mtimeNs % 1_000_000_000n) };
 }
 
-/** Reads an already opened file in 1 MiB chunks and closes it at the end. */
-async function* fileContent(handle: FileHandle): AsyncGenerator<Uint8Array> {
+/**
+ * Reads an already opened file in 1 MiB chunks and closes it at the end; calls `onChanged` when
+ * its size or mtime at the end differs from what the scan saw.
+ */
+async function* fileContent(
+  handle: FileHandle,
+  scanned: { size: number; mtimeNs: bigint },
+  afterRead: () => Promise<void>,
+  onChanged: () => void,
+): AsyncGenerator<Uint8Array> {
   try {
     for (;;) {
       const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
@@ -56,6 +68,9 @@ async function* fileContent(handle: FileHandle): AsyncGenerator<Uint8Array> {
       if (bytesRead === 0) break;
       yield buffer.subarray(0, bytesRead);
     }
+    await afterRead();
+    const after = await handle.stat({ bigint: true });
+    if (Number(after.size) !== scanned.size || after.mtimeNs !== scanned.mtimeNs) onChanged();
   } finally {
     await handle.close();
   }
@@ -66,6 +81,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const leaves = new Map<string, number>();
   let fileCount = 0;
   let totalBytes = 0;
+  const changedWhileRead: string[] = [];
 
   const blockstore = {
     async put(
@@ -141,7 +157,17 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         }
         fileCount += 1;
         totalBytes += entry.size;
-        yield { path: candidatePath, content: fileContent(handle), mode: entry.mode, mtime };
+        yield {
+          path: candidatePath,
+          content: fileContent(
+            handle,
+            entry,
+            () => input.afterFileRead?.(entry.path) ?? Promise.resolve(),
+            () => changedWhileRead.push(entry.path),
+          ),
+          mode: entry.mode,
+          mtime,
+        };
         return;
       }
       default: {
@@ -177,5 +203,6 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     leaves,
     fileCount,
     totalBytes,
+    changedWhileRead,
   };
 }

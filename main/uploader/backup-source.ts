@@ -28,6 +28,8 @@ export interface BackupInput {
   readonly replaceSource?: boolean;
   /** Where pushed versions and confirmed shards are recorded, so a killed run resumes. */
   readonly queue: UploadQueue;
+  /** Test seam: runs after a file was read, before it is checked for changes. */
+  readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /** Test seam: called after each shard the host confirmed (crash-point tests). */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
 }
@@ -40,6 +42,8 @@ export interface BackupResult {
   readonly bytesUploaded: number;
   readonly durationMs: number;
   readonly skipped: readonly SkippedItem[];
+  /** Files that changed while read, twice: stored as read, possibly mixing old and new bytes. */
+  readonly changedWhileRead: readonly string[];
   /** An interrupted upload of an earlier run that this run finished first. */
   readonly resumedVersionId: string | null;
 }
@@ -72,28 +76,43 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       `this bucket holds backups of ${label}; choose another bucket or ask to replace it`,
     );
   }
-  const staging = path.join(input.stagingRoot, randomUUID());
-  const shards = new ShardWriter(staging, input.shardTargetBytes ?? 64 * 1024 * 1024);
-  const skipped: SkippedItem[] = [];
-  const candidates = new Map<string, number>();
+  const shardTarget = input.shardTargetBytes ?? 64 * 1024 * 1024;
+  let staging = path.join(input.stagingRoot, randomUUID());
+  let shards = new ShardWriter(staging, shardTarget);
+  let skipped: SkippedItem[] = [];
+  let candidates = new Map<string, number>();
   // Staged shards outlive this run once their upload is queued; a crash must not lose them.
   let keepStaging = false;
   try {
     const rules = await loadExcludeRules(input.sourceDir);
-    const tree = await packSource({
-      rules,
-      sourceDir: input.sourceDir,
-      sourceLabel: input.sourceLabel,
-      deviceFingerprint: input.deviceFingerprint,
-      createdAtSeconds: Math.floor(input.now() / 1000),
-      onSkip: (item) => skipped.push(item),
-      onLeaf: async (cid, bytes) => {
-        if (previous?.tree.leaves.has(cid.toString()) === true) return;
-        candidates.set(cid.toString(), bytes.length);
-        await shards.add(cid, bytes);
-      },
-    });
+    const packOnce = (): ReturnType<typeof packSource> =>
+      packSource({
+        rules,
+        ...(input.afterFileRead ? { afterFileRead: input.afterFileRead } : {}),
+        sourceDir: input.sourceDir,
+        sourceLabel: input.sourceLabel,
+        deviceFingerprint: input.deviceFingerprint,
+        createdAtSeconds: Math.floor(input.now() / 1000),
+        onSkip: (item) => skipped.push(item),
+        onLeaf: async (cid, bytes) => {
+          if (previous?.tree.leaves.has(cid.toString()) === true) return;
+          candidates.set(cid.toString(), bytes.length);
+          await shards.add(cid, bytes);
+        },
+      });
+    let tree = await packOnce();
     await shards.seal();
+    if (tree.changedWhileRead.length > 0) {
+      // Files changed while read may hold torn bytes: read the tree once more (§2 R15); what
+      // changes again is reported, and the next backup picks up its settled content.
+      await rm(staging, { recursive: true, force: true });
+      staging = path.join(input.stagingRoot, randomUUID());
+      shards = new ShardWriter(staging, shardTarget);
+      skipped = [];
+      candidates = new Map();
+      tree = await packOnce();
+      await shards.seal();
+    }
     const expected = [...candidates.values()].reduce((sum, size) => sum + size, 0);
     const deleted = previous
       ? [...previous.tree.leaves.keys()]
@@ -155,6 +174,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       bytesUploaded: uploaded,
       durationMs: input.now() - started,
       skipped,
+      changedWhileRead: tree.changedWhileRead,
       resumedVersionId: null,
     };
   } finally {
