@@ -522,6 +522,7 @@ export class Engine {
   }): Promise<VerifyResult & { versionId: string }> {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input);
+    // Verification trusts nothing local (not even the metadata cache): pull it fresh.
     const tree = await readTreeIndex(await client.pullVersion(versionId));
     const who = await client.whoAmI();
     const result = await verifyVersion({
@@ -548,7 +549,7 @@ export class Engine {
     return restoreVersion({
       client,
       storageHost: who.storage_host,
-      versionId,
+      tree: await this.versionTree(client, versionId),
       targetDir: path.resolve(input.to),
       overwrite: input.overwrite,
       ...(input.path === undefined ? {} : { subPath: input.path }),

@@ -9,7 +9,7 @@ import { CarFormatError, DAG_PB_CODEC, RAW_CODEC, readCar } from '../protocol/in
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
-import { readTreeIndex } from '../uploader/index.ts';
+import type { TreeIndex } from '../uploader/index.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
 // leaves from the storage host, each verified against its CID; files are written to a
@@ -23,7 +23,8 @@ const LEAF_BATCH_BYTES = 32 * 1024 * 1024;
 export interface RestoreInput {
   readonly client: ServiceClient;
   readonly storageHost: string;
-  readonly versionId: string;
+  /** The version's tree, from its metadata CAR. */
+  readonly tree: TreeIndex;
   readonly targetDir: string;
   /** Only this path of the version ('' or undefined: everything). */
   readonly subPath?: string;
@@ -64,7 +65,7 @@ async function freeName(file: string): Promise<string> {
 }
 
 export async function restoreVersion(input: RestoreInput): Promise<RestoreResult> {
-  const index = await readTreeIndex(await input.client.pullVersion(input.versionId));
+  const index = input.tree;
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   // Leaves come in batches through blocks/car, each block checked against its CID by readCar.
