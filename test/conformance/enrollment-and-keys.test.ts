@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../helpers/http-client.ts';
-import { enrolledDevice, push } from '../helpers/flows.ts';
+import { createBucket, enrolledDevice, push } from '../helpers/flows.ts';
 import { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
@@ -200,17 +200,9 @@ describe('§18 device keys', () => {
   it('19: who_am_i names the caller and the storage_host that pushes return', async () => {
     const ann = await enrolledDevice(service, 'e19@example.org');
     const who = await call('GET', `${service.api}/auth/who_am_i`, { token: ann.token() });
-    const bucket = await call('POST', `${service.api}/buckets`, {
-      token: ann.token(),
-      json: {
-        name: 'b',
-        type: 'backup',
-        storage_class: 'hot',
-        initial_bucket_key_pem: new TestDevice().pem,
-      },
-    });
+    const bucketId = await createBucket(service, ann, 'b');
     const pushed = await push(service, ann, {
-      bucketId: bucket.json.id as string,
+      bucketId,
       expectedDataSize: 0,
       previousId: null,
     });
@@ -220,17 +212,9 @@ describe('§18 device keys', () => {
 
   it('20: deleting the calling key is 204; the key and every SA it obtained then get 401', async () => {
     const ann = await enrolledDevice(service, 'e20@example.org');
-    const bucket = await call('POST', `${service.api}/buckets`, {
-      token: ann.token(),
-      json: {
-        name: 'b',
-        type: 'backup',
-        storage_class: 'hot',
-        initial_bucket_key_pem: new TestDevice().pem,
-      },
-    });
+    const bucketId = await createBucket(service, ann, 'b');
     const pushed = await push(service, ann, {
-      bucketId: bucket.json.id as string,
+      bucketId,
       expectedDataSize: 10,
       previousId: null,
     });
