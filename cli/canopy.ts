@@ -258,7 +258,7 @@ async function run(
             ? []
             : [`finished the interrupted upload of version ${result.resumedVersionId}`]),
           `version ${result.versionId}`,
-          `${result.files} files, ${result.bytesScanned} bytes scanned, ${result.newBytes} new bytes, ${result.bytesUploaded} bytes uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
+          `${result.files} files (${result.filesUnchanged} unchanged, not read again), ${result.bytesScanned} bytes scanned, ${result.bytesRead} bytes read, ${result.newBytes} new bytes, ${result.bytesUploaded} bytes uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
           ...skipped,
           ...result.changedWhileRead.map(
             (item) =>

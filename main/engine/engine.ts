@@ -29,6 +29,7 @@ import type { Metadata, Snapshot } from '../protocol/index.ts';
 import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
 import {
   forgetAccount,
+  sourceFileIndex,
   uploadQueue,
   homeId,
   openStateDatabase,
@@ -429,6 +430,7 @@ export class Engine {
       stagingRoot: path.join(this.deps.home, 'staging'),
       now: () => this.now(),
       queue: uploadQueue(this.db),
+      fileIndex: sourceFileIndex(this.db, bucket.id, sourceDir),
       ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
       ...(this.deps.shardTargetBytes === undefined
         ? {}

@@ -1,11 +1,18 @@
+import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { lstat, open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
-import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
+import {
+  importer,
+  type BufferImporter,
+  type ImportCandidate,
+  type WritableStorage,
+} from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
+import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
+import { cidFromSha256, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import {
   walkSource,
   type ExcludeRules,
@@ -17,8 +24,14 @@ import { CHUNK_BYTES, unixfsImporterOptions } from './unixfs-settings.ts';
 // Turns a source folder into a UnixFS tree (§17.1): raw-leaf chunks go to `onLeaf` as they are
 // made (the caller stages the ones the bucket lacks), and the dag-pb nodes plus the manifest
 // form the metadata CAR. Memory holds the dag-pb nodes, never file contents.
+//
+// A file the caller knows to be unchanged (`reuse`, fed by the file index) is not read: its
+// leaves are handed to the importer as they were, and the importer lays the file node out
+// again from them, with the same settings, so its CID is the one reading would give.
 
 const ROOT = 'root';
+
+const EMPTY_LEAF_CID = cidFromSha256(RAW_CODEC, createHash('sha256').digest());
 
 export interface PackInput {
   readonly sourceDir: string;
@@ -32,6 +45,31 @@ export interface PackInput {
   readonly onExcluded?: (relativePath: string) => void;
   /** Test seam: runs after a file's last byte was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
+  /**
+   * The leaves, in order, of a file whose content is known to be unchanged since they were
+   * made; undefined to read it. Leaves returned here are not passed to `onLeaf`.
+   */
+  readonly reuse?: (file: ScannedFile) => readonly ReusedLeaf[] | undefined;
+  /** Progress: called with each chunk's size as it is read, and once per file packed. */
+  readonly onBytesRead?: (bytes: number) => void;
+  readonly onFilePacked?: (file: ScannedFile, reused: boolean) => void;
+}
+
+export type ScannedFile = Extract<SourceEntry, { kind: 'file' }>;
+
+export interface ReusedLeaf {
+  readonly cid: CID;
+  readonly size: number;
+}
+
+/** A file of the packed tree with its UnixFS node, as the file index records it. */
+export interface PackedFile {
+  readonly path: string;
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly ino: bigint;
+  readonly mode: number;
+  readonly cid: string;
 }
 
 export interface PackedTree {
@@ -45,6 +83,10 @@ export interface PackedTree {
   readonly totalBytes: number;
   /** Files whose size or mtime changed while they were read: their bytes may be torn. */
   readonly changedWhileRead: readonly string[];
+  /** Every file of the tree with its node's CID, in scan order. */
+  readonly files: readonly PackedFile[];
+  readonly filesReused: number;
+  readonly bytesRead: number;
 }
 
 function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
@@ -60,12 +102,14 @@ async function* fileContent(
   scanned: { size: number; mtimeNs: bigint },
   afterRead: () => Promise<void>,
   onChanged: () => void,
+  onRead: (bytes: number) => void,
 ): AsyncGenerator<Uint8Array> {
   try {
     for (;;) {
       const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
       const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
       if (bytesRead === 0) break;
+      onRead(bytesRead);
       yield buffer.subarray(0, bytesRead);
     }
     await afterRead();
@@ -82,6 +126,13 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   let fileCount = 0;
   let totalBytes = 0;
   const changedWhileRead: string[] = [];
+  let bytesRead = 0;
+  let filesReused = 0;
+  /** Candidate path → the scanned file, until the importer reports its node. */
+  const pendingFiles = new Map<string, ScannedFile>();
+  /** Candidate path → leaves of a file that is not read again. */
+  const reusedLeaves = new Map<string, readonly ReusedLeaf[]>();
+  const files: PackedFile[] = [];
 
   const blockstore = {
     async put(
@@ -110,6 +161,29 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     },
   };
 
+  // The importer's own raw-leaf buffer importer, plus the reuse path: a reused file's content
+  // is never iterated, so the file is not read; its known leaves stand in for the chunks.
+  const bufferImporter: BufferImporter = async function* (file, store: WritableStorage) {
+    const known = file.originalPath === undefined ? undefined : reusedLeaves.get(file.originalPath);
+    if (known) {
+      // The chunker makes one empty chunk of empty content, and the layout needs at least one
+      // leaf to make a File node at all; the empty leaf stays out of the node's links.
+      for (const leaf of known.length > 0 ? known : [{ cid: EMPTY_LEAF_CID, size: 0 }]) {
+        leaves.set(leaf.cid.toString(), leaf.size);
+        yield () =>
+          Promise.resolve({ cid: leaf.cid, size: BigInt(leaf.size), block: new Uint8Array() });
+      }
+      return;
+    }
+    for await (const chunk of file.content) {
+      yield async () => {
+        const cid = CID.createV1(raw.code, await sha256.digest(chunk));
+        await store.put(cid, chunk);
+        return { cid, size: BigInt(chunk.length), block: chunk };
+      };
+    }
+  };
+
   const rootStats = await lstat(input.sourceDir, { bigint: true });
   const sourceDir = input.sourceDir;
   async function* candidates(): AsyncGenerator<ImportCandidate> {
@@ -136,6 +210,16 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         yield { path: candidatePath, link: entry.target, mode: entry.mode, mtime };
         return;
       case 'file': {
+        const known = input.reuse?.(entry);
+        if (known) {
+          reusedLeaves.set(candidatePath, known);
+          pendingFiles.set(candidatePath, entry);
+          fileCount += 1;
+          filesReused += 1;
+          totalBytes += entry.size;
+          yield { path: candidatePath, content: [], mode: entry.mode, mtime };
+          return;
+        }
         const file = path.join(sourceDir, entry.path);
         // Open now, so an unreadable or vanished file is skipped here instead of failing the
         // importer halfway through the tree; the same handle is then read (no second open).
@@ -157,6 +241,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         }
         fileCount += 1;
         totalBytes += entry.size;
+        pendingFiles.set(candidatePath, entry);
         yield {
           path: candidatePath,
           content: fileContent(
@@ -164,6 +249,10 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
             entry,
             () => input.afterFileRead?.(entry.path) ?? Promise.resolve(),
             () => changedWhileRead.push(entry.path),
+            (count) => {
+              bytesRead += count;
+              input.onBytesRead?.(count);
+            },
           ),
           mode: entry.mode,
           mtime,
@@ -178,8 +267,25 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   }
 
   let rootCid: CID | undefined;
-  for await (const result of importer(candidates(), blockstore, unixfsImporterOptions())) {
+  for await (const result of importer(candidates(), blockstore, {
+    ...unixfsImporterOptions(),
+    bufferImporter,
+  })) {
     if (result.path === ROOT) rootCid = result.cid;
+    const file = result.path === undefined ? undefined : pendingFiles.get(result.path);
+    if (file && result.path !== undefined) {
+      pendingFiles.delete(result.path);
+      const reused = reusedLeaves.delete(result.path);
+      files.push({
+        path: file.path,
+        size: file.size,
+        mtimeNs: file.mtimeNs,
+        ino: file.ino,
+        mode: file.mode,
+        cid: result.cid.toString(),
+      });
+      input.onFilePacked?.(file, reused);
+    }
   }
   if (!rootCid) throw new Error('the importer produced no root directory');
 
@@ -204,5 +310,8 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     fileCount,
     totalBytes,
     changedWhileRead,
+    files,
+    filesReused,
+    bytesRead,
   };
 }

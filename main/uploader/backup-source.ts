@@ -3,11 +3,11 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import { encodeCar } from '../protocol/index.ts';
-import { packSource } from '../packer/index.ts';
+import { packSource, type PackedFile, type PackInput } from '../packer/index.ts';
 import { loadExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import type { QueuedUpload, UploadQueue } from '../state/index.ts';
-import { readTreeIndex, type TreeIndex } from './previous-tree.ts';
+import type { QueuedUpload, SourceFileIndex, UploadQueue } from '../state/index.ts';
+import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { ShardWriter } from './shard-writer.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, stage only leaves the previous
@@ -28,6 +28,8 @@ export interface BackupInput {
   readonly replaceSource?: boolean;
   /** Where pushed versions and confirmed shards are recorded, so a killed run resumes. */
   readonly queue: UploadQueue;
+  /** What each file looked like at the last backup of this source to this bucket. */
+  readonly fileIndex: SourceFileIndex;
   /** Test seam: runs after a file was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /** Test seam: called after each shard the host confirmed (crash-point tests). */
@@ -38,6 +40,9 @@ export interface BackupResult {
   readonly versionId: string;
   readonly files: number;
   readonly bytesScanned: number;
+  /** Bytes read from disk: files the index shows unchanged are not read. */
+  readonly bytesRead: number;
+  readonly filesUnchanged: number;
   readonly newBytes: number;
   readonly bytesUploaded: number;
   readonly durationMs: number;
@@ -49,6 +54,43 @@ export interface BackupResult {
 }
 
 const MAX_DELETED_IN_REQUEST = 1500; // keeps request-data well under 128 KiB (§11.6 allows a subset)
+
+/**
+ * A file modified this close to the scan may change again within the same mtime tick, unseen
+ * by a later stat; it is read next time rather than trusted from the index.
+ */
+const RACY_MTIME_NS = 2_000_000_000n;
+
+/** Reuse a file's leaves when the index shows it unchanged and the active version holds it. */
+function reuseUnchanged(
+  index: SourceFileIndex,
+  previous: TreeIndex | undefined,
+): PackInput['reuse'] {
+  if (!previous) return undefined;
+  return (file) => {
+    const known = index.lookup(file.path);
+    if (
+      !known ||
+      known.size !== file.size ||
+      known.mtimeNs !== file.mtimeNs ||
+      known.ino !== file.ino
+    ) {
+      return undefined;
+    }
+    return leavesOfFile(previous, known.cid, file.size);
+  };
+}
+
+/** The files the next backup may trust: not torn, and not modified right before the scan. */
+function trustworthy(
+  files: readonly PackedFile[],
+  changedWhileRead: readonly string[],
+  scanStartedMs: number,
+): PackedFile[] {
+  const torn = new Set(changedWhileRead);
+  const racyAfter = BigInt(scanStartedMs) * 1_000_000n - RACY_MTIME_NS;
+  return files.filter((file) => !torn.has(file.path) && file.mtimeNs < racyAfter);
+}
 
 async function activePrevious(
   client: ServiceClient,
@@ -85,9 +127,14 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
   let keepStaging = false;
   try {
     const rules = await loadExcludeRules(input.sourceDir);
-    const packOnce = (): ReturnType<typeof packSource> =>
-      packSource({
+    const reuse = reuseUnchanged(input.fileIndex, previous?.tree);
+    // File mtimes are on the wall clock, whatever clock `now` is.
+    let scanStartedMs = Date.now();
+    const packOnce = (): ReturnType<typeof packSource> => {
+      scanStartedMs = Date.now();
+      return packSource({
         rules,
+        ...(reuse ? { reuse } : {}),
         ...(input.afterFileRead ? { afterFileRead: input.afterFileRead } : {}),
         sourceDir: input.sourceDir,
         sourceLabel: input.sourceLabel,
@@ -100,6 +147,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
           await shards.add(cid, bytes);
         },
       });
+    };
     let tree = await packOnce();
     await shards.seal();
     if (tree.changedWhileRead.length > 0) {
@@ -166,10 +214,16 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       uploaded = await finishUpload(input, upload);
       keepStaging = false;
     }
+    input.fileIndex.replace(
+      pushed.id,
+      trustworthy(tree.files, tree.changedWhileRead, scanStartedMs),
+    );
     return {
       versionId: pushed.id,
       files: tree.fileCount,
       bytesScanned: tree.totalBytes,
+      bytesRead: tree.bytesRead,
+      filesUnchanged: tree.filesReused,
       newBytes: expected,
       bytesUploaded: uploaded,
       durationMs: input.now() - started,

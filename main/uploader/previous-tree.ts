@@ -9,6 +9,8 @@ import {
   readCar,
 } from '../protocol/index.ts';
 import * as dagCbor from '@ipld/dag-cbor';
+import { UnixFS } from 'ipfs-unixfs';
+import type { CID } from 'multiformats/cid';
 
 // Reads a version's metadata CAR (§17.2): the manifest and every leaf its File nodes list.
 
@@ -58,4 +60,32 @@ export async function readTreeIndex(car: Uint8Array): Promise<TreeIndex> {
     throw new EngineError('protocol', "a version's manifest is missing or of an unknown version");
   }
   return { manifest, leaves, nodes };
+}
+
+/**
+ * The leaves, in order, under a File node of the tree, or undefined when the node is not in
+ * the tree, is not a File, or does not add up to `expectedSize`. Leaves of a node the active
+ * version holds are stored, so a file that still matches it needs none of its bytes read.
+ */
+export function leavesOfFile(
+  tree: TreeIndex,
+  fileCid: string,
+  expectedSize: number,
+): Array<{ cid: CID; size: number }> | undefined {
+  const out: Array<{ cid: CID; size: number }> = [];
+  const visit = (cid: string, depth: number): boolean => {
+    const bytes = tree.nodes.get(cid);
+    if (!bytes || depth > 8) return false;
+    const node = dagPb.decode(bytes);
+    if (!node.Data || UnixFS.unmarshal(node.Data).type !== 'file') return false;
+    for (const link of node.Links) {
+      if (link.Hash.code === RAW_CODEC) out.push({ cid: link.Hash, size: link.Tsize ?? 0 });
+      else if (link.Hash.code !== DAG_PB_CODEC || !visit(cidText(link.Hash), depth + 1))
+        return false;
+    }
+    return true;
+  };
+  if (!visit(fileCid, 0)) return undefined;
+  const total = out.reduce((sum, leaf) => sum + leaf.size, 0);
+  return total === expectedSize ? out : undefined;
 }

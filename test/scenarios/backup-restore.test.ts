@@ -68,6 +68,7 @@ beforeAll(async () => {
   writeFileSync(path.join(source, '1MiB-minus-1'), randomBytes(MiB - 1));
   writeFileSync(path.join(source, '1MiB-plus-1'), randomBytes(MiB + 1));
   writeFileSync(path.join(source, 'a', 'b', 'c', 'd', 'e', 'five-MiB.bin'), randomBytes(5 * MiB));
+  writeFileSync(path.join(source, 'a', 'fifty-MiB.bin'), randomBytes(50 * MiB));
   writeFileSync(path.join(source, 'caf\u00e9 NFC'), 'nfc');
   writeFileSync(path.join(source, 'cafe\u0301 NFD'), 'nfd');
   writeFileSync(path.join(source, 'line\nbreak'), 'newline in the name');
@@ -81,6 +82,12 @@ beforeAll(async () => {
   );
   symlinkSync('a/b/c/d/e/five-MiB.bin', path.join(source, 'shortcut'));
   symlinkSync('loop', path.join(source, 'loop'));
+  // Files written the instant before a backup are read again by the next one (their mtime
+  // could still change within the same tick); these were written a minute "ago".
+  const aMinuteAgo = new Date(Date.now() - 60_000);
+  for (const [rel, print] of fingerprintTree(source))
+    if (print.type === 'file' && rel !== 'old.txt')
+      utimesSync(path.join(source, rel), aMinuteAgo, aMinuteAgo);
   const home = path.join(scratch, 'home');
   engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
   await engine.loginLocal({});
@@ -94,24 +101,29 @@ afterAll(async () => {
 describe('backup and restore', () => {
   it('round-trips a generated tree byte for byte, with modes, mtimes and symlinks', async () => {
     const first = await engine.backup({ dir: source, bucket: 'Everything' });
-    expect(first.files).toBe(10);
+    expect(first.files).toBe(11);
     expect(first.newBytes).toBe(first.bytesScanned);
     expect(first.skipped).toEqual([]);
     const target = path.join(scratch, 'restored');
     const restored = await engine.restore({ bucket: 'Everything', to: target, overwrite: false });
-    expect(restored.files).toBe(10);
+    expect(restored.files).toBe(11);
     expect(fingerprintTree(target)).toEqual(fingerprintTree(source));
   });
 
-  it('sends nothing for an unchanged tree, and only the changed chunk after an edit', async () => {
+  it('neither reads nor sends an unchanged tree, and reads and sends only what an edit changed', async () => {
     const unchanged = await engine.backup({ dir: source, bucket: 'Everything' });
-    expect(unchanged).toMatchObject({ newBytes: 0, bytesUploaded: 0 });
+    expect(unchanged).toMatchObject({
+      newBytes: 0,
+      bytesUploaded: 0,
+      bytesRead: 0,
+      filesUnchanged: 11,
+    });
     const file = path.join(source, '1MiB-plus-1');
     const bytes = readFileSync(file);
     bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) ^ 0xff;
     writeFileSync(file, bytes);
     const edited = await engine.backup({ dir: source, bucket: 'Everything' });
-    expect(edited.newBytes).toBe(1);
+    expect(edited).toMatchObject({ newBytes: 1, bytesRead: bytes.length, filesUnchanged: 10 });
     const versions = await engine.listVersions({ bucket: 'Everything' });
     expect(versions.map((version) => version.state)).toEqual(['active', 'outdated', 'outdated']);
   });

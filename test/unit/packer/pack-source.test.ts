@@ -3,6 +3,10 @@ import {
   chmodSync,
   mkdirSync,
   mkdtempSync,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
   rmSync,
   symlinkSync,
   utimesSync,
@@ -11,20 +15,28 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import * as dagPb from '@ipld/dag-pb';
+import { UnixFS } from 'ipfs-unixfs';
 import { exporter, recursive } from 'ipfs-unixfs-exporter';
-import type { CID } from 'multiformats/cid';
-import { packSource } from '../../../main/packer/index.ts';
+import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
+import { CID } from 'multiformats/cid';
+import * as raw from 'multiformats/codecs/raw';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { packSource, type PackInput } from '../../../main/packer/index.ts';
+import { encodeCar } from '../../../main/protocol/index.ts';
 import type { SkippedItem } from '../../../main/scanner/index.ts';
+import { leavesOfFile, readTreeIndex } from '../../../main/uploader/index.ts';
 
 const dirs: string[] = [];
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-async function pack(dir: string) {
+async function pack(dir: string, extra: Partial<PackInput> = {}) {
   const blocks = new Map<string, Uint8Array>();
   const skipped: SkippedItem[] = [];
   const tree = await packSource({
+    ...extra,
     sourceDir: dir,
     sourceLabel: 'test:/src',
     deviceFingerprint: 'a'.repeat(40),
@@ -116,5 +128,160 @@ describe('packSource', () => {
     const second = await pack(b);
     expect(first.tree.rootCid.toString()).toBe(second.tree.rootCid.toString());
     expect(first.tree.manifestCid.toString()).toBe(second.tree.manifestCid.toString());
+  });
+});
+
+/** A folder with the sizes around the chunk and link limits that matter to CIDs. */
+function sampleTree(): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-pack-'));
+  dirs.push(dir);
+  mkdirSync(path.join(dir, 'nested', 'deeper'), { recursive: true });
+  writeFileSync(path.join(dir, 'empty'), '');
+  writeFileSync(path.join(dir, 'exactly-1MiB'), randomBytes(1_048_576));
+  writeFileSync(path.join(dir, 'nested', '1MiB-plus-1'), randomBytes(1_048_577));
+  writeFileSync(path.join(dir, 'nested', 'deeper', '3MiB-plus-7'), randomBytes(3 * 1_048_576 + 7));
+  writeFileSync(path.join(dir, 'nested', 'tiny.txt'), 'tiny');
+  chmodSync(path.join(dir, 'nested', 'tiny.txt'), 0o640);
+  symlinkSync('nested/tiny.txt', path.join(dir, 'link'));
+  for (const rel of ['empty', 'nested/tiny.txt', 'nested', ''])
+    utimesSync(
+      path.join(dir, rel),
+      new Date('2010-05-06T07:08:09Z'),
+      new Date('2010-05-06T07:08:09Z'),
+    );
+  return dir;
+}
+
+/** The same folder as stock importer candidates, read whole into memory. */
+function stockCandidates(dir: string): ImportCandidate[] {
+  const out: ImportCandidate[] = [];
+  const meta = (full: string) => {
+    const stats = lstatSync(full, { bigint: true });
+    return {
+      mode: Number(stats.mode & 0o7777n),
+      mtime: {
+        secs: stats.mtimeNs / 1_000_000_000n,
+        nsecs: Number(stats.mtimeNs % 1_000_000_000n),
+      },
+    };
+  };
+  const walk = (rel: string): void => {
+    const names = readdirSync(path.join(dir, rel)).sort();
+    for (const name of names) {
+      const child = rel === '' ? name : `${rel}/${name}`;
+      const full = path.join(dir, child);
+      const stats = lstatSync(full);
+      if (stats.isSymbolicLink())
+        out.push({ path: `root/${child}`, link: readlinkSync(full), ...meta(full) });
+      else if (stats.isDirectory()) {
+        out.push({ path: `root/${child}`, ...meta(full) });
+        walk(child);
+      } else out.push({ path: `root/${child}`, content: readFileSync(full), ...meta(full) });
+    }
+  };
+  out.push({ path: 'root', ...meta(dir) });
+  walk('');
+  return out;
+}
+
+describe('CIDs', () => {
+  it("equal the stock importer's with the unixfs-v1-2025 profile and no single-leaf reduction", async () => {
+    const dir = sampleTree();
+    const ours = await pack(dir);
+    const discard = { put: (cid: CID) => Promise.resolve(cid) };
+    let stockRoot: CID | undefined;
+    for await (const entry of importer(stockCandidates(dir), discard, {
+      profile: 'unixfs-v1-2025',
+      reduceSingleLeafToSelf: false,
+    })) {
+      if (entry.path === 'root') stockRoot = entry.cid;
+    }
+    expect(stockRoot?.toString()).toBe(ours.tree.rootCid.toString());
+  });
+
+  it('of a 1 MiB + 1 byte file are the File node built by hand from §17.1', async () => {
+    const dir = sampleTree();
+    const { tree } = await pack(dir);
+    const bytes = readFileSync(path.join(dir, 'nested', '1MiB-plus-1'));
+    const stats = lstatSync(path.join(dir, 'nested', '1MiB-plus-1'), { bigint: true });
+    const leaf = async (part: Uint8Array) => CID.createV1(raw.code, await sha256.digest(part));
+    const unixfs = new UnixFS({
+      type: 'file',
+      mode: Number(stats.mode & 0o7777n),
+      mtime: {
+        secs: stats.mtimeNs / 1_000_000_000n,
+        nsecs: Number(stats.mtimeNs % 1_000_000_000n),
+      },
+    });
+    unixfs.addBlockSize(1_048_576n);
+    unixfs.addBlockSize(1n);
+    const node = dagPb.encode(
+      dagPb.prepare({
+        Data: unixfs.marshal(),
+        Links: [
+          { Name: '', Tsize: 1_048_576, Hash: await leaf(bytes.subarray(0, 1_048_576)) },
+          { Name: '', Tsize: 1, Hash: await leaf(bytes.subarray(1_048_576)) },
+        ],
+      }),
+    );
+    const expected = CID.createV1(dagPb.code, await sha256.digest(node));
+    expect(tree.files.find((file) => file.path === 'nested/1MiB-plus-1')?.cid).toBe(
+      expected.toString(),
+    );
+  });
+});
+
+describe('an unchanged file', () => {
+  it('is not read again: its known leaves give the same CIDs', async () => {
+    const dir = sampleTree();
+    const first = await pack(dir);
+    const previous = await readTreeIndex(
+      encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
+    );
+    const cidOf = new Map(first.tree.files.map((file) => [file.path, file.cid]));
+    const leavesSeen: string[] = [];
+    const second = await pack(dir, {
+      reuse: (file) => leavesOfFile(previous, cidOf.get(file.path) ?? '', file.size),
+      onLeaf: (cid) => {
+        leavesSeen.push(cid.toString());
+        return Promise.resolve();
+      },
+    });
+    expect(second.tree.rootCid.toString()).toBe(first.tree.rootCid.toString());
+    expect(second.tree).toMatchObject({ bytesRead: 0, filesReused: 5, fileCount: 5 });
+    expect(leavesSeen).toEqual([]);
+    expect(first.tree.bytesRead).toBe(first.tree.totalBytes);
+  });
+
+  it('with a new mode keeps its leaves but gets the File node a fresh read gives', async () => {
+    const dir = sampleTree();
+    const first = await pack(dir);
+    const previous = await readTreeIndex(
+      encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
+    );
+    const cidOf = new Map(first.tree.files.map((file) => [file.path, file.cid]));
+    chmodSync(path.join(dir, 'nested', 'deeper', '3MiB-plus-7'), 0o600);
+    const reused = await pack(dir, {
+      reuse: (file) => leavesOfFile(previous, cidOf.get(file.path) ?? '', file.size),
+    });
+    const fresh = await pack(dir);
+    expect(reused.tree.bytesRead).toBe(0);
+    expect(reused.tree.rootCid.toString()).toBe(fresh.tree.rootCid.toString());
+    expect(reused.tree.rootCid.toString()).not.toBe(first.tree.rootCid.toString());
+  });
+
+  it('is read after all when the previous tree lacks its node or its size disagrees', async () => {
+    const dir = sampleTree();
+    const first = await pack(dir);
+    const previous = await readTreeIndex(
+      encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
+    );
+    const big = first.tree.files.find((file) => file.path === 'nested/deeper/3MiB-plus-7');
+    expect(big).toBeDefined();
+    expect(leavesOfFile(previous, big?.cid ?? '', 3 * 1_048_576 + 7)).toHaveLength(4);
+    expect(leavesOfFile(previous, big?.cid ?? '', 3 * 1_048_576 + 8)).toBeUndefined();
+    expect(leavesOfFile(previous, first.tree.rootCid.toString(), 0)).toBeUndefined();
+    const absent = CID.createV1(dagPb.code, await sha256.digest(new Uint8Array([1]))).toString();
+    expect(leavesOfFile(previous, absent, 0)).toBeUndefined();
   });
 });
