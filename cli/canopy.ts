@@ -257,7 +257,9 @@ async function run(
           ...(result.resumedVersionId === null
             ? []
             : [`finished the interrupted upload of version ${result.resumedVersionId}`]),
-          `version ${result.versionId}`,
+          result.unchanged
+            ? `nothing changed since version ${result.versionId}: no new version made`
+            : `version ${result.versionId}`,
           `${result.files} files (${result.filesUnchanged} unchanged, not read again), ${result.bytesScanned} bytes scanned, ${result.bytesRead} bytes read, ${result.newBytes} new bytes, ${result.bytesUploaded} bytes uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
           ...skipped,
           ...result.changedWhileRead.map(

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, open, type FileHandle } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
 import {
@@ -14,6 +14,7 @@ import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { cidFromSha256, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import {
+  sourceRootEntry,
   walkSource,
   type ExcludeRules,
   type SkippedItem,
@@ -62,14 +63,31 @@ export interface ReusedLeaf {
   readonly size: number;
 }
 
-/** A file of the packed tree with its UnixFS node, as the file index records it. */
-export interface PackedFile {
+/** An entry of the packed tree as the file index records it; '' is the source folder. */
+export interface PackedEntry {
   readonly path: string;
+  readonly kind: 'file' | 'directory' | 'symlink';
   readonly size: number;
   readonly mtimeNs: bigint;
   readonly ino: bigint;
   readonly mode: number;
-  readonly cid: string;
+  readonly target: string | null;
+  /** A file's File node; null for folders and symlinks. */
+  readonly cid: string | null;
+}
+
+/** What the file index keeps of a walked entry; a file's CID is added once it is packed. */
+export function packedEntryOf(entry: SourceEntry, cid: string | null = null): PackedEntry {
+  return {
+    path: entry.path,
+    kind: entry.kind,
+    size: entry.kind === 'file' ? entry.size : 0,
+    mtimeNs: entry.mtimeNs,
+    ino: entry.ino,
+    mode: entry.mode,
+    target: entry.kind === 'symlink' ? entry.target : null,
+    cid,
+  };
 }
 
 export interface PackedTree {
@@ -83,8 +101,11 @@ export interface PackedTree {
   readonly totalBytes: number;
   /** Files whose size or mtime changed while they were read: their bytes may be torn. */
   readonly changedWhileRead: readonly string[];
-  /** Every file of the tree with its node's CID, in scan order. */
-  readonly files: readonly PackedFile[];
+  /**
+   * Every entry of the tree, the source folder first; files carry their node's CID. A file
+   * the importer did not report (it cannot happen, but the index must not lie) is left out.
+   */
+  readonly entries: readonly PackedEntry[];
   readonly filesReused: number;
   readonly bytesRead: number;
 }
@@ -132,7 +153,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const pendingFiles = new Map<string, ScannedFile>();
   /** Candidate path → leaves of a file that is not read again. */
   const reusedLeaves = new Map<string, readonly ReusedLeaf[]>();
-  const files: PackedFile[] = [];
+  const entries: PackedEntry[] = [];
 
   const blockstore = {
     async put(
@@ -184,10 +205,11 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     }
   };
 
-  const rootStats = await lstat(input.sourceDir, { bigint: true });
+  const rootEntry = sourceRootEntry(input.sourceDir);
+  entries.push(packedEntryOf(rootEntry));
   const sourceDir = input.sourceDir;
   async function* candidates(): AsyncGenerator<ImportCandidate> {
-    yield { path: ROOT, mode: Number(rootStats.mode & 0o7777n), mtime: mtimeOf(rootStats.mtimeNs) };
+    yield { path: ROOT, mode: rootEntry.mode, mtime: mtimeOf(rootEntry.mtimeNs) };
     for await (const entry of walkSource(sourceDir, {
       onSkip: input.onSkip,
       ...(input.rules ? { rules: input.rules } : {}),
@@ -204,9 +226,11 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     const mtime = mtimeOf(entry.mtimeNs);
     switch (entry.kind) {
       case 'directory':
+        entries.push(packedEntryOf(entry));
         yield { path: candidatePath, mode: entry.mode, mtime };
         return;
       case 'symlink':
+        entries.push(packedEntryOf(entry));
         yield { path: candidatePath, link: entry.target, mode: entry.mode, mtime };
         return;
       case 'file': {
@@ -276,14 +300,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     if (file && result.path !== undefined) {
       pendingFiles.delete(result.path);
       const reused = reusedLeaves.delete(result.path);
-      files.push({
-        path: file.path,
-        size: file.size,
-        mtimeNs: file.mtimeNs,
-        ino: file.ino,
-        mode: file.mode,
-        cid: result.cid.toString(),
-      });
+      entries.push(packedEntryOf(file, result.cid.toString()));
       input.onFilePacked?.(file, reused);
     }
   }
@@ -310,7 +327,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     fileCount,
     totalBytes,
     changedWhileRead,
-    files,
+    entries,
     filesReused,
     bytesRead,
   };

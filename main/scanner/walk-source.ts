@@ -1,11 +1,16 @@
-import { lstat, readdir, readlink } from 'node:fs/promises';
+import { lstatSync, readdirSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
+import { setImmediate } from 'node:timers/promises';
 import type { ExcludeRules } from './exclude-rules.ts';
 
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
 // it finds. Symlinks are reported as symlinks and never followed, so loops cannot happen.
 // Sockets, FIFOs and devices are skipped with a reason, and so is anything that cannot be
 // listed or stat'ed: one bad item never stops the walk.
+//
+// The file-system calls are synchronous on purpose: a cached lstat costs a few microseconds,
+// against about 50 through the thread pool, and a rescan of 100 000 unchanged files is mostly
+// lstat. The walk yields to the event loop every few hundred entries so nothing waits long.
 
 export type SourceEntry =
   | {
@@ -13,6 +18,7 @@ export type SourceEntry =
       readonly path: string;
       readonly mode: number;
       readonly mtimeNs: bigint;
+      readonly ino: bigint;
     }
   | {
       readonly kind: 'file';
@@ -27,6 +33,7 @@ export type SourceEntry =
       readonly path: string;
       readonly mode: number;
       readonly mtimeNs: bigint;
+      readonly ino: bigint;
       readonly target: string;
     };
 
@@ -60,15 +67,34 @@ export interface WalkOptions {
   readonly rules?: ExcludeRules;
 }
 
-export async function* walkSource(
+const ENTRIES_BETWEEN_YIELDS = 256;
+
+/** The source folder itself, as an entry with the empty path. */
+export function sourceRootEntry(root: string): Extract<SourceEntry, { kind: 'directory' }> {
+  const stats = lstatSync(root, { bigint: true });
+  return {
+    kind: 'directory',
+    path: '',
+    mode: Number(stats.mode & 0o7777n),
+    mtimeNs: stats.mtimeNs,
+    ino: stats.ino,
+  };
+}
+
+export async function* walkSource(root: string, options: WalkOptions): AsyncGenerator<SourceEntry> {
+  yield* walkFolder(root, options, '', { sinceYield: 0 });
+}
+
+async function* walkFolder(
   root: string,
   options: WalkOptions,
-  relative = '',
+  relative: string,
+  pace: { sinceYield: number },
 ): AsyncGenerator<SourceEntry> {
   const { onSkip } = options;
   let names: string[];
   try {
-    names = (await readdir(path.join(root, relative))).sort(byUtf8);
+    names = readdirSync(path.join(root, relative)).sort(byUtf8);
   } catch (error) {
     onSkip({ path: relative || '.', reason: `cannot list: ${reasonOf(error)}` });
     return;
@@ -76,9 +102,14 @@ export async function* walkSource(
   for (const name of names) {
     const rel = relative === '' ? name : `${relative}/${name}`;
     const full = path.join(root, rel);
+    pace.sinceYield += 1;
+    if (pace.sinceYield >= ENTRIES_BETWEEN_YIELDS) {
+      pace.sinceYield = 0;
+      await setImmediate();
+    }
     let stats;
     try {
-      stats = await lstat(full, { bigint: true });
+      stats = lstatSync(full, { bigint: true });
     } catch (error) {
       onSkip({ path: rel, reason: reasonOf(error) });
       continue;
@@ -89,8 +120,8 @@ export async function* walkSource(
       continue;
     }
     if (stats.isDirectory()) {
-      yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs };
-      yield* walkSource(root, options, rel);
+      yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs, ino: stats.ino };
+      yield* walkFolder(root, options, rel, pace);
     } else if (stats.isFile()) {
       yield {
         kind: 'file',
@@ -107,7 +138,8 @@ export async function* walkSource(
           path: rel,
           mode,
           mtimeNs: stats.mtimeNs,
-          target: await readlink(full),
+          ino: stats.ino,
+          target: readlinkSync(full),
         };
       } catch (error) {
         onSkip({ path: rel, reason: reasonOf(error) });

@@ -3,12 +3,13 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import { encodeCar } from '../protocol/index.ts';
-import { packSource, type PackedFile, type PackInput } from '../packer/index.ts';
+import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
 import { loadExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type { QueuedUpload, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { ShardWriter } from './shard-writer.ts';
+import { unchangedSince } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, stage only leaves the previous
 // version lacks, push, ask which of those the user already holds, upload the shards that carry
@@ -49,6 +50,11 @@ export interface BackupResult {
   readonly skipped: readonly SkippedItem[];
   /** Files that changed while read, twice: stored as read, possibly mixing old and new bytes. */
   readonly changedWhileRead: readonly string[];
+  /**
+   * Nothing changed since the active version, which the file index describes: no version was
+   * made, and `versionId` is that active version.
+   */
+  readonly unchanged: boolean;
   /** An interrupted upload of an earlier run that this run finished first. */
   readonly resumedVersionId: string | null;
 }
@@ -70,7 +76,8 @@ function reuseUnchanged(
   return (file) => {
     const known = index.lookup(file.path);
     if (
-      !known ||
+      known?.kind !== 'file' ||
+      known.cid === null ||
       known.size !== file.size ||
       known.mtimeNs !== file.mtimeNs ||
       known.ino !== file.ino
@@ -81,31 +88,51 @@ function reuseUnchanged(
   };
 }
 
-/** The files the next backup may trust: not torn, and not modified right before the scan. */
+/**
+ * The entries the next backup may trust: no torn file, and no file modified right before the
+ * scan. Folders and symlinks may be fresh: a symlink cannot change in place (replacing it makes
+ * a new inode), and a change to a folder's entries shows in the entries.
+ */
 function trustworthy(
-  files: readonly PackedFile[],
+  entries: readonly PackedEntry[],
   changedWhileRead: readonly string[],
   scanStartedMs: number,
-): PackedFile[] {
+): PackedEntry[] {
   const torn = new Set(changedWhileRead);
   const racyAfter = BigInt(scanStartedMs) * 1_000_000n - RACY_MTIME_NS;
-  return files.filter((file) => !torn.has(file.path) && file.mtimeNs < racyAfter);
-}
-
-async function activePrevious(
-  client: ServiceClient,
-  bucketId: string,
-): Promise<{ id: string; tree: TreeIndex } | null> {
-  const active = (await client.listVersions(bucketId)).find(
-    (version) => version.state === 'active',
+  return entries.filter(
+    (entry) => !torn.has(entry.path) && (entry.kind !== 'file' || entry.mtimeNs < racyAfter),
   );
-  if (!active) return null;
-  return { id: active.id, tree: await readTreeIndex(await client.pullVersion(active.id)) };
 }
 
 async function attempt(input: BackupInput, started: number): Promise<BackupResult> {
   const { client } = input;
-  const previous = await activePrevious(client, input.bucketId);
+  const rules = await loadExcludeRules(input.sourceDir);
+  const active = (await client.listVersions(input.bucketId)).find(
+    (version) => version.state === 'active',
+  );
+  if (active && input.fileIndex.versionId === active.id) {
+    const same = await unchangedSince(input.sourceDir, rules, input.fileIndex);
+    if (same) {
+      return {
+        versionId: active.id,
+        files: same.files,
+        bytesScanned: same.bytes,
+        bytesRead: 0,
+        filesUnchanged: same.files,
+        newBytes: 0,
+        bytesUploaded: 0,
+        durationMs: input.now() - started,
+        skipped: [],
+        changedWhileRead: [],
+        unchanged: true,
+        resumedVersionId: null,
+      };
+    }
+  }
+  const previous = active
+    ? { id: active.id, tree: await readTreeIndex(await client.pullVersion(active.id)) }
+    : null;
   const label = previous?.tree.manifest['source_label'];
   if (
     previous &&
@@ -126,7 +153,6 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
   // Staged shards outlive this run once their upload is queued; a crash must not lose them.
   let keepStaging = false;
   try {
-    const rules = await loadExcludeRules(input.sourceDir);
     const reuse = reuseUnchanged(input.fileIndex, previous?.tree);
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
@@ -216,7 +242,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
     }
     input.fileIndex.replace(
       pushed.id,
-      trustworthy(tree.files, tree.changedWhileRead, scanStartedMs),
+      trustworthy(tree.entries, tree.changedWhileRead, scanStartedMs),
     );
     return {
       versionId: pushed.id,
@@ -229,6 +255,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       durationMs: input.now() - started,
       skipped,
       changedWhileRead: tree.changedWhileRead,
+      unchanged: false,
       resumedVersionId: null,
     };
   } finally {

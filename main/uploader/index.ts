@@ -2,3 +2,4 @@
 export * from './backup-source.ts';
 export * from './previous-tree.ts';
 export * from './shard-writer.ts';
+export * from './unchanged-source.ts';

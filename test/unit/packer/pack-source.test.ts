@@ -225,7 +225,7 @@ describe('CIDs', () => {
       }),
     );
     const expected = CID.createV1(dagPb.code, await sha256.digest(node));
-    expect(tree.files.find((file) => file.path === 'nested/1MiB-plus-1')?.cid).toBe(
+    expect(tree.entries.find((entry) => entry.path === 'nested/1MiB-plus-1')?.cid).toBe(
       expected.toString(),
     );
   });
@@ -238,7 +238,7 @@ describe('an unchanged file', () => {
     const previous = await readTreeIndex(
       encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
     );
-    const cidOf = new Map(first.tree.files.map((file) => [file.path, file.cid]));
+    const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
     const leavesSeen: string[] = [];
     const second = await pack(dir, {
       reuse: (file) => leavesOfFile(previous, cidOf.get(file.path) ?? '', file.size),
@@ -259,7 +259,7 @@ describe('an unchanged file', () => {
     const previous = await readTreeIndex(
       encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
     );
-    const cidOf = new Map(first.tree.files.map((file) => [file.path, file.cid]));
+    const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
     chmodSync(path.join(dir, 'nested', 'deeper', '3MiB-plus-7'), 0o600);
     const reused = await pack(dir, {
       reuse: (file) => leavesOfFile(previous, cidOf.get(file.path) ?? '', file.size),
@@ -276,7 +276,7 @@ describe('an unchanged file', () => {
     const previous = await readTreeIndex(
       encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
     );
-    const big = first.tree.files.find((file) => file.path === 'nested/deeper/3MiB-plus-7');
+    const big = first.tree.entries.find((entry) => entry.path === 'nested/deeper/3MiB-plus-7');
     expect(big).toBeDefined();
     expect(leavesOfFile(previous, big?.cid ?? '', 3 * 1_048_576 + 7)).toHaveLength(4);
     expect(leavesOfFile(previous, big?.cid ?? '', 3 * 1_048_576 + 8)).toBeUndefined();
