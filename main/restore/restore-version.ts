@@ -12,13 +12,14 @@ import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
-// leaves from the storage host, each verified against its CID; files are written to a
-// temporary name, fsynced and renamed, then given their mode and mtime. Existing files are
+// leaves from the storage host, each verified against its CID; files are written (several at
+// a time) to a temporary name, fsynced, given their mode and mtime, and renamed. Existing files are
 // kept unless `overwrite`: a restored copy then gets a " (restored)" suffix.
 
 /** At most this many leaves, and this many bytes, per blocks/car request. */
 const LEAF_BATCH = 256;
 const LEAF_BATCH_BYTES = 32 * 1024 * 1024;
+const FILES_IN_FLIGHT = 8;
 
 export interface RestoreInput {
   readonly client: ServiceClient;
@@ -146,45 +147,13 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   await mkdir(input.targetDir, { recursive: true });
   let matched = false;
 
-  // First pass, metadata only: what will be restored, in order, and its leaves.
-  const planned: Array<{ cid: CID; parts: string[] }> = [];
-  for await (const ref of recursive(root, blockstore)) {
-    planned.push({ cid: ref.cid, parts: ref.path.split('/').slice(1) });
-  }
-  for (const { cid, parts } of planned) {
-    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
-      continue;
-    for (const leaf of leavesOf(cid)) {
-      if (!position.has(leaf)) position.set(leaf, order.length);
-      order.push(leaf);
-    }
-  }
-
-  for (const ref of planned) {
-    const parts = ref.parts;
-    for (const part of parts) checkName(part);
-    // Keep entries on the wanted path: its ancestors are skipped, the entry and below kept.
-    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
-      continue;
-    if (parts.length < wanted.length) continue;
-    matched = true;
-    const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
-    let target = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
-    const entry = await exporter(ref.cid, blockstore);
-    const mode =
-      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mode : undefined;
-    const mtime =
-      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mtime : undefined;
-    const mtimeSeconds =
-      mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9;
-    if (entry.type === 'directory') {
-      await mkdir(target, { recursive: true });
-      directoryTimes.push({ dir: target, mode, mtime: mtimeSeconds });
-      result.directories += 1;
-      continue;
-    }
-    if (entry.type !== 'file')
-      throw new EngineError('protocol', `unexpected ${entry.type} entry in a version`);
+  async function restoreFile(
+    entry: Extract<Awaited<ReturnType<typeof exporter>>, { type: 'file' }>,
+    destination: string,
+    mode: number | undefined,
+    mtimeSeconds: number | undefined,
+  ): Promise<void> {
+    let target = destination;
     if ((await exists(target)) && !input.overwrite) {
       const renamed = await freeName(target);
       result.renamed.push(path.relative(input.targetDir, renamed));
@@ -195,7 +164,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       await symlink(new TextDecoder().decode(entry.unixfs.data), target);
       if (mtimeSeconds !== undefined) await lutimes(target, mtimeSeconds, mtimeSeconds);
       result.symlinks += 1;
-      continue;
+      return;
     }
     const temporary = path.join(
       path.dirname(target),
@@ -223,6 +192,62 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     await rename(temporary, target);
     result.files += 1;
   }
+
+  // First pass, metadata only: what will be restored, in order, and its leaves.
+  const planned: Array<{ cid: CID; parts: string[] }> = [];
+  for await (const ref of recursive(root, blockstore)) {
+    planned.push({ cid: ref.cid, parts: ref.path.split('/').slice(1) });
+  }
+  for (const { cid, parts } of planned) {
+    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
+      continue;
+    for (const leaf of leavesOf(cid)) {
+      if (!position.has(leaf)) position.set(leaf, order.length);
+      order.push(leaf);
+    }
+  }
+
+  const inFlight = new Set<Promise<void>>();
+  let failure: Error | undefined;
+  for (const ref of planned) {
+    const parts = ref.parts;
+    for (const part of parts) checkName(part);
+    // Keep entries on the wanted path: its ancestors are skipped, the entry and below kept.
+    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
+      continue;
+    if (parts.length < wanted.length) continue;
+    matched = true;
+    const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
+    const target = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
+    const entry = await exporter(ref.cid, blockstore);
+    const mode =
+      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mode : undefined;
+    const mtime =
+      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mtime : undefined;
+    const mtimeSeconds =
+      mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9;
+    if (entry.type === 'directory') {
+      await mkdir(target, { recursive: true });
+      directoryTimes.push({ dir: target, mode, mtime: mtimeSeconds });
+      result.directories += 1;
+      continue;
+    }
+    if (entry.type !== 'file')
+      throw new EngineError('protocol', `unexpected ${entry.type} entry in a version`);
+    // Files are written a few at a time: each waits on its own fsync, and the disk takes
+    // several at once about as fast as one. Their folders exist already (parents come first).
+    if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
+    if (failure !== undefined) break;
+    const writing: Promise<void> = restoreFile(entry, target, mode, mtimeSeconds)
+      .catch((error: unknown) => {
+        failure ??= error instanceof Error ? error : new Error(String(error));
+      })
+      .finally(() => inFlight.delete(writing));
+    inFlight.add(writing);
+  }
+  // Every write settles before the first failure is reported: none is left running.
+  await Promise.all(inFlight);
+  if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {

@@ -82,6 +82,8 @@ interface StagedBlock {
 
 /** Staged writes kept in flight at once, so fsyncs overlap with reading the next blocks. */
 const PARALLEL_WRITES = 8;
+/** Block reads in flight for one blocks/car answer: at most 16 maximum-size blocks held. */
+const BLOCKS_READ_AHEAD = 16;
 
 async function uploadShard(
   ctx: ServiceContext,
@@ -277,8 +279,24 @@ export const storageRoutes: RouteSpec[] = [
         const header = encodeCarHeader([root as ProtocolCid]);
         sent += header.length;
         yield header;
+        // Reads run a few blocks ahead, in order: one at a time, a request for many small
+        // blocks would wait on each block's open, stat, read and close in turn.
+        const ahead: Array<Promise<Buffer>> = [];
+        let next = 0;
+        const readNext = (): void => {
+          const cid = unique[next];
+          next += 1;
+          if (cid) {
+            const reading = blocks.readBlock(cidText(cid));
+            // Handled where it is awaited; this keeps a read that fails while an earlier one
+            // is still awaited from counting as unhandled.
+            reading.catch(() => undefined);
+            ahead.push(reading);
+          }
+        };
         for (const cid of unique) {
-          const bytes = await blocks.readBlock(cidText(cid));
+          while (ahead.length < BLOCKS_READ_AHEAD && next < unique.length) readNext();
+          const bytes = await (ahead.shift() as Promise<Buffer>);
           const head = encodeCarSectionHead(cid, bytes.length);
           sent += head.length + bytes.length;
           yield head;

@@ -19,10 +19,13 @@ import { startInProcessLocalService } from '../../cli/local-service.ts';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-changing-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-async function backupWhile(name: string, change: (count: number) => boolean) {
+/** Small files are read in one synchronous read, larger ones chunk by chunk: both are checked. */
+const LARGE_PREFIX = 'x'.repeat(300 * 1024) + '\n';
+
+async function backupWhile(name: string, change: (count: number) => boolean, prefix = '') {
   const source = path.join(scratch, name, 'source');
   mkdirSync(source, { recursive: true });
-  writeFileSync(path.join(source, 'live.log'), 'line 1\n');
+  writeFileSync(path.join(source, 'live.log'), `${prefix}line 1\n`);
   writeFileSync(path.join(source, 'still.txt'), 'still');
   const home = path.join(scratch, name, 'home');
   let reads = 0;
@@ -68,5 +71,13 @@ describe('files that change while read', () => {
     const { result } = await backupWhile('always', () => true);
     expect(result.changedWhileRead).toEqual(['live.log']);
     expect(result.files).toBe(2);
+  });
+
+  it('re-reads a large file that changed once, and reports one that keeps changing', async () => {
+    const once = await backupWhile('large-once', (count) => count === 1, LARGE_PREFIX);
+    expect(once.result.changedWhileRead).toEqual([]);
+    expect(once.restored).toBe(`${LARGE_PREFIX}line 1\nline 2\n`);
+    const always = await backupWhile('large-always', () => true, LARGE_PREFIX);
+    expect(always.result.changedWhileRead).toEqual(['live.log']);
   });
 });
