@@ -3,7 +3,13 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { EngineError } from '../main/api/index.ts';
 import { openSecretStore, secretStoreChoice } from '../main/identity/index.ts';
-import { createEngine, type AccountSummary, type Engine } from '../main/index.ts';
+import {
+  createEngine,
+  type AccountSummary,
+  type BackupProgress,
+  type Engine,
+} from '../main/index.ts';
+import { progressLine } from './progress-line.ts';
 import {
   BUCKET_TYPES,
   STORAGE_CLASSES,
@@ -24,7 +30,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   devices [list | approve PEMFILE [--name N] | revoke ID | code]
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
-  backup DIR --bucket NAME [--dry-run]
+  backup DIR --bucket NAME [--dry-run] [--progress]
   versions --bucket NAME | snapshots --bucket NAME
   ls --bucket NAME [--version ID | --snapshot ID] [PATH]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] --to DIR [--overwrite]
@@ -247,10 +253,32 @@ async function run(
         );
         return;
       }
+      // Progress goes to stderr: on a terminal as one line rewritten in place, elsewhere (with
+      // --progress) as a line every few seconds and at the end of each phase.
+      const terminal = process.stderr.isTTY && !out.json;
+      const showProgress = terminal || values['progress'] === true;
+      let lastLine = 0;
       const result = await engine.backup({
         dir: need(sub, 'DIR'),
         bucket: need(str('bucket'), '--bucket'),
+        ...(showProgress
+          ? {
+              onProgress: (progress: BackupProgress) => {
+                const line = progressLine(progress);
+                if (terminal) process.stderr.write(`\r${line}\x1b[K`);
+                else {
+                  const phaseEnded =
+                    progress.bytesDone === progress.bytesTotal &&
+                    progress.filesDone === progress.filesTotal;
+                  if (!phaseEnded && Date.now() - lastLine < 2000) return;
+                  lastLine = Date.now();
+                  process.stderr.write(`${line}\n`);
+                }
+              },
+            }
+          : {}),
       });
+      if (terminal) process.stderr.write('\r\x1b[K');
       const skipped = result.skipped.map((item) => `skipped ${item.path}: ${item.reason}`);
       out.print(
         [
@@ -465,6 +493,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         to: { type: 'string' },
         overwrite: { type: 'boolean' },
         'dry-run': { type: 'boolean' },
+        progress: { type: 'boolean' },
         snapshot: { type: 'string' },
         all: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },

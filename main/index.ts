@@ -5,6 +5,7 @@ import type { EngineDeps } from './engine/engine-deps.ts';
 
 export type { AccountSummary, LinkWaiting } from './engine/engine.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
+export type { BackupProgress, BackupResult } from './uploader/index.ts';
 export type { Engine };
 
 export function createEngine(deps: EngineDeps): Engine {

@@ -14,7 +14,7 @@ import type {
   User,
 } from '../protocol/index.ts';
 import { ServiceClient } from '../service/index.ts';
-import { backupSource, type BackupResult } from '../uploader/index.ts';
+import { backupSource, type BackupProgress, type BackupResult } from '../uploader/index.ts';
 import {
   listVersionPath,
   restoreVersion,
@@ -417,6 +417,7 @@ export class Engine {
     dir: string;
     bucket: string;
     replaceSource?: boolean;
+    onProgress?: (progress: BackupProgress) => void;
   }): Promise<BackupResult> {
     const { client, account } = await this.connect();
     const bucket = await this.bucketByName(input.bucket);
@@ -439,6 +440,7 @@ export class Engine {
         ? { afterShardConfirmed: this.deps.afterShardConfirmed }
         : {}),
       ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
+      ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     });
   }
 

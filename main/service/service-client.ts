@@ -80,6 +80,19 @@ export interface PushRequest {
   readonly car: Uint8Array;
 }
 
+/** Passes a file stream's chunks on, telling `onSent` how many bytes went so far. */
+async function* counted(
+  stream: AsyncIterable<Buffer>,
+  onSent: ((sent: number) => void) | undefined,
+): AsyncGenerator<Buffer> {
+  let sent = 0;
+  for await (const chunk of stream) {
+    yield chunk;
+    sent += chunk.length;
+    onSent?.(sent);
+  }
+}
+
 export class ServiceClient {
   readonly baseUrl: string;
   private readonly options: ServiceClientOptions;
@@ -431,13 +444,24 @@ export class ServiceClient {
     sa: string,
     versionId: string,
     shardCid: string,
-    car: Uint8Array | { readonly file: string; readonly bytes: number },
+    car:
+      | Uint8Array
+      | {
+          readonly file: string;
+          readonly bytes: number;
+          /** Bytes of this attempt handed to the connection so far; a retry starts again at 0. */
+          readonly onSent?: (sentThisAttempt: number) => void;
+        },
   ): Promise<ShardUploadResult> {
     const body = (): { bytes: RequestBody; contentType: string; length?: number } =>
       car instanceof Uint8Array
         ? { bytes: car, contentType: MEDIA_CAR }
         : {
-            bytes: Readable.toWeb(createReadStream(car.file, { highWaterMark: 1 << 20 })),
+            bytes: Readable.toWeb(
+              Readable.from(
+                counted(createReadStream(car.file, { highWaterMark: 1 << 20 }), car.onSent),
+              ),
+            ),
             contentType: MEDIA_CAR,
             length: car.bytes,
           };

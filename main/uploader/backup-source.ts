@@ -4,11 +4,17 @@ import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import { encodeCar } from '../protocol/index.ts';
 import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
-import { loadExcludeRules, type SkippedItem } from '../scanner/index.ts';
+import {
+  loadExcludeRules,
+  walkSource,
+  type ExcludeRules,
+  type SkippedItem,
+} from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type { QueuedUpload, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { ShardWriter } from './shard-writer.ts';
+import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
 import { unchangedSince } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, stage only leaves the previous
@@ -33,6 +39,8 @@ export interface BackupInput {
   readonly fileIndex: SourceFileIndex;
   /** Test seam: runs after a file was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
+  /** Progress in files and bytes with an ETA, a few times a second at most. */
+  readonly onProgress?: (progress: BackupProgress) => void;
   /** Test seam: called after each shard the host confirmed (crash-point tests). */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
 }
@@ -86,6 +94,21 @@ function reuseUnchanged(
     }
     return leavesOfFile(previous, known.cid, file.size);
   };
+}
+
+/** How many files a backup will pack and how many bytes it must read: the reading phase's total. */
+async function readingTotals(
+  sourceDir: string,
+  rules: ExcludeRules,
+  reuse: PackInput['reuse'],
+): Promise<{ files: number; bytes: number }> {
+  const totals = { files: 0, bytes: 0 };
+  for await (const entry of walkSource(sourceDir, { rules, onSkip: () => undefined })) {
+    if (entry.kind !== 'file') continue;
+    totals.files += 1;
+    if (!reuse?.(entry)) totals.bytes += entry.size;
+  }
+  return totals;
 }
 
 /**
@@ -156,11 +179,23 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
     const reuse = reuseUnchanged(input.fileIndex, previous?.tree);
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
-    const packOnce = (): ReturnType<typeof packSource> => {
+    const { onProgress } = input;
+    const totals = onProgress ? await readingTotals(input.sourceDir, rules, reuse) : undefined;
+    const packOnce = async (): ReturnType<typeof packSource> => {
       scanStartedMs = Date.now();
-      return packSource({
+      const progress =
+        onProgress && totals
+          ? new PhaseProgress('reading', totals.files, totals.bytes, onProgress, input.now)
+          : undefined;
+      const packed = await packSource({
         rules,
         ...(reuse ? { reuse } : {}),
+        ...(progress
+          ? {
+              onBytesRead: (count: number) => progress.addBytes(count),
+              onFilePacked: () => progress.addFile(),
+            }
+          : {}),
         ...(input.afterFileRead ? { afterFileRead: input.afterFileRead } : {}),
         sourceDir: input.sourceDir,
         sourceLabel: input.sourceLabel,
@@ -173,6 +208,8 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
           await shards.add(cid, bytes);
         },
       });
+      progress?.finish();
+      return packed;
     };
     let tree = await packOnce();
     await shards.seal();
@@ -268,23 +305,45 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
  * sent. Each confirmation is recorded before the next shard goes, so a rerun never resends one.
  */
 async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<number> {
-  const { client } = input;
+  const { client, onProgress } = input;
   let sent = 0;
   let confirmed = 0;
-  for (const shard of input.queue.shardsOf(upload.version_id)) {
-    if (shard.needed === 0 || shard.confirmed === 1) continue;
+  const due = input.queue
+    .shardsOf(upload.version_id)
+    .filter((shard) => shard.needed === 1 && shard.confirmed === 0);
+  const progress = onProgress
+    ? new PhaseProgress(
+        'uploading',
+        upload.files,
+        due.reduce((sum, shard) => sum + shard.bytes, 0),
+        onProgress,
+        input.now,
+        upload.files, // every file is packed by now
+      )
+    : undefined;
+  for (const shard of due) {
+    let sentThisShard = 0;
     await client.uploadShard(
       upload.storage_host,
       upload.storage_authorization,
       upload.version_id,
       shard.shard_cid,
-      { file: shard.file, bytes: shard.bytes },
+      {
+        file: shard.file,
+        bytes: shard.bytes,
+        onSent: (sentThisAttempt) => {
+          // A retry starts the shard again from its first byte.
+          progress?.addBytes(sentThisAttempt - sentThisShard);
+          sentThisShard = sentThisAttempt;
+        },
+      },
     );
     input.queue.confirm(upload.version_id, shard.shard_cid);
     sent += shard.bytes;
     confirmed += 1;
     input.afterShardConfirmed?.(confirmed);
   }
+  progress?.finish();
   try {
     await client.completeVersion(
       upload.storage_host,

@@ -1,5 +1,6 @@
 // Pushes versions and uploads their shards. May import main/api, protocol, service, packer.
 export * from './backup-source.ts';
 export * from './previous-tree.ts';
+export * from './progress-meter.ts';
 export * from './shard-writer.ts';
 export * from './unchanged-source.ts';

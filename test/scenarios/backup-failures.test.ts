@@ -100,8 +100,15 @@ describe('backup failures', () => {
     expect(readdirSync(staging)).toEqual([]);
     spawnSync('umount', [staging]);
     mounts.pop();
-    const ok = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
+    const ok = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Big', '--progress'],
+      fileStore,
+    );
     expect(ok.status).toBe(0);
     expect(ok.stdout).toContain(`3 files (0 unchanged, not read again), ${12 << 20} bytes scanned`);
+    // Each phase's last progress line shows it complete.
+    expect(ok.stderr).toMatch(/^reading: 3\/3 files, 13 MB of 13 MB, /m);
+    expect(ok.stderr).toMatch(/^uploading: 3\/3 files, 13 MB of 13 MB, /m);
   });
 });

@@ -16,7 +16,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine, type Engine } from '../../main/index.ts';
+import { createEngine, type BackupProgress, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 
 // Backup and restore through the engine and the embedded local service: a generated tree
@@ -130,6 +130,36 @@ describe('backup and restore', () => {
     const versions = await engine.listVersions({ bucket: 'Everything' });
     // The unchanged run made no version.
     expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
+  });
+
+  it('reports progress in files and bytes, reading then uploading, with an ETA', async () => {
+    await engine.createBucket({ name: 'Progress', type: 'backup', storageClass: 'hot' });
+    const seen: BackupProgress[] = [];
+    const result = await engine.backup({
+      dir: source,
+      bucket: 'Progress',
+      onProgress: (progress) => seen.push(progress),
+    });
+    const reading = seen.filter((progress) => progress.phase === 'reading');
+    const uploading = seen.filter((progress) => progress.phase === 'uploading');
+    expect(seen).toEqual([...reading, ...uploading]);
+    expect(reading.at(-1)).toMatchObject({
+      filesDone: 11,
+      filesTotal: 11,
+      bytesDone: result.bytesScanned,
+      bytesTotal: result.bytesScanned,
+      etaSeconds: 0,
+    });
+    expect(uploading.at(-1)).toMatchObject({
+      bytesDone: result.bytesUploaded,
+      bytesTotal: result.bytesUploaded,
+    });
+    for (const phase of [reading, uploading]) {
+      for (const [index, progress] of phase.entries()) {
+        expect(progress.bytesDone).toBeGreaterThanOrEqual(phase[index - 1]?.bytesDone ?? 0);
+        expect(progress.etaSeconds === null || progress.etaSeconds >= 0).toBe(true);
+      }
+    }
   });
 
   it('never overwrites unless asked, and restores one folder', async () => {

@@ -1,0 +1,34 @@
+import type { BackupProgress } from '../main/index.ts';
+
+// One line of backup progress for a terminal: the phase, files, bytes and an ETA in words.
+
+const UNITS = ['B', 'kB', 'MB', 'GB', 'TB'];
+
+/** Decimal units, as disks and file managers count: 1 500 000 bytes is "1.5 MB". */
+export function formatBytes(bytes: number): string {
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1000 && unit < UNITS.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${UNITS[unit]}`;
+}
+
+/** Rounded the way people say it: "under a minute" would hide that it is nearly done. */
+export function formatEta(seconds: number | null): string {
+  if (seconds === null) return 'estimating time left';
+  if (seconds < 1) return 'almost done';
+  if (seconds < 90) return `about ${Math.round(seconds)} s left`;
+  if (seconds < 90 * 60) return `about ${Math.round(seconds / 60)} min left`;
+  const hours = Math.floor(seconds / 3600);
+  const minutes = Math.round((seconds % 3600) / 60);
+  return `about ${hours} h ${minutes} min left`;
+}
+
+export function progressLine(progress: BackupProgress): string {
+  const files = `${progress.filesDone}/${progress.filesTotal} files`;
+  const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
+  const verb = progress.phase === 'reading' ? 'reading' : 'uploading';
+  return `${verb}: ${files}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
+}

@@ -1,0 +1,111 @@
+// Progress of a backup in bytes and files, with an ETA from a smoothed rate. The rate is an
+// exponentially weighted average over time (a half-life of a few seconds), so one slow or fast
+// moment does not swing the estimate, and samples closer than SAMPLE_MS apart are merged.
+
+export interface BackupProgress {
+  /** 'reading': files are read and packed; 'uploading': staged shards go to the host. */
+  readonly phase: 'reading' | 'uploading';
+  readonly filesDone: number;
+  readonly filesTotal: number;
+  /** Bytes read from disk (reading) or sent to the host (uploading), and how many are due. */
+  readonly bytesDone: number;
+  readonly bytesTotal: number;
+  /** Seconds until this phase ends at the smoothed rate; null until a rate is known. */
+  readonly etaSeconds: number | null;
+}
+
+const SAMPLE_MS = 250;
+
+export class RateMeter {
+  private readonly now: () => number;
+  private readonly halfLifeMs: number;
+  private last: { at: number; done: number } | undefined;
+  private rate: number | undefined;
+
+  constructor(now: () => number, halfLifeMs = 5000) {
+    this.now = now;
+    this.halfLifeMs = halfLifeMs;
+  }
+
+  /** Records that `done` units are done by now. */
+  sample(done: number): void {
+    const at = this.now();
+    if (!this.last) {
+      this.last = { at, done };
+      return;
+    }
+    const elapsed = at - this.last.at;
+    if (elapsed < SAMPLE_MS) return;
+    const instant = (done - this.last.done) / elapsed;
+    const weight = 1 - Math.pow(0.5, elapsed / this.halfLifeMs);
+    this.rate = this.rate === undefined ? instant : this.rate + weight * (instant - this.rate);
+    this.last = { at, done };
+  }
+
+  /** Units per second, smoothed; undefined before two samples far enough apart. */
+  get perSecond(): number | undefined {
+    return this.rate === undefined ? undefined : this.rate * 1000;
+  }
+
+  /** Seconds to do `remaining` more units at the smoothed rate. */
+  etaSeconds(remaining: number): number | null {
+    if (remaining <= 0) return 0;
+    if (this.rate === undefined || this.rate <= 0) return null;
+    return remaining / this.rate / 1000;
+  }
+}
+
+/** Counts one phase's files and bytes and reports them, at most every REPORT_MS and at its end. */
+export class PhaseProgress {
+  private readonly meter: RateMeter;
+  private filesDone: number;
+  private bytesDone = 0;
+  private lastReport = -Infinity;
+
+  constructor(
+    private readonly phase: BackupProgress['phase'],
+    private readonly filesTotal: number,
+    private readonly bytesTotal: number,
+    private readonly report: (progress: BackupProgress) => void,
+    private readonly now: () => number,
+    filesAlreadyDone = 0,
+  ) {
+    this.filesDone = filesAlreadyDone;
+    this.meter = new RateMeter(now);
+    this.meter.sample(0);
+  }
+
+  /** Adds to the bytes done (a negative amount takes back bytes of a failed attempt). */
+  addBytes(count: number): void {
+    this.bytesDone += count;
+    this.meter.sample(this.bytesDone);
+    this.maybeReport();
+  }
+
+  addFile(): void {
+    this.filesDone += 1;
+    this.maybeReport();
+  }
+
+  finish(): void {
+    this.emit();
+  }
+
+  private maybeReport(): void {
+    if (this.now() - this.lastReport >= REPORT_MS) this.emit();
+  }
+
+  private emit(): void {
+    this.lastReport = this.now();
+    this.report({
+      phase: this.phase,
+      filesDone: this.filesDone,
+      filesTotal: this.filesTotal,
+      bytesDone: this.bytesDone,
+      bytesTotal: this.bytesTotal,
+      etaSeconds: this.meter.etaSeconds(this.bytesTotal - this.bytesDone),
+    });
+  }
+}
+
+const REPORT_MS = 200;

@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest';
+import { formatBytes, formatEta, progressLine } from '../../../cli/progress-line.ts';
+
+describe('the progress line', () => {
+  it('says sizes in decimal units and times the way people round them', () => {
+    expect([0, 999, 1500, 12_582_912, 3_400_000_000].map(formatBytes)).toEqual([
+      '0 B',
+      '999 B',
+      '1.5 kB',
+      '13 MB',
+      '3.4 GB',
+    ]);
+    expect([null, 0.2, 42, 600, 7_380].map(formatEta)).toEqual([
+      'estimating time left',
+      'almost done',
+      'about 42 s left',
+      'about 10 min left',
+      'about 2 h 3 min left',
+    ]);
+  });
+
+  it('shows the phase, files, bytes and the ETA', () => {
+    expect(
+      progressLine({
+        phase: 'uploading',
+        filesDone: 10,
+        filesTotal: 10,
+        bytesDone: 250_000_000,
+        bytesTotal: 1_000_000_000,
+        etaSeconds: 95,
+      }),
+    ).toBe('uploading: 10/10 files, 250 MB of 1.0 GB, about 2 min left');
+  });
+});
