@@ -339,12 +339,17 @@ async function run(
     case 'ls': {
       const version = str('version');
       const snapshot = str('snapshot');
-      const entries = await engine.ls({
+      const { entries, versionId, offlineSince } = await engine.browse({
         bucket: need(str('bucket'), '--bucket'),
         ...(version === undefined ? {} : { version }),
         ...(snapshot === undefined ? {} : { snapshot }),
         ...(sub === undefined ? {} : { path: sub }),
       });
+      if (offlineSince !== null) {
+        process.stderr.write(
+          `canopy: the server cannot be reached; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,
+        );
+      }
       out.print(
         table(
           entries.map((e) => [

@@ -13,7 +13,7 @@ import type {
   StorageClass,
   User,
 } from '../protocol/index.ts';
-import { ServiceClient } from '../service/index.ts';
+import { ServiceClient, type RetryPolicy } from '../service/index.ts';
 import { backupSource, type BackupProgress, type BackupResult } from '../uploader/index.ts';
 import {
   listVersionPath,
@@ -29,6 +29,8 @@ import type { Metadata, Snapshot } from '../protocol/index.ts';
 import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
 import {
   forgetAccount,
+  lastKnownActiveVersion,
+  rememberActiveVersion,
   sourceFileIndex,
   uploadQueue,
   homeId,
@@ -41,6 +43,17 @@ import {
   type StateDb,
 } from '../state/index.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
+
+/** A single attempt, for lookups that have a local fallback rather than a reason to wait. */
+const NO_RETRY: RetryPolicy = { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 };
+
+/** Failures that mean the service cannot be reached or cannot answer right now. */
+const UNREACHABLE: ReadonlySet<string> = new Set([
+  'network',
+  'timeout',
+  'local_server',
+  'server_error',
+]);
 
 export interface AccountSummary {
   readonly mode: 'remote' | 'local';
@@ -82,13 +95,18 @@ export class Engine {
     return `device-key:${homeId(this.db)}`;
   }
 
-  private client(baseUrl: string, key?: KeyPair, userId?: string): ServiceClient {
+  private client(
+    baseUrl: string,
+    key?: KeyPair,
+    userId?: string,
+    retry: RetryPolicy | undefined = this.deps.retry,
+  ): ServiceClient {
     const minter =
       key && userId !== undefined ? new TokenMinter(key, userId, () => this.now()) : undefined;
     return new ServiceClient({
       baseUrl,
       ...(minter ? { deviceToken: () => minter.token() } : {}),
-      ...(this.deps.retry ? { retry: this.deps.retry } : {}),
+      ...(retry ? { retry } : {}),
     });
   }
 
@@ -137,7 +155,7 @@ export class Engine {
   }
 
   /** The enrolled account and a client signed with its device key. */
-  private async connect(): Promise<{
+  private async connect(options: { retry?: RetryPolicy } = {}): Promise<{
     client: ServiceClient;
     account: AccountRecord;
     server: string;
@@ -152,7 +170,7 @@ export class Engine {
       account.mode === 'local'
         ? (await this.startLocal(account.local_data_dir ?? '')).url
         : (account.server_url ?? '');
-    if (this.connected?.account === account) return { ...this.connected, server };
+    if (this.connected?.account === account && !options.retry) return { ...this.connected, server };
     const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
     if (!key) {
       throw new EngineError(
@@ -160,8 +178,8 @@ export class Engine {
         `this device's key is missing from ${this.deps.secrets.location}; log in again`,
       );
     }
-    const client = this.client(server, key, account.user_id);
-    this.connected = { client, account };
+    const client = this.client(server, key, account.user_id, options.retry);
+    if (!options.retry) this.connected = { client, account };
     return { client, account, server };
   }
 
@@ -335,6 +353,11 @@ export class Engine {
 
   async listBuckets(): Promise<Bucket[]> {
     const { client } = await this.connect();
+    return this.refreshBuckets(client);
+  }
+
+  /** The account's buckets from the service, recorded locally. */
+  private async refreshBuckets(client: ServiceClient): Promise<Bucket[]> {
     const buckets = await client.listBuckets();
     for (const bucket of buckets) {
       upsertBucket(this.db, {
@@ -350,8 +373,9 @@ export class Engine {
     return buckets;
   }
 
-  private async bucketByName(name: string): Promise<Bucket> {
-    const bucket = (await this.listBuckets()).find((candidate) => candidate.name === name);
+  private async bucketByName(name: string, client?: ServiceClient): Promise<Bucket> {
+    const buckets = client ? await this.refreshBuckets(client) : await this.listBuckets();
+    const bucket = buckets.find((candidate) => candidate.name === name);
     if (!bucket) throw new EngineError('not_found', `no bucket named "${name}"`);
     return bucket;
   }
@@ -422,7 +446,7 @@ export class Engine {
     const { client, account } = await this.connect();
     const bucket = await this.bucketByName(input.bucket);
     const sourceDir = path.resolve(input.dir);
-    return backupSource({
+    const result = await backupSource({
       client,
       bucketId: bucket.id,
       sourceDir,
@@ -441,7 +465,16 @@ export class Engine {
         : {}),
       ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+      keepMetadata: (versionId, car) => this.cacheMetadata(versionId, car),
+      loadTree: (versionId) => this.versionTree(client, versionId),
     });
+    rememberActiveVersion(this.db, {
+      bucket_id: bucket.id,
+      bucket_name: bucket.name,
+      version_id: result.versionId,
+      seen_at: this.now(),
+    });
+    return result;
   }
 
   /** What a backup of `dir` would include and what the rules would skip. No network. */
@@ -474,7 +507,7 @@ export class Engine {
     client: ServiceClient,
     input: { bucket: string; version?: string; snapshot?: string },
   ): Promise<string> {
-    const bucket = await this.bucketByName(input.bucket);
+    const bucket = await this.bucketByName(input.bucket, client);
     if (input.version !== undefined) return input.version;
     if (input.snapshot !== undefined)
       return (await client.getSnapshot(bucket.id, input.snapshot)).metadata_id;
@@ -482,24 +515,45 @@ export class Engine {
       (version) => version.state === 'active',
     );
     if (!active) throw new EngineError('not_found', `bucket "${input.bucket}" has no backup yet`);
+    rememberActiveVersion(this.db, {
+      bucket_id: bucket.id,
+      bucket_name: bucket.name,
+      version_id: active.id,
+      seen_at: this.now(),
+    });
     return active.id;
   }
 
-  /** A version's tree, from the local cache when possible: versions never change. */
-  private async versionTree(client: ServiceClient, versionId: string): Promise<TreeIndex> {
-    const cacheDir = path.join(this.deps.home, 'metadata');
-    const cached = path.join(cacheDir, `${versionId}.car`);
+  private metadataCacheFile(versionId: string): string {
+    return path.join(this.deps.home, 'metadata', `${versionId}.car`);
+  }
+
+  /** A version's tree from the local metadata cache, or undefined when it is not there. */
+  private async cachedTree(versionId: string): Promise<TreeIndex | undefined> {
     try {
-      return await readTreeIndex(await readFile(cached));
+      return await readTreeIndex(await readFile(this.metadataCacheFile(versionId)));
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
     }
-    const car = await client.pullVersion(versionId);
-    const tree = await readTreeIndex(car);
-    mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
+  }
+
+  /** Keeps a version's metadata CAR: versions never change, so it stays valid. */
+  private async cacheMetadata(versionId: string, car: Uint8Array): Promise<void> {
+    const cached = this.metadataCacheFile(versionId);
+    mkdirSync(path.dirname(cached), { recursive: true, mode: 0o700 });
     const staged = `${cached}.${process.pid}.tmp`;
     await writeFile(staged, car);
     await rename(staged, cached);
+  }
+
+  /** A version's tree, from the local cache when possible. */
+  private async versionTree(client: ServiceClient, versionId: string): Promise<TreeIndex> {
+    const cached = await this.cachedTree(versionId);
+    if (cached) return cached;
+    const car = await client.pullVersion(versionId);
+    const tree = await readTreeIndex(car);
+    await this.cacheMetadata(versionId, car);
     return tree;
   }
 
@@ -514,9 +568,50 @@ export class Engine {
     snapshot?: string;
     path?: string;
   }): Promise<VersionEntry[]> {
-    const { client } = await this.connect();
-    const versionId = await this.resolveVersion(client, input);
-    return listVersionPath(await this.versionTree(client, versionId), input.path ?? '');
+    return (await this.browse(input)).entries;
+  }
+
+  /**
+   * A folder of a version, from the local metadata cache when it holds the version. When the
+   * service cannot be reached, the bucket's active version as last seen is shown from the cache
+   * (`offlineSince` says when it was seen); a named version in the cache needs no service.
+   */
+  async browse(input: {
+    bucket: string;
+    version?: string;
+    snapshot?: string;
+    path?: string;
+  }): Promise<{ versionId: string; offlineSince: number | null; entries: VersionEntry[] }> {
+    const list = (tree: TreeIndex): Promise<VersionEntry[]> =>
+      listVersionPath(tree, input.path ?? '');
+    if (input.version !== undefined) {
+      const cached = await this.cachedTree(input.version);
+      if (cached)
+        return { versionId: input.version, offlineSince: null, entries: await list(cached) };
+    }
+    try {
+      // One attempt, no backoff: browsing falls back to the cache instead of waiting.
+      const { client } = await this.connect({ retry: NO_RETRY });
+      const versionId = await this.resolveVersion(client, input);
+      return {
+        versionId,
+        offlineSince: null,
+        entries: await list(await this.versionTree(client, versionId)),
+      };
+    } catch (error) {
+      const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
+      const known = lastKnownActiveVersion(this.db, input.bucket);
+      const cached =
+        unreachable && input.version === undefined && input.snapshot === undefined && known
+          ? await this.cachedTree(known.version_id)
+          : undefined;
+      if (!cached || !known) throw error;
+      return {
+        versionId: known.version_id,
+        offlineSince: known.seen_at,
+        entries: await list(cached),
+      };
+    }
   }
 
   async verify(input: {

@@ -5,4 +5,5 @@ export * from './account-state.ts';
 export * from './canopy-home.ts';
 export * from './database.ts';
 export * from './file-index.ts';
+export * from './known-active-versions.ts';
 export * from './upload-queue.ts';

@@ -39,6 +39,10 @@ export interface BackupInput {
   readonly fileIndex: SourceFileIndex;
   /** Test seam: runs after a file was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
+  /** A version's tree, e.g. from a local cache; by default pulled from the service. */
+  readonly loadTree?: (versionId: string) => Promise<TreeIndex>;
+  /** Called with a stored version's metadata CAR, for the local cache that browsing reads. */
+  readonly keepMetadata?: (versionId: string, car: Uint8Array) => Promise<void>;
   /** Progress in files and bytes with an ETA, a few times a second at most. */
   readonly onProgress?: (progress: BackupProgress) => void;
   /** Test seam: called after each shard the host confirmed (crash-point tests). */
@@ -153,9 +157,10 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       };
     }
   }
-  const previous = active
-    ? { id: active.id, tree: await readTreeIndex(await client.pullVersion(active.id)) }
-    : null;
+  const loadTree =
+    input.loadTree ??
+    (async (versionId: string) => readTreeIndex(await client.pullVersion(versionId)));
+  const previous = active ? { id: active.id, tree: await loadTree(active.id) } : null;
   const label = previous?.tree.manifest['source_label'];
   if (
     previous &&
@@ -230,6 +235,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
           .filter((cid) => !tree.leaves.has(cid))
           .slice(0, MAX_DELETED_IN_REQUEST)
       : [];
+    const metadataCar = encodeCar([tree.manifestCid], tree.metadataBlocks);
     const pushed = await client.pushVersion({
       bucketId: input.bucketId,
       rootCid: tree.rootCid.toString(),
@@ -238,7 +244,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       previousId: previous?.id ?? null,
       validKeys: [],
       deletedBlockCids: deleted,
-      car: encodeCar([tree.manifestCid], tree.metadataBlocks),
+      car: metadataCar,
     });
     let uploaded = 0;
     if (pushed.state === 'pending') {
@@ -277,6 +283,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       uploaded = await finishUpload(input, upload);
       keepStaging = false;
     }
+    await input.keepMetadata?.(pushed.id, metadataCar);
     input.fileIndex.replace(
       pushed.id,
       trustworthy(tree.entries, tree.changedWhileRead, scanStartedMs),

@@ -1,0 +1,28 @@
+import type { StateDb } from './database.ts';
+
+// Each bucket's active version as last seen, for browsing while offline.
+
+export interface KnownActiveVersion {
+  readonly bucket_id: string;
+  readonly bucket_name: string;
+  readonly version_id: string;
+  readonly seen_at: number;
+}
+
+export function rememberActiveVersion(db: StateDb, record: KnownActiveVersion): void {
+  db.prepare(
+    `INSERT INTO known_active_versions (bucket_id, bucket_name, version_id, seen_at)
+     VALUES (@bucket_id, @bucket_name, @version_id, @seen_at)
+     ON CONFLICT (bucket_id) DO UPDATE SET bucket_name = excluded.bucket_name,
+       version_id = excluded.version_id, seen_at = excluded.seen_at`,
+  ).run(record);
+}
+
+/** The most recently seen active version of the bucket named `name`. */
+export function lastKnownActiveVersion(db: StateDb, name: string): KnownActiveVersion | undefined {
+  return db
+    .prepare<[string], KnownActiveVersion>(
+      'SELECT * FROM known_active_versions WHERE bucket_name = ? ORDER BY seen_at DESC LIMIT 1',
+    )
+    .get(name);
+}

@@ -1,0 +1,81 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+import {
+  runServerCommand,
+  startServerProcess,
+  stopServerProcess,
+} from '../helpers/server-process.ts';
+
+// A version's tree comes from the local metadata cache: once the server is gone, `canopy ls`
+// still lists the last active version (and says so), a named version needs no server at all,
+// and what does need the server fails with one clear line.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-offline-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('browsing while the server is unreachable', () => {
+  it('lists the last known version from the cache; restore says the server is unreachable', async () => {
+    const serverData = path.join(scratch, 'server');
+    const server = await startServerProcess(serverData);
+    const home = path.join(scratch, 'home');
+    const source = path.join(scratch, 'source');
+    mkdirSync(path.join(source, 'letters'), { recursive: true });
+    writeFileSync(path.join(source, 'letters', 'to-ann.txt'), 'Dear Ann');
+    writeFileSync(path.join(source, 'todo.txt'), 'water the plants');
+    let online: string;
+    let versionId: string;
+    try {
+      const added = runServerCommand(
+        ['user', 'add', '--email', 'ann@example.org'].concat(['--data', serverData, '--json']),
+      );
+      const code = (JSON.parse(added.stdout) as { code: string }).code;
+      expect(
+        (await runCanopy(home, ['login', '--server', server.url, '--code', code])).status,
+      ).toBe(0);
+      await runCanopy(home, ['buckets', 'create', 'Home', '--type', 'backup', '--class', 'hot']);
+      const backup = await runCanopy(home, ['backup', source, '--bucket', 'Home', '--json']);
+      expect(backup.status).toBe(0);
+      versionId = (JSON.parse(backup.stdout) as { versionId: string }).versionId;
+      const listed = await runCanopy(home, ['ls', '--bucket', 'Home']);
+      expect(listed.stderr).toBe('');
+      online = listed.stdout;
+      expect(online).toContain('letters');
+      expect(online).toContain('todo.txt');
+    } finally {
+      await stopServerProcess(server, 'SIGTERM');
+    }
+
+    const offline = await runCanopy(home, ['ls', '--bucket', 'Home']);
+    expect(offline.status).toBe(0);
+    expect(offline.stdout).toBe(online);
+    expect(offline.stderr).toMatch(
+      new RegExp(
+        `^canopy: the server cannot be reached; showing version ${versionId}, the active one as of \\d{4}-`,
+      ),
+    );
+    const named = await runCanopy(home, [
+      'ls',
+      '--bucket',
+      'Home',
+      '--version',
+      versionId,
+      'letters',
+    ]);
+    expect(named).toMatchObject({ status: 0, stderr: '' });
+    expect(named.stdout).toContain('to-ann.txt');
+
+    const restore = await runCanopy(home, [
+      'restore',
+      '--bucket',
+      'Home',
+      '--to',
+      path.join(scratch, 'out'),
+    ]);
+    expect(restore.status).toBe(1);
+    expect(restore.stderr.split('\n').filter((line) => line !== '')).toHaveLength(1);
+    expect(restore.stderr).toMatch(/^canopy: .*(reach|connect)/);
+  });
+});
