@@ -26,7 +26,7 @@ export interface EngineDeps {
   readonly shardTargetBytes?: number;
   /** Test seam: runs after a file was read during a backup, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
-  /** Test seam for crash-point tests: called after each shard the host confirmed. */
+  /** Test seam for crash-point tests: called once the upload is queued (0), then per confirmed shard. */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
   /** Where `login --local` keeps the service's data when no folder is given. */
   readonly defaultLocalDataDir?: string;

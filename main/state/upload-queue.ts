@@ -32,6 +32,8 @@ export interface UploadQueue {
   pendingFor(bucketId: string): QueuedUpload | undefined;
   shardsOf(versionId: string): QueuedShard[];
   finish(versionId: string): void;
+  /** The staging folders of every queued upload. */
+  stagingDirs(): Set<string>;
 }
 
 export function uploadQueue(db: StateDb): UploadQueue {
@@ -78,6 +80,14 @@ export function uploadQueue(db: StateDb): UploadQueue {
     },
     finish(versionId) {
       db.prepare('DELETE FROM uploads WHERE version_id = ?').run(versionId);
+    },
+    stagingDirs() {
+      return new Set(
+        db
+          .prepare<[], { staging_dir: string }>('SELECT staging_dir FROM uploads')
+          .all()
+          .map((row) => row.staging_dir),
+      );
     },
   };
 }

@@ -1,6 +1,4 @@
-import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
-import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import { encodeCar } from '../protocol/index.ts';
 import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
@@ -15,6 +13,7 @@ import type { QueuedUpload, SourceFileIndex, UploadQueue } from '../state/index.
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { ShardWriter } from './shard-writer.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
+import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 import { unchangedSince } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, stage only leaves the previous
@@ -45,7 +44,7 @@ export interface BackupInput {
   readonly keepMetadata?: (versionId: string, car: Uint8Array) => Promise<void>;
   /** Progress in files and bytes with an ETA, a few times a second at most. */
   readonly onProgress?: (progress: BackupProgress) => void;
-  /** Test seam: called after each shard the host confirmed (crash-point tests). */
+  /** Test seam: called once the upload is queued (0), then after each confirmed shard. */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
 }
 
@@ -174,7 +173,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
     );
   }
   const shardTarget = input.shardTargetBytes ?? 64 * 1024 * 1024;
-  let staging = path.join(input.stagingRoot, randomUUID());
+  let staging = newStagingDir(input.stagingRoot);
   let shards = new ShardWriter(staging, shardTarget);
   let skipped: SkippedItem[] = [];
   let candidates = new Map<string, number>();
@@ -222,7 +221,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       // Files changed while read may hold torn bytes: read the tree once more (§2 R15); what
       // changes again is reported, and the next backup picks up its settled content.
       await rm(staging, { recursive: true, force: true });
-      staging = path.join(input.stagingRoot, randomUUID());
+      staging = newStagingDir(input.stagingRoot);
       shards = new ShardWriter(staging, shardTarget);
       skipped = [];
       candidates = new Map();
@@ -280,6 +279,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
         })),
       );
       keepStaging = true;
+      input.afterShardConfirmed?.(0);
       uploaded = await finishUpload(input, upload);
       keepStaging = false;
     }
@@ -397,6 +397,8 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
 export async function backupSource(input: BackupInput): Promise<BackupResult> {
   const started = input.now();
   const resumedVersionId = await resumeInterrupted(input);
+  // A run killed while packing leaves staged shards no queued upload refers to.
+  await removeAbandonedStaging(input.stagingRoot, input.queue.stagingDirs());
   try {
     return { ...(await attempt(input, started)), resumedVersionId };
   } catch (error) {

@@ -1,19 +1,29 @@
-// A backup that kills its own process (SIGKILL, no cleanup) after N shards were confirmed, as a
-// crash or power cut would. Run as: node --import tsx crashing-backup.ts HOME SOURCE N
+// A backup that kills its own process (SIGKILL, no cleanup), as a crash or power cut would, at
+// a chosen point: `read:N` after N files were read (packing, nothing pushed yet), `shard:N`
+// once N shards were confirmed (`shard:0`: pushed and queued, nothing uploaded).
+// Run as: node --import tsx crashing-backup.ts HOME SOURCE POINT
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 
-const [home, source, after] = process.argv.slice(2);
-if (home === undefined || source === undefined || after === undefined)
-  throw new Error('usage: HOME SOURCE N');
+const [home, source, point] = process.argv.slice(2);
+const [stage, count] = (point ?? '').split(':');
+if (home === undefined || source === undefined || count === undefined)
+  throw new Error('usage: HOME SOURCE read:N|shard:N');
+const at = Number(count);
+let filesRead = 0;
 const engine = createEngine({
   home,
   secrets: new FileSecretStore(home),
   startLocalService,
   shardTargetBytes: 1_500_000,
-  afterShardConfirmed: (count) => {
-    if (count >= Number(after)) process.kill(process.pid, 'SIGKILL');
+  afterFileRead: () => {
+    filesRead += 1;
+    if (stage === 'read' && filesRead >= at) process.kill(process.pid, 'SIGKILL');
+    return Promise.resolve();
+  },
+  afterShardConfirmed: (confirmed) => {
+    if (stage === 'shard' && confirmed >= at) process.kill(process.pid, 'SIGKILL');
   },
 });
 await engine.backup({ dir: source, bucket: 'Crash' });

@@ -30,69 +30,90 @@ function recordingLocalService(uploads: string[]): (dataDir: string) => Promise<
 }
 
 describe('crash and resume', () => {
-  it('resumes a killed upload without resending confirmed shards', async () => {
-    const source = path.join(scratch, 'source');
-    mkdirSync(source);
-    for (let i = 0; i < 6; i += 1)
-      writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
-    const home = path.join(scratch, 'home');
-    const uploads: string[] = [];
-    const setup = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService: recordingLocalService(uploads),
-    });
-    await setup.loginLocal({});
-    await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
-    await setup.close();
-
-    const crashed = spawnSync(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        path.join(here, '..', 'helpers', 'crashing-backup.ts'),
+  it.each([
+    { point: 'read:3', confirmedAtCrash: null },
+    { point: 'shard:0', confirmedAtCrash: 0 },
+    { point: 'shard:2', confirmedAtCrash: 2 },
+  ])(
+    'killed at $point, the next run completes without resending a confirmed shard',
+    async ({ point, confirmedAtCrash }) => {
+      const run = path.join(scratch, point.replace(':', '-'));
+      const source = path.join(run, 'source');
+      mkdirSync(source, { recursive: true });
+      for (let i = 0; i < 6; i += 1)
+        writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
+      const home = path.join(run, 'home');
+      const uploads: string[] = [];
+      const setup = createEngine({
         home,
-        source,
-        '2',
-      ],
-      { encoding: 'utf8' },
-    );
-    expect(crashed.signal).toBe('SIGKILL');
-    const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
-    const confirmed = state
-      .prepare<[], { shard_cid: string }>('SELECT shard_cid FROM upload_shards WHERE confirmed = 1')
-      .all()
-      .map((row) => row.shard_cid);
-    const total =
-      state.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM upload_shards').get()?.n ?? 0;
-    state.close();
-    expect(confirmed).toHaveLength(2);
-    expect(total).toBeGreaterThan(2);
+        secrets: new FileSecretStore(home),
+        startLocalService: recordingLocalService(uploads),
+      });
+      await setup.loginLocal({});
+      await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
+      await setup.close();
 
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService: recordingLocalService(uploads),
-    });
-    try {
-      const result = await engine.backup({ dir: source, bucket: 'Crash' });
-      expect(result.resumedVersionId).toEqual(expect.any(String));
-      expect(result.newBytes).toBe(0);
-      expect(uploads).toHaveLength(total - 2);
-      for (const shard of confirmed) expect(uploads).not.toContain(shard);
-      expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
-      const target = path.join(scratch, 'restored');
-      await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
-      for (let i = 0; i < 6; i += 1) {
-        expect(
-          readFileSync(path.join(target, `part-${i}.bin`)).equals(
-            readFileSync(path.join(source, `part-${i}.bin`)),
-          ),
-        ).toBe(true);
+      const crashed = spawnSync(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          path.join(here, '..', 'helpers', 'crashing-backup.ts'),
+          home,
+          source,
+          point,
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(crashed.signal).toBe('SIGKILL');
+      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
+      const confirmed = state
+        .prepare<[], { shard_cid: string }>(
+          'SELECT shard_cid FROM upload_shards WHERE confirmed = 1',
+        )
+        .all()
+        .map((row) => row.shard_cid);
+      const queued =
+        state.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM upload_shards').get()?.n ?? 0;
+      state.close();
+      if (confirmedAtCrash === null) {
+        // Killed while packing: nothing was pushed, and its staged shards are left behind.
+        expect(queued).toBe(0);
+        expect(readdirSync(path.join(home, 'staging'))).toHaveLength(1);
+      } else {
+        expect(confirmed).toHaveLength(confirmedAtCrash);
+        expect(queued).toBeGreaterThan(confirmedAtCrash);
       }
-    } finally {
-      await engine.close();
-    }
-  });
+
+      const engine = createEngine({
+        home,
+        secrets: new FileSecretStore(home),
+        startLocalService: recordingLocalService(uploads),
+      });
+      try {
+        const result = await engine.backup({ dir: source, bucket: 'Crash' });
+        if (confirmedAtCrash === null) {
+          expect(result.resumedVersionId).toBeNull();
+          expect(result.newBytes).toBe(6 << 20);
+        } else {
+          expect(result.resumedVersionId).toEqual(expect.any(String));
+          expect(result.newBytes).toBe(0);
+          expect(uploads).toHaveLength(queued - confirmedAtCrash);
+        }
+        for (const shard of confirmed) expect(uploads).not.toContain(shard);
+        expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
+        const target = path.join(run, 'restored');
+        await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
+        for (let i = 0; i < 6; i += 1) {
+          expect(
+            readFileSync(path.join(target, `part-${i}.bin`)).equals(
+              readFileSync(path.join(source, `part-${i}.bin`)),
+            ),
+          ).toBe(true);
+        }
+      } finally {
+        await engine.close();
+      }
+    },
+  );
 });

@@ -1,0 +1,44 @@
+import { randomUUID } from 'node:crypto';
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+
+// Staging folders are named after the process that made them, so a run can tell the leftovers
+// of a killed run (its process is gone, and no queued upload uses them) from another run's
+// work in progress, and remove only those.
+
+const NAME = /^(\d+)-[0-9a-f-]{36}$/;
+
+export function newStagingDir(stagingRoot: string): string {
+  return path.join(stagingRoot, `${process.pid}-${randomUUID()}`);
+}
+
+function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, under another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes staging folders of dead processes that no queued upload still needs. */
+export async function removeAbandonedStaging(
+  stagingRoot: string,
+  queued: ReadonlySet<string>,
+): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(stagingRoot);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw error;
+  }
+  for (const name of names) {
+    const dir = path.join(stagingRoot, name);
+    const pid = NAME.exec(name)?.[1];
+    if (pid === undefined || queued.has(dir) || processAlive(Number(pid))) continue;
+    await rm(dir, { recursive: true, force: true });
+  }
+}
