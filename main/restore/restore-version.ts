@@ -58,10 +58,11 @@ async function exists(file: string): Promise<boolean> {
   }
 }
 
-async function freeName(file: string): Promise<string> {
+/** A free name beside `file`; `claimed` holds names this restore will write but has not yet. */
+async function freeName(file: string, claimed: ReadonlySet<string>): Promise<string> {
   for (let index = 1; ; index += 1) {
     const candidate = `${file} (restored${index === 1 ? '' : ` ${index}`})`;
-    if (!(await exists(candidate))) return candidate;
+    if (!claimed.has(candidate) && !(await exists(candidate))) return candidate;
   }
 }
 
@@ -149,16 +150,10 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
 
   async function restoreFile(
     entry: Extract<Awaited<ReturnType<typeof exporter>>, { type: 'file' }>,
-    destination: string,
+    target: string,
     mode: number | undefined,
     mtimeSeconds: number | undefined,
   ): Promise<void> {
-    let target = destination;
-    if ((await exists(target)) && !input.overwrite) {
-      const renamed = await freeName(target);
-      result.renamed.push(path.relative(input.targetDir, renamed));
-      target = renamed;
-    }
     if (entry.unixfs.type === 'symlink') {
       await rm(target, { force: true });
       await symlink(new TextDecoder().decode(entry.unixfs.data), target);
@@ -208,6 +203,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   }
 
   const inFlight = new Set<Promise<void>>();
+  const claimed = new Set<string>();
   let failure: Error | undefined;
   for (const ref of planned) {
     const parts = ref.parts;
@@ -218,7 +214,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     if (parts.length < wanted.length) continue;
     matched = true;
     const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
-    const target = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
+    const destination = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
     const entry = await exporter(ref.cid, blockstore);
     const mode =
       entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mode : undefined;
@@ -227,8 +223,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const mtimeSeconds =
       mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9;
     if (entry.type === 'directory') {
-      await mkdir(target, { recursive: true });
-      directoryTimes.push({ dir: target, mode, mtime: mtimeSeconds });
+      await mkdir(destination, { recursive: true });
+      directoryTimes.push({ dir: destination, mode, mtime: mtimeSeconds });
       result.directories += 1;
       continue;
     }
@@ -238,6 +234,14 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     // several at once about as fast as one. Their folders exist already (parents come first).
     if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
     if (failure !== undefined) break;
+    // Names are settled here, in order, before the write starts: a file still being written
+    // must count as taken, or two entries could be renamed onto one name.
+    let target = destination;
+    if ((claimed.has(target) || (await exists(target))) && !input.overwrite) {
+      target = await freeName(destination, claimed);
+      result.renamed.push(path.relative(input.targetDir, target));
+    }
+    claimed.add(target);
     const writing: Promise<void> = restoreFile(entry, target, mode, mtimeSeconds)
       .catch((error: unknown) => {
         failure ??= error instanceof Error ? error : new Error(String(error));

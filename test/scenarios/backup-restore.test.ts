@@ -162,6 +162,25 @@ describe('backup and restore', () => {
     }
   });
 
+  it('never renames two restored files onto one name', async () => {
+    const names = path.join(scratch, 'names');
+    mkdirSync(names);
+    writeFileSync(path.join(names, 'a.txt'), 'backed-up a');
+    writeFileSync(path.join(names, 'a.txt (restored)'), 'backed-up a (restored)');
+    await engine.createBucket({ name: 'Names', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: names, bucket: 'Names' });
+    const target = path.join(scratch, 'names-target');
+    mkdirSync(target);
+    writeFileSync(path.join(target, 'a.txt'), 'mine');
+    const restored = await engine.restore({ bucket: 'Names', to: target, overwrite: false });
+    expect(restored.renamed.sort()).toEqual(['a.txt (restored)', 'a.txt (restored) (restored)']);
+    expect(readFileSync(path.join(target, 'a.txt'), 'utf8')).toBe('mine');
+    expect(readFileSync(path.join(target, 'a.txt (restored)'), 'utf8')).toBe('backed-up a');
+    expect(readFileSync(path.join(target, 'a.txt (restored) (restored)'), 'utf8')).toBe(
+      'backed-up a (restored)',
+    );
+  });
+
   it('never overwrites unless asked, and restores one folder', async () => {
     const target = path.join(scratch, 'conflict');
     mkdirSync(target);
