@@ -173,7 +173,10 @@ describe('backup and restore', () => {
     mkdirSync(target);
     writeFileSync(path.join(target, 'a.txt'), 'mine');
     const restored = await engine.restore({ bucket: 'Names', to: target, overwrite: false });
-    expect(restored.renamed.sort()).toEqual(['a.txt (restored)', 'a.txt (restored) (restored)']);
+    expect([...restored.renamed].sort()).toEqual([
+      'a.txt (restored)',
+      'a.txt (restored) (restored)',
+    ]);
     expect(readFileSync(path.join(target, 'a.txt'), 'utf8')).toBe('mine');
     expect(readFileSync(path.join(target, 'a.txt (restored)'), 'utf8')).toBe('backed-up a');
     expect(readFileSync(path.join(target, 'a.txt (restored) (restored)'), 'utf8')).toBe(
