@@ -1,5 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, renameSync, rmSync, unlinkSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import {
+  close,
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  open as openFd,
+  openSync,
+  read,
+  renameSync,
+  rmSync,
+  unlinkSync,
+} from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -85,6 +96,34 @@ export class BlockStore {
 
   async readBlock(cid: string): Promise<Buffer> {
     return readFile(this.blockPath(cid));
+  }
+
+  /**
+   * Reads a block of known size into `target` (at least `size` bytes). Plain descriptors, not
+   * FileHandles: three thread-pool calls per block and no object left for the collector.
+   */
+  async readBlockInto(cid: string, size: number, target: Buffer): Promise<void> {
+    const fd = await new Promise<number>((resolve, reject) => {
+      openFd(this.blockPath(cid), 'r', (error, opened) =>
+        error ? reject(error) : resolve(opened),
+      );
+    });
+    try {
+      let filled = 0;
+      while (filled < size) {
+        const got = await new Promise<number>((resolve, reject) => {
+          read(fd, target, filled, size - filled, filled, (error, bytesRead) =>
+            error ? reject(error) : resolve(bytesRead),
+          );
+        });
+        if (got === 0) throw new Error(`block ${cid} is shorter on disk than recorded`);
+        filled += got;
+      }
+    } finally {
+      await new Promise<void>((resolve, reject) => {
+        close(fd, (error) => (error ? reject(error) : resolve()));
+      });
+    }
   }
 
   removeBlock(cid: string): void {

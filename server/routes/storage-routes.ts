@@ -1,11 +1,7 @@
 import { createHash } from 'node:crypto';
-import { Readable } from 'node:stream';
 import {
   CarFormatError,
   cidText,
-  encodeCarHeader,
-  encodeCarSectionHead,
-  type ProtocolCid,
   isUuid,
   MEDIA_CAR,
   parseCidListBody,
@@ -14,6 +10,7 @@ import {
   readCar,
   type ShardUploadResult,
 } from '../../main/protocol/index.ts';
+import { carAnswer } from '../blocks/car-answer.ts';
 import type { ServiceContext } from '../context.ts';
 import {
   conflict,
@@ -82,8 +79,6 @@ interface StagedBlock {
 
 /** Staged writes kept in flight at once, so fsyncs overlap with reading the next blocks. */
 const PARALLEL_WRITES = 8;
-/** Block reads in flight for one blocks/car answer: at most 16 maximum-size blocks held. */
-const BLOCKS_READ_AHEAD = 16;
 
 async function uploadShard(
   ctx: ServiceContext,
@@ -192,8 +187,11 @@ async function uploadShard(
   }
 }
 
-function checkBlockReadable(ctx: ServiceContext, userId: string, cid: string): void {
-  if (!isHeldByUser(ctx.db, userId, cid) || !findBlock(ctx.db, cid)) throw notFound();
+/** The size of a block the user may read; 404 for any other. */
+function readableBlockSize(ctx: ServiceContext, userId: string, cid: string): number {
+  const block = isHeldByUser(ctx.db, userId, cid) ? findBlock(ctx.db, cid) : undefined;
+  if (!block) throw notFound();
+  return block.size;
 }
 
 export const storageRoutes: RouteSpec[] = [
@@ -249,7 +247,7 @@ export const storageRoutes: RouteSpec[] = [
     async handler(ctx, request, reply) {
       const cid = request.params['cid'];
       if (!parseCidText(cid) || cid === undefined) throw notFound();
-      checkBlockReadable(ctx, request.device.userId, cid);
+      readableBlockSize(ctx, request.device.userId, cid);
       const bytes = await ctx.blocks.readBlock(cid);
       addEgress(ctx.db, request.device.userId, bytes.length, ctx.now());
       return reply
@@ -268,43 +266,33 @@ export const storageRoutes: RouteSpec[] = [
       const userId = request.device.userId;
       const unique = [...new Map(requested.map((cid) => [cidText(cid), cid])).values()];
       // Every CID is checked before the first byte goes out (§11.5).
-      for (const cid of unique) checkBlockReadable(ctx, userId, cidText(cid));
+      const sizes = new Map<string, number>();
+      for (const cid of unique)
+        sizes.set(cidText(cid), readableBlockSize(ctx, userId, cidText(cid)));
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
-      const blocks = ctx.blocks;
-      // Written section by section straight from the block files: nothing is copied or held
-      // beyond one block.
-      async function* carSections(): AsyncGenerator<Uint8Array> {
-        let sent = 0;
-        const header = encodeCarHeader([root as ProtocolCid]);
-        sent += header.length;
-        yield header;
-        // Reads run a few blocks ahead, in order: one at a time, a request for many small
-        // blocks would wait on each block's open, stat, read and close in turn.
-        const ahead: Array<Promise<Buffer>> = [];
-        let next = 0;
-        const readNext = (): void => {
-          const cid = unique[next];
-          next += 1;
-          if (cid) {
-            const reading = blocks.readBlock(cidText(cid));
-            // Handled where it is awaited; this keeps a read that fails while an earlier one
-            // is still awaited from counting as unhandled.
-            reading.catch(() => undefined);
-            ahead.push(reading);
-          }
-        };
-        for (const cid of unique) {
-          while (ahead.length < BLOCKS_READ_AHEAD && next < unique.length) readNext();
-          const bytes = await (ahead.shift() as Promise<Buffer>);
-          const head = encodeCarSectionHead(cid, bytes.length);
-          sent += head.length + bytes.length;
-          yield head;
-          yield bytes;
-        }
-        addEgress(ctx.db, userId, sent, ctx.now());
+      const answer = carAnswer(
+        ctx.blocks,
+        root,
+        unique.map((cid) => ({ cid, size: sizes.get(cidText(cid)) ?? 0 })),
+      );
+      // Written by hand rather than through a stream: every answer is a few hundred block
+      // writes, and the stream machinery in between cost more than the writes themselves.
+      reply.hijack();
+      // Headers set earlier (CORS) are not sent for a hijacked reply unless copied over.
+      for (const [name, value] of Object.entries(reply.getHeaders()))
+        if (value !== undefined) reply.raw.setHeader(name, value);
+      reply.raw.writeHead(200, { 'content-type': MEDIA_CAR, 'content-length': answer.length });
+      try {
+        await answer.write(reply.raw);
+      } catch (error) {
+        // Headers are out, so no error body can follow: cut the answer short.
+        reply.log.error({ err: error }, 'blocks/car failed mid-answer');
+        reply.raw.destroy();
+        return;
       }
-      return reply.type(MEDIA_CAR).send(Readable.from(carSections()));
+      if (reply.raw.writableFinished || reply.raw.writableEnded)
+        addEgress(ctx.db, userId, answer.length, ctx.now());
     },
   },
 ];

@@ -1,0 +1,25 @@
+// Buffers for reading blocks into, handed back once the socket has taken their bytes. A
+// blocks/car answer reads hundreds of megabytes; a fresh buffer per block made the garbage
+// collector the largest single cost of serving it.
+
+export class ReadBuffers {
+  private readonly free: Buffer[] = [];
+
+  constructor(
+    /** Size of every pooled buffer: the common block size (one 1 MiB chunk). */
+    private readonly bufferBytes: number,
+    /** Buffers kept for reuse; more in use at once are allocated and left to the collector. */
+    private readonly keep: number,
+  ) {}
+
+  /** A buffer of at least `size` bytes. */
+  take(size: number): Buffer {
+    if (size > this.bufferBytes) return Buffer.allocUnsafeSlow(size);
+    return this.free.pop() ?? Buffer.allocUnsafeSlow(this.bufferBytes);
+  }
+
+  /** Returns a buffer from `take` once nothing refers to its bytes any more. */
+  give(buffer: Buffer): void {
+    if (buffer.length === this.bufferBytes && this.free.length < this.keep) this.free.push(buffer);
+  }
+}
