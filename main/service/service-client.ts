@@ -1,5 +1,3 @@
-import { createReadStream } from 'node:fs';
-import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError } from '../api/index.ts';
 import {
@@ -26,6 +24,7 @@ import type {
   WhoAmI,
 } from '../protocol/index.ts';
 import { checkServiceUrl } from './base-url.ts';
+import { fileBody } from './file-body.ts';
 import { errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
 import {
@@ -78,19 +77,6 @@ export interface PushRequest {
   readonly deletedBlockCids: readonly string[];
   /** The metadata CAR. */
   readonly car: Uint8Array;
-}
-
-/** Passes a file stream's chunks on, telling `onSent` how many bytes went so far. */
-async function* counted(
-  stream: AsyncIterable<Buffer>,
-  onSent: ((sent: number) => void) | undefined,
-): AsyncGenerator<Buffer> {
-  let sent = 0;
-  for await (const chunk of stream) {
-    yield chunk;
-    sent += chunk.length;
-    onSent?.(sent);
-  }
 }
 
 export class ServiceClient {
@@ -149,7 +135,9 @@ export class ServiceClient {
           method: spec.method,
           headers,
           ...(body === undefined ? {} : { body }),
-          ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
+          // A redirect could not replay a stream anyway, and with 'follow' Node's fetch tees the
+          // body to keep a copy for one, holding the whole shard in memory until it is sent.
+          ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
         };
         const response = await fetch(url, init as RequestInit);
         if (response.ok) return response;
@@ -457,11 +445,7 @@ export class ServiceClient {
       car instanceof Uint8Array
         ? { bytes: car, contentType: MEDIA_CAR }
         : {
-            bytes: Readable.toWeb(
-              Readable.from(
-                counted(createReadStream(car.file, { highWaterMark: 1 << 20 }), car.onSent),
-              ),
-            ),
+            bytes: fileBody(car.file, car.onSent),
             contentType: MEDIA_CAR,
             length: car.bytes,
           };

@@ -1,0 +1,47 @@
+import { open, type FileHandle } from 'node:fs/promises';
+
+// A request body read from a file only as fast as the connection takes it. The previous body
+// (a file stream → Readable.from → Readable.toWeb) queued up to 32 MiB per shard between the
+// file and the socket, in object-mode buffers that ignore byte counts.
+
+/** Bytes read per pull: one 1 MiB leaf, so a shard goes out in few, large writes. */
+const CHUNK_BYTES = 1 << 20;
+
+export function fileBody(
+  file: string,
+  /** Bytes handed to the connection so far, after each chunk. */
+  onSent?: (sent: number) => void,
+): ReadableStream<Uint8Array> {
+  let handle: FileHandle | undefined;
+  let sent = 0;
+  const closeFile = async (): Promise<void> => {
+    const open = handle;
+    handle = undefined;
+    await open?.close();
+  };
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          handle ??= await open(file, 'r');
+          const chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
+          const { bytesRead } = await handle.read(chunk, 0, CHUNK_BYTES, null);
+          if (bytesRead === 0) {
+            await closeFile();
+            controller.close();
+            return;
+          }
+          sent += bytesRead;
+          controller.enqueue(chunk.subarray(0, bytesRead));
+          onSent?.(sent);
+        } catch (error) {
+          await closeFile();
+          throw error;
+        }
+      },
+      cancel: closeFile,
+    },
+    // One chunk read ahead of the socket, no more.
+    { highWaterMark: 1 },
+  );
+}
