@@ -18,7 +18,7 @@ import type { TreeIndex } from '../uploader/index.ts';
 
 /** At most this many leaves, and this many bytes, per blocks/car request. */
 const LEAF_BATCH = 256;
-const LEAF_BATCH_BYTES = 32 * 1024 * 1024;
+const LEAF_BATCH_BYTES = 16 * 1024 * 1024;
 const FILES_IN_FLIGHT = 8;
 
 export interface RestoreInput {
@@ -71,29 +71,38 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   // Leaves come in batches through blocks/car, each block checked against its CID by readCar.
-  // A batch is the next leaves in restore order, across small files too, capped in bytes, so
-  // memory stays at about one batch.
+  // A batch is the next leaves in restore order, across small files too, capped in bytes. While
+  // files are written from one batch, the next one is fetched, so memory stays at about two.
   const cache = new Map<string, Uint8Array>();
+  let cachedBytes = 0;
   const order: string[] = [];
   const position = new Map<string, number>();
   let fetching: Promise<void> = Promise.resolve();
+  /** Position in `order` after the last leaf asked for so far. */
+  let askedUpTo = 0;
   const fetchFrom = async (cid: string): Promise<void> => {
     const start = position.get(cid) ?? 0;
     const batch = [cid];
     let batchBytes = index.leaves.get(cid) ?? 0;
-    for (let next = start + 1; next < order.length && batch.length < LEAF_BATCH; next += 1) {
+    let next = start + 1;
+    for (; next < order.length && batch.length < LEAF_BATCH; next += 1) {
       const leaf = order[next] ?? '';
       if (cache.has(leaf) || leaf === cid) continue;
-      batchBytes += index.leaves.get(leaf) ?? 0;
-      if (batchBytes > LEAF_BATCH_BYTES) break;
+      const size = index.leaves.get(leaf) ?? 0;
+      if (batchBytes + size > LEAF_BATCH_BYTES) break;
+      batchBytes += size;
       batch.push(leaf);
     }
+    askedUpTo = Math.max(askedUpTo, next);
     const unique = [...new Set(batch)];
     try {
       for await (const item of readCar(await input.client.blocksCar(input.storageHost, unique), {
         maxBlockBytes: 4 * 1024 * 1024,
       })) {
-        if (item.type === 'block') cache.set(item.cid.toString(), item.bytes);
+        if (item.type !== 'block') continue;
+        const key = item.cid.toString();
+        cachedBytes += item.bytes.length - (cache.get(key)?.length ?? 0);
+        cache.set(key, item.bytes);
       }
     } catch (error) {
       if (error instanceof CarFormatError) {
@@ -105,6 +114,23 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       }
       throw error;
     }
+  };
+  let prefetching = false;
+  /** Starts on the next batch once less than one batch is left waiting to be written. */
+  const prefetch = (): void => {
+    const next = order[askedUpTo];
+    if (prefetching || next === undefined || cachedBytes >= LEAF_BATCH_BYTES) return;
+    prefetching = true;
+    fetching = fetching.then(async () => {
+      try {
+        if (!cache.has(next)) await fetchFrom(next);
+      } finally {
+        prefetching = false;
+      }
+    });
+    // A failure surfaces to the next read that waits on `fetching`; every leaf in order is
+    // read, so one does, unless the restore already failed for another reason.
+    fetching.catch(() => undefined);
   };
   const blockstore = {
     async *get(cid: CID): AsyncGenerator<Uint8Array> {
@@ -124,6 +150,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       if (!bytes)
         throw new EngineError('protocol', `block ${key} did not come back from the server`);
       cache.delete(key);
+      cachedBytes -= bytes.length;
+      prefetch();
       yield bytes;
     },
   };
