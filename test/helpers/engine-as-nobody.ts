@@ -4,7 +4,7 @@
 // Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET | restore BUCKET TARGET
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
-import { startInProcessLocalService } from '../../cli/local-service.ts';
+import { startLocalService } from '../../cli/local-service.ts';
 
 const [home, command, ...args] = process.argv.slice(2);
 if (home === undefined || command === undefined) throw new Error('usage: HOME COMMAND ...');
@@ -17,7 +17,7 @@ process.setuid(65534);
 const engine = createEngine({
   home,
   secrets: new FileSecretStore(home),
-  startLocalService: startInProcessLocalService,
+  startLocalService,
 });
 try {
   switch (command) {

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
-import { startInProcessLocalService } from '../../cli/local-service.ts';
+import { startLocalService } from '../../cli/local-service.ts';
 
 // A file that changes while it is read is read once more; one that keeps changing is reported.
 
@@ -32,7 +32,7 @@ async function backupWhile(name: string, change: (count: number) => boolean, pre
   const engine = createEngine({
     home,
     secrets: new FileSecretStore(home),
-    startLocalService: startInProcessLocalService,
+    startLocalService,
     afterFileRead: (relativePath) => {
       if (relativePath === 'live.log' && change((reads += 1))) {
         // A later mtime second, so the change shows even on coarse clocks.

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type LocalService } from '../../main/index.ts';
-import { startInProcessLocalService } from '../../cli/local-service.ts';
+import { startLocalService } from '../../cli/local-service.ts';
 
 // kill -9 in the middle of a backup's upload, then run again: the upload resumes without
 // resending any shard the host confirmed, and the restore is identical.
@@ -20,7 +20,7 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 /** The embedded service, recording the shard uploads it receives. */
 function recordingLocalService(uploads: string[]): (dataDir: string) => Promise<LocalService> {
   return (dataDir) =>
-    startInProcessLocalService(dataDir, (app) => {
+    startLocalService(dataDir, (app) => {
       app.addHook('onRequest', async (request) => {
         if (request.method === 'PUT' && request.url.includes('/upload/'))
           uploads.push(request.url.split('/').at(-1) ?? '');

@@ -6,7 +6,7 @@ import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
-import { startInProcessLocalService } from '../../cli/local-service.ts';
+import { startLocalService } from '../../cli/local-service.ts';
 import { packSource } from '../../main/packer/index.ts';
 
 // A 10 000-entry directory is written as a HAMT shard (§17.1) and round-trips.
@@ -41,7 +41,7 @@ describe('large directories', () => {
     const engine = createEngine({
       home,
       secrets: new FileSecretStore(home),
-      startLocalService: startInProcessLocalService,
+      startLocalService,
     });
     try {
       await engine.loginLocal({});
