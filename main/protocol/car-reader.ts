@@ -83,7 +83,8 @@ class ByteReader {
       else this.chunks[0] = first.subarray(count);
       return out;
     }
-    const out = new Uint8Array(count);
+    // Every byte is overwritten below, so the buffer need not be zeroed first.
+    const out = Buffer.allocUnsafeSlow(count);
     let filled = 0;
     while (filled < count) {
       const chunk = this.chunks[0];

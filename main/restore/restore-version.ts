@@ -1,6 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { lstat, mkdir, open, rename, rm, symlink, utimes, chmod, lutimes } from 'node:fs/promises';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  lstatSync,
+  lutimesSync,
+  openSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+} from 'node:fs';
+import { chmod, mkdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { exporter, recursive } from 'ipfs-unixfs-exporter';
 import { CID } from 'multiformats/cid';
@@ -10,6 +21,7 @@ import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
+import { fsyncFully, writeFully } from './file-writes.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
 // leaves from the storage host, each verified against its CID; files are written (several at
@@ -49,20 +61,16 @@ function checkName(name: string): void {
   }
 }
 
-async function exists(file: string): Promise<boolean> {
-  try {
-    await lstat(file);
-    return true;
-  } catch {
-    return false;
-  }
+/** Whether anything (a file, folder or link) has this name; other errors are real errors. */
+function exists(file: string): boolean {
+  return lstatSync(file, { throwIfNoEntry: false }) !== undefined;
 }
 
 /** A free name beside `file`; `claimed` holds names this restore will write but has not yet. */
-async function freeName(file: string, claimed: ReadonlySet<string>): Promise<string> {
+function freeName(file: string, claimed: ReadonlySet<string>): string {
   for (let index = 1; ; index += 1) {
     const candidate = `${file} (restored${index === 1 ? '' : ` ${index}`})`;
-    if (!claimed.has(candidate) && !(await exists(candidate))) return candidate;
+    if (!claimed.has(candidate) && !exists(candidate)) return candidate;
   }
 }
 
@@ -183,9 +191,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     mtimeSeconds: number | undefined,
   ): Promise<void> {
     if (entry.unixfs.type === 'symlink') {
-      await rm(target, { force: true });
-      await symlink(new TextDecoder().decode(entry.unixfs.data), target);
-      if (mtimeSeconds !== undefined) await lutimes(target, mtimeSeconds, mtimeSeconds);
+      rmSync(target, { force: true });
+      symlinkSync(new TextDecoder().decode(entry.unixfs.data), target);
+      if (mtimeSeconds !== undefined) lutimesSync(target, mtimeSeconds, mtimeSeconds);
       result.symlinks += 1;
       return;
     }
@@ -193,26 +201,26 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       path.dirname(target),
       `.${path.basename(target)}.canopy-${randomBytes(4).toString('hex')}`,
     );
-    const handle = await open(
+    const fd = openSync(
       temporary,
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
       0o600,
     );
     try {
       for await (const chunk of entry.content()) {
-        await handle.write(chunk);
+        await writeFully(fd, chunk);
         result.bytes += chunk.length;
       }
-      await handle.sync();
+      await fsyncFully(fd);
     } catch (error) {
-      await handle.close();
-      await rm(temporary, { force: true });
+      closeSync(fd);
+      rmSync(temporary, { force: true });
       throw error;
     }
-    await handle.close();
-    if (mode !== undefined) await chmod(temporary, mode);
-    if (mtimeSeconds !== undefined) await utimes(temporary, mtimeSeconds, mtimeSeconds);
-    await rename(temporary, target);
+    closeSync(fd);
+    if (mode !== undefined) chmodSync(temporary, mode);
+    if (mtimeSeconds !== undefined) utimesSync(temporary, mtimeSeconds, mtimeSeconds);
+    renameSync(temporary, target);
     result.files += 1;
   }
 
@@ -265,8 +273,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     // Names are settled here, in order, before the write starts: a file still being written
     // must count as taken, or two entries could be renamed onto one name.
     let target = destination;
-    if ((claimed.has(target) || (await exists(target))) && !input.overwrite) {
-      target = await freeName(destination, claimed);
+    if ((claimed.has(target) || exists(target)) && !input.overwrite) {
+      target = freeName(destination, claimed);
       result.renamed.push(path.relative(input.targetDir, target));
     }
     claimed.add(target);
