@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   closeSync,
+  fdatasync,
   fsyncSync,
   mkdirSync,
   openSync,
@@ -8,8 +9,9 @@ import {
   renameSync,
   rmSync,
   unlinkSync,
+  write,
 } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 
 // The content-addressed block store on disk. Each block is one file named by its CID in a
@@ -44,21 +46,26 @@ export class BlockStore {
     return path.join(this.stagingDir, randomUUID());
   }
 
+  /** Writes and fdatasyncs a staged file; open and close are synchronous (see readBlockInto). */
   async writeStaged(bytes: Uint8Array | readonly Uint8Array[]): Promise<string> {
     const file = this.stagingPath();
-    const handle = await open(file, 'wx', 0o600);
+    const fd = openSync(file, 'wx', 0o600);
     try {
-      const parts = bytes instanceof Uint8Array ? [bytes] : bytes;
-      for (const part of parts) {
+      for (const part of bytes instanceof Uint8Array ? [bytes] : bytes) {
         let offset = 0;
         while (offset < part.length) {
-          const { bytesWritten } = await handle.write(part, offset, part.length - offset);
-          offset += bytesWritten;
+          offset += await new Promise<number>((resolve, reject) => {
+            write(fd, part, offset, part.length - offset, null, (error, written) =>
+              error ? reject(error) : resolve(written),
+            );
+          });
         }
       }
-      await handle.datasync();
+      await new Promise<void>((resolve, reject) => {
+        fdatasync(fd, (error) => (error ? reject(error) : resolve()));
+      });
     } finally {
-      await handle.close();
+      closeSync(fd);
     }
     return file;
   }
