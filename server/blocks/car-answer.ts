@@ -26,8 +26,8 @@ const MiB = 1 << 20;
  */
 const READ_AHEAD_BLOCKS = 16;
 const READ_AHEAD_BYTES = 2 * MiB;
-/** Shared by all answers; enough for two answers reading ahead at once. */
-const readBuffers = new ReadBuffers(MiB, 2 * READ_AHEAD_BLOCKS);
+/** Shared by all answers: a few answers' worth of 1 MiB reads ahead of their sockets. */
+const readBuffers = new ReadBuffers(MiB, 8);
 
 export interface CarAnswer {
   /** Exact byte length, known before the first byte because every block's size is recorded. */

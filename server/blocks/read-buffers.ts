@@ -12,9 +12,12 @@ export class ReadBuffers {
     private readonly keep: number,
   ) {}
 
-  /** A buffer of at least `size` bytes. */
+  /** A buffer of at least `size` bytes; only blocks near the pooled size use a pooled one. */
   take(size: number): Buffer {
-    if (size > this.bufferBytes) return Buffer.allocUnsafeSlow(size);
+    // A small block in a pooled buffer would pin a whole one for a few bytes: many small
+    // blocks ahead of the socket then held a megabyte each.
+    if (size > this.bufferBytes || size <= this.bufferBytes / 2)
+      return Buffer.allocUnsafeSlow(size);
     return this.free.pop() ?? Buffer.allocUnsafeSlow(this.bufferBytes);
   }
 
