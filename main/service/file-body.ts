@@ -13,6 +13,7 @@ export function fileBody(
   onSent?: (sent: number) => void,
 ): ReadableStream<Uint8Array> {
   let handle: FileHandle | undefined;
+  let cancelled = false;
   let sent = 0;
   const closeFile = async (): Promise<void> => {
     const open = handle;
@@ -24,6 +25,11 @@ export function fileBody(
       async pull(controller) {
         try {
           handle ??= await open(file, 'r');
+          // Cancelled while the file was opening: close it here, or nothing would.
+          if (cancelled) {
+            await closeFile();
+            return;
+          }
           const chunk = Buffer.allocUnsafeSlow(CHUNK_BYTES);
           const { bytesRead } = await handle.read(chunk, 0, CHUNK_BYTES, null);
           if (bytesRead === 0) {
@@ -39,7 +45,10 @@ export function fileBody(
           throw error;
         }
       },
-      cancel: closeFile,
+      cancel: async () => {
+        cancelled = true;
+        await closeFile();
+      },
     },
     // One chunk read ahead of the socket, no more.
     { highWaterMark: 1 },
