@@ -266,16 +266,13 @@ export const storageRoutes: RouteSpec[] = [
       const userId = request.device.userId;
       const unique = [...new Map(requested.map((cid) => [cidText(cid), cid])).values()];
       // Every CID is checked before the first byte goes out (§11.5).
-      const sizes = new Map<string, number>();
-      for (const cid of unique)
-        sizes.set(cidText(cid), readableBlockSize(ctx, userId, cidText(cid)));
+      const blocks = unique.map((cid) => ({
+        cid,
+        size: readableBlockSize(ctx, userId, cidText(cid)),
+      }));
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
-      const answer = carAnswer(
-        ctx.blocks,
-        root,
-        unique.map((cid) => ({ cid, size: sizes.get(cidText(cid)) ?? 0 })),
-      );
+      const answer = carAnswer(ctx.blocks, root, blocks);
       // Written by hand rather than through a stream: every answer is a few hundred block
       // writes, and the stream machinery in between cost more than the writes themselves.
       reply.hijack();

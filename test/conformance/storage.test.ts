@@ -242,6 +242,37 @@ describe('§18 reading blocks', () => {
   });
 });
 
+describe('a block file damaged on the host', () => {
+  it('cuts the blocks/car answer short instead of sending wrong bytes, counts no egress for it, and keeps serving', async () => {
+    const { truncateSync } = await import('node:fs');
+    const blocks = [await rawBlock(), await rawBlock()];
+    const bucketId = await createBucket(service, ann, 'damaged');
+    await storeVersion(service, ann, bucketId, null, blocks);
+    const [first, second] = blocks as [(typeof blocks)[0], (typeof blocks)[0]];
+    const egressBefore = (await call('GET', `${service.api}/users/current`, { token: ann.token() }))
+      .json.monthly_egress as number;
+    truncateSync(service.service.ctx.blocks.blockPath(second.cid.toString()), 100);
+    await expect(
+      call('POST', `${service.api}/blocks/car`, {
+        token: ann.token(),
+        json: [first.cid.toString(), second.cid.toString()],
+      }),
+    ).rejects.toThrow();
+    const intact = await call('POST', `${service.api}/blocks/car`, {
+      token: ann.token(),
+      json: [first.cid.toString()],
+    });
+    expect(intact.status).toBe(200);
+    const reader = await CarReader.fromBytes(intact.bytes);
+    const got = [];
+    for await (const block of reader.blocks()) got.push(block.cid.toString());
+    expect(got).toEqual([first.cid.toString()]);
+    const egressAfter = (await call('GET', `${service.api}/users/current`, { token: ann.token() }))
+      .json.monthly_egress as number;
+    expect(egressAfter - egressBefore).toBe(intact.bytes.length);
+  });
+});
+
 describe('garbage collection', () => {
   it('removes a block file once no user holds it, and keeps one another user still holds', async () => {
     const { existsSync } = await import('node:fs');
