@@ -16,9 +16,9 @@ export function fileBody(
   let cancelled = false;
   let sent = 0;
   const closeFile = async (): Promise<void> => {
-    const open = handle;
+    const opened = handle;
     handle = undefined;
-    await open?.close();
+    await opened?.close();
   };
   return new ReadableStream<Uint8Array>(
     {
