@@ -34,6 +34,8 @@ export type CarItem =
   | { readonly type: 'block'; readonly cid: CID; readonly bytes: Uint8Array };
 
 const MAX_VARINT_BYTES = 8; // 56 bits: more than any length we accept, less than 2^53.
+/** Version, codec, hash code and digest length as varints, then a sha2-256 digest. */
+const MAX_CID_BYTES = 4 * MAX_VARINT_BYTES + 32;
 const DEFAULT_MAX_HEADER = 64 * 1024;
 const V2_HEADER_BYTES = 40;
 
@@ -72,45 +74,65 @@ class ByteReader {
     return (await this.fill(1)) === 0;
   }
 
-  async readExactly(count: number, what: string): Promise<Uint8Array> {
-    if ((await this.fill(count)) < count) throw malformed(`truncated ${what}`);
+  /**
+   * At least `count` bytes at the front as one contiguous view, fewer only where the stream
+   * ends, without consuming them. Varints and CIDs are parsed from it in place: reading them a
+   * byte at a time cost a promise and a view per byte, most of the reader's garbage.
+   */
+  async peek(count: number): Promise<Uint8Array> {
+    const available = await this.fill(count);
+    // Bytes that straddle chunks are joined into one; at most once per chunk boundary.
+    while ((this.chunks[0]?.length ?? 0) < available) {
+      const [first = new Uint8Array(0), second = new Uint8Array(0)] = this.chunks;
+      this.chunks.splice(0, 2, Buffer.concat([first, second]));
+    }
+    return this.chunks[0] ?? new Uint8Array(0);
+  }
+
+  /** Drops `count` bytes from the front; they must be buffered (peeked) already. */
+  consume(count: number): void {
     this.position += count;
     this.buffered -= count;
+    let left = count;
+    while (left > 0) {
+      const chunk = this.chunks[0];
+      if (!chunk) throw new Error('consumed more than was buffered');
+      if (chunk.length <= left) {
+        this.chunks.shift();
+        left -= chunk.length;
+      } else {
+        this.chunks[0] = chunk.subarray(left);
+        left = 0;
+      }
+    }
+  }
+
+  async readExactly(count: number, what: string): Promise<Uint8Array> {
+    if ((await this.fill(count)) < count) throw malformed(`truncated ${what}`);
     const first = this.chunks[0];
     if (first && first.length >= count) {
       const out = first.subarray(0, count);
-      if (first.length === count) this.chunks.shift();
-      else this.chunks[0] = first.subarray(count);
+      this.consume(count);
       return out;
     }
     // Every byte is overwritten below, so the buffer need not be zeroed first.
     const out = Buffer.allocUnsafeSlow(count);
     let filled = 0;
-    while (filled < count) {
-      const chunk = this.chunks[0];
-      if (!chunk) throw malformed(`truncated ${what}`);
+    for (const chunk of this.chunks) {
       const take = Math.min(chunk.length, count - filled);
-      out.set(chunk.subarray(0, take), filled);
+      out.set(take === chunk.length ? chunk : chunk.subarray(0, take), filled);
       filled += take;
-      if (take === chunk.length) this.chunks.shift();
-      else this.chunks[0] = chunk.subarray(take);
+      if (filled === count) break;
     }
+    this.consume(count);
     return out;
   }
 
   /** Reads a minimal unsigned LEB128 varint of at most 8 bytes. */
   async readVarint(what: string): Promise<number> {
-    let value = 0;
-    for (let index = 0; index < MAX_VARINT_BYTES; index += 1) {
-      const [byte] = await this.readExactly(1, what);
-      if (byte === undefined) throw malformed(`truncated ${what}`);
-      value += (byte & 0x7f) * 2 ** (7 * index);
-      if ((byte & 0x80) === 0) {
-        if (byte === 0 && index > 0) throw malformed(`non-minimal varint in ${what}`);
-        return value;
-      }
-    }
-    throw malformed(`oversized varint in ${what}`);
+    const { value, length } = varintAt(await this.peek(MAX_VARINT_BYTES), 0, what);
+    this.consume(length);
+    return value;
   }
 
   /** Reads and discards everything left in the stream. */
@@ -130,6 +152,25 @@ class ByteReader {
       left -= step;
     }
   }
+}
+
+/** The minimal unsigned LEB128 varint of at most 8 bytes at `offset` of `bytes`. */
+function varintAt(
+  bytes: Uint8Array,
+  offset: number,
+  what: string,
+): { value: number; length: number } {
+  let value = 0;
+  for (let index = 0; index < MAX_VARINT_BYTES; index += 1) {
+    const byte = bytes[offset + index];
+    if (byte === undefined) throw malformed(`truncated ${what}`);
+    value += (byte & 0x7f) * 2 ** (7 * index);
+    if ((byte & 0x80) === 0) {
+      if (byte === 0 && index > 0) throw malformed(`non-minimal varint in ${what}`);
+      return { value, length: index + 1 };
+    }
+  }
+  throw malformed(`oversized varint in ${what}`);
 }
 
 function decodeHeader(bytes: Uint8Array): { version: number; roots: CID[] } {
@@ -167,30 +208,32 @@ function readUint64LE(bytes: Uint8Array, offset: number): number {
 }
 
 async function readCid(reader: ByteReader): Promise<{ cid: CID; length: number }> {
-  const start = reader.position;
-  const parts: number[] = [];
-  for (let index = 0; index < 4; index += 1) parts.push(await reader.readVarint('block CID'));
-  const [version, codec, hashCode, digestLength] = parts as [number, number, number, number];
+  const head = await reader.peek(MAX_CID_BYTES);
+  let offset = 0;
+  const field = (): number => {
+    const { value, length } = varintAt(head, offset, 'block CID');
+    offset += length;
+    return value;
+  };
+  const version = field();
+  const codec = field();
+  const hashCode = field();
+  const digestLength = field();
   if (version !== 1) throw malformed('block CID is not CIDv1');
   if (digestLength !== 32) throw malformed('block CID digest is not 32 bytes');
-  const digest = await reader.readExactly(digestLength, 'block CID');
-  const prefix = new Uint8Array([0x12, 0x20]);
+  if (hashCode !== 0x12) throw malformed('block CID hash is not sha2-256');
+  const length = offset + digestLength;
+  if (head.length < length) throw malformed('truncated block CID');
   let cid: CID;
   try {
-    const bytes = new Uint8Array([
-      ...encodeVarint(version),
-      ...encodeVarint(codec),
-      ...prefix,
-      ...digest,
-    ]);
-    if (hashCode !== 0x12) throw malformed('block CID hash is not sha2-256');
-    cid = CID.decode(bytes);
-  } catch (error) {
-    if (error instanceof CarFormatError) throw error;
+    // A copy: a view would keep the whole received chunk alive as long as the CID.
+    cid = CID.decode(head.slice(0, length));
+  } catch {
     throw malformed('block CID cannot be decoded');
   }
-  if (!isProtocolCid(cid)) throw malformed('block CID breaks §3');
-  return { cid, length: reader.position - start };
+  if (cid.code !== codec || !isProtocolCid(cid)) throw malformed('block CID breaks §3');
+  reader.consume(length);
+  return { cid, length };
 }
 
 export function encodeVarint(value: number): Uint8Array {
