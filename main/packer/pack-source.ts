@@ -12,7 +12,7 @@ import {
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { cidFromSha256, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
+import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import {
   sourceRootEntry,
   walkSource,
@@ -173,7 +173,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         for await (const part of bytes) parts.push(part);
         block = Buffer.concat(parts);
       }
-      const key = cid.toString();
+      const key = cidText(cid);
       if (cid.code === RAW_CODEC) {
         if (!leaves.has(key)) {
           leaves.set(key, block.length);
@@ -196,7 +196,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       // The chunker makes one empty chunk of empty content, and the layout needs at least one
       // leaf to make a File node at all; the empty leaf stays out of the node's links.
       for (const leaf of known.length > 0 ? known : [{ cid: EMPTY_LEAF_CID, size: 0 }]) {
-        leaves.set(leaf.cid.toString(), leaf.size);
+        leaves.set(cidText(leaf.cid), leaf.size);
         yield () =>
           Promise.resolve({ cid: leaf.cid, size: BigInt(leaf.size), block: new Uint8Array() });
       }
@@ -323,7 +323,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     if (file && result.path !== undefined) {
       pendingFiles.delete(result.path);
       const reused = reusedLeaves.delete(result.path);
-      entries.push(packedEntryOf(file, result.cid.toString()));
+      entries.push(packedEntryOf(file, cidText(result.cid)));
       input.onFilePacked?.(file, reused);
     }
   }
@@ -339,9 +339,9 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     total_bytes: totalBytes,
   });
   const manifestCid = CID.createV1(dagCbor.code, await sha256.digest(manifestBytes));
-  const nodes = [...dagNodes.values()].sort((a, b) =>
-    a.cid.toString() < b.cid.toString() ? -1 : 1,
-  );
+  const nodes = [...dagNodes.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([, node]) => node);
   return {
     rootCid,
     manifestCid,

@@ -13,14 +13,15 @@ import {
 } from 'node:fs';
 import { chmod, mkdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
-import { exporter, recursive } from 'ipfs-unixfs-exporter';
+import { recursive } from 'ipfs-unixfs-exporter';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { CarFormatError, DAG_PB_CODEC, RAW_CODEC, readCar } from '../protocol/index.ts';
+import { CarFormatError, cidText, DAG_PB_CODEC, RAW_CODEC, readCar } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
+import { fileBytes, type FileDag } from './file-bytes.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -50,6 +51,15 @@ export interface RestoreResult {
   readonly symlinks: number;
   readonly bytes: number;
   readonly renamed: readonly string[];
+}
+
+/** What restoring an entry needs to know of it. */
+interface RestoredEntry {
+  readonly kind: 'file' | 'directory' | 'symlink';
+  readonly mode: number | undefined;
+  readonly mtimeSeconds: number | undefined;
+  /** A symlink's target. */
+  readonly target?: string;
 }
 
 function checkName(name: string): void {
@@ -108,7 +118,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         maxBlockBytes: 4 * 1024 * 1024,
       })) {
         if (item.type !== 'block') continue;
-        const key = item.cid.toString();
+        const key = cidText(item.cid);
         cachedBytes += item.bytes.length - (cache.get(key)?.length ?? 0);
         cache.set(key, item.bytes);
       }
@@ -140,37 +150,73 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     // read, so one does, unless the restore already failed for another reason.
     fetching.catch(() => undefined);
   };
-  const blockstore = {
+  /** A leaf from the batches, fetching the batch that starts with it when it is not there. */
+  const leaf = async (cid: CID): Promise<Uint8Array> => {
+    const key = cidText(cid);
+    if (!cache.has(key)) {
+      fetching = fetching.then(() => (cache.has(key) ? undefined : fetchFrom(key)));
+      await fetching;
+    }
+    const bytes = cache.get(key);
+    if (!bytes) throw new EngineError('protocol', `block ${key} did not come back from the server`);
+    cache.delete(key);
+    cachedBytes -= bytes.length;
+    prefetch();
+    return bytes;
+  };
+  const dag: FileDag = { node: (cid) => index.nodes.get(cidText(cid)), leaf };
+  // The directory walk reads metadata only; leaves are never asked of it.
+  const metadataStore = {
+    // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
     async *get(cid: CID): AsyncGenerator<Uint8Array> {
-      const key = cid.toString();
-      if (cid.code === DAG_PB_CODEC) {
-        const node = index.nodes.get(key);
-        if (!node) throw new EngineError('protocol', `the metadata lacks node ${key}`);
-        yield node;
-        return;
-      }
-      if (cid.code !== RAW_CODEC) throw new EngineError('protocol', `unexpected block ${key}`);
-      if (!cache.has(key)) {
-        fetching = fetching.then(() => (cache.has(key) ? undefined : fetchFrom(key)));
-        await fetching;
-      }
-      const bytes = cache.get(key);
-      if (!bytes)
-        throw new EngineError('protocol', `block ${key} did not come back from the server`);
-      cache.delete(key);
-      cachedBytes -= bytes.length;
-      prefetch();
-      yield bytes;
+      if (cid.code !== DAG_PB_CODEC)
+        throw new EngineError(
+          'protocol',
+          `the tree links ${cid.toString()}, which is not a dag-pb node: every file must be a File node (§17.1)`,
+        );
+      const node = index.nodes.get(cidText(cid));
+      if (!node) throw new EngineError('protocol', `the metadata lacks node ${cid.toString()}`);
+      yield node;
     },
+  };
+  /** What restoring an entry needs to know of it, from its node in the metadata. */
+  const entryOf = (cid: CID): RestoredEntry => {
+    const bytes = index.nodes.get(cidText(cid));
+    if (!bytes) throw new EngineError('protocol', `the metadata lacks node ${cid.toString()}`);
+    let unixfs: UnixFS;
+    try {
+      const node = dagPb.decode(bytes);
+      if (!node.Data) throw new Error('no UnixFS data');
+      unixfs = UnixFS.unmarshal(node.Data);
+    } catch (error) {
+      throw new EngineError('protocol', `node ${cid.toString()} is damaged`, { cause: error });
+    }
+    const mtime = unixfs.mtime;
+    const common = {
+      mode: unixfs.mode,
+      mtimeSeconds: mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9,
+    };
+    switch (unixfs.type) {
+      case 'directory':
+      case 'hamt-sharded-directory':
+        return { kind: 'directory', ...common };
+      case 'file':
+      case 'raw':
+        return { kind: 'file', ...common };
+      case 'symlink':
+        return { kind: 'symlink', ...common, target: new TextDecoder().decode(unixfs.data) };
+      default:
+        throw new EngineError('protocol', `unexpected ${unixfs.type} entry in a version`);
+    }
   };
   /** The leaves of a file in read order; [] for directories and symlinks. */
   const leavesOf = (cid: CID): string[] => {
-    const node = index.nodes.get(cid.toString());
+    const node = index.nodes.get(cidText(cid));
     if (!node) return [];
     const decoded = dagPb.decode(node);
     if (!decoded.Data || UnixFS.unmarshal(decoded.Data).type !== 'file') return [];
     return decoded.Links.flatMap((link) =>
-      link.Hash.code === RAW_CODEC ? [link.Hash.toString()] : leavesOf(link.Hash),
+      link.Hash.code === RAW_CODEC ? [cidText(link.Hash)] : leavesOf(link.Hash),
     );
   };
 
@@ -184,15 +230,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   await mkdir(input.targetDir, { recursive: true });
   let matched = false;
 
-  async function restoreFile(
-    entry: Extract<Awaited<ReturnType<typeof exporter>>, { type: 'file' }>,
-    target: string,
-    mode: number | undefined,
-    mtimeSeconds: number | undefined,
-  ): Promise<void> {
-    if (entry.unixfs.type === 'symlink') {
+  async function restoreFile(cid: CID, entry: RestoredEntry, target: string): Promise<void> {
+    const { mtimeSeconds } = entry;
+    if (entry.kind === 'symlink') {
       rmSync(target, { force: true });
-      symlinkSync(new TextDecoder().decode(entry.unixfs.data), target);
+      symlinkSync(entry.target ?? '', target);
       if (mtimeSeconds !== undefined) lutimesSync(target, mtimeSeconds, mtimeSeconds);
       result.symlinks += 1;
       return;
@@ -207,7 +249,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       0o600,
     );
     try {
-      for await (const chunk of entry.content()) {
+      for await (const chunk of fileBytes(cid, dag)) {
         await writeFully(fd, chunk);
         result.bytes += chunk.length;
       }
@@ -218,7 +260,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       throw error;
     }
     closeSync(fd);
-    if (mode !== undefined) chmodSync(temporary, mode);
+    if (entry.mode !== undefined) chmodSync(temporary, entry.mode);
     if (mtimeSeconds !== undefined) utimesSync(temporary, mtimeSeconds, mtimeSeconds);
     renameSync(temporary, target);
     result.files += 1;
@@ -226,7 +268,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
 
   // First pass, metadata only: what will be restored, in order, and its leaves.
   const planned: Array<{ cid: CID; parts: string[] }> = [];
-  for await (const ref of recursive(root, blockstore)) {
+  for await (const ref of recursive(root, metadataStore)) {
     planned.push({ cid: ref.cid, parts: ref.path.split('/').slice(1) });
   }
   for (const { cid, parts } of planned) {
@@ -251,21 +293,13 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     matched = true;
     const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
     const destination = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
-    const entry = await exporter(ref.cid, blockstore);
-    const mode =
-      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mode : undefined;
-    const mtime =
-      entry.type === 'file' || entry.type === 'directory' ? entry.unixfs.mtime : undefined;
-    const mtimeSeconds =
-      mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9;
-    if (entry.type === 'directory') {
+    const entry = entryOf(ref.cid);
+    if (entry.kind === 'directory') {
       await mkdir(destination, { recursive: true });
-      directoryTimes.push({ dir: destination, mode, mtime: mtimeSeconds });
+      directoryTimes.push({ dir: destination, mode: entry.mode, mtime: entry.mtimeSeconds });
       result.directories += 1;
       continue;
     }
-    if (entry.type !== 'file')
-      throw new EngineError('protocol', `unexpected ${entry.type} entry in a version`);
     // Files are written a few at a time: each waits on its own fsync, and the disk takes
     // several at once about as fast as one. Their folders exist already (parents come first).
     if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
@@ -278,7 +312,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.renamed.push(path.relative(input.targetDir, target));
     }
     claimed.add(target);
-    const writing: Promise<void> = restoreFile(entry, target, mode, mtimeSeconds)
+    const writing: Promise<void> = restoreFile(ref.cid, entry, target)
       .catch((error: unknown) => {
         failure ??= error instanceof Error ? error : new Error(String(error));
       })

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { EngineError } from '../api/index.ts';
-import { CarFormatError, readCar } from '../protocol/index.ts';
+import { CarFormatError, cidText, readCar } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 
@@ -39,7 +39,7 @@ export async function verifyVersion(input: {
         maxBlockBytes: 4 * 1024 * 1024,
       })) {
         if (item.type === 'block') {
-          expected.delete(item.cid.toString());
+          expected.delete(cidText(item.cid));
           bytes += item.bytes.length;
         }
       }

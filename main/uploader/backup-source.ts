@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import { EngineError } from '../api/index.ts';
-import { encodeCar } from '../protocol/index.ts';
+import { cidText, encodeCar } from '../protocol/index.ts';
 import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
 import {
   loadExcludeRules,
@@ -207,8 +207,8 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
         createdAtSeconds: Math.floor(input.now() / 1000),
         onSkip: (item) => skipped.push(item),
         onLeaf: async (cid, bytes) => {
-          if (previous?.tree.leaves.has(cid.toString()) === true) return;
-          candidates.set(cid.toString(), bytes.length);
+          if (previous?.tree.leaves.has(cidText(cid)) === true) return;
+          candidates.set(cidText(cid), bytes.length);
           await shards.add(cid, bytes);
         },
       });

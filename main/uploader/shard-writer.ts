@@ -9,6 +9,7 @@ import {
   encodeCarSectionHead,
   RAW_CODEC,
   cidFromSha256,
+  cidText,
 } from '../protocol/index.ts';
 
 // Writes data blocks into staged shard files (CARv1, roots = [first block]) of at most
@@ -127,7 +128,7 @@ export class ShardWriter {
     }
     this.write(encodeCarSectionHead(cid, bytes.length));
     this.write(bytes);
-    this.current.blocks.push(cid.toString());
+    this.current.blocks.push(cidText(cid));
     if (this.pendingBytes >= FLUSH_BYTES || this.pending.length >= FLUSH_BUFFERS)
       await this.flush();
   }
