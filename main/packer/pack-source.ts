@@ -26,6 +26,7 @@ import {
   SMALL_FILE_BYTES,
   unreadableReason,
 } from './small-file.ts';
+import { fileBuilder } from './file-builder.ts';
 import { CHUNK_BYTES, unixfsImporterOptions } from './unixfs-settings.ts';
 
 // Turns a source folder into a UnixFS tree (§17.1): raw-leaf chunks go to `onLeaf` as they are
@@ -157,6 +158,8 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   let filesReused = 0;
   /** Candidate path → the scanned file, until the importer reports its node. */
   const pendingFiles = new Map<string, ScannedFile>();
+  /** Candidate path → the content of a small file, read whole, until it is packed. */
+  const smallFiles = new Map<string, Uint8Array>();
   /** Candidate path → leaves of a file that is not read again. */
   const reusedLeaves = new Map<string, readonly ReusedLeaf[]>();
   const entries: PackedEntry[] = [];
@@ -191,6 +194,17 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   // The importer's own raw-leaf buffer importer, plus the reuse path: a reused file's content
   // is never iterated, so the file is not read; its known leaves stand in for the chunks.
   const bufferImporter: BufferImporter = async function* (file, store: WritableStorage) {
+    const small = file.originalPath === undefined ? undefined : smallFiles.get(file.originalPath);
+    if (small) {
+      // Read already, and one chunk at most: no need of the chunker's buffering and copies.
+      smallFiles.delete(file.originalPath ?? '');
+      yield async () => {
+        const cid = CID.createV1(raw.code, await sha256.digest(small));
+        await store.put(cid, small);
+        return { cid, size: BigInt(small.length), block: small };
+      };
+      return;
+    }
     const known = file.originalPath === undefined ? undefined : reusedLeaves.get(file.originalPath);
     if (known) {
       // The chunker makes one empty chunk of empty content, and the layout needs at least one
@@ -276,7 +290,8 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           pendingFiles.set(candidatePath, entry);
           bytesRead += small.length;
           input.onBytesRead?.(small.length);
-          yield { path: candidatePath, content: [small], mode: entry.mode, mtime };
+          smallFiles.set(candidatePath, small);
+          yield { path: candidatePath, content: [], mode: entry.mode, mtime };
           return;
         }
         let handle: FileHandle;
@@ -317,6 +332,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   for await (const result of importer(candidates(), blockstore, {
     ...unixfsImporterOptions(),
     bufferImporter,
+    fileBuilder,
   })) {
     if (result.path === ROOT) rootCid = result.cid;
     const file = result.path === undefined ? undefined : pendingFiles.get(result.path);
