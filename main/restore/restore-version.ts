@@ -13,16 +13,16 @@ import {
 } from 'node:fs';
 import { chmod, mkdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
-import { recursive } from 'ipfs-unixfs-exporter';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { CarFormatError, cidText, DAG_PB_CODEC, RAW_CODEC, readCar } from '../protocol/index.ts';
+import { CarFormatError, cidText, RAW_CODEC, readCar } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
+import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
 // leaves from the storage host, each verified against its CID; files are written (several at
@@ -31,7 +31,7 @@ import { fsyncFully, writeFully } from './file-writes.ts';
 
 /** At most this many leaves, and this many bytes, per blocks/car request. */
 const LEAF_BATCH = 256;
-const LEAF_BATCH_BYTES = 16 * 1024 * 1024;
+const LEAF_BATCH_BYTES = 8 * 1024 * 1024;
 const FILES_IN_FLIGHT = 8;
 
 export interface RestoreInput {
@@ -51,15 +51,6 @@ export interface RestoreResult {
   readonly symlinks: number;
   readonly bytes: number;
   readonly renamed: readonly string[];
-}
-
-/** What restoring an entry needs to know of it. */
-interface RestoredEntry {
-  readonly kind: 'file' | 'directory' | 'symlink';
-  readonly mode: number | undefined;
-  readonly mtimeSeconds: number | undefined;
-  /** A symlink's target. */
-  readonly target?: string;
 }
 
 function checkName(name: string): void {
@@ -165,58 +156,15 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     return bytes;
   };
   const dag: FileDag = { node: (cid) => index.nodes.get(cidText(cid)), leaf };
-  // The directory walk reads metadata only; leaves are never asked of it.
-  const metadataStore = {
-    // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
-    async *get(cid: CID): AsyncGenerator<Uint8Array> {
-      if (cid.code !== DAG_PB_CODEC)
-        throw new EngineError(
-          'protocol',
-          `the tree links ${cid.toString()}, which is not a dag-pb node: every file must be a File node (§17.1)`,
-        );
-      const node = index.nodes.get(cidText(cid));
-      if (!node) throw new EngineError('protocol', `the metadata lacks node ${cid.toString()}`);
-      yield node;
-    },
-  };
-  /** What restoring an entry needs to know of it, from its node in the metadata. */
-  const entryOf = (cid: CID): RestoredEntry => {
-    const bytes = index.nodes.get(cidText(cid));
-    if (!bytes) throw new EngineError('protocol', `the metadata lacks node ${cid.toString()}`);
-    let unixfs: UnixFS;
-    try {
-      const node = dagPb.decode(bytes);
-      if (!node.Data) throw new Error('no UnixFS data');
-      unixfs = UnixFS.unmarshal(node.Data);
-    } catch (error) {
-      throw new EngineError('protocol', `node ${cid.toString()} is damaged`, { cause: error });
-    }
-    const mtime = unixfs.mtime;
-    const common = {
-      mode: unixfs.mode,
-      mtimeSeconds: mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9,
-    };
-    switch (unixfs.type) {
-      case 'directory':
-      case 'hamt-sharded-directory':
-        return { kind: 'directory', ...common };
-      case 'file':
-      case 'raw':
-        return { kind: 'file', ...common };
-      case 'symlink':
-        return { kind: 'symlink', ...common, target: new TextDecoder().decode(unixfs.data) };
-      default:
-        throw new EngineError('protocol', `unexpected ${unixfs.type} entry in a version`);
-    }
-  };
   /** The leaves of a file in read order; [] for directories and symlinks. */
-  const leavesOf = (cid: CID): string[] => {
+  const leavesOf = (cid: CID, depth = 0): string[] => {
     const node = index.nodes.get(cidText(cid));
-    if (!node) return [];
+    // Too deep for any real layout: fileBytes refuses such a file when it comes to it.
+    if (!node || depth > 32) return [];
     const decoded = dagPb.decode(node);
     if (!decoded.Data || UnixFS.unmarshal(decoded.Data).type !== 'file') return [];
     return decoded.Links.flatMap((link) =>
-      link.Hash.code === RAW_CODEC ? [cidText(link.Hash)] : leavesOf(link.Hash),
+      link.Hash.code === RAW_CODEC ? [cidText(link.Hash)] : leavesOf(link.Hash, depth + 1),
     );
   };
 
@@ -230,7 +178,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   await mkdir(input.targetDir, { recursive: true });
   let matched = false;
 
-  async function restoreFile(cid: CID, entry: RestoredEntry, target: string): Promise<void> {
+  async function restoreFile(entry: TreeEntry, target: string): Promise<void> {
     const { mtimeSeconds } = entry;
     if (entry.kind === 'symlink') {
       rmSync(target, { force: true });
@@ -249,7 +197,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       0o600,
     );
     try {
-      for await (const chunk of fileBytes(cid, dag)) {
+      for await (const chunk of fileBytes(entry.cid, dag)) {
         await writeFully(fd, chunk);
         result.bytes += chunk.length;
       }
@@ -267,14 +215,14 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   }
 
   // First pass, metadata only: what will be restored, in order, and its leaves.
-  const planned: Array<{ cid: CID; parts: string[] }> = [];
-  for await (const ref of recursive(root, metadataStore)) {
-    planned.push({ cid: ref.cid, parts: ref.path.split('/').slice(1) });
-  }
-  for (const { cid, parts } of planned) {
+  const planned: TreeEntry[] = [];
+  for (const entry of walkTree(root, index.nodes)) {
+    const parts = entry.parts;
     if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
       continue;
-    for (const leaf of leavesOf(cid)) {
+    planned.push(entry);
+    if (entry.kind !== 'file') continue;
+    for (const leaf of leavesOf(entry.cid)) {
       if (!position.has(leaf)) position.set(leaf, order.length);
       order.push(leaf);
     }
@@ -283,17 +231,14 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const inFlight = new Set<Promise<void>>();
   const claimed = new Set<string>();
   let failure: Error | undefined;
-  for (const ref of planned) {
-    const parts = ref.parts;
+  for (const entry of planned) {
+    const parts = entry.parts;
     for (const part of parts) checkName(part);
     // Keep entries on the wanted path: its ancestors are skipped, the entry and below kept.
-    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
-      continue;
     if (parts.length < wanted.length) continue;
     matched = true;
     const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
     const destination = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
-    const entry = entryOf(ref.cid);
     if (entry.kind === 'directory') {
       await mkdir(destination, { recursive: true });
       directoryTimes.push({ dir: destination, mode: entry.mode, mtime: entry.mtimeSeconds });
@@ -312,11 +257,15 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.renamed.push(path.relative(input.targetDir, target));
     }
     claimed.add(target);
-    const writing: Promise<void> = restoreFile(ref.cid, entry, target)
+    const writing: Promise<void> = restoreFile(entry, target)
       .catch((error: unknown) => {
         failure ??= error instanceof Error ? error : new Error(String(error));
       })
-      .finally(() => inFlight.delete(writing));
+      .finally(() => {
+        inFlight.delete(writing);
+        // Written and renamed (or the restore is stopping): the name now shows on disk.
+        claimed.delete(target);
+      });
     inFlight.add(writing);
   }
   // Every write settles before the first failure is reported: none is left running.

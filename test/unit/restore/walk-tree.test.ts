@@ -1,0 +1,105 @@
+import * as dagPb from '@ipld/dag-pb';
+import { UnixFS } from 'ipfs-unixfs';
+import { recursive } from 'ipfs-unixfs-exporter';
+import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
+import { CID } from 'multiformats/cid';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { describe, expect, it } from 'vitest';
+import { EngineError } from '../../../main/api/index.ts';
+import { cidText, DAG_PB_CODEC, rawCidOf } from '../../../main/protocol/index.ts';
+import { walkTree } from '../../../main/restore/walk-tree.ts';
+
+/** Imports `candidates` into memory; HAMT sharding starts at a few entries. */
+async function importTree(
+  candidates: ImportCandidate[],
+): Promise<{ root: CID; nodes: Map<string, Uint8Array> }> {
+  const nodes = new Map<string, Uint8Array>();
+  const store = {
+    put: (cid: CID, bytes: Uint8Array) => {
+      if (cid.code === DAG_PB_CODEC) nodes.set(cidText(cid), bytes);
+      return Promise.resolve(cid);
+    },
+  };
+  let root: CID | undefined;
+  for await (const entry of importer(candidates, store, {
+    cidVersion: 1,
+    rawLeaves: true,
+    reduceSingleLeafToSelf: false,
+    shardSplitThresholdBytes: 200,
+    shardFanoutBits: 4,
+  }))
+    if (entry.path === 'root') root = entry.cid;
+  if (!root) throw new Error('no root');
+  return { root, nodes };
+}
+
+async function nodeOf(nodes: Map<string, Uint8Array>, node: dagPb.PBNode): Promise<CID> {
+  const bytes = dagPb.encode(node);
+  const cid = CID.createV1(DAG_PB_CODEC, await sha256.digest(bytes));
+  nodes.set(cidText(cid), bytes);
+  return cid;
+}
+
+describe('walkTree', () => {
+  it("lists the exporter's entries, sharded folders included, each folder before its contents", async () => {
+    const mtime = { secs: 1_400_000_000n, nsecs: 0 };
+    const candidates: ImportCandidate[] = [
+      { path: 'root', mode: 0o755, mtime },
+      { path: 'root/many', mode: 0o700, mtime },
+      { path: 'root/link', link: 'many/f1', mtime },
+    ];
+    for (let index = 0; index < 60; index += 1)
+      candidates.push({ path: `root/many/f${index}`, content: Buffer.from(`file ${index}`) });
+    candidates.push({ path: 'root/many/sub/deep.txt', content: Buffer.from('deep') });
+    const { root, nodes } = await importTree(candidates);
+    // The folder of 60 is sharded, and some of its buckets are sub-shards (a one-hex-digit name).
+    const shardLinks = [...nodes.values()]
+      .map((bytes) => dagPb.decode(bytes))
+      .filter((node) => node.Data && UnixFS.unmarshal(node.Data).type === 'hamt-sharded-directory')
+      .flatMap((node) => node.Links.map((link) => link.Name ?? ''));
+    expect(shardLinks.some((name) => name.length === 1)).toBe(true);
+    const ours = [...walkTree(root, nodes)];
+    expect(ours.some((entry) => entry.parts.join('/') === 'many')).toBe(true);
+    const store = {
+      // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
+      async *get(cid: CID) {
+        const bytes = nodes.get(cidText(cid));
+        if (!bytes) throw new Error('not metadata');
+        yield bytes;
+      },
+    };
+    const theirs: string[] = [];
+    for await (const entry of recursive(root, store))
+      theirs.push(entry.path.split('/').slice(1).join('/'));
+    expect(ours.map((entry) => entry.parts.join('/')).sort()).toEqual(theirs.sort());
+    const seen = new Set<string>();
+    for (const entry of ours) {
+      expect(seen.has(entry.parts.slice(0, -1).join('/')) || entry.parts.length === 0).toBe(true);
+      seen.add(entry.parts.join('/'));
+    }
+    expect(ours.find((entry) => entry.parts.join('/') === 'many')).toMatchObject({
+      kind: 'directory',
+      mode: 0o700,
+      mtimeSeconds: 1_400_000_000,
+    });
+    expect(ours.find((entry) => entry.parts.join('/') === 'link')).toMatchObject({
+      kind: 'symlink',
+      target: 'many/f1',
+    });
+  });
+
+  it('refuses a folder that links a bare leaf or a node the metadata lacks', async () => {
+    const nodes = new Map<string, Uint8Array>();
+    const directory = (name: string, hash: CID) =>
+      nodeOf(nodes, {
+        Data: new UnixFS({ type: 'directory' }).marshal(),
+        Links: [{ Name: name, Hash: hash, Tsize: 1 }],
+      });
+    const bare = await directory('bare', await rawCidOf(Buffer.from('x')));
+    expect(() => [...walkTree(bare, nodes)]).toThrow(EngineError);
+    expect(() => [...walkTree(bare, nodes)]).toThrow(/not a dag-pb node/);
+    const absent = CID.createV1(DAG_PB_CODEC, await sha256.digest(Buffer.from('absent')));
+    const lacking = await directory('gone', absent);
+    expect(() => [...walkTree(lacking, nodes)]).toThrow(/lacks node/);
+  });
+});
