@@ -6,8 +6,8 @@ import { startLocalService } from '../cli/local-service.ts';
 
 // One measured backup or restore, in a process of its own, as `canopy backup` and `canopy
 // restore` run: the engine opens the enrolled home and starts the embedded service itself.
-// Prints one JSON line: the time taken and the process's peak RSS. Run by backup-bench.ts:
-//   node --import tsx bench/measured-run.ts backup|restore HOME BUCKET DIR
+// Prints one JSON line: the time taken and the process's peak RSS. Run by backup-bench.ts,
+// compiled: node dist/bench/measured-run.js backup|restore HOME BUCKET DIR
 
 function peakRssMb(): number {
   const status = readFileSync('/proc/self/status', 'utf8');
@@ -16,7 +16,7 @@ function peakRssMb(): number {
 
 const [operation, home, bucket, dir] = process.argv.slice(2);
 if ((operation !== 'backup' && operation !== 'restore') || !home || !bucket || !dir) {
-  process.stderr.write('usage: measured-run.ts backup|restore HOME BUCKET DIR\n');
+  process.stderr.write('usage: measured-run.js backup|restore HOME BUCKET DIR\n');
   process.exit(2);
 }
 const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
