@@ -16,7 +16,9 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
+import { EngineError } from '../../main/api/index.ts';
 import { createEngine, type BackupProgress, type Engine } from '../../main/index.ts';
+import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 
 // Backup and restore through the engine and the embedded local service: a generated tree
@@ -251,5 +253,37 @@ describe('browse, snapshots and verify', () => {
     const verified = await engine.verify({ bucket: 'Everything', all: true });
     expect(verified.checked).toBe(verified.total);
     expect(verified.total).toBeGreaterThan(10);
+  });
+
+  it('stops with a clear error when the server sends a damaged block, and leaves no partial file', async () => {
+    const tree = path.join(scratch, 'to-damage');
+    mkdirSync(tree, { recursive: true });
+    const damagedContent = randomBytes((1 << 20) + 4096);
+    writeFileSync(path.join(tree, 'damaged.bin'), damagedContent);
+    writeFileSync(path.join(tree, 'fine.txt'), randomBytes(3000));
+    await engine.createBucket({ name: 'Damaged', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: tree, bucket: 'Damaged' });
+    // The host's copy of the file's first chunk is overwritten with other bytes of its length.
+    const leaf = cidText(await rawCidOf(damagedContent.subarray(0, 1 << 20)));
+    const blockFile = path.join(
+      scratch,
+      'home',
+      'local-server',
+      'blocks',
+      leaf.slice(-4, -2),
+      leaf,
+    );
+    writeFileSync(blockFile, randomBytes(1 << 20));
+    const target = path.join(scratch, 'restored-damaged');
+    const failure = await engine.restore({ bucket: 'Damaged', to: target, overwrite: false }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(EngineError);
+    expect(failure).toMatchObject({ code: 'protocol' });
+    expect((failure as Error).message).toMatch(/damaged block/);
+    const left = readdirSync(target);
+    expect(left).not.toContain('damaged.bin');
+    expect(left.filter((name) => name.includes('.canopy-'))).toEqual([]);
   });
 });
