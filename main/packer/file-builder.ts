@@ -72,5 +72,11 @@ export const fileBuilder: FileBuilder = async (file, blockstore, options) => {
       yield { cid, size };
     }
   }
-  return options.layout(leaves(), reducerFor(file, blockstore));
+  const root = await options.layout(leaves(), reducerFor(file, blockstore));
+  // The folder it goes into keeps this until the whole tree is built: only what the folder
+  // node needs (its UnixFS data, a few hundred bytes a file, is already in the node's bytes).
+  const result: InProgressImportResult = { cid: root.cid, size: root.size };
+  if (file.path !== undefined) result.path = file.path;
+  if (file.originalPath !== undefined) result.originalPath = file.originalPath;
+  return result;
 };

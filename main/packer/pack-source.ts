@@ -27,6 +27,7 @@ import {
   unreadableReason,
 } from './small-file.ts';
 import { fileBuilder } from './file-builder.ts';
+import { MetadataNodes } from './metadata-nodes.ts';
 import { CHUNK_BYTES, unixfsImporterOptions } from './unixfs-settings.ts';
 
 // Turns a source folder into a UnixFS tree (§17.1): raw-leaf chunks go to `onLeaf` as they are
@@ -101,7 +102,7 @@ export interface PackedTree {
   readonly rootCid: CID;
   readonly manifestCid: CID;
   /** Manifest first, then dag-pb nodes ordered by CID: the same tree gives the same CAR. */
-  readonly metadataBlocks: ReadonlyArray<{ cid: CID; bytes: Uint8Array }>;
+  readonly metadataBlocks: Iterable<{ cid: CID; bytes: Uint8Array }>;
   /** Every distinct leaf of the tree with its size. */
   readonly leaves: ReadonlyMap<string, number>;
   readonly fileCount: number;
@@ -149,7 +150,7 @@ async function* fileContent(
 }
 
 export async function packSource(input: PackInput): Promise<PackedTree> {
-  const dagNodes = new Map<string, { cid: CID; bytes: Uint8Array }>();
+  const dagNodes = new MetadataNodes();
   const leaves = new Map<string, number>();
   let fileCount = 0;
   let totalBytes = 0;
@@ -183,7 +184,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           await input.onLeaf(cid, block);
         }
       } else if (cid.code === DAG_PB_CODEC) {
-        dagNodes.set(key, { cid, bytes: block });
+        dagNodes.put(key, block);
       } else {
         throw new Error(`unexpected block codec ${cid.code}`);
       }
@@ -355,13 +356,15 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     total_bytes: totalBytes,
   });
   const manifestCid = CID.createV1(dagCbor.code, await sha256.digest(manifestBytes));
-  const nodes = [...dagNodes.entries()]
-    .sort(([a], [b]) => (a < b ? -1 : 1))
-    .map(([, node]) => node);
   return {
     rootCid,
     manifestCid,
-    metadataBlocks: [{ cid: manifestCid, bytes: manifestBytes }, ...nodes],
+    metadataBlocks: {
+      *[Symbol.iterator]() {
+        yield { cid: manifestCid, bytes: manifestBytes };
+        yield* dagNodes.sorted();
+      },
+    },
     leaves,
     fileCount,
     totalBytes,

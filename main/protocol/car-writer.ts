@@ -18,7 +18,7 @@ export function encodeCarSectionHead(cid: CID, blockLength: number): Uint8Array 
 /** A whole CARv1 in memory, for small CARs such as a version's metadata. */
 export function encodeCar(
   roots: readonly CID[],
-  blocks: ReadonlyArray<{ cid: CID; bytes: Uint8Array }>,
+  blocks: Iterable<{ cid: CID; bytes: Uint8Array }>,
 ): Uint8Array {
   const parts: Uint8Array[] = [encodeCarHeader(roots)];
   for (const block of blocks)

@@ -31,7 +31,7 @@ describe('large directories', () => {
       onSkip: () => undefined,
     });
     const types = new Set<string>();
-    for (const block of tree.metadataBlocks.slice(1)) {
+    for (const block of [...tree.metadataBlocks].slice(1)) {
       const node = dagPb.decode(block.bytes);
       if (node.Data) types.add(UnixFS.unmarshal(node.Data).type);
     }
