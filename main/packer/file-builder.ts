@@ -66,13 +66,33 @@ function reducerFor(file: File, blockstore: WritableStorage): Reducer {
 }
 
 export const fileBuilder: FileBuilder = async (file, blockstore, options) => {
-  async function* leaves(): AsyncGenerator<InProgressImportResult> {
-    for await (const importLeaf of options.bufferImporter(file, blockstore)) {
-      const { cid, size } = await importLeaf();
-      yield { cid, size };
-    }
-  }
-  const root = await options.layout(leaves(), reducerFor(file, blockstore));
+  const importing = options.bufferImporter(file, blockstore)[Symbol.asyncIterator]();
+  const leafOf = async (importLeaf: () => Promise<ImportResult>) => {
+    const { cid, size } = await importLeaf();
+    return { cid, size };
+  };
+  const first = await importing.next();
+  if (first.done === true) throw new Error('the buffer importer gave no leaf');
+  const firstLeaf = await leafOf(first.value);
+  const second = await importing.next();
+  const reduce = reducerFor(file, blockstore);
+  // Most files are one chunk: their node is made at once, without the layout's batching.
+  const root =
+    second.done === true
+      ? await reduce([firstLeaf])
+      : await options.layout(
+          (async function* () {
+            yield firstLeaf;
+            yield await leafOf(second.value);
+            for (
+              let next = await importing.next();
+              next.done !== true;
+              next = await importing.next()
+            )
+              yield await leafOf(next.value);
+          })(),
+          reduce,
+        );
   // The folder it goes into keeps this until the whole tree is built: only what the folder
   // node needs (its UnixFS data, a few hundred bytes a file, is already in the node's bytes).
   const result: InProgressImportResult = { cid: root.cid, size: root.size };
