@@ -17,6 +17,6 @@ export function unixfsImporterOptions(): ImporterOptions {
     shardSplitStrategy: 'block-bytes',
     shardFanoutBits: 8,
     wrapWithDirectory: false,
-    fileImportConcurrency: 1,
+    fileImportConcurrency: 4,
   };
 }
