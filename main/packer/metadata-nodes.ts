@@ -47,8 +47,9 @@ export class MetadataNodes {
   get(key: string): Uint8Array | undefined {
     const at = this.index.get(key);
     if (at === undefined) return undefined;
-    const [slab = 0, offset = 0, length = 0] = this.locations.slice(at * 3, at * 3 + 3);
-    return this.slabs[slab]?.subarray(offset, offset + length);
+    const offset = this.locations[at * 3 + 1] ?? 0;
+    const length = this.locations[at * 3 + 2] ?? 0;
+    return this.slabs[this.locations[at * 3] ?? -1]?.subarray(offset, offset + length);
   }
 
   /** Every node ordered by CID text, its CID made as it is read. */
