@@ -147,4 +147,16 @@ describe('fileBytes', () => {
     const root = await fileNode(dag, [{ cid: missing, claimed: 8 }]);
     expect(await protocolError(readAll(root, dag))).toMatch(/lacks node/);
   });
+
+  it('refuses a link of another codec, and a file deeper than any real layout', async () => {
+    const dag = new MemoryDag();
+    const cbor = CID.createV1(0x71, (await rawCidOf(Buffer.from('x'))).multihash);
+    const odd = await fileNode(dag, [{ cid: cbor, claimed: 1 }]);
+    expect(await protocolError(readAll(odd, dag))).toMatch(/link 0 has codec 113/);
+    // A chain of 40 File nodes, each the only link of the one above, over one 3-byte leaf.
+    let deep = await fileNode(dag, [{ cid: await leaf(dag, Buffer.from('abc')), claimed: 3 }]);
+    for (let level = 0; level < 40; level += 1)
+      deep = await fileNode(dag, [{ cid: deep, claimed: 3 }]);
+    expect(await protocolError(readAll(deep, dag))).toMatch(/deeper than 32 levels/);
+  });
 });

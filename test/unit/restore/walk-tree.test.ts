@@ -102,4 +102,19 @@ describe('walkTree', () => {
     const lacking = await directory('gone', absent);
     expect(() => [...walkTree(lacking, nodes)]).toThrow(/lacks node/);
   });
+
+  it('refuses a HAMT shard whose link names do not fit its fanout', async () => {
+    const nodes = new Map<string, Uint8Array>();
+    const file = await nodeOf(nodes, { Data: new UnixFS({ type: 'file' }).marshal(), Links: [] });
+    const shard = (name: string) =>
+      nodeOf(nodes, {
+        Data: new UnixFS({ type: 'hamt-sharded-directory', fanout: 256n }).marshal(),
+        Links: [{ Name: name, Hash: file, Tsize: 1 }],
+      });
+    // Fanout 256: every name starts with two hex digits; a name of just those is a sub-shard.
+    const fine = [...walkTree(await shard('0Anote.txt'), nodes)];
+    expect(fine.map((entry) => entry.parts.join('/'))).toEqual(['', 'note.txt']);
+    const bad = await shard('A');
+    expect(() => [...walkTree(bad, nodes)]).toThrow(/HAMT link named "A"/);
+  });
 });
