@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   CarFormatError,
@@ -66,6 +67,26 @@ describe('readCar', () => {
   it('refuses a block over the limit before reading it, as block_too_large', async () => {
     const big = await carBytes([], [await rawBlock(new Uint8Array(4097))]);
     await expect(readAll(big)).rejects.toMatchObject({ kind: 'block_too_large' });
+  });
+
+  it('checks small blocks and pool-hashed large ones against their CIDs alike', async () => {
+    const read = async (car: Uint8Array): Promise<CarItem[]> => {
+      const items: CarItem[] = [];
+      for await (const item of readCar(chunked(car, 65_536), { maxBlockBytes: 1 << 20 }))
+        items.push(item);
+      return items;
+    };
+    for (const size of [1024, 1 << 20]) {
+      const honest = await rawBlock(randomBytes(size));
+      expect(await read(await carBytes([honest.cid], [honest]))).toHaveLength(2);
+      const bytes = Buffer.from(honest.bytes);
+      bytes[size - 1] = (bytes[size - 1] ?? 0) ^ 1;
+      const lying = { cid: honest.cid, bytes };
+      await expect(read(await carBytes([honest.cid], [lying]))).rejects.toMatchObject({
+        kind: 'malformed',
+        message: expect.stringContaining('do not match') as unknown,
+      });
+    }
   });
 
   it('refuses truncation, trailing garbage, non-minimal varints and empty input as malformed', async () => {
