@@ -15,13 +15,14 @@ import { chmod, mkdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { CarFormatError, cidText, RAW_CODEC, readCar } from '../protocol/index.ts';
+import { cidText, RAW_CODEC } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
+import { LeafFetcher } from './leaf-fetcher.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -29,9 +30,6 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // a time) to a temporary name, fsynced, given their mode and mtime, and renamed. Existing files are
 // kept unless `overwrite`: a restored copy then gets a " (restored)" suffix.
 
-/** At most this many leaves, and this many bytes, per blocks/car request. */
-const LEAF_BATCH = 256;
-const LEAF_BATCH_BYTES = 8 * 1024 * 1024;
 const FILES_IN_FLIGHT = 8;
 
 export interface RestoreInput {
@@ -62,6 +60,12 @@ function checkName(name: string): void {
   }
 }
 
+function countOf(items: Iterable<unknown>): number {
+  let count = 0;
+  for (const item of items) if (item !== undefined) count += 1;
+  return count;
+}
+
 /** Whether anything (a file, folder or link) has this name; other errors are real errors. */
 function exists(file: string): boolean {
   return lstatSync(file, { throwIfNoEntry: false }) !== undefined;
@@ -79,95 +83,19 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const index = input.tree;
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
-  // Leaves come in batches through blocks/car, each block checked against its CID by readCar.
-  // A batch is the next leaves in restore order, across small files too, capped in bytes. While
-  // files are written from one batch, the next one is fetched, so memory stays at about two.
-  const cache = new Map<string, Uint8Array>();
-  let cachedBytes = 0;
-  const order: string[] = [];
-  const position = new Map<string, number>();
-  let fetching: Promise<void> = Promise.resolve();
-  /** Position in `order` after the last leaf asked for so far. */
-  let askedUpTo = 0;
-  const fetchFrom = async (cid: string): Promise<void> => {
-    const start = position.get(cid) ?? 0;
-    const batch = [cid];
-    let batchBytes = index.leaves.get(cid) ?? 0;
-    let next = start + 1;
-    for (; next < order.length && batch.length < LEAF_BATCH; next += 1) {
-      const leaf = order[next] ?? '';
-      if (cache.has(leaf) || leaf === cid) continue;
-      const size = index.leaves.get(leaf) ?? 0;
-      if (batchBytes + size > LEAF_BATCH_BYTES) break;
-      batchBytes += size;
-      batch.push(leaf);
+  /** The leaves of a file in read order, as fileBytes reads them; none for other entries. */
+  function* leavesOf(cid: CID, depth = 0): Generator<string> {
+    if (cid.code === RAW_CODEC) {
+      yield cidText(cid);
+      return;
     }
-    askedUpTo = Math.max(askedUpTo, next);
-    const unique = [...new Set(batch)];
-    try {
-      for await (const item of readCar(await input.client.blocksCar(input.storageHost, unique), {
-        maxBlockBytes: 4 * 1024 * 1024,
-      })) {
-        if (item.type !== 'block') continue;
-        const key = cidText(item.cid);
-        cachedBytes += item.bytes.length - (cache.get(key)?.length ?? 0);
-        cache.set(key, item.bytes);
-      }
-    } catch (error) {
-      if (error instanceof CarFormatError) {
-        throw new EngineError(
-          'protocol',
-          `the server sent a damaged block (${error.message}); restore stopped`,
-          { cause: error },
-        );
-      }
-      throw error;
-    }
-  };
-  let prefetching = false;
-  /** Starts on the next batch once less than one batch is left waiting to be written. */
-  const prefetch = (): void => {
-    const next = order[askedUpTo];
-    if (prefetching || next === undefined || cachedBytes >= LEAF_BATCH_BYTES) return;
-    prefetching = true;
-    fetching = fetching.then(async () => {
-      try {
-        if (!cache.has(next)) await fetchFrom(next);
-      } finally {
-        prefetching = false;
-      }
-    });
-    // A failure surfaces to the next read that waits on `fetching`; every leaf in order is
-    // read, so one does, unless the restore already failed for another reason.
-    fetching.catch(() => undefined);
-  };
-  /** A leaf from the batches, fetching the batch that starts with it when it is not there. */
-  const leaf = async (cid: CID): Promise<Uint8Array> => {
-    const key = cidText(cid);
-    if (!cache.has(key)) {
-      fetching = fetching.then(() => (cache.has(key) ? undefined : fetchFrom(key)));
-      await fetching;
-    }
-    const bytes = cache.get(key);
-    if (!bytes) throw new EngineError('protocol', `block ${key} did not come back from the server`);
-    cache.delete(key);
-    cachedBytes -= bytes.length;
-    prefetch();
-    return bytes;
-  };
-  const dag: FileDag = { node: (cid) => index.nodes.get(cidText(cid)), leaf };
-  /** The leaves of a file in read order; [] for directories and symlinks. */
-  const leavesOf = (cid: CID, depth = 0): string[] => {
     const node = index.nodes.get(cidText(cid));
     // Too deep for any real layout: fileBytes refuses such a file when it comes to it.
-    if (!node || depth > 32) return [];
+    if (!node || depth > 32) return;
     const decoded = dagPb.decode(node);
-    if (!decoded.Data || UnixFS.unmarshal(decoded.Data).type !== 'file') return [];
-    return decoded.Links.flatMap((link) =>
-      link.Hash.code === RAW_CODEC ? [cidText(link.Hash)] : leavesOf(link.Hash, depth + 1),
-    );
-  };
-
+    if (!decoded.Data || UnixFS.unmarshal(decoded.Data).type !== 'file') return;
+    for (const link of decoded.Links) yield* leavesOf(link.Hash, depth + 1);
+  }
   const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
   const result = { files: 0, directories: 0, symlinks: 0, bytes: 0, renamed: [] as string[] };
   const directoryTimes: Array<{
@@ -178,7 +106,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   await mkdir(input.targetDir, { recursive: true });
   let matched = false;
 
-  async function restoreFile(entry: TreeEntry, target: string): Promise<void> {
+  async function restoreFile(entry: TreeEntry, target: string, dag: FileDag): Promise<void> {
     const { mtimeSeconds } = entry;
     if (entry.kind === 'symlink') {
       rmSync(target, { force: true });
@@ -214,28 +142,36 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     result.files += 1;
   }
 
-  // First pass, metadata only: what will be restored, in order, and its leaves.
-  const planned: TreeEntry[] = [];
-  for (const entry of walkTree(root, index.nodes)) {
-    const parts = entry.parts;
-    if (wanted.length > 0 && !wanted.every((part, i) => i >= parts.length || parts[i] === part))
-      continue;
-    planned.push(entry);
-    if (entry.kind !== 'file') continue;
-    for (const leaf of leavesOf(entry.cid)) {
-      if (!position.has(leaf)) position.set(leaf, order.length);
-      order.push(leaf);
+  /**
+   * The entries to restore, in order: everything, or the wanted path and what it holds. Both
+   * walks below take their entries from here, so their leaf reads line up one for one.
+   */
+  function* restored(top: CID): Generator<TreeEntry> {
+    for (const entry of walkTree(top, index.nodes)) {
+      const parts = entry.parts;
+      if (parts.length >= wanted.length && wanted.every((part, i) => parts[i] === part))
+        yield entry;
     }
   }
+  // The tree is walked twice, lazily: once here for the leaf reads to fetch ahead, once below
+  // for the writes. Holding a plan of the whole tree instead grew with the number of files.
+  const leaves = new LeafFetcher(
+    input.client,
+    input.storageHost,
+    index.leaves,
+    (function* leafReads(): Generator<string> {
+      for (const entry of restored(root)) if (entry.kind === 'file') yield* leavesOf(entry.cid);
+    })(),
+  );
+  /** Leaf reads planned before the next file's first. */
+  let readsBefore = 0;
 
   const inFlight = new Set<Promise<void>>();
   const claimed = new Set<string>();
   let failure: Error | undefined;
-  for (const entry of planned) {
+  for (const entry of restored(root)) {
     const parts = entry.parts;
     for (const part of parts) checkName(part);
-    // Keep entries on the wanted path: its ancestors are skipped, the entry and below kept.
-    if (parts.length < wanted.length) continue;
     matched = true;
     const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
     const destination = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
@@ -257,9 +193,17 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.renamed.push(path.relative(input.targetDir, target));
     }
     claimed.add(target);
-    const writing: Promise<void> = restoreFile(entry, target)
+    let read = readsBefore;
+    if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));
+    const dag: FileDag = {
+      node: (cid) => index.nodes.get(cidText(cid)),
+      leaf: (cid) => leaves.take(cid, read++),
+    };
+    const writing: Promise<void> = restoreFile(entry, target, dag)
       .catch((error: unknown) => {
         failure ??= error instanceof Error ? error : new Error(String(error));
+        // Files waiting for this one's leaves to be taken would wait forever.
+        leaves.stop(failure);
       })
       .finally(() => {
         inFlight.delete(writing);

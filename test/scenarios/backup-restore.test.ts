@@ -186,6 +186,33 @@ describe('backup and restore', () => {
     );
   });
 
+  it('restores content stored many times over: side by side, within one file, a folder apart', async () => {
+    const MiB = 1 << 20;
+    const tree = path.join(scratch, 'repeats');
+    const note = randomBytes(3000);
+    mkdirSync(path.join(tree, 'notes'), { recursive: true });
+    for (let i = 0; i < 20; i += 1) writeFileSync(path.join(tree, 'notes', `copy-${i}.txt`), note);
+    const chunk = randomBytes(MiB);
+    writeFileSync(path.join(tree, 'same-chunk-thrice.bin'), Buffer.concat([chunk, chunk, chunk]));
+    // More than a fetch batch (8 MiB) lies between a file in first/ and its copy in second/.
+    for (const folder of ['first', 'second']) mkdirSync(path.join(tree, folder));
+    for (let i = 0; i < 12; i += 1) {
+      const bytes = randomBytes(MiB + i);
+      for (const folder of ['first', 'second'])
+        writeFileSync(path.join(tree, folder, `part-${i}.bin`), bytes);
+    }
+    await engine.createBucket({ name: 'Repeats', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: tree, bucket: 'Repeats' });
+    const everything = path.join(scratch, 'repeats-restored');
+    await engine.restore({ bucket: 'Repeats', to: everything, overwrite: false });
+    expect(fingerprintTree(everything)).toEqual(fingerprintTree(tree));
+    const secondOnly = path.join(scratch, 'repeats-second');
+    await engine.restore({ bucket: 'Repeats', path: 'second', to: secondOnly, overwrite: false });
+    expect(fingerprintTree(path.join(secondOnly, 'second'))).toEqual(
+      fingerprintTree(path.join(tree, 'second')),
+    );
+  });
+
   it('never overwrites unless asked, and restores one folder', async () => {
     const target = path.join(scratch, 'conflict');
     mkdirSync(target);
