@@ -10,14 +10,9 @@ import {
   type WritableStorage,
 } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
+import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
-import {
-  cidFromSha256,
-  cidText,
-  DAG_PB_CODEC,
-  RAW_CODEC,
-  sha256Digest,
-} from '../protocol/index.ts';
+import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import {
   sourceRootEntry,
   walkSource,
@@ -205,7 +200,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       // Read already, and one chunk at most: no need of the chunker's buffering and copies.
       smallFiles.delete(file.originalPath ?? '');
       yield async () => {
-        const cid = cidFromSha256(RAW_CODEC, await sha256Digest(small));
+        const cid = CID.createV1(raw.code, await sha256.digest(small));
         await store.put(cid, small);
         return { cid, size: BigInt(small.length), block: small };
       };
@@ -224,7 +219,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     }
     for await (const chunk of file.content) {
       yield async () => {
-        const cid = cidFromSha256(RAW_CODEC, await sha256Digest(chunk));
+        const cid = CID.createV1(raw.code, await sha256.digest(chunk));
         await store.put(cid, chunk);
         return { cid, size: BigInt(chunk.length), block: chunk };
       };

@@ -1,7 +1,7 @@
+import { createHash } from 'node:crypto';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { isProtocolCid } from './cid.ts';
-import { sha256Digest } from './sha256.ts';
 
 // A streaming CAR reader that treats every CAR as hostile (§16.8). @ipld/car's decoder reads a
 // section's full length before it can be judged, so a lying varint would make it buffer up to
@@ -270,7 +270,7 @@ async function* readSections(
       throw malformed('section runs past the CARv2 data');
     }
     const bytes = await reader.readExactly(blockLength, 'block');
-    const digest = await sha256Digest(bytes);
+    const digest = createHash('sha256').update(bytes).digest();
     if (!Buffer.from(cid.multihash.digest).equals(digest)) {
       throw malformed(`block bytes do not match ${cid.toString()}`);
     }

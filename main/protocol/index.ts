@@ -13,7 +13,6 @@ export * from './ids.ts';
 export * from './p384-public-key.ts';
 export * from './requests.ts';
 export * from './resources.ts';
-export * from './sha256.ts';
 export * from './storage-authorization.ts';
 export * from './text.ts';
 export * from './validation-error.ts';
