@@ -128,6 +128,7 @@ function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
  */
 async function* fileContent(
   handle: FileHandle,
+  openFiles: Set<FileHandle>,
   scanned: { size: number; mtimeNs: bigint },
   afterRead: () => Promise<void>,
   onChanged: () => void,
@@ -145,6 +146,7 @@ async function* fileContent(
     const after = await handle.stat({ bigint: true });
     if (Number(after.size) !== scanned.size || after.mtimeNs !== scanned.mtimeNs) onChanged();
   } finally {
+    openFiles.delete(handle);
     await handle.close();
   }
 }
@@ -157,6 +159,8 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const changedWhileRead: string[] = [];
   let bytesRead = 0;
   let filesReused = 0;
+  /** Files opened for the importer and not yet read to the end and closed. */
+  const openFiles = new Set<FileHandle>();
   /** Candidate path → the scanned file, until the importer reports its node. */
   const pendingFiles = new Map<string, ScannedFile>();
   /** Candidate path → the content of a small file, read whole, until it is packed. */
@@ -302,6 +306,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           skip(error);
           return;
         }
+        openFiles.add(handle);
         fileCount += 1;
         totalBytes += entry.size;
         pendingFiles.set(candidatePath, entry);
@@ -309,6 +314,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           path: candidatePath,
           content: fileContent(
             handle,
+            openFiles,
             entry,
             () => input.afterFileRead?.(entry.path) ?? Promise.resolve(),
             () => changedWhileRead.push(entry.path),
@@ -330,19 +336,25 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   }
 
   let rootCid: CID | undefined;
-  for await (const result of importer(candidates(), blockstore, {
-    ...unixfsImporterOptions(),
-    bufferImporter,
-    fileBuilder,
-  })) {
-    if (result.path === ROOT) rootCid = result.cid;
-    const file = result.path === undefined ? undefined : pendingFiles.get(result.path);
-    if (file && result.path !== undefined) {
-      pendingFiles.delete(result.path);
-      const reused = reusedLeaves.delete(result.path);
-      entries.push(packedEntryOf(file, cidText(result.cid)));
-      input.onFilePacked?.(file, reused);
+  try {
+    for await (const result of importer(candidates(), blockstore, {
+      ...unixfsImporterOptions(),
+      bufferImporter,
+      fileBuilder,
+    })) {
+      if (result.path === ROOT) rootCid = result.cid;
+      const file = result.path === undefined ? undefined : pendingFiles.get(result.path);
+      if (file && result.path !== undefined) {
+        pendingFiles.delete(result.path);
+        const reused = reusedLeaves.delete(result.path);
+        entries.push(packedEntryOf(file, cidText(result.cid)));
+        input.onFilePacked?.(file, reused);
+      }
     }
+  } finally {
+    // A pack that stopped early (a full staging disk) leaves files opened ahead of the importer
+    // unread; their content generators never ran, so nothing else would close them.
+    await Promise.all([...openFiles].map((handle) => handle.close()));
   }
   if (!rootCid) throw new Error('the importer produced no root directory');
 

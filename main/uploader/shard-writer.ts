@@ -102,12 +102,33 @@ export class ShardWriter {
   /** The importer writes blocks concurrently; sections must not interleave, so adds queue. */
   private queue: Promise<void> = Promise.resolve();
 
+  /** The first failed write; the writer refuses everything after it. */
+  private failure: Error | undefined;
+
+  /**
+   * After a failed write (a full disk), closes the open shard file rather than leave its handle
+   * to the garbage collector, which warns on the console, and fails every later add at once.
+   */
+  private async fail(error: unknown): Promise<never> {
+    const reported = stagingError(path.dirname(this.dir), error);
+    this.failure ??= reported instanceof Error ? reported : new Error(String(reported));
+    const current = this.current;
+    this.current = undefined;
+    this.pending = [];
+    this.pendingBytes = 0;
+    // The write's error is the one to report; closing is cleanup, and its own error (if any)
+    // says nothing more about the disk.
+    if (current) await current.handle.close().catch(() => undefined);
+    throw this.failure;
+  }
+
   add(cid: CID, bytes: Uint8Array): Promise<void> {
     const next = this.queue
-      .then(() => this.append(cid, bytes))
-      .catch((error: unknown) => {
-        throw stagingError(path.dirname(this.dir), error);
-      });
+      .then(() => {
+        if (this.failure !== undefined) throw this.failure;
+        return this.append(cid, bytes);
+      })
+      .catch((error: unknown) => this.fail(error));
     this.queue = next.catch(() => undefined);
     return next;
   }
@@ -136,10 +157,11 @@ export class ShardWriter {
   /** Closes the open shard, fsynced, and records its CID, once queued blocks are written. */
   async seal(): Promise<void> {
     await this.queue;
+    if (this.failure !== undefined) throw this.failure;
     try {
       await this.sealCurrent();
     } catch (error) {
-      throw stagingError(path.dirname(this.dir), error);
+      await this.fail(error);
     }
   }
 
