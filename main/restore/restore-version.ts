@@ -60,9 +60,23 @@ function checkName(name: string): void {
   }
 }
 
+/** A full disk is a clear, final error; anything else is reported as it came. */
+function restoreError(error: unknown, targetDir: string): Error {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    return new EngineError(
+      'disk_full',
+      `not enough free space in ${targetDir} to restore; free some space and run it again`,
+      { cause: error },
+    );
+  }
+  return error instanceof Error ? error : new Error(String(error));
+}
+
 function countOf(items: Iterable<unknown>): number {
   let count = 0;
-  for (const item of items) if (item !== undefined) count += 1;
+  const iterator = items[Symbol.iterator]();
+  while (iterator.next().done !== true) count += 1;
   return count;
 }
 
@@ -93,7 +107,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     // Too deep for any real layout: fileBytes refuses such a file when it comes to it.
     if (!node || depth > 32) return;
     const decoded = dagPb.decode(node);
-    if (!decoded.Data || UnixFS.unmarshal(decoded.Data).type !== 'file') return;
+    // The node types fileBytes reads, so each file's planned reads match the reads it makes.
+    const type = decoded.Data ? UnixFS.unmarshal(decoded.Data).type : undefined;
+    if (type !== 'file' && type !== 'raw') return;
     for (const link of decoded.Links) yield* leavesOf(link.Hash, depth + 1);
   }
   const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
@@ -201,7 +217,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     };
     const writing: Promise<void> = restoreFile(entry, target, dag)
       .catch((error: unknown) => {
-        failure ??= error instanceof Error ? error : new Error(String(error));
+        failure ??= restoreError(error, input.targetDir);
         // Files waiting for this one's leaves to be taken would wait forever.
         leaves.stop(failure);
       })

@@ -111,4 +111,38 @@ describe('backup failures', () => {
     expect(ok.stderr).toMatch(/^reading: 3\/3 files, 13 MB of 13 MB, /m);
     expect(ok.stderr).toMatch(/^uploading: 3\/3 files, 13 MB of 13 MB, /m);
   });
+
+  it('reports a full disk while restoring clearly, and leaves no half-written file', async () => {
+    const source = path.join(scratch, 'restore-source');
+    // A large file first, then small ones that wait for its leaves to be taken: when the disk
+    // fills under it, they must fail too rather than wait forever.
+    mkdirSync(path.join(source, 'b-small'), { recursive: true });
+    writeFileSync(path.join(source, 'a-large.bin'), randomBytes(100 << 20));
+    for (let i = 0; i < 30; i += 1)
+      writeFileSync(path.join(source, 'b-small', `note-${i}.txt`), randomBytes(2000));
+    const home = path.join(scratch, 'restore-home');
+    mkdirSync(home);
+    const localData = path.join(scratch, 'restore-data');
+    expect(
+      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
+    ).toBe(0);
+    expect((await runCanopy(home, ['buckets', 'create', 'Docs'], fileStore)).status).toBe(0);
+    const backup = await runCanopy(home, ['backup', source, '--bucket', 'Docs'], fileStore);
+    expect(backup.status).toBe(0);
+    const target = path.join(scratch, 'small-disk');
+    mkdirSync(target);
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', target], {
+      encoding: 'utf8',
+    });
+    expect(mounted.status, mounted.stderr).toBe(0);
+    mounts.push(target);
+    const full = await runCanopy(home, ['restore', '--bucket', 'Docs', '--to', target], fileStore);
+    expect(full.status).toBe(1);
+    expect(full.stderr).toBe(
+      `canopy: not enough free space in ${target} to restore; free some space and run it again\n`,
+    );
+    const leftovers = readdirSync(target, { recursive: true }).map(String);
+    expect(leftovers.filter((name) => name.includes('.canopy-'))).toEqual([]);
+    expect(leftovers).not.toContain('a-large.bin');
+  });
 });
