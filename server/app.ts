@@ -42,7 +42,21 @@ function errorBody(error: unknown): {
   if (error instanceof ValidationError) {
     return { status: 400, body: { msg: error.message, code: 'invalid_request' }, headers: {} };
   }
+  // A full disk is the operator's to fix, and telling them so reveals nothing about the code.
+  if (isOutOfSpace(error)) {
+    return {
+      status: 500,
+      body: { msg: 'the service is out of storage space', code: 'internal' },
+      headers: {},
+    };
+  }
   return { status: 500, body: { msg: 'internal error', code: 'internal' }, headers: {} };
+}
+
+/** The file system or SQLite ran out of space (ENOSPC, EDQUOT, SQLITE_FULL). */
+function isOutOfSpace(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return code === 'ENOSPC' || code === 'EDQUOT' || code === 'SQLITE_FULL';
 }
 
 export function createBucketService(options: ServiceOptions): BucketService {

@@ -56,7 +56,7 @@ export function errorFromResponse(
       code = status >= 500 ? 'server_error' : 'protocol';
       message =
         status >= 500
-          ? `the server failed (HTTP ${status})`
+          ? `the server failed (${typeof body?.msg === 'string' ? `${body.msg}, ` : ''}HTTP ${status})`
           : `unexpected answer from the server (HTTP ${status})`;
   }
   return new EngineError(code, message, { retryable: isRetryableStatus(status) });

@@ -58,6 +58,7 @@ export class BlockStore {
     const fd = await new Promise<number>((resolve, reject) => {
       open(file, 'wx', 0o600, (error, opened) => (error ? reject(error) : resolve(opened)));
     });
+    let written = false;
     try {
       for (const part of bytes instanceof Uint8Array ? [bytes] : bytes) {
         let offset = 0;
@@ -72,10 +73,14 @@ export class BlockStore {
       await new Promise<void>((resolve, reject) => {
         fdatasync(fd, (error) => (error ? reject(error) : resolve()));
       });
+      written = true;
     } finally {
       await new Promise<void>((resolve, reject) => {
         close(fd, (error) => (error ? reject(error) : resolve()));
       });
+      // A write that failed (a full disk) leaves no staged file behind for the caller to miss:
+      // it only learns the names of files written whole.
+      if (!written) this.discard(file);
     }
     return file;
   }
