@@ -21,6 +21,7 @@ export type EngineErrorCode =
   | 'secret_store'
   | 'local_server'
   | 'disk_full'
+  | 'source_changed'
   | 'usage';
 
 export class EngineError extends Error {

@@ -3,12 +3,7 @@ import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
-import {
-  importer,
-  type BufferImporter,
-  type ImportCandidate,
-  type WritableStorage,
-} from 'ipfs-unixfs-importer';
+import { importer, type BufferImporter, type ImportCandidate } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
@@ -47,8 +42,8 @@ export interface PackInput {
   readonly sourceLabel: string;
   readonly deviceFingerprint: string;
   readonly createdAtSeconds: number;
-  /** Called once per distinct leaf of the new tree. */
-  readonly onLeaf: (cid: CID, bytes: Uint8Array) => Promise<void>;
+  /** Called once per distinct leaf of the new tree, with where its bytes were first read. */
+  readonly onLeaf: (cid: CID, bytes: Uint8Array, origin: LeafOrigin) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
   readonly rules?: ExcludeRules;
   readonly onExcluded?: (relativePath: string) => void;
@@ -65,6 +60,12 @@ export interface PackInput {
 }
 
 export type ScannedFile = Extract<SourceEntry, { kind: 'file' }>;
+
+/** Where a leaf's bytes lie in the source: a file relative to the source folder, and an offset. */
+export interface LeafOrigin {
+  readonly path: string;
+  readonly offset: number;
+}
 
 export interface ReusedLeaf {
   readonly cid: CID;
@@ -181,31 +182,32 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         for await (const part of bytes) parts.push(part);
         block = Buffer.concat(parts);
       }
-      const key = cidText(cid);
-      if (cid.code === RAW_CODEC) {
-        if (!leaves.has(key)) {
-          leaves.set(key, block.length);
-          await input.onLeaf(cid, block);
-        }
-      } else if (cid.code === DAG_PB_CODEC) {
-        dagNodes.put(key, block);
-      } else {
-        throw new Error(`unexpected block codec ${cid.code}`);
-      }
+      // Raw leaves come through putLeaf, which knows where they were read.
+      if (cid.code !== DAG_PB_CODEC) throw new Error(`unexpected block codec ${cid.code}`);
+      dagNodes.put(cidText(cid), block);
       return cid;
     },
   };
 
+  /** Records a leaf the first time the tree holds it, and hands it to the caller. */
+  async function putLeaf(cid: CID, bytes: Uint8Array, origin: LeafOrigin): Promise<void> {
+    const key = cidText(cid);
+    if (leaves.has(key)) return;
+    leaves.set(key, bytes.length);
+    await input.onLeaf(cid, bytes, origin);
+  }
+
   // The importer's own raw-leaf buffer importer, plus the reuse path: a reused file's content
   // is never iterated, so the file is not read; its known leaves stand in for the chunks.
-  const bufferImporter: BufferImporter = async function* (file, store: WritableStorage) {
+  const bufferImporter: BufferImporter = async function* (file) {
+    const sourcePath = file.originalPath?.slice(ROOT.length + 1) ?? '';
     const small = file.originalPath === undefined ? undefined : smallFiles.get(file.originalPath);
     if (small) {
       // Read already, and one chunk at most: no need of the chunker's buffering and copies.
       smallFiles.delete(file.originalPath ?? '');
       yield async () => {
         const cid = CID.createV1(raw.code, await sha256.digest(small));
-        await store.put(cid, small);
+        await putLeaf(cid, small, { path: sourcePath, offset: 0 });
         return { cid, size: BigInt(small.length), block: small };
       };
       return;
@@ -221,10 +223,13 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       }
       return;
     }
+    let offset = 0;
     for await (const chunk of file.content) {
+      const origin = { path: sourcePath, offset };
+      offset += chunk.length;
       yield async () => {
         const cid = CID.createV1(raw.code, await sha256.digest(chunk));
-        await store.put(cid, chunk);
+        await putLeaf(cid, chunk, origin);
         return { cid, size: BigInt(chunk.length), block: chunk };
       };
     }

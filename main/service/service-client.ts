@@ -156,6 +156,14 @@ export class ServiceClient {
         if (!isRetryableStatus(response.status)) throw error;
       } catch (caught) {
         if (caught instanceof EngineError && !caught.retryable) throw caught;
+        // fetch wraps a failure of the body's own stream (a source file that changed) in a
+        // TypeError; that failure is the body's verdict, and resending would not change it.
+        if (
+          caught instanceof TypeError &&
+          caught.cause instanceof EngineError &&
+          !caught.cause.retryable
+        )
+          throw caught.cause;
         error = caught instanceof EngineError ? caught : networkError(url, caught);
       }
       if (attempt >= this.retry.attempts) throw error;
@@ -439,16 +447,21 @@ export class ServiceClient {
           readonly bytes: number;
           /** Bytes of this attempt handed to the connection so far; a retry starts again at 0. */
           readonly onSent?: (sentThisAttempt: number) => void;
+        }
+      | {
+          /** A fresh stream of the shard's bytes for each attempt. */
+          readonly stream: () => ReadableStream<Uint8Array>;
+          readonly bytes: number;
         },
   ): Promise<ShardUploadResult> {
-    const body = (): { bytes: RequestBody; contentType: string; length?: number } =>
-      car instanceof Uint8Array
-        ? { bytes: car, contentType: MEDIA_CAR }
-        : {
-            bytes: fileBody(car.file, car.onSent),
-            contentType: MEDIA_CAR,
-            length: car.bytes,
-          };
+    const body = (): { bytes: RequestBody; contentType: string; length?: number } => {
+      if (car instanceof Uint8Array) return { bytes: car, contentType: MEDIA_CAR };
+      return {
+        bytes: 'stream' in car ? car.stream() : fileBody(car.file, car.onSent),
+        contentType: MEDIA_CAR,
+        length: car.bytes,
+      };
+    };
     return this.json(
       {
         method: 'PUT',

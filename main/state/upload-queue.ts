@@ -8,7 +8,10 @@ export interface QueuedUpload {
   bucket_id: string;
   storage_host: string;
   storage_authorization: string;
+  /** Where staged shards are; '' when the shards are planned from the source. */
   staging_dir: string;
+  /** The folder planned shards are read from again; null when the shards are staged. */
+  source_dir: string | null;
   files: number;
   bytes_scanned: number;
   new_bytes: number;
@@ -17,20 +20,38 @@ export interface QueuedUpload {
 
 export interface QueuedShard {
   shard_cid: string;
+  /** The staged shard file; '' for a shard planned from the source. */
   file: string;
   bytes: number;
   needed: number;
   confirmed: number;
 }
 
+/** One block of a shard planned from the source: where to read it again. */
+export interface QueuedBlock {
+  readonly cid: string;
+  readonly path: string;
+  readonly offset: number;
+  readonly length: number;
+}
+
+export interface ShardToQueue {
+  readonly shardCid: string;
+  /** The staged file, or '' when `blocks` say where in the source the shard's blocks are. */
+  readonly file: string;
+  readonly bytes: number;
+  readonly needed: boolean;
+  readonly blocks?: readonly QueuedBlock[];
+}
+
 export interface UploadQueue {
-  record(
-    upload: QueuedUpload,
-    shards: ReadonlyArray<{ shardCid: string; file: string; bytes: number; needed: boolean }>,
-  ): void;
+  /** Records a pushed version and its shards; a planned shard's blocks only when needed. */
+  record(upload: QueuedUpload, shards: readonly ShardToQueue[]): void;
   confirm(versionId: string, shardCid: string): void;
   pendingFor(bucketId: string): QueuedUpload | undefined;
   shardsOf(versionId: string): QueuedShard[];
+  /** The blocks of a shard planned from the source, in order. */
+  blocksOf(versionId: string, shardCid: string): QueuedBlock[];
   finish(versionId: string): void;
   /** The staging folders of every queued upload. */
   stagingDirs(): Set<string>;
@@ -41,22 +62,40 @@ export function uploadQueue(db: StateDb): UploadQueue {
     record(upload, shards) {
       db.transaction(() => {
         db.prepare(
-          `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir, files,
-             bytes_scanned, new_bytes, created_at)
-           VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir, @files,
-             @bytes_scanned, @new_bytes, @created_at)`,
+          `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
+             source_dir, files, bytes_scanned, new_bytes, created_at)
+           VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir,
+             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at)`,
         ).run(upload);
         const insert = db.prepare(
-          'INSERT INTO upload_shards (version_id, shard_cid, file, bytes, needed) VALUES (?, ?, ?, ?, ?)',
+          'INSERT INTO upload_shards (version_id, shard_cid, file, bytes, needed, position) VALUES (?, ?, ?, ?, ?, ?)',
         );
-        for (const shard of shards)
+        const insertBlock = db.prepare(
+          'INSERT INTO upload_blocks (version_id, shard_cid, position, cid, path, offset, length) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        );
+        shards.forEach((shard, position) => {
           insert.run(
             upload.version_id,
             shard.shardCid,
             shard.file,
             shard.bytes,
             shard.needed ? 1 : 0,
+            position,
           );
+          // A shard the host does not need is never read again; its plan would be dead weight.
+          if (!shard.needed) return;
+          shard.blocks?.forEach((block, index) =>
+            insertBlock.run(
+              upload.version_id,
+              shard.shardCid,
+              index,
+              block.cid,
+              block.path,
+              block.offset,
+              block.length,
+            ),
+          );
+        });
       })();
     },
     confirm(versionId, shardCid) {
@@ -74,9 +113,16 @@ export function uploadQueue(db: StateDb): UploadQueue {
     shardsOf(versionId) {
       return db
         .prepare<[string], QueuedShard>(
-          'SELECT shard_cid, file, bytes, needed, confirmed FROM upload_shards WHERE version_id = ? ORDER BY file',
+          'SELECT shard_cid, file, bytes, needed, confirmed FROM upload_shards WHERE version_id = ? ORDER BY position, file',
         )
         .all(versionId);
+    },
+    blocksOf(versionId, shardCid) {
+      return db
+        .prepare<[string, string], QueuedBlock>(
+          'SELECT cid, path, offset, length FROM upload_blocks WHERE version_id = ? AND shard_cid = ? ORDER BY position',
+        )
+        .all(versionId, shardCid);
     },
     finish(versionId) {
       db.prepare('DELETE FROM uploads WHERE version_id = ?').run(versionId);

@@ -1,5 +1,5 @@
 import { rm } from 'node:fs/promises';
-import { EngineError } from '../api/index.ts';
+import { EngineError, isEngineError } from '../api/index.ts';
 import { cidText, encodeCar } from '../protocol/index.ts';
 import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
 import {
@@ -9,17 +9,25 @@ import {
   type SkippedItem,
 } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import type { QueuedUpload, SourceFileIndex, UploadQueue } from '../state/index.ts';
+import type { QueuedUpload, ShardToQueue, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
+import { plannedShardBody } from './planned-shard-body.ts';
+import { ShardPlanner } from './shard-planner.ts';
 import { ShardWriter } from './shard-writer.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 import { unchangedSince } from './unchanged-source.ts';
 
-// One backup of a source folder into a bucket (§17.4): pack, stage only leaves the previous
-// version lacks, push, ask which of those the user already holds, upload the shards that carry
-// the rest, complete. A stale previous_id (another device stored first) rebuilds on the new
-// active version once.
+// One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
+// version lacks into shards, push, ask which of those the user already holds, upload the shards
+// that carry the rest, complete. A stale previous_id (another device stored first) rebuilds on
+// the new active version once.
+//
+// Shards are planned, not written: the upload reads each block again from its source file and
+// checks it against its CID. A file that changed in between (`source_changed`) drops the
+// pending version, and the backup runs again with its shards staged on disk, a snapshot that
+// later changes cannot touch. Files that changed while they were read are packed a second
+// time; that pass stages its shards too.
 
 export interface BackupInput {
   readonly client: ServiceClient;
@@ -131,7 +139,22 @@ function trustworthy(
   );
 }
 
-async function attempt(input: BackupInput, started: number): Promise<BackupResult> {
+/**
+ * Where the upload takes shard bytes from: the source files again (`planned`), or shard files
+ * written while packing (`staged`).
+ */
+type ShardSource = 'planned' | 'staged';
+
+/** Removes a staging folder; planned shards have none (''). */
+async function removeStaging(dir: string): Promise<void> {
+  if (dir !== '') await rm(dir, { recursive: true, force: true });
+}
+
+async function attempt(
+  input: BackupInput,
+  started: number,
+  firstShardSource: ShardSource,
+): Promise<BackupResult> {
   const { client } = input;
   const rules = await loadExcludeRules(input.sourceDir);
   const active = (await client.listVersions(input.bucketId)).find(
@@ -173,8 +196,14 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
     );
   }
   const shardTarget = input.shardTargetBytes ?? 64 * 1024 * 1024;
-  let staging = newStagingDir(input.stagingRoot);
-  let shards = new ShardWriter(staging, shardTarget);
+  let shardSource = firstShardSource;
+  let staging = '';
+  const newShards = (): ShardWriter | ShardPlanner => {
+    if (shardSource === 'planned') return new ShardPlanner(shardTarget);
+    staging = newStagingDir(input.stagingRoot);
+    return new ShardWriter(staging, shardTarget);
+  };
+  let shards = newShards();
   let skipped: SkippedItem[] = [];
   let candidates = new Map<string, number>();
   // Staged shards outlive this run once their upload is queued; a crash must not lose them.
@@ -206,10 +235,11 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
         deviceFingerprint: input.deviceFingerprint,
         createdAtSeconds: Math.floor(input.now() / 1000),
         onSkip: (item) => skipped.push(item),
-        onLeaf: async (cid, bytes) => {
+        onLeaf: async (cid, bytes, origin) => {
           if (previous?.tree.leaves.has(cidText(cid)) === true) return;
           candidates.set(cidText(cid), bytes.length);
-          await shards.add(cid, bytes);
+          if (shards instanceof ShardWriter) await shards.add(cid, bytes);
+          else shards.add(cid, bytes, origin);
         },
       });
       progress?.finish();
@@ -219,10 +249,11 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
     await shards.seal();
     if (tree.changedWhileRead.length > 0) {
       // Files changed while read may hold torn bytes: read the tree once more (§2 R15); what
-      // changes again is reported, and the next backup picks up its settled content.
-      await rm(staging, { recursive: true, force: true });
-      staging = newStagingDir(input.stagingRoot);
-      shards = new ShardWriter(staging, shardTarget);
+      // changes again is reported, and the next backup picks up its settled content. Files that
+      // change this often would not read back the same at upload time: stage this pass.
+      await removeStaging(staging);
+      shardSource = 'staged';
+      shards = newShards();
       skipped = [];
       candidates = new Map();
       tree = await packOnce();
@@ -264,20 +295,28 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
         storage_host: pushed.storage_host,
         storage_authorization: pushed.storage_authorization,
         staging_dir: staging,
+        source_dir: shardSource === 'planned' ? input.sourceDir : null,
         files: tree.fileCount,
         bytes_scanned: tree.totalBytes,
         new_bytes: expected,
         created_at: input.now(),
       };
-      input.queue.record(
-        upload,
-        shards.shards.map((shard) => ({
-          shardCid: shard.shardCid.toString(),
-          file: shard.file,
-          bytes: shard.bytes,
-          needed: shard.blocks.some((cid) => missing.has(cid)),
-        })),
-      );
+      const queued: ShardToQueue[] =
+        shards instanceof ShardWriter
+          ? shards.shards.map((shard) => ({
+              shardCid: shard.shardCid.toString(),
+              file: shard.file,
+              bytes: shard.bytes,
+              needed: shard.blocks.some((cid) => missing.has(cid)),
+            }))
+          : shards.shards.map((shard) => ({
+              shardCid: shard.shardCid.toString(),
+              file: '',
+              bytes: shard.bytes,
+              needed: shard.blocks.some((block) => missing.has(block.cid)),
+              blocks: shard.blocks,
+            }));
+      input.queue.record(upload, queued);
       keepStaging = true;
       input.afterShardConfirmed?.(0);
       uploaded = await finishUpload(input, upload);
@@ -303,7 +342,7 @@ async function attempt(input: BackupInput, started: number): Promise<BackupResul
       resumedVersionId: null,
     };
   } finally {
-    if (!keepStaging) await rm(staging, { recursive: true, force: true });
+    if (!keepStaging) await removeStaging(staging);
   }
 }
 
@@ -328,46 +367,49 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
         upload.files, // every file is packed by now
       )
     : undefined;
-  for (const shard of due) {
-    let sentThisShard = 0;
-    await client.uploadShard(
-      upload.storage_host,
-      upload.storage_authorization,
-      upload.version_id,
-      shard.shard_cid,
-      {
-        file: shard.file,
-        bytes: shard.bytes,
-        onSent: (sentThisAttempt) => {
-          // A retry starts the shard again from its first byte.
-          progress?.addBytes(sentThisAttempt - sentThisShard);
-          sentThisShard = sentThisAttempt;
-        },
-      },
-    );
-    input.queue.confirm(upload.version_id, shard.shard_cid);
-    sent += shard.bytes;
-    confirmed += 1;
-    input.afterShardConfirmed?.(confirmed);
-  }
-  progress?.finish();
   try {
+    for (const shard of due) {
+      let sentThisShard = 0;
+      const onSent = (sentThisAttempt: number): void => {
+        // A retry starts the shard again from its first byte.
+        progress?.addBytes(sentThisAttempt - sentThisShard);
+        sentThisShard = sentThisAttempt;
+      };
+      const sourceDir = upload.source_dir;
+      const blocks =
+        sourceDir === null ? [] : input.queue.blocksOf(upload.version_id, shard.shard_cid);
+      await client.uploadShard(
+        upload.storage_host,
+        upload.storage_authorization,
+        upload.version_id,
+        shard.shard_cid,
+        sourceDir === null
+          ? { file: shard.file, bytes: shard.bytes, onSent }
+          : { stream: () => plannedShardBody(sourceDir, blocks, onSent), bytes: shard.bytes },
+      );
+      input.queue.confirm(upload.version_id, shard.shard_cid);
+      sent += shard.bytes;
+      confirmed += 1;
+      input.afterShardConfirmed?.(confirmed);
+    }
+    progress?.finish();
     await client.completeVersion(
       upload.storage_host,
       upload.storage_authorization,
       upload.version_id,
     );
   } catch (error) {
-    // Another device stored first: drop this pending version; the caller rebuilds (§10.3).
-    if (error instanceof EngineError && error.code === 'stale_previous') {
+    // Another device stored first, or a source file changed since it was packed: this pending
+    // version cannot be completed as it is; drop it, and the caller builds a new one (§10.3).
+    if (isEngineError(error, 'stale_previous') || isEngineError(error, 'source_changed')) {
       await client.deleteVersion(upload.version_id);
       input.queue.finish(upload.version_id);
-      await rm(upload.staging_dir, { recursive: true, force: true });
+      await removeStaging(upload.staging_dir);
     }
     throw error;
   }
   input.queue.finish(upload.version_id);
-  await rm(upload.staging_dir, { recursive: true, force: true });
+  await removeStaging(upload.staging_dir);
   return sent;
 }
 
@@ -386,10 +428,12 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
     // backup supersedes it. Anything else (network, quota) is the user's to see.
     const moot =
       error instanceof EngineError &&
-      ['not_authorized', 'not_found', 'conflict', 'stale_previous'].includes(error.code);
+      ['not_authorized', 'not_found', 'conflict', 'stale_previous', 'source_changed'].includes(
+        error.code,
+      );
     if (!moot) throw error;
     input.queue.finish(pending.version_id);
-    await rm(pending.staging_dir, { recursive: true, force: true });
+    await removeStaging(pending.staging_dir);
     return null;
   }
 }
@@ -399,12 +443,17 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
   const resumedVersionId = await resumeInterrupted(input);
   // A run killed while packing leaves staged shards no queued upload refers to.
   await removeAbandonedStaging(input.stagingRoot, input.queue.stagingDirs());
-  try {
-    return { ...(await attempt(input, started)), resumedVersionId };
-  } catch (error) {
-    if (error instanceof EngineError && error.code === 'stale_previous') {
-      return { ...(await attempt(input, started)), resumedVersionId };
+  let shardSource: ShardSource = 'planned';
+  let rebuilt = false;
+  for (;;) {
+    try {
+      return { ...(await attempt(input, started, shardSource)), resumedVersionId };
+    } catch (error) {
+      if (isEngineError(error, 'source_changed') && shardSource === 'planned') {
+        shardSource = 'staged';
+      } else if (isEngineError(error, 'stale_previous') && !rebuilt) {
+        rebuilt = true;
+      } else throw error;
     }
-    throw error;
   }
 }

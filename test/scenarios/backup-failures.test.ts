@@ -14,10 +14,11 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
+import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file (as `nobody`,
-// since root reads anything) and a full disk while staging shards (a small tmpfs). Each gets
-// a clear message, loses nothing, and the next run succeeds.
+// since root reads anything), a full backup disk while shards are written, and a full disk
+// while restoring (small tmpfs mounts). Each gets a clear message and loses nothing.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-failures-'));
 chmodSync(scratch, 0o755);
@@ -69,47 +70,56 @@ describe('backup failures', () => {
     expect(readFileSync(path.join(target, 'secret.txt'), 'utf8')).toBe('not for nobody');
   });
 
-  it('reports a full disk while staging shards clearly, keeps nothing half-done, and succeeds once space is free', async () => {
+  it('reports a full backup disk clearly, keeps nothing half-written, and finishes the upload once space is free', async () => {
     const source = path.join(scratch, 'big-source');
     mkdirSync(source);
     for (let i = 0; i < 3; i += 1)
       writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(4 << 20));
     const home = path.join(scratch, 'tmpfs-home');
     mkdirSync(home);
-    const localData = path.join(scratch, 'local-data');
+    // The embedded service keeps its blocks on a disk with 6 MiB for 12 MiB of data, like a
+    // nearly full external drive.
+    const localData = path.join(scratch, 'small-backup-disk');
+    mkdirSync(localData);
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', localData], {
+      encoding: 'utf8',
+    });
+    expect(mounted.status, mounted.stderr).toBe(0);
+    mounts.push(localData);
     expect(
       (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
     ).toBe(0);
     expect((await runCanopy(home, ['buckets', 'create', 'Big'], fileStore)).status).toBe(0);
-    // Staging lives in the Canopy home; give it a 6 MiB tmpfs for 12 MiB of data.
-    const staging = path.join(home, 'staging');
-    mkdirSync(staging);
-    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', staging], {
-      encoding: 'utf8',
-    });
-    expect(mounted.status, mounted.stderr).toBe(0);
-    mounts.push(staging);
     const full = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(
-      `canopy: not enough free space in ${staging} to stage the backup; free some space and run it again\n`,
+      'canopy: the server failed (the service is out of storage space, HTTP 500)\n',
     );
-    expect((await runCanopy(home, ['versions', '--bucket', 'Big'], fileStore)).stdout).toBe(
-      'no versions yet\n',
-    );
-    expect(readdirSync(staging)).toEqual([]);
-    spawnSync('umount', [staging]);
-    mounts.pop();
-    const ok = await runCanopy(
-      home,
-      ['backup', source, '--bucket', 'Big', '--progress'],
-      fileStore,
-    );
+    // Blocks that did not fit left no partial file, and the local disk was not used to stage.
+    expect(readdirSync(path.join(localData, 'staging'))).toEqual([]);
+    expect(stagedLeftovers(home)).toEqual([]);
+    const versions = await runCanopy(home, ['versions', '--bucket', 'Big'], fileStore);
+    expect(versions.stdout).toMatch(/ pending /);
+    expect(versions.stdout).not.toMatch(/ active /);
+
+    const remounted = spawnSync('mount', ['-o', 'remount,size=64m', localData], {
+      encoding: 'utf8',
+    });
+    expect(remounted.status, remounted.stderr).toBe(0);
+    const ok = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
     expect(ok.status).toBe(0);
-    expect(ok.stdout).toContain(`3 files (0 unchanged, not read again), ${12 << 20} bytes scanned`);
-    // Each phase's last progress line shows it complete.
-    expect(ok.stderr).toMatch(/^reading: 3\/3 files, 13 MB of 13 MB, /m);
-    expect(ok.stderr).toMatch(/^uploading: 3\/3 files, 13 MB of 13 MB, /m);
+    expect(ok.stdout).toMatch(/^finished the interrupted upload of version /m);
+    const target = path.join(scratch, 'big-restored');
+    expect(
+      (await runCanopy(home, ['restore', '--bucket', 'Big', '--to', target], fileStore)).status,
+    ).toBe(0);
+    for (let i = 0; i < 3; i += 1) {
+      expect(
+        readFileSync(path.join(target, `part-${i}.bin`)).equals(
+          readFileSync(path.join(source, `part-${i}.bin`)),
+        ),
+      ).toBe(true);
+    }
   });
 
   it('reports a full disk while restoring clearly, and leaves no half-written file', async () => {

@@ -1,12 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { EngineError } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { changeQuota } from '../../server/admin.ts';
+import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { startTestService } from '../helpers/test-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 
@@ -35,7 +36,7 @@ describe('quota', () => {
         message: 'your storage quota is full',
       });
       expect(await engine.listVersions({ bucket: 'Big' })).toEqual([]);
-      expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
+      expect(stagedLeftovers(home)).toEqual([]);
       changeQuota(service.service.ctx, 'ann@example.org', 10_000_000);
       const done = await engine.backup({ dir: source, bucket: 'Big' });
       expect(done.newBytes).toBe(2_000_000);

@@ -1,9 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  readdirSync,
   rmSync,
   utimesSync,
   writeFileSync,
@@ -13,8 +15,10 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // A file that changes while it is read is read once more; one that keeps changing is reported.
+// A file that changes after it was read, before its shard goes, makes the backup run again.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-changing-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -79,5 +83,58 @@ describe('files that change while read', () => {
     expect(once.restored).toBe(`${LARGE_PREFIX}line 1\nline 2\n`);
     const always = await backupWhile('large-always', () => true, LARGE_PREFIX);
     expect(always.result.changedWhileRead).toEqual(['live.log']);
+  });
+});
+
+describe('files that change after they were read, before the upload', () => {
+  // Shards are read again from the source at upload time. A file that changed (or went) in
+  // between no longer matches the version's tree: that version is dropped, and the backup runs
+  // again with its shards staged, so what is stored is what the tree describes.
+  it.each([
+    { name: 'a large file rewritten', file: 'big.bin', change: 'rewrite' },
+    { name: 'a small file rewritten', file: 'note.txt', change: 'rewrite' },
+    { name: 'a file deleted', file: 'big.bin', change: 'delete' },
+  ] as const)('$name: the backup still completes and restores what it read', async (spec) => {
+    const run = path.join(scratch, `after-${spec.file}-${spec.change}`);
+    const source = path.join(run, 'source');
+    mkdirSync(source, { recursive: true });
+    writeFileSync(path.join(source, 'big.bin'), randomBytes(3 << 20));
+    writeFileSync(path.join(source, 'note.txt'), 'first words');
+    const home = path.join(run, 'home');
+    let changed = false;
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService,
+      afterShardConfirmed: (confirmedSoFar) => {
+        if (confirmedSoFar !== 0 || changed) return;
+        changed = true;
+        const file = path.join(source, spec.file);
+        if (spec.change === 'delete') rmSync(file);
+        else writeFileSync(file, spec.file === 'big.bin' ? randomBytes(3 << 20) : 'other words');
+      },
+    });
+    try {
+      await engine.loginLocal({});
+      await engine.createBucket({ name: 'After', type: 'backup', storageClass: 'hot' });
+      const result = await engine.backup({ dir: source, bucket: 'After' });
+      expect(changed).toBe(true);
+      expect(result.files).toBe(spec.change === 'delete' ? 1 : 2);
+      // The dropped version is gone; only the one that was completed is listed.
+      const versions = await engine.listVersions({ bucket: 'After' });
+      expect(versions.map((version) => [version.id, version.state])).toEqual([
+        [result.versionId, 'active'],
+      ]);
+      expect(stagedLeftovers(home)).toEqual([]);
+      const target = path.join(run, 'restored');
+      await engine.restore({ bucket: 'After', to: target, overwrite: false });
+      expect(readdirSync(target).sort()).toEqual(readdirSync(source).sort());
+      for (const name of readdirSync(source))
+        expect(
+          readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+        ).toBe(true);
+    } finally {
+      await engine.close();
+    }
   });
 });

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +9,7 @@ import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type LocalService } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // kill -9 in the middle of a backup's upload, then run again: the upload resumes without
 // resending any shard the host confirmed, and the restore is identical.
@@ -77,9 +78,9 @@ describe('crash and resume', () => {
         state.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM upload_shards').get()?.n ?? 0;
       state.close();
       if (confirmedAtCrash === null) {
-        // Killed while packing: nothing was pushed, and its staged shards are left behind.
+        // Killed while packing: nothing was pushed, and nothing was written to stage shards.
         expect(queued).toBe(0);
-        expect(readdirSync(path.join(home, 'staging'))).toHaveLength(1);
+        expect(stagedLeftovers(home)).toEqual([]);
       } else {
         expect(confirmed).toHaveLength(confirmedAtCrash);
         expect(queued).toBeGreaterThan(confirmedAtCrash);
@@ -101,7 +102,7 @@ describe('crash and resume', () => {
           expect(uploads).toHaveLength(queued - confirmedAtCrash);
         }
         for (const shard of confirmed) expect(uploads).not.toContain(shard);
-        expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
+        expect(stagedLeftovers(home)).toEqual([]);
         const target = path.join(run, 'restored');
         await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
         for (let i = 0; i < 6; i += 1) {
@@ -116,4 +117,61 @@ describe('crash and resume', () => {
       }
     },
   );
+
+  it('killed after two shards, then a file changes: the next run drops that upload and backs up afresh', async () => {
+    const run = path.join(scratch, 'changed-after-crash');
+    const source = path.join(run, 'source');
+    mkdirSync(source, { recursive: true });
+    for (let i = 0; i < 6; i += 1)
+      writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
+    const home = path.join(run, 'home');
+    const uploads: string[] = [];
+    const setup = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService: recordingLocalService(uploads),
+    });
+    await setup.loginLocal({});
+    await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
+    await setup.close();
+    const crashed = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        path.join(here, '..', 'helpers', 'crashing-backup.ts'),
+        home,
+        source,
+        'shard:2',
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(crashed.signal).toBe('SIGKILL');
+    // The last file's shard was not sent yet; its content is no longer what was packed.
+    writeFileSync(path.join(source, 'part-5.bin'), randomBytes(1 << 20));
+
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService: recordingLocalService(uploads),
+    });
+    try {
+      const result = await engine.backup({ dir: source, bucket: 'Crash' });
+      expect(result.resumedVersionId).toBeNull();
+      expect((await engine.listVersions({ bucket: 'Crash' })).map((v) => v.state)).toEqual([
+        'active',
+      ]);
+      const target = path.join(run, 'restored');
+      await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
+      for (let i = 0; i < 6; i += 1) {
+        expect(
+          readFileSync(path.join(target, `part-${i}.bin`)).equals(
+            readFileSync(path.join(source, `part-${i}.bin`)),
+          ),
+        ).toBe(true);
+      }
+    } finally {
+      await engine.close();
+    }
+  });
 });

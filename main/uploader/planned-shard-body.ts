@@ -1,0 +1,157 @@
+import { createHash } from 'node:crypto';
+import { closeSync, constants, openSync, readSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import { CID } from 'multiformats/cid';
+import { EngineError } from '../api/index.ts';
+import { SMALL_FILE_BYTES } from '../packer/small-file.ts';
+import {
+  cidFromSha256,
+  cidText,
+  encodeCarHeader,
+  encodeCarSectionHead,
+  RAW_CODEC,
+} from '../protocol/index.ts';
+import type { PlannedBlock } from './shard-planner.ts';
+
+// The body of a planned shard: its CAR, made as the connection takes it from the source files
+// the blocks were packed from. Every block is checked against its CID before it goes out, so
+// a file changed since packing stops the upload with `source_changed` and never sends bytes
+// the version's tree does not describe.
+
+/** Bytes handed to the connection per pull: small blocks are gathered, large ones go alone. */
+const PULL_BYTES = 1 << 20;
+
+const O_READ = constants.O_RDONLY | constants.O_NOFOLLOW;
+
+function sourceChanged(block: PlannedBlock, cause?: unknown): EngineError {
+  return new EngineError(
+    'source_changed',
+    `${block.path} changed after it was read for this backup`,
+    cause === undefined ? {} : { cause },
+  );
+}
+
+/** A file that is gone or no longer readable changed too, as far as this backup can tell. */
+function changedOrFailed(block: PlannedBlock, error: unknown): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  return code === 'ENOENT' || code === 'EACCES' || code === 'EPERM' || code === 'ELOOP'
+    ? sourceChanged(block, error)
+    : error;
+}
+
+export function plannedShardBody(
+  sourceDir: string,
+  blocks: readonly PlannedBlock[],
+  /** Bytes handed to the connection so far, after each pull. */
+  onSent?: (sent: number) => void,
+): ReadableStream<Uint8Array> {
+  const first = blocks[0];
+  if (!first) throw new Error('a shard holds at least one block');
+  let next = 0;
+  let sent = 0;
+  let headerSent = false;
+  let cancelled = false;
+  /** The large file being read, kept open across its consecutive blocks. */
+  let large: { path: string; handle: FileHandle } | undefined;
+
+  const closeLarge = async (): Promise<void> => {
+    const opened = large;
+    large = undefined;
+    await opened?.handle.close();
+  };
+
+  const readSmall = (block: PlannedBlock): Buffer => {
+    const fd = openSync(path.join(sourceDir, block.path), O_READ);
+    try {
+      const buffer = Buffer.allocUnsafe(block.length);
+      let length = 0;
+      while (length < block.length) {
+        const count = readSync(fd, buffer, length, block.length - length, block.offset + length);
+        if (count === 0) break;
+        length += count;
+      }
+      return buffer.subarray(0, length);
+    } finally {
+      closeSync(fd);
+    }
+  };
+
+  const readLarge = async (block: PlannedBlock): Promise<Buffer> => {
+    if (large?.path !== block.path) {
+      await closeLarge();
+      large = { path: block.path, handle: await open(path.join(sourceDir, block.path), O_READ) };
+    }
+    const buffer = Buffer.allocUnsafeSlow(block.length);
+    let length = 0;
+    while (length < block.length) {
+      const { bytesRead } = await large.handle.read(
+        buffer,
+        length,
+        block.length - length,
+        block.offset + length,
+      );
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    return buffer.subarray(0, length);
+  };
+
+  const readBlock = async (block: PlannedBlock): Promise<Buffer> => {
+    let bytes: Buffer;
+    try {
+      bytes = block.length < SMALL_FILE_BYTES ? readSmall(block) : await readLarge(block);
+    } catch (error) {
+      throw changedOrFailed(block, error);
+    }
+    const digest = createHash('sha256').update(bytes).digest();
+    if (bytes.length !== block.length || cidText(cidFromSha256(RAW_CODEC, digest)) !== block.cid)
+      throw sourceChanged(block);
+    return bytes;
+  };
+
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          const parts: Uint8Array[] = [];
+          let gathered = 0;
+          if (!headerSent) {
+            headerSent = true;
+            const header = encodeCarHeader([CID.parse(first.cid)]);
+            parts.push(header);
+            gathered += header.length;
+          }
+          while (gathered < PULL_BYTES && next < blocks.length) {
+            const block = blocks[next] as PlannedBlock;
+            next += 1;
+            const bytes = await readBlock(block);
+            const head = encodeCarSectionHead(CID.parse(block.cid), bytes.length);
+            parts.push(head, bytes);
+            gathered += head.length + bytes.length;
+          }
+          // Done, or cancelled while a read was under way: nothing else would close the file.
+          if (next >= blocks.length || cancelled) await closeLarge();
+          if (gathered === 0) {
+            controller.close();
+            return;
+          }
+          // One large block goes out as it is; small ones are joined into one write.
+          for (const part of parts.length > 3 ? [Buffer.concat(parts, gathered)] : parts)
+            controller.enqueue(part);
+          sent += gathered;
+          onSent?.(sent);
+        } catch (error) {
+          await closeLarge();
+          throw error;
+        }
+      },
+      cancel: async () => {
+        cancelled = true;
+        await closeLarge();
+      },
+    },
+    // One pull read ahead of the socket, no more.
+    { highWaterMark: 1 },
+  );
+}

@@ -1,0 +1,89 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { CID } from 'multiformats/cid';
+import * as raw from 'multiformats/codecs/raw';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { plannedShardBody } from '../../../main/uploader/planned-shard-body.ts';
+import { ShardPlanner } from '../../../main/uploader/shard-planner.ts';
+import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
+
+// A planned shard must be byte for byte the shard staging would have written: same layout,
+// same CID, and a body read back from the source that hashes to it.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-planner-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+async function readAll(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
+  const parts: Uint8Array[] = [];
+  for await (const part of stream) parts.push(part);
+  return Buffer.concat(parts);
+}
+
+/** A source of one large file (leaves of 1 MiB and a short tail) and two small files. */
+async function source(dir: string) {
+  const large = randomBytes((3 << 20) + 4321);
+  const small = [randomBytes(700), randomBytes(90_000)];
+  writeFileSync(path.join(dir, 'large.bin'), large);
+  small.forEach((bytes, index) => writeFileSync(path.join(dir, `small-${index}.txt`), bytes));
+  const blocks: Array<{ path: string; offset: number; bytes: Buffer }> = [];
+  for (let offset = 0; offset < large.length; offset += 1 << 20)
+    blocks.push({ path: 'large.bin', offset, bytes: large.subarray(offset, offset + (1 << 20)) });
+  small.forEach((bytes, index) => blocks.push({ path: `small-${index}.txt`, offset: 0, bytes }));
+  return Promise.all(
+    blocks.map(async (block) => ({
+      ...block,
+      cid: CID.createV1(raw.code, await sha256.digest(block.bytes)),
+    })),
+  );
+}
+
+describe('ShardPlanner and plannedShardBody', () => {
+  it('plan the shards staging writes, and read them back from the source byte for byte', async () => {
+    const dir = mkdtempSync(path.join(scratch, 'same-'));
+    const blocks = await source(dir);
+    const target = (2 << 20) + 100;
+    const writer = new ShardWriter(path.join(dir, '.staging'), target);
+    const planner = new ShardPlanner(target);
+    for (const block of blocks) {
+      await writer.add(block.cid, block.bytes);
+      planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset });
+    }
+    await writer.seal();
+    planner.seal();
+    expect(planner.shards.length).toBeGreaterThan(1);
+    expect(planner.shards.map((shard) => [shard.shardCid.toString(), shard.bytes])).toEqual(
+      writer.shards.map((shard) => [shard.shardCid.toString(), shard.bytes]),
+    );
+    for (const [index, shard] of planner.shards.entries()) {
+      const sent: number[] = [];
+      const body = await readAll(plannedShardBody(dir, shard.blocks, (count) => sent.push(count)));
+      expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
+      expect(createHash('sha256').update(body).digest()).toEqual(
+        Buffer.from(shard.shardCid.multihash.digest),
+      );
+      expect(sent.at(-1)).toBe(shard.bytes);
+    }
+  });
+
+  it.each([
+    ['rewritten', (file: string) => writeFileSync(file, randomBytes(3 << 20))],
+    ['deleted', (file: string) => rmSync(file)],
+  ])('stop with source_changed when a file was %s since it was planned', async (_, change) => {
+    const dir = mkdtempSync(path.join(scratch, 'changed-'));
+    const blocks = await source(dir);
+    const planner = new ShardPlanner(64 << 20);
+    for (const block of blocks)
+      planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset });
+    planner.seal();
+    change(path.join(dir, 'large.bin'));
+    const shard = planner.shards[0];
+    if (!shard) throw new Error('no shard planned');
+    await expect(readAll(plannedShardBody(dir, shard.blocks))).rejects.toMatchObject({
+      code: 'source_changed',
+      message: 'large.bin changed after it was read for this backup',
+    });
+  });
+});
