@@ -11,7 +11,11 @@ export function encodeCarHeader(roots: readonly CID[]): Uint8Array {
   return Buffer.concat([encodeVarint(header.length), header]);
 }
 
-export function encodeCarSectionHead(cid: CID, blockLength: number): Uint8Array {
+/** A section's framing; any CID-like value with the CID's bytes will do. */
+export function encodeCarSectionHead(
+  cid: { readonly bytes: Uint8Array },
+  blockLength: number,
+): Uint8Array {
   return Buffer.concat([encodeVarint(cid.bytes.length + blockLength), cid.bytes]);
 }
 

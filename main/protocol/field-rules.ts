@@ -1,4 +1,4 @@
-import { parseCidText, type ProtocolCid } from './cid.ts';
+import { isCidText, parseCidText, type ProtocolCid } from './cid.ts';
 import { isFingerprint, isUuid } from './ids.ts';
 import { parseP384PublicKeyPem, PublicKeyError, type P384PublicKey } from './p384-public-key.ts';
 import {
@@ -85,9 +85,11 @@ export function nullableUuidField(value: unknown, field: string): string | null 
   return value === null ? null : uuidField(value, field);
 }
 
+const CID_RULE = 'must be a CIDv1 (base32, sha2-256)';
+
 export function cidField(value: unknown, field: string): ProtocolCid {
   const cid = parseCidText(value);
-  if (!cid) throw new ValidationError(field, 'must be a CIDv1 (base32, sha2-256)');
+  if (!cid) throw new ValidationError(field, CID_RULE);
   return cid;
 }
 
@@ -102,6 +104,23 @@ export function cidListField(
     throw new ValidationError(field, `must hold ${min}-${max} CIDs`);
   }
   return value.map((item, index) => cidField(item, `${field}.${index}`));
+}
+
+/** cidListField's rules and messages, for callers that need only the CIDs' text. */
+export function cidTextListField(
+  value: unknown,
+  field: string,
+  min: number,
+  max: number,
+): string[] {
+  if (!Array.isArray(value)) throw new ValidationError(field, 'must be an array of CIDs');
+  if (value.length < min || value.length > max) {
+    throw new ValidationError(field, `must hold ${min}-${max} CIDs`);
+  }
+  return value.map((item: unknown, index) => {
+    if (!isCidText(item)) throw new ValidationError(`${field}.${index}`, CID_RULE);
+    return item;
+  });
 }
 
 export function fingerprintListField(value: unknown, field: string, max: number): string[] {

@@ -2,6 +2,7 @@ import type { ProtocolCid } from './cid.ts';
 import {
   cidField,
   cidListField,
+  cidTextListField,
   enumField,
   expectObject,
   fingerprintListField,
@@ -126,4 +127,9 @@ export function parsePushRequestData(body: unknown, maxValidKeys: number): PushR
 
 export function parseCidListBody(body: unknown, min: number, max: number): ProtocolCid[] {
   return cidListField(body, 'body', min, max);
+}
+
+/** parseCidListBody, giving the CIDs' text: no CID object is made (see isCidText). */
+export function parseCidTextListBody(body: unknown, min: number, max: number): string[] {
+  return cidTextListField(body, 'body', min, max);
 }

@@ -5,6 +5,7 @@ import {
   isUuid,
   MEDIA_CAR,
   parseCidListBody,
+  parseCidTextListBody,
   parseCidText,
   parseRawCidText,
   readCar,
@@ -221,7 +222,7 @@ export const storageRoutes: RouteSpec[] = [
     auth: 'storage',
     async handler(ctx, request) {
       const body = await readJsonBody(request.raw, ctx.options.limits.jsonBodyBytes);
-      const cids = parseCidListBody(body, 0, ctx.options.limits.cidsPerRequest).map(cidText);
+      const cids = parseCidTextListBody(body, 0, ctx.options.limits.cidsPerRequest);
       return ctx.transact(() => {
         const version = liveVersionOf(ctx, request.storage.metadata_id);
         if (version.state !== 'pending')

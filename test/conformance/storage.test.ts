@@ -189,6 +189,25 @@ describe('§18 shard upload', () => {
       (await call('POST', `${service.api}/blocks/missing`, { token: next.sa, json: ['bad'] }))
         .status,
     ).toBe(400);
+    // Near misses too: another spelling of a good CID, a CIDv0, a CID of another hash.
+    const good = fresh.cid.toString();
+    const lastBits = String.fromCharCode(good.charCodeAt(good.length - 1) + 1);
+    for (const nearMiss of [
+      good.toUpperCase(),
+      `${good.slice(0, -1)}${lastBits}`,
+      'QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG',
+      'bafkr4ihkr4ld3m4gqkjf4reryxsy2s5tkbxprqkow6fin2iiyvreuzzab4',
+    ]) {
+      const refused = await call('POST', `${service.api}/blocks/missing`, {
+        token: next.sa,
+        json: [good, nearMiss],
+      });
+      expect([nearMiss, refused.status, refused.json?.msg]).toEqual([
+        nearMiss,
+        400,
+        'body.1: must be a CIDv1 (base32, sha2-256)',
+      ]);
+    }
     await call('DELETE', `${service.api}/buckets/metadata/${next.id}`, { token: ann.token() });
     expect(
       (await call('POST', `${service.api}/blocks/missing`, { token: next.sa, json: [] })).status,
