@@ -10,6 +10,7 @@ import type {
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { RAW_CODEC } from '../protocol/index.ts';
+import { compactCid } from './compact-cid.ts';
 
 // The importer's File node builder, rewritten to the same bytes with less machinery: leaves
 // are taken from the buffer importer one after another and handed to the layout as they come.
@@ -95,7 +96,7 @@ export const fileBuilder: FileBuilder = async (file, blockstore, options) => {
         );
   // The folder it goes into keeps this until the whole tree is built: only what the folder
   // node needs (its UnixFS data, a few hundred bytes a file, is already in the node's bytes).
-  const result: InProgressImportResult = { cid: root.cid, size: root.size };
+  const result: InProgressImportResult = { cid: compactCid(root.cid), size: root.size };
   if (file.path !== undefined) result.path = file.path;
   if (file.originalPath !== undefined) result.originalPath = file.originalPath;
   return result;

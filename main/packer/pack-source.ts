@@ -42,8 +42,11 @@ export interface PackInput {
   readonly sourceLabel: string;
   readonly deviceFingerprint: string;
   readonly createdAtSeconds: number;
-  /** Called once per distinct leaf of the new tree, with where its bytes were first read. */
-  readonly onLeaf: (cid: CID, bytes: Uint8Array, origin: LeafOrigin) => Promise<void>;
+  /**
+   * Called once per distinct leaf of the new tree, with where its bytes were first read and
+   * its CID's text: the very string the tree's `leaves` holds, so keeping it costs nothing.
+   */
+  readonly onLeaf: (cid: CID, bytes: Uint8Array, origin: LeafOrigin, text: string) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
   readonly rules?: ExcludeRules;
   readonly onExcluded?: (relativePath: string) => void;
@@ -194,7 +197,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     const key = cidText(cid);
     if (leaves.has(key)) return;
     leaves.set(key, bytes.length);
-    await input.onLeaf(cid, bytes, origin);
+    await input.onLeaf(cid, bytes, origin, key);
   }
 
   // The importer's own raw-leaf buffer importer, plus the reuse path: a reused file's content

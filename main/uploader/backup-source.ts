@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
-import { cidText, encodeCar } from '../protocol/index.ts';
+import { encodeCar } from '../protocol/index.ts';
 import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
 import {
   loadExcludeRules,
@@ -235,11 +235,11 @@ async function attempt(
         deviceFingerprint: input.deviceFingerprint,
         createdAtSeconds: Math.floor(input.now() / 1000),
         onSkip: (item) => skipped.push(item),
-        onLeaf: async (cid, bytes, origin) => {
-          if (previous?.tree.leaves.has(cidText(cid)) === true) return;
-          candidates.set(cidText(cid), bytes.length);
+        onLeaf: async (cid, bytes, origin, text) => {
+          if (previous?.tree.leaves.has(text) === true) return;
+          candidates.set(text, bytes.length);
           if (shards instanceof ShardWriter) await shards.add(cid, bytes);
-          else shards.add(cid, bytes, origin);
+          else shards.add(cid, bytes, origin, text);
         },
       });
       progress?.finish();

@@ -5,13 +5,7 @@ import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { SMALL_FILE_BYTES } from '../packer/small-file.ts';
-import {
-  cidFromSha256,
-  cidText,
-  encodeCarHeader,
-  encodeCarSectionHead,
-  RAW_CODEC,
-} from '../protocol/index.ts';
+import { cidBytesOfText, encodeCarHeader, encodeCarSectionHead } from '../protocol/index.ts';
 import type { PlannedBlock } from './shard-planner.ts';
 
 // The body of a planned shard: its CAR, made as the connection takes it from the source files
@@ -61,17 +55,23 @@ export function plannedShardBody(
     await opened?.handle.close();
   };
 
-  const readSmall = (block: PlannedBlock): Buffer => {
+  /** Reads a small block into `target` at `at`; returns the bytes read (short if it shrank). */
+  const readSmallInto = (block: PlannedBlock, target: Buffer, at: number): number => {
     const fd = openSync(path.join(sourceDir, block.path), O_READ);
     try {
-      const buffer = Buffer.allocUnsafe(block.length);
       let length = 0;
       while (length < block.length) {
-        const count = readSync(fd, buffer, length, block.length - length, block.offset + length);
+        const count = readSync(
+          fd,
+          target,
+          at + length,
+          block.length - length,
+          block.offset + length,
+        );
         if (count === 0) break;
         length += count;
       }
-      return buffer.subarray(0, length);
+      return length;
     } finally {
       closeSync(fd);
     }
@@ -97,17 +97,18 @@ export function plannedShardBody(
     return buffer.subarray(0, length);
   };
 
-  const readBlock = async (block: PlannedBlock): Promise<Buffer> => {
-    let bytes: Buffer;
-    try {
-      bytes = block.length < SMALL_FILE_BYTES ? readSmall(block) : await readLarge(block);
-    } catch (error) {
-      throw changedOrFailed(block, error);
-    }
-    const digest = createHash('sha256').update(bytes).digest();
-    if (bytes.length !== block.length || cidText(cidFromSha256(RAW_CODEC, digest)) !== block.cid)
-      throw sourceChanged(block);
+  /** The block's CID bytes: what its section starts with, and what its bytes must hash to. */
+  const cidBytesOf = (block: PlannedBlock): Buffer => {
+    const bytes = cidBytesOfText(block.cid);
+    if (!bytes) throw new Error(`the upload plan holds a malformed CID: ${block.cid}`);
     return bytes;
+  };
+
+  const check = (block: PlannedBlock, cid: Buffer, bytes: Uint8Array): void => {
+    const digest = createHash('sha256').update(bytes).digest();
+    // §3 CIDs end in their 32-byte sha2-256 digest.
+    if (bytes.length !== block.length || !digest.equals(cid.subarray(cid.length - 32)))
+      throw sourceChanged(block);
   };
 
   return new ReadableStream<Uint8Array>(
@@ -122,23 +123,56 @@ export function plannedShardBody(
             parts.push(header);
             gathered += header.length;
           }
+          // Small blocks are read straight into one buffer, their section heads in between:
+          // shards of tens of thousands of small files made that many buffers otherwise.
+          let small: Buffer | undefined;
+          let smallUsed = 0;
+          /** Where the small blocks not yet among `parts` start in `small`. */
+          let smallFlushed = 0;
+          const flushSmall = (): void => {
+            if (small && smallUsed > smallFlushed)
+              parts.push(small.subarray(smallFlushed, smallUsed));
+            smallFlushed = smallUsed;
+          };
           while (gathered < PULL_BYTES && next < blocks.length) {
             const block = blocks[next] as PlannedBlock;
             next += 1;
-            const bytes = await readBlock(block);
-            const head = encodeCarSectionHead(CID.parse(block.cid), bytes.length);
-            parts.push(head, bytes);
-            gathered += head.length + bytes.length;
+            const cid = cidBytesOf(block);
+            const head = encodeCarSectionHead({ bytes: cid }, block.length);
+            if (block.length < SMALL_FILE_BYTES) {
+              small ??= Buffer.allocUnsafeSlow(PULL_BYTES + SMALL_FILE_BYTES + 64);
+              small.set(head, smallUsed);
+              const at = smallUsed + head.length;
+              let length: number;
+              try {
+                length = readSmallInto(block, small, at);
+              } catch (error) {
+                throw changedOrFailed(block, error);
+              }
+              check(block, cid, small.subarray(at, at + length));
+              smallUsed = at + length;
+              gathered += head.length + length;
+            } else {
+              flushSmall();
+              let bytes: Buffer;
+              try {
+                bytes = await readLarge(block);
+              } catch (error) {
+                throw changedOrFailed(block, error);
+              }
+              check(block, cid, bytes);
+              parts.push(head, bytes);
+              gathered += head.length + bytes.length;
+            }
           }
+          flushSmall();
           // Done, or cancelled while a read was under way: nothing else would close the file.
           if (next >= blocks.length || cancelled) await closeLarge();
           if (gathered === 0) {
             controller.close();
             return;
           }
-          // One large block goes out as it is; small ones are joined into one write.
-          for (const part of parts.length > 3 ? [Buffer.concat(parts, gathered)] : parts)
-            controller.enqueue(part);
+          for (const part of parts) controller.enqueue(part);
           sent += gathered;
           onSent?.(sent);
         } catch (error) {

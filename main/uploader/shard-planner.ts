@@ -38,7 +38,8 @@ export class ShardPlanner {
     this.targetBytes = targetBytes;
   }
 
-  add(cid: CID, bytes: Uint8Array, origin: LeafOrigin): void {
+  /** `text` is the CID's text, passed in when the caller holds it already. */
+  add(cid: CID, bytes: Uint8Array, origin: LeafOrigin, text = cidText(cid)): void {
     if (this.current && this.current.bytes + bytes.length > this.targetBytes) this.seal();
     let current = this.current;
     if (!current) {
@@ -49,7 +50,7 @@ export class ShardPlanner {
     this.write(encodeCarSectionHead(cid, bytes.length));
     this.write(bytes);
     current.blocks.push({
-      cid: cidText(cid),
+      cid: text,
       path: origin.path,
       offset: origin.offset,
       length: bytes.length,

@@ -68,6 +68,40 @@ describe('ShardPlanner and plannedShardBody', () => {
     }
   });
 
+  it('keep small and large blocks in order in a body of many small files', async () => {
+    const dir = mkdtempSync(path.join(scratch, 'many-'));
+    const blocks: Array<{ path: string; offset: number; bytes: Buffer }> = [];
+    const large = randomBytes((1 << 20) + 300_000);
+    writeFileSync(path.join(dir, 'large.bin'), large);
+    for (let index = 0; index < 5000; index += 1) {
+      const bytes = randomBytes(20 + (index % 50));
+      writeFileSync(path.join(dir, `f${index}`), bytes);
+      blocks.push({ path: `f${index}`, offset: 0, bytes });
+      // A large file's two leaves among the small ones, in the same pull of the body.
+      if (index === 100) {
+        blocks.push({ path: 'large.bin', offset: 0, bytes: large.subarray(0, 1 << 20) });
+        blocks.push({ path: 'large.bin', offset: 1 << 20, bytes: large.subarray(1 << 20) });
+      }
+    }
+    const writer = new ShardWriter(path.join(dir, '.staging'), 1 << 20);
+    const planner = new ShardPlanner(1 << 20);
+    for (const block of blocks) {
+      const cid = CID.createV1(raw.code, await sha256.digest(block.bytes));
+      await writer.add(cid, block.bytes);
+      planner.add(cid, block.bytes, { path: block.path, offset: block.offset });
+    }
+    await writer.seal();
+    planner.seal();
+    expect(planner.shards.length).toBeGreaterThan(1);
+    expect(planner.shards.map((shard) => shard.shardCid.toString())).toEqual(
+      writer.shards.map((shard) => shard.shardCid.toString()),
+    );
+    for (const [index, shard] of planner.shards.entries()) {
+      const body = await readAll(plannedShardBody(dir, shard.blocks));
+      expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
+    }
+  });
+
   it.each([
     ['rewritten', (file: string) => writeFileSync(file, randomBytes(3 << 20))],
     ['deleted', (file: string) => rmSync(file)],
