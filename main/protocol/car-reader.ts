@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
-import { isProtocolCid } from './cid.ts';
+import { Digest } from 'multiformats/hashes/digest';
+import { isProtocolCid, PROTOCOL_CID_BYTES } from './cid.ts';
 
 // A streaming CAR reader that treats every CAR as hostile (§16.8). @ipld/car's decoder reads a
 // section's full length before it can be judged, so a lying varint would make it buffer up to
@@ -224,14 +225,20 @@ async function readCid(reader: ByteReader): Promise<{ cid: CID; length: number }
   if (hashCode !== 0x12) throw malformed('block CID hash is not sha2-256');
   const length = offset + digestLength;
   if (head.length < length) throw malformed('truncated block CID');
-  let cid: CID;
-  try {
-    // A copy: a view would keep the whole received chunk alive as long as the CID.
-    cid = CID.decode(head.slice(0, length));
-  } catch {
-    throw malformed('block CID cannot be decoded');
-  }
-  if (cid.code !== codec || !isProtocolCid(cid)) throw malformed('block CID breaks §3');
+  // Every §3 CID is four one-byte varints and the digest; longer means a codec §3 does not
+  // allow, or a varint spelt with more bytes than it needs.
+  if (length !== PROTOCOL_CID_BYTES) throw malformed('block CID breaks §3');
+  // A copy (from Node's shared pool): a view would keep the whole received chunk alive as long
+  // as the CID. Made directly rather than by CID.decode, which allocates its bytes once more:
+  // a metadata CAR holds a CID per file, tens of thousands.
+  const bytes = Buffer.from(head.subarray(0, length));
+  const cid = new CID(
+    1,
+    codec,
+    new Digest(hashCode, digestLength, bytes.subarray(4), bytes.subarray(2)),
+    bytes,
+  );
+  if (!isProtocolCid(cid)) throw malformed('block CID breaks §3');
   reader.consume(length);
   return { cid, length };
 }

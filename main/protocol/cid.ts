@@ -85,7 +85,7 @@ export function cidText(cid: CID): string {
 }
 
 /** Bytes of every CID §3 allows: version, codec, sha2-256 code and length, 32-byte digest. */
-const PROTOCOL_CID_BYTES = 36;
+export const PROTOCOL_CID_BYTES = 36;
 /** Its text: 'b', then 288 bits in 5-bit characters, the last one padded with two zero bits. */
 const PROTOCOL_CID_TEXT_LENGTH = 1 + Math.ceil((PROTOCOL_CID_BYTES * 8) / 5);
 

@@ -89,6 +89,27 @@ describe('readCar', () => {
     }
   });
 
+  it('refuses a block CID spelt with a longer varint, or of a codec §3 does not allow', async () => {
+    const block = await rawBlock();
+    const car = await carBytes([block.cid], [block]);
+    const section = (cid: Uint8Array): Buffer =>
+      Buffer.concat([encodeVarint(cid.length + block.bytes.length), cid, block.bytes]);
+    const header = car.subarray(0, car.length - section(block.cid.bytes).length);
+    const digest = block.cid.multihash.digest;
+    // The raw codec (0x55) as a two-byte varint, then dag-json (0x0129), a real two-byte codec.
+    for (const [cid, message] of [
+      [Buffer.from([0x01, 0xd5, 0x00, 0x12, 0x20, ...digest]), /non-minimal varint/],
+      [Buffer.from([0x01, 0xa9, 0x02, 0x12, 0x20, ...digest]), /^block CID breaks §3$/],
+    ] as const) {
+      await expect(readAll(Buffer.concat([header, section(cid)]))).rejects.toMatchObject({
+        kind: 'malformed',
+        message: expect.stringMatching(message) as unknown,
+      });
+    }
+    // The same framing with the CID as §3 spells it is read.
+    expect((await readAll(Buffer.concat([header, section(block.cid.bytes)]))).length).toBe(2);
+  });
+
   it('refuses truncation, trailing garbage, non-minimal varints and empty input as malformed', async () => {
     const block = await rawBlock();
     const car = await carBytes([block.cid], [block]);
