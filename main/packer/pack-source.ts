@@ -203,7 +203,11 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   // The importer's own raw-leaf buffer importer, plus the reuse path: a reused file's content
   // is never iterated, so the file is not read; its known leaves stand in for the chunks.
   const bufferImporter: BufferImporter = async function* (file) {
-    const sourcePath = file.originalPath?.slice(ROOT.length + 1) ?? '';
+    // The scanned entry's own path string, which the file index keeps too: a slice of the
+    // candidate path would keep a second copy of every path alive in the upload plan.
+    const scanned =
+      file.originalPath === undefined ? undefined : pendingFiles.get(file.originalPath);
+    const sourcePath = scanned?.path ?? file.originalPath?.slice(ROOT.length + 1) ?? '';
     const small = file.originalPath === undefined ? undefined : smallFiles.get(file.originalPath);
     if (small) {
       // Read already, and one chunk at most: no need of the chunker's buffering and copies.
