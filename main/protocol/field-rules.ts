@@ -93,17 +93,22 @@ export function cidField(value: unknown, field: string): ProtocolCid {
   return cid;
 }
 
+/** A list of CIDs' outer rules: an array, of `min` to `max` entries. */
+function cidArray(value: unknown, field: string, min: number, max: number): unknown[] {
+  if (!Array.isArray(value)) throw new ValidationError(field, 'must be an array of CIDs');
+  if (value.length < min || value.length > max) {
+    throw new ValidationError(field, `must hold ${min}-${max} CIDs`);
+  }
+  return value;
+}
+
 export function cidListField(
   value: unknown,
   field: string,
   min: number,
   max: number,
 ): ProtocolCid[] {
-  if (!Array.isArray(value)) throw new ValidationError(field, 'must be an array of CIDs');
-  if (value.length < min || value.length > max) {
-    throw new ValidationError(field, `must hold ${min}-${max} CIDs`);
-  }
-  return value.map((item, index) => cidField(item, `${field}.${index}`));
+  return cidArray(value, field, min, max).map((item, index) => cidField(item, `${field}.${index}`));
 }
 
 /** cidListField's rules and messages, for callers that need only the CIDs' text. */
@@ -113,11 +118,7 @@ export function cidTextListField(
   min: number,
   max: number,
 ): string[] {
-  if (!Array.isArray(value)) throw new ValidationError(field, 'must be an array of CIDs');
-  if (value.length < min || value.length > max) {
-    throw new ValidationError(field, `must hold ${min}-${max} CIDs`);
-  }
-  return value.map((item: unknown, index) => {
+  return cidArray(value, field, min, max).map((item, index) => {
     if (!isCidText(item)) throw new ValidationError(`${field}.${index}`, CID_RULE);
     return item;
   });

@@ -30,6 +30,18 @@ afterAll(() => {
 
 const fileStore = { CANOPY_SECRET_STORE: 'file' };
 
+/** A folder under the scratch folder on a tmpfs of `size` (e.g. '6m'): a small, full-able disk. */
+function mountTmpfs(name: string, size: string): string {
+  const dir = path.join(scratch, name);
+  mkdirSync(dir);
+  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], {
+    encoding: 'utf8',
+  });
+  expect(mounted.status, mounted.stderr).toBe(0);
+  mounts.push(dir);
+  return dir;
+}
+
 describe('backup failures', () => {
   it('skips an unreadable file with a reason, backs up the rest, and picks it up once readable', () => {
     const source = path.join(scratch, 'source');
@@ -79,13 +91,7 @@ describe('backup failures', () => {
     mkdirSync(home);
     // The embedded service keeps its blocks on a disk with 6 MiB for 12 MiB of data, like a
     // nearly full external drive.
-    const localData = path.join(scratch, 'small-backup-disk');
-    mkdirSync(localData);
-    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', localData], {
-      encoding: 'utf8',
-    });
-    expect(mounted.status, mounted.stderr).toBe(0);
-    mounts.push(localData);
+    const localData = mountTmpfs('small-backup-disk', '6m');
     expect(
       (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
     ).toBe(0);
@@ -139,13 +145,7 @@ describe('backup failures', () => {
     expect((await runCanopy(home, ['buckets', 'create', 'Docs'], fileStore)).status).toBe(0);
     const backup = await runCanopy(home, ['backup', source, '--bucket', 'Docs'], fileStore);
     expect(backup.status).toBe(0);
-    const target = path.join(scratch, 'small-disk');
-    mkdirSync(target);
-    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', target], {
-      encoding: 'utf8',
-    });
-    expect(mounted.status, mounted.stderr).toBe(0);
-    mounts.push(target);
+    const target = mountTmpfs('small-disk', '16m');
     const full = await runCanopy(home, ['restore', '--bucket', 'Docs', '--to', target], fileStore);
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(

@@ -30,6 +30,62 @@ function recordingLocalService(uploads: string[]): (dataDir: string) => Promise<
     });
 }
 
+/** A source of six 1 MiB files and an enrolled home with a bucket, then a backup killed at `point`. */
+async function crashedBackup(name: string, point: string) {
+  const run = path.join(scratch, name);
+  const source = path.join(run, 'source');
+  mkdirSync(source, { recursive: true });
+  for (let i = 0; i < 6; i += 1)
+    writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
+  const home = path.join(run, 'home');
+  const uploads: string[] = [];
+  const setup = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    startLocalService: recordingLocalService(uploads),
+  });
+  await setup.loginLocal({});
+  await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
+  await setup.close();
+  const crashed = spawnSync(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      path.join(here, '..', 'helpers', 'crashing-backup.ts'),
+      home,
+      source,
+      point,
+    ],
+    { encoding: 'utf8' },
+  );
+  expect(crashed.signal).toBe('SIGKILL');
+  const engine = (): ReturnType<typeof createEngine> =>
+    createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService: recordingLocalService(uploads),
+    });
+  return { run, source, home, uploads, engine };
+}
+
+/** Restores the bucket into `<run>/restored` and expects the six files as they are in `source`. */
+async function expectRestoredAsSource(
+  engine: ReturnType<typeof createEngine>,
+  run: string,
+  source: string,
+): Promise<void> {
+  const target = path.join(run, 'restored');
+  await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
+  for (let i = 0; i < 6; i += 1) {
+    expect(
+      readFileSync(path.join(target, `part-${i}.bin`)).equals(
+        readFileSync(path.join(source, `part-${i}.bin`)),
+      ),
+    ).toBe(true);
+  }
+}
+
 describe('crash and resume', () => {
   it.each([
     { point: 'read:3', confirmedAtCrash: null },
@@ -38,35 +94,13 @@ describe('crash and resume', () => {
   ])(
     'killed at $point, the next run completes without resending a confirmed shard',
     async ({ point, confirmedAtCrash }) => {
-      const run = path.join(scratch, point.replace(':', '-'));
-      const source = path.join(run, 'source');
-      mkdirSync(source, { recursive: true });
-      for (let i = 0; i < 6; i += 1)
-        writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
-      const home = path.join(run, 'home');
-      const uploads: string[] = [];
-      const setup = createEngine({
+      const {
+        run,
+        source,
         home,
-        secrets: new FileSecretStore(home),
-        startLocalService: recordingLocalService(uploads),
-      });
-      await setup.loginLocal({});
-      await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
-      await setup.close();
-
-      const crashed = spawnSync(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          path.join(here, '..', 'helpers', 'crashing-backup.ts'),
-          home,
-          source,
-          point,
-        ],
-        { encoding: 'utf8' },
-      );
-      expect(crashed.signal).toBe('SIGKILL');
+        uploads,
+        engine: openEngine,
+      } = await crashedBackup(point.replace(':', '-'), point);
       const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
       const confirmed = state
         .prepare<[], { shard_cid: string }>(
@@ -86,11 +120,7 @@ describe('crash and resume', () => {
         expect(queued).toBeGreaterThan(confirmedAtCrash);
       }
 
-      const engine = createEngine({
-        home,
-        secrets: new FileSecretStore(home),
-        startLocalService: recordingLocalService(uploads),
-      });
+      const engine = openEngine();
       try {
         const result = await engine.backup({ dir: source, bucket: 'Crash' });
         if (confirmedAtCrash === null) {
@@ -103,15 +133,15 @@ describe('crash and resume', () => {
         }
         for (const shard of confirmed) expect(uploads).not.toContain(shard);
         expect(stagedLeftovers(home)).toEqual([]);
-        const target = path.join(run, 'restored');
-        await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
-        for (let i = 0; i < 6; i += 1) {
-          expect(
-            readFileSync(path.join(target, `part-${i}.bin`)).equals(
-              readFileSync(path.join(source, `part-${i}.bin`)),
-            ),
-          ).toBe(true);
-        }
+        // The finished upload leaves no plan behind in the state database.
+        const after = new Database(path.join(home, 'state.sqlite'), { readonly: true });
+        const left = ['uploads', 'upload_shards', 'upload_blocks'].map(
+          (table) =>
+            after.prepare<[], { n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).get()?.n,
+        );
+        after.close();
+        expect(left).toEqual([0, 0, 0]);
+        await expectRestoredAsSource(engine, run, source);
       } finally {
         await engine.close();
       }
@@ -119,57 +149,22 @@ describe('crash and resume', () => {
   );
 
   it('killed after two shards, then a file changes: the next run drops that upload and backs up afresh', async () => {
-    const run = path.join(scratch, 'changed-after-crash');
-    const source = path.join(run, 'source');
-    mkdirSync(source, { recursive: true });
-    for (let i = 0; i < 6; i += 1)
-      writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
-    const home = path.join(run, 'home');
-    const uploads: string[] = [];
-    const setup = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService: recordingLocalService(uploads),
-    });
-    await setup.loginLocal({});
-    await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
-    await setup.close();
-    const crashed = spawnSync(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        path.join(here, '..', 'helpers', 'crashing-backup.ts'),
-        home,
-        source,
-        'shard:2',
-      ],
-      { encoding: 'utf8' },
-    );
-    expect(crashed.signal).toBe('SIGKILL');
+    const {
+      run,
+      source,
+      engine: openEngine,
+    } = await crashedBackup('changed-after-crash', 'shard:2');
     // The last file's shard was not sent yet; its content is no longer what was packed.
     writeFileSync(path.join(source, 'part-5.bin'), randomBytes(1 << 20));
 
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService: recordingLocalService(uploads),
-    });
+    const engine = openEngine();
     try {
       const result = await engine.backup({ dir: source, bucket: 'Crash' });
       expect(result.resumedVersionId).toBeNull();
       expect((await engine.listVersions({ bucket: 'Crash' })).map((v) => v.state)).toEqual([
         'active',
       ]);
-      const target = path.join(run, 'restored');
-      await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
-      for (let i = 0; i < 6; i += 1) {
-        expect(
-          readFileSync(path.join(target, `part-${i}.bin`)).equals(
-            readFileSync(path.join(source, `part-${i}.bin`)),
-          ),
-        ).toBe(true);
-      }
+      await expectRestoredAsSource(engine, run, source);
     } finally {
       await engine.close();
     }
