@@ -2,12 +2,7 @@ import { rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
 import { encodeCar } from '../protocol/index.ts';
 import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
-import {
-  loadExcludeRules,
-  walkSource,
-  type ExcludeRules,
-  type SkippedItem,
-} from '../scanner/index.ts';
+import { loadExcludeRules, type ExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type { QueuedUpload, ShardToQueue, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
@@ -16,7 +11,7 @@ import { ShardPlanner } from './shard-planner.ts';
 import { ShardWriter } from './shard-writer.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
-import { unchangedSince } from './unchanged-source.ts';
+import { surveySource } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
 // version lacks into shards, push, ask which of those the user already holds, upload the shards
@@ -107,21 +102,6 @@ function reuseUnchanged(
   };
 }
 
-/** How many files a backup will pack and how many bytes it must read: the reading phase's total. */
-async function readingTotals(
-  sourceDir: string,
-  rules: ExcludeRules,
-  reuse: PackInput['reuse'],
-): Promise<{ files: number; bytes: number }> {
-  const totals = { files: 0, bytes: 0 };
-  for await (const entry of walkSource(sourceDir, { rules, onSkip: () => undefined })) {
-    if (entry.kind !== 'file') continue;
-    totals.files += 1;
-    if (!reuse?.(entry)) totals.bytes += entry.size;
-  }
-  return totals;
-}
-
 /**
  * The entries the next backup may trust: no torn file, and no file modified right before the
  * scan. Folders and symlinks may be fresh: a symlink cannot change in place (replacing it makes
@@ -160,24 +140,27 @@ async function attempt(
   const active = (await client.listVersions(input.bucketId)).find(
     (version) => version.state === 'active',
   );
-  if (active && input.fileIndex.versionId === active.id) {
-    const same = await unchangedSince(input.sourceDir, rules, input.fileIndex);
-    if (same) {
-      return {
-        versionId: active.id,
-        files: same.files,
-        bytesScanned: same.bytes,
-        bytesRead: 0,
-        filesUnchanged: same.files,
-        newBytes: 0,
-        bytesUploaded: 0,
-        durationMs: input.now() - started,
-        skipped: [],
-        changedWhileRead: [],
-        unchanged: true,
-        resumedVersionId: null,
-      };
-    }
+  const indexIsActive = active !== undefined && input.fileIndex.versionId === active.id;
+  // With progress to report, the walk that looks for changes also counts what to read.
+  const survey =
+    indexIsActive || input.onProgress
+      ? await surveySource(input.sourceDir, rules, input.fileIndex, !input.onProgress)
+      : 'changed';
+  if (indexIsActive && survey !== 'changed' && survey.unchanged) {
+    return {
+      versionId: active.id,
+      files: survey.files,
+      bytesScanned: survey.bytes,
+      bytesRead: 0,
+      filesUnchanged: survey.files,
+      newBytes: 0,
+      bytesUploaded: 0,
+      durationMs: input.now() - started,
+      skipped: [],
+      changedWhileRead: [],
+      unchanged: true,
+      resumedVersionId: null,
+    };
   }
   const loadTree =
     input.loadTree ??
@@ -195,7 +178,12 @@ async function attempt(
       `this bucket holds backups of ${label}; choose another bucket or ask to replace it`,
     );
   }
-  const pushed = await packAndPush(input, previous, rules, firstShardSource);
+  // Reading's totals: the files packing must read; with no previous version, every file.
+  const readingTotals =
+    survey === 'changed'
+      ? undefined
+      : { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes };
+  const pushed = await packAndPush(input, previous, rules, firstShardSource, readingTotals);
   let uploaded = 0;
   if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
   await input.keepMetadata?.(pushed.versionId, pushed.metadataCar);
@@ -247,6 +235,8 @@ async function packAndPush(
   previous: { readonly id: string; readonly tree: TreeIndex } | null,
   rules: ExcludeRules,
   firstShardSource: ShardSource,
+  /** What the reading phase reports progress against; present when progress is wanted. */
+  totals: { readonly files: number; readonly bytes: number } | undefined,
 ): Promise<PushedVersion> {
   const { client } = input;
   const shardTarget = input.shardTargetBytes ?? 64 * 1024 * 1024;
@@ -266,7 +256,6 @@ async function packAndPush(
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
     const { onProgress } = input;
-    const totals = onProgress ? await readingTotals(input.sourceDir, rules, reuse) : undefined;
     const packOnce = async (): ReturnType<typeof packSource> => {
       scanStartedMs = Date.now();
       const progress =

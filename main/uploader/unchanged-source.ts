@@ -2,10 +2,13 @@ import type { ExcludeRules } from '../scanner/index.ts';
 import { sourceRootEntry, walkSource, type SourceEntry } from '../scanner/index.ts';
 import type { IndexedEntry, SourceFileIndex } from '../state/index.ts';
 
-// Recognises a source that has not changed since the version its file index describes: every
-// entry the walk finds is in the index with the same kind, mode, mtime and inode (and a file's
-// size, a symlink's target), and nothing else is. The walk stops at the first difference, so a
-// changed source pays for this check only up to there.
+// Compares a source with its file index in one walk. A source has not changed since the
+// version the index describes when every entry the walk finds is in the index with the same
+// kind, mode, mtime and inode (and a file's size, a symlink's target), and nothing else is.
+// Without progress to report, the walk stops at the first difference, so a changed source pays
+// for the check only up to there. With progress, it goes on to the end: the same walk then
+// gives the reading phase its totals, which took a second walk of the whole source (and an
+// index lookup per file) before.
 
 function sameEntry(found: SourceEntry, known: IndexedEntry | undefined): boolean {
   if (!known || known.kind !== found.kind) return false;
@@ -21,30 +24,63 @@ function sameEntry(found: SourceEntry, known: IndexedEntry | undefined): boolean
   }
 }
 
-export interface UnchangedSource {
-  readonly files: number;
-  readonly bytes: number;
+/** A file packing will not read again: its index entry still has its size, mtime and inode. */
+function reusable(
+  found: Extract<SourceEntry, { kind: 'file' }>,
+  known: IndexedEntry | undefined,
+): boolean {
+  return (
+    known?.kind === 'file' &&
+    known.cid !== null &&
+    known.size === found.size &&
+    known.mtimeNs === found.mtimeNs &&
+    known.ino === found.ino
+  );
 }
 
-/** The source's file count and size when it matches the index exactly; null otherwise. */
-export async function unchangedSince(
+export interface SourceSurvey {
+  /** Every entry matches the index, and the index holds no other. */
+  readonly unchanged: boolean;
+  readonly files: number;
+  readonly bytes: number;
+  /** Bytes of the files packing must read: those the index cannot vouch for. */
+  readonly bytesToRead: number;
+}
+
+/**
+ * Walks the source against the index. `stopAtChange`: return 'changed' at the first
+ * difference instead of walking on for the totals.
+ */
+export async function surveySource(
   sourceDir: string,
   rules: ExcludeRules,
   index: SourceFileIndex,
-): Promise<UnchangedSource | null> {
-  if (index.versionId === null) return null;
-  if (!sameEntry(sourceRootEntry(sourceDir), index.lookup(''))) return null;
+  stopAtChange: boolean,
+): Promise<SourceSurvey | 'changed'> {
+  // An index of no version vouches for nothing; its lookups would all miss.
+  const indexed = index.versionId !== null;
+  let unchanged = indexed && sameEntry(sourceRootEntry(sourceDir), index.lookup(''));
+  if (!unchanged && stopAtChange) return 'changed';
   let seen = 1;
   let files = 0;
   let bytes = 0;
-  let skipped = false;
-  for await (const entry of walkSource(sourceDir, { rules, onSkip: () => (skipped = true) })) {
-    if (skipped || !sameEntry(entry, index.lookup(entry.path))) return null;
+  let bytesToRead = 0;
+  for await (const entry of walkSource(sourceDir, {
+    rules,
+    onSkip: () => {
+      unchanged = false;
+    },
+  })) {
+    const known = indexed ? index.lookup(entry.path) : undefined;
+    if (unchanged && !sameEntry(entry, known)) unchanged = false;
+    if (!unchanged && stopAtChange) return 'changed';
     seen += 1;
-    if (entry.kind === 'file') {
-      files += 1;
-      bytes += entry.size;
-    }
+    if (entry.kind !== 'file') continue;
+    files += 1;
+    bytes += entry.size;
+    if (!reusable(entry, known)) bytesToRead += entry.size;
   }
-  return !skipped && seen === index.entryCount ? { files, bytes } : null;
+  unchanged &&= seen === index.entryCount;
+  if (!unchanged && stopAtChange) return 'changed';
+  return { unchanged, files, bytes, bytesToRead };
 }

@@ -164,6 +164,33 @@ describe('backup and restore', () => {
     }
   });
 
+  it('counts only the files it must read again in the reading total of a later backup', async () => {
+    const tree = path.join(scratch, 'progress-again');
+    mkdirSync(path.join(tree, 'sub'), { recursive: true });
+    const aMinuteAgo = new Date(Date.now() - 60_000);
+    for (const [name, size] of [
+      ['kept.bin', 300_000],
+      ['sub/kept.txt', 2_000],
+      ['edited.bin', 200_000],
+    ] as const) {
+      writeFileSync(path.join(tree, name), randomBytes(size));
+      utimesSync(path.join(tree, name), aMinuteAgo, aMinuteAgo);
+    }
+    await engine.createBucket({ name: 'Progress again', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: tree, bucket: 'Progress again' });
+    writeFileSync(path.join(tree, 'edited.bin'), randomBytes(123_456));
+    const seen: BackupProgress[] = [];
+    const result = await engine.backup({
+      dir: tree,
+      bucket: 'Progress again',
+      onProgress: (progress) => seen.push(progress),
+    });
+    expect(result).toMatchObject({ filesUnchanged: 2, bytesRead: 123_456 });
+    const reading = seen.filter((progress) => progress.phase === 'reading');
+    expect(reading[0]).toMatchObject({ filesTotal: 3, bytesTotal: 123_456 });
+    expect(reading.at(-1)).toMatchObject({ filesDone: 3, bytesDone: 123_456, etaSeconds: 0 });
+  });
+
   it('never renames two restored files onto one name', async () => {
     const names = path.join(scratch, 'names');
     mkdirSync(names);
