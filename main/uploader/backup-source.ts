@@ -65,8 +65,9 @@ export interface BackupResult {
   /** Files that changed while read, twice: stored as read, possibly mixing old and new bytes. */
   readonly changedWhileRead: readonly string[];
   /**
-   * Nothing changed since the active version, which the file index describes: no version was
-   * made, and `versionId` is that active version.
+   * Nothing changed since the active version: no version was made, and `versionId` is that
+   * active version. Seen from the file index without packing, or, when the index cannot vouch
+   * for the source, by packing it to the active version's very tree.
    */
   readonly unchanged: boolean;
   /** An interrupted upload of an earlier run that this run finished first. */
@@ -165,7 +166,9 @@ async function attempt(
   const loadTree =
     input.loadTree ??
     (async (versionId: string) => readTreeIndex(await client.pullVersion(versionId)));
-  const previous = active ? { id: active.id, tree: await loadTree(active.id) } : null;
+  const previous = active
+    ? { id: active.id, rootCid: active.root_cid, tree: await loadTree(active.id) }
+    : null;
   const label = previous?.tree.manifest['source_label'];
   if (
     previous &&
@@ -186,7 +189,7 @@ async function attempt(
   const pushed = await packAndPush(input, previous, rules, firstShardSource, readingTotals);
   let uploaded = 0;
   if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
-  await input.keepMetadata?.(pushed.versionId, pushed.metadataCar);
+  if (pushed.metadataCar) await input.keepMetadata?.(pushed.versionId, pushed.metadataCar);
   input.fileIndex.replace(
     pushed.versionId,
     trustworthy(pushed.entries, pushed.changedWhileRead, pushed.scanStartedMs),
@@ -202,15 +205,28 @@ async function attempt(
     durationMs: input.now() - started,
     skipped: pushed.skipped,
     changedWhileRead: pushed.changedWhileRead,
-    unchanged: false,
+    unchanged: pushed.sameAsPrevious,
     resumedVersionId: null,
   };
+}
+
+/** The bucket's active version, which a backup builds on. */
+interface PreviousVersion {
+  readonly id: string;
+  readonly rootCid: string;
+  readonly tree: TreeIndex;
 }
 
 /** A version packed and pushed: what the rest of the backup needs, and nothing more. */
 interface PushedVersion {
   readonly versionId: string;
-  readonly metadataCar: Uint8Array;
+  /** The pushed version's metadata; null when none was pushed (`sameAsPrevious`). */
+  readonly metadataCar: Uint8Array | null;
+  /**
+   * The source as packed is the previous version's tree exactly, so no version was pushed and
+   * `versionId` is the previous one's.
+   */
+  readonly sameAsPrevious: boolean;
   /** The recorded upload of its shards; null when the version needs no data (active). */
   readonly upload: QueuedUpload | null;
   readonly entries: readonly PackedEntry[];
@@ -232,7 +248,7 @@ interface PushedVersion {
  */
 async function packAndPush(
   input: BackupInput,
-  previous: { readonly id: string; readonly tree: TreeIndex } | null,
+  previous: PreviousVersion | null,
   rules: ExcludeRules,
   firstShardSource: ShardSource,
   /** What the reading phase reports progress against; present when progress is wanted. */
@@ -301,6 +317,32 @@ async function packAndPush(
       tree = await packOnce();
       await shards.seal();
     }
+    const counts = {
+      entries: tree.entries,
+      changedWhileRead: tree.changedWhileRead,
+      scanStartedMs,
+      files: tree.fileCount,
+      bytesScanned: tree.totalBytes,
+      bytesRead: tree.bytesRead,
+      filesUnchanged: tree.filesReused,
+      skipped,
+    };
+    // The file index could not vouch for the source (after a resumed upload, or with the
+    // index lost), yet nothing changed: a second version would only duplicate the first.
+    if (
+      previous &&
+      tree.rootCid.toString() === previous.rootCid &&
+      previous.tree.manifest['source_label'] === input.sourceLabel
+    ) {
+      return {
+        ...counts,
+        versionId: previous.id,
+        metadataCar: null,
+        sameAsPrevious: true,
+        upload: null,
+        newBytes: 0,
+      };
+    }
     const expected = [...candidates.values()].reduce((sum, size) => sum + size, 0);
     const deleted = previous
       ? [...previous.tree.leaves.keys()]
@@ -353,18 +395,12 @@ async function packAndPush(
       input.afterShardConfirmed?.(0);
     }
     return {
+      ...counts,
       versionId: pushed.id,
       metadataCar,
+      sameAsPrevious: false,
       upload,
-      entries: tree.entries,
-      changedWhileRead: tree.changedWhileRead,
-      scanStartedMs,
-      files: tree.fileCount,
-      bytesScanned: tree.totalBytes,
-      bytesRead: tree.bytesRead,
-      filesUnchanged: tree.filesReused,
       newBytes: expected,
-      skipped,
     };
   } finally {
     // Once its upload is queued, a staged shard outlives this run: a crash must not lose it.

@@ -128,7 +128,16 @@ describe('crash and resume', () => {
           expect(result.newBytes).toBe(6 << 20);
         } else {
           expect(result.resumedVersionId).toEqual(expect.any(String));
-          expect(result.newBytes).toBe(0);
+          // The source did not change after the crash: the finished version is its backup,
+          // and no second version duplicates it.
+          expect(result).toMatchObject({
+            unchanged: true,
+            versionId: result.resumedVersionId,
+            newBytes: 0,
+          });
+          expect((await engine.listVersions({ bucket: 'Crash' })).map((v) => v.state)).toEqual([
+            'active',
+          ]);
           expect(uploads).toHaveLength(queued - confirmedAtCrash);
         }
         for (const shard of confirmed) expect(uploads).not.toContain(shard);
@@ -141,6 +150,13 @@ describe('crash and resume', () => {
         );
         after.close();
         expect(left).toEqual([0, 0, 0]);
+        // Another run finds the same source: no new version. (It reads the files again: they
+        // were written moments before the first run, too recently for the index to vouch.)
+        expect(await engine.backup({ dir: source, bucket: 'Crash' })).toMatchObject({
+          unchanged: true,
+          versionId: result.versionId,
+        });
+        expect(await engine.listVersions({ bucket: 'Crash' })).toHaveLength(1);
         await expectRestoredAsSource(engine, run, source);
       } finally {
         await engine.close();
