@@ -11,7 +11,7 @@ import { ShardPlanner } from './shard-planner.ts';
 import { ShardWriter } from './shard-writer.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
-import { surveySource } from './unchanged-source.ts';
+import { indexVouchesFor, surveySource } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
 // version lacks into shards, push, ask which of those the user already holds, upload the shards
@@ -90,15 +90,7 @@ function reuseUnchanged(
   if (!previous) return undefined;
   return (file) => {
     const known = index.lookup(file.path);
-    if (
-      known?.kind !== 'file' ||
-      known.cid === null ||
-      known.size !== file.size ||
-      known.mtimeNs !== file.mtimeNs ||
-      known.ino !== file.ino
-    ) {
-      return undefined;
-    }
+    if (!indexVouchesFor(file, known)) return undefined;
     return leavesOfFile(previous, known.cid, file.size);
   };
 }

@@ -24,11 +24,11 @@ function sameEntry(found: SourceEntry, known: IndexedEntry | undefined): boolean
   }
 }
 
-/** A file packing will not read again: its index entry still has its size, mtime and inode. */
-function reusable(
-  found: Extract<SourceEntry, { kind: 'file' }>,
+/** A file packing need not read again: its index entry still has its size, mtime and inode. */
+export function indexVouchesFor(
+  found: { readonly size: number; readonly mtimeNs: bigint; readonly ino: bigint },
   known: IndexedEntry | undefined,
-): boolean {
+): known is IndexedEntry & { readonly kind: 'file'; readonly cid: string } {
   return (
     known?.kind === 'file' &&
     known.cid !== null &&
@@ -78,7 +78,7 @@ export async function surveySource(
     if (entry.kind !== 'file') continue;
     files += 1;
     bytes += entry.size;
-    if (!reusable(entry, known)) bytesToRead += entry.size;
+    if (!indexVouchesFor(entry, known)) bytesToRead += entry.size;
   }
   unchanged &&= seen === index.entryCount;
   if (!unchanged && stopAtChange) return 'changed';
