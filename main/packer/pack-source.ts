@@ -22,8 +22,9 @@ import {
   unreadableReason,
 } from './small-file.ts';
 import { fileBuilder } from './file-builder.ts';
+import { ChunkBuffers, largeFileChunks } from './large-file-chunks.ts';
 import { MetadataNodes } from './metadata-nodes.ts';
-import { CHUNK_BYTES, unixfsImporterOptions } from './unixfs-settings.ts';
+import { unixfsImporterOptions } from './unixfs-settings.ts';
 
 // Turns a source folder into a UnixFS tree (§17.1): raw-leaf chunks go to `onLeaf` as they are
 // made (the caller stages the ones the bucket lacks), and the dag-pb nodes plus the manifest
@@ -45,6 +46,8 @@ export interface PackInput {
   /**
    * Called once per distinct leaf of the new tree, with where its bytes were first read and
    * its CID's text: the very string the tree's `leaves` holds, so keeping it costs nothing.
+   * The bytes are lent: their buffer is read into again once the returned promise settles,
+   * so a callee that keeps them past that must copy them.
    */
   readonly onLeaf: (cid: CID, bytes: Uint8Array, origin: LeafOrigin, text: string) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
@@ -126,35 +129,6 @@ function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
   return { secs: mtimeNs / 1_000_000_000n, nsecs: Number(mtimeNs % 1_000_000_000n) };
 }
 
-/**
- * Reads an already opened file in 1 MiB chunks and closes it at the end; calls `onChanged` when
- * its size or mtime at the end differs from what the scan saw.
- */
-async function* fileContent(
-  handle: FileHandle,
-  openFiles: Set<FileHandle>,
-  scanned: { size: number; mtimeNs: bigint },
-  afterRead: () => Promise<void>,
-  onChanged: () => void,
-  onRead: (bytes: number) => void,
-): AsyncGenerator<Uint8Array> {
-  try {
-    for (;;) {
-      const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
-      const { bytesRead } = await handle.read(buffer, 0, CHUNK_BYTES, null);
-      if (bytesRead === 0) break;
-      onRead(bytesRead);
-      yield buffer.subarray(0, bytesRead);
-    }
-    await afterRead();
-    const after = await handle.stat({ bigint: true });
-    if (Number(after.size) !== scanned.size || after.mtimeNs !== scanned.mtimeNs) onChanged();
-  } finally {
-    openFiles.delete(handle);
-    await handle.close();
-  }
-}
-
 export async function packSource(input: PackInput): Promise<PackedTree> {
   const dagNodes = new MetadataNodes();
   const leaves = new Map<string, number>();
@@ -163,8 +137,9 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const changedWhileRead: string[] = [];
   let bytesRead = 0;
   let filesReused = 0;
-  /** Files opened for the importer and not yet read to the end and closed. */
-  const openFiles = new Set<FileHandle>();
+  /** Candidate path → a file opened for the importer, until it is read to the end and closed. */
+  const openFiles = new Map<string, FileHandle>();
+  const chunkBuffers = new ChunkBuffers();
   /** Candidate path → the scanned file, until the importer reports its node. */
   const pendingFiles = new Map<string, ScannedFile>();
   /** Candidate path → the content of a small file, read whole, until it is packed. */
@@ -200,8 +175,11 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     await input.onLeaf(cid, bytes, origin, key);
   }
 
-  // The importer's own raw-leaf buffer importer, plus the reuse path: a reused file's content
-  // is never iterated, so the file is not read; its known leaves stand in for the chunks.
+  // The importer's own raw-leaf buffer importer, reading each file itself: a small file was
+  // read whole already; a reused file is not read, its known leaves stand in for the chunks;
+  // a large file is read chunk by chunk into one reused buffer. Every file reaches the
+  // importer with empty content, so the importer's chunker, which would keep hold of a
+  // chunk past the point the buffer is reused, never sees a byte.
   const bufferImporter: BufferImporter = async function* (file) {
     // The scanned entry's own path string, which the file index keeps too: a slice of the
     // candidate path would keep a second copy of every path alive in the upload plan.
@@ -230,15 +208,31 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       }
       return;
     }
-    let offset = 0;
-    for await (const chunk of file.content) {
-      const origin = { path: sourcePath, offset };
-      offset += chunk.length;
-      yield async () => {
-        const cid = CID.createV1(raw.code, await sha256.digest(chunk));
-        await putLeaf(cid, chunk, origin);
-        return { cid, size: BigInt(chunk.length), block: chunk };
-      };
+    const handle = file.originalPath === undefined ? undefined : openFiles.get(file.originalPath);
+    if (!handle || !scanned) throw new Error(`no opened file for ${String(file.originalPath)}`);
+    try {
+      let offset = 0;
+      // Each chunk is a view of a reused buffer: the file builder finishes a leaf (hashed,
+      // handed to onLeaf, which is done with the bytes once it settles) before it asks for
+      // the next, which is what lets the next read overwrite it.
+      for await (const chunk of largeFileChunks(handle, chunkBuffers)) {
+        const origin = { path: sourcePath, offset };
+        offset += chunk.length;
+        bytesRead += chunk.length;
+        input.onBytesRead?.(chunk.length);
+        yield async () => {
+          const cid = CID.createV1(raw.code, await sha256.digest(chunk));
+          await putLeaf(cid, chunk, origin);
+          return { cid, size: BigInt(chunk.length), block: chunk };
+        };
+      }
+      await input.afterFileRead?.(scanned.path);
+      const after = await handle.stat({ bigint: true });
+      if (Number(after.size) !== scanned.size || after.mtimeNs !== scanned.mtimeNs)
+        changedWhileRead.push(scanned.path);
+    } finally {
+      openFiles.delete(file.originalPath ?? '');
+      await handle.close();
     }
   };
 
@@ -318,26 +312,12 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           skip(error);
           return;
         }
-        openFiles.add(handle);
+        openFiles.set(candidatePath, handle);
         fileCount += 1;
         totalBytes += entry.size;
         pendingFiles.set(candidatePath, entry);
-        yield {
-          path: candidatePath,
-          content: fileContent(
-            handle,
-            openFiles,
-            entry,
-            () => input.afterFileRead?.(entry.path) ?? Promise.resolve(),
-            () => changedWhileRead.push(entry.path),
-            (count) => {
-              bytesRead += count;
-              input.onBytesRead?.(count);
-            },
-          ),
-          mode: entry.mode,
-          mtime,
-        };
+        // Read by the buffer importer, not through the importer's chunker (see there).
+        yield { path: candidatePath, content: [], mode: entry.mode, mtime };
         return;
       }
       default: {
@@ -366,7 +346,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   } finally {
     // A pack that stopped early (a full staging disk) leaves files opened ahead of the importer
     // unread; their content generators never ran, so nothing else would close them.
-    await Promise.all([...openFiles].map((handle) => handle.close()));
+    await Promise.all([...openFiles.values()].map((handle) => handle.close()));
   }
   if (!rootCid) throw new Error('the importer produced no root directory');
 

@@ -39,6 +39,8 @@ function stagingError(dir: string, error: unknown): unknown {
 const FLUSH_BYTES = 4 * 1024 * 1024;
 /** Well under IOV_MAX (1024 on Linux), which bounds one writev. */
 const FLUSH_BUFFERS = 512;
+/** Blocks smaller than this are copied to wait for the next writev; larger ones are written. */
+const COPY_BELOW_BYTES = 64 * 1024;
 
 export class ShardWriter {
   private readonly dir: string;
@@ -122,6 +124,7 @@ export class ShardWriter {
     throw this.failure;
   }
 
+  /** Adds a block to the open shard; its bytes are needed only until the promise settles. */
   add(cid: CID, bytes: Uint8Array): Promise<void> {
     const next = this.queue
       .then(() => {
@@ -148,9 +151,12 @@ export class ShardWriter {
       this.write(encodeCarHeader([cid]));
     }
     this.write(encodeCarSectionHead(cid, bytes.length));
-    this.write(bytes);
+    // The packer lends a block's bytes until this add settles: a small block waits for the
+    // writev as a copy, a large one goes to the file before the add returns.
+    const large = bytes.length >= COPY_BELOW_BYTES;
+    this.write(large ? bytes : new Uint8Array(bytes));
     this.current.blocks.push(cidText(cid));
-    if (this.pendingBytes >= FLUSH_BYTES || this.pending.length >= FLUSH_BUFFERS)
+    if (large || this.pendingBytes >= FLUSH_BYTES || this.pending.length >= FLUSH_BUFFERS)
       await this.flush();
   }
 

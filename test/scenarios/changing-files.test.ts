@@ -100,6 +100,10 @@ describe('files that change after they were read, before the upload', () => {
     mkdirSync(source, { recursive: true });
     writeFileSync(path.join(source, 'big.bin'), randomBytes(3 << 20));
     writeFileSync(path.join(source, 'note.txt'), 'first words');
+    // Files that end in a short chunk, read one after another into the same chunk buffer: the
+    // staged pass must store each tail as it was read, not as the next file overwrote it.
+    for (let i = 0; i < 3; i += 1)
+      writeFileSync(path.join(source, `tail-${i}.bin`), randomBytes((1 << 20) + 100 + i));
     const home = path.join(run, 'home');
     let changed = false;
     const engine = createEngine({
@@ -119,7 +123,7 @@ describe('files that change after they were read, before the upload', () => {
       await engine.createBucket({ name: 'After', type: 'backup', storageClass: 'hot' });
       const result = await engine.backup({ dir: source, bucket: 'After' });
       expect(changed).toBe(true);
-      expect(result.files).toBe(spec.change === 'delete' ? 1 : 2);
+      expect(result.files).toBe(spec.change === 'delete' ? 4 : 5);
       // The dropped version is gone; only the one that was completed is listed.
       const versions = await engine.listVersions({ bucket: 'After' });
       expect(versions.map((version) => [version.id, version.state])).toEqual([

@@ -42,7 +42,8 @@ async function pack(dir: string, extra: Partial<PackInput> = {}) {
     deviceFingerprint: 'a'.repeat(40),
     createdAtSeconds: 1_800_000_000,
     onLeaf: (cid: CID, bytes: Uint8Array) => {
-      blocks.set(cid.toString(), bytes);
+      // Lent bytes: the packer reads the next chunk into the same buffer.
+      blocks.set(cid.toString(), new Uint8Array(bytes));
       return Promise.resolve();
     },
     onSkip: (item) => skipped.push(item),
