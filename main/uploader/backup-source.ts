@@ -6,6 +6,7 @@ import { loadExcludeRules, type ExcludeRules, type SkippedItem } from '../scanne
 import type { ServiceClient } from '../service/index.ts';
 import type { QueuedUpload, ShardToQueue, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
+import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { plannedShardBody } from './planned-shard-body.ts';
 import { ShardPlanner } from './shard-planner.ts';
 import { ShardWriter } from './shard-writer.ts';
@@ -178,9 +179,17 @@ async function attempt(
     survey === 'changed'
       ? undefined
       : { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes };
-  const pushed = await packAndPush(input, previous, rules, firstShardSource, readingTotals);
+  const garbage = new GarbageAtPhaseSwitch();
+  let pushed: PushedVersion;
   let uploaded = 0;
-  if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
+  try {
+    pushed = await packAndPush(input, previous, rules, firstShardSource, readingTotals, garbage);
+    // What packing held is garbage now, before the upload makes its own.
+    garbage.collect();
+    if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
+  } finally {
+    garbage.end();
+  }
   if (pushed.metadataCar) await input.keepMetadata?.(pushed.versionId, pushed.metadataCar);
   input.fileIndex.replace(
     pushed.versionId,
@@ -245,6 +254,7 @@ async function packAndPush(
   firstShardSource: ShardSource,
   /** What the reading phase reports progress against; present when progress is wanted. */
   totals: { readonly files: number; readonly bytes: number } | undefined,
+  garbage: GarbageAtPhaseSwitch,
 ): Promise<PushedVersion> {
   const { client } = input;
   const shardTarget = input.shardTargetBytes ?? 64 * 1024 * 1024;
@@ -342,6 +352,8 @@ async function packAndPush(
           .slice(0, MAX_DELETED_IN_REQUEST)
       : [];
     const metadataCar = encodeCar([tree.manifestCid], tree.metadataBlocks);
+    // Packing's garbage goes before pushing makes more, while its tree is still needed.
+    garbage.collect();
     const pushed = await client.pushVersion({
       bucketId: input.bucketId,
       rootCid: tree.rootCid.toString(),
