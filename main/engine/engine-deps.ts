@@ -22,7 +22,7 @@ export interface EngineDeps {
   readonly startLocalService?: (dataDir: string) => Promise<LocalService>;
   readonly clock?: () => number;
   readonly retry?: RetryPolicy;
-  /** Largest staged shard; defaults to 64 MiB. */
+  /** Largest shard, fixed; by default each bucket's shards follow its upload speed (shardTargetFor). */
   readonly shardTargetBytes?: number;
   /** Test seam: runs after a file was read during a backup, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;

@@ -23,7 +23,7 @@ import {
   type VerifyResult,
   type VersionEntry,
 } from '../restore/index.ts';
-import { readTreeIndex, type TreeIndex } from '../uploader/index.ts';
+import { readTreeIndex, shardTargetFor, type TreeIndex } from '../uploader/index.ts';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import type { Metadata, Snapshot } from '../protocol/index.ts';
 import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
@@ -31,8 +31,10 @@ import {
   forgetAccount,
   lastKnownActiveVersion,
   rememberActiveVersion,
+  recordUploadSpeed,
   sourceFileIndex,
   uploadQueue,
+  uploadSpeedOf,
   homeId,
   openStateDatabase,
   readAccount,
@@ -457,9 +459,9 @@ export class Engine {
       queue: uploadQueue(this.db),
       fileIndex: sourceFileIndex(this.db, bucket.id, sourceDir),
       ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
-      ...(this.deps.shardTargetBytes === undefined
-        ? {}
-        : { shardTargetBytes: this.deps.shardTargetBytes }),
+      shardTargetBytes:
+        this.deps.shardTargetBytes ?? shardTargetFor(uploadSpeedOf(this.db, bucket.id)),
+      onShardsTimed: (sample) => recordUploadSpeed(this.db, bucket.id, sample, this.now()),
       ...(this.deps.afterShardConfirmed
         ? { afterShardConfirmed: this.deps.afterShardConfirmed }
         : {}),

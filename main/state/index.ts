@@ -1,5 +1,5 @@
-// The engine's SQLite state: the enrolled account, known buckets, the file index and the upload
-// queue. No secrets: keys live in the SecretStore. May import main/api only.
+// The engine's SQLite state: the enrolled account, known buckets, the file index, the upload
+// queue and upload speeds. No secrets: keys live in the SecretStore. May import main/api only.
 
 export * from './account-state.ts';
 export * from './canopy-home.ts';
@@ -7,3 +7,4 @@ export * from './database.ts';
 export * from './file-index.ts';
 export * from './known-active-versions.ts';
 export * from './upload-queue.ts';
+export * from './upload-speeds.ts';

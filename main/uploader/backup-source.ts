@@ -9,6 +9,7 @@ import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts'
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { plannedShardBody } from './planned-shard-body.ts';
 import { ShardPlanner } from './shard-planner.ts';
+import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
 import { ShardWriter } from './shard-writer.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
@@ -33,6 +34,7 @@ export interface BackupInput {
   readonly deviceFingerprint: string;
   readonly stagingRoot: string;
   readonly now: () => number;
+  /** Shards are at most this large (CAR bytes); by default MAX_SHARD_TARGET_BYTES. */
   readonly shardTargetBytes?: number;
   /** Replace a bucket whose versions come from another source (§17.1). */
   readonly replaceSource?: boolean;
@@ -50,6 +52,11 @@ export interface BackupInput {
   readonly onProgress?: (progress: BackupProgress) => void;
   /** Test seam: called once the upload is queued (0), then after each confirmed shard. */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
+  /**
+   * Called once an upload stops, however it stops, with how long its shards of at least
+   * TIMED_SHARD_MIN_BYTES took, when there were any: what the next backup sizes its shards by.
+   */
+  readonly onShardsTimed?: (sample: { readonly bytes: number; readonly ms: number }) => void;
 }
 
 export interface BackupResult {
@@ -257,7 +264,7 @@ async function packAndPush(
   garbage: GarbageAtPhaseSwitch,
 ): Promise<PushedVersion> {
   const { client } = input;
-  const shardTarget = input.shardTargetBytes ?? 64 * 1024 * 1024;
+  const shardTarget = input.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES;
   let shardSource = firstShardSource;
   let staging = '';
   const newShards = (): ShardWriter | ShardPlanner => {
@@ -453,8 +460,10 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
         upload.files, // every file is packed by now
       )
     : undefined;
+  const timed = { bytes: 0, ms: 0 };
   try {
     for (const shard of due) {
+      const started = performance.now();
       let sentThisShard = 0;
       const onSent = (sentThisAttempt: number): void => {
         // A retry starts the shard again from its first byte.
@@ -473,6 +482,10 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
           ? { file: shard.file, bytes: shard.bytes, onSent }
           : { stream: () => plannedShardBody(sourceDir, blocks, onSent), bytes: shard.bytes },
       );
+      if (shard.bytes >= TIMED_SHARD_MIN_BYTES) {
+        timed.bytes += shard.bytes;
+        timed.ms += performance.now() - started;
+      }
       input.queue.confirm(upload.version_id, shard.shard_cid);
       sent += shard.bytes;
       confirmed += 1;
@@ -493,6 +506,8 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       await removeStaging(upload.staging_dir);
     }
     throw error;
+  } finally {
+    if (timed.bytes > 0) input.onShardsTimed?.(timed);
   }
   input.queue.finish(upload.version_id);
   await removeStaging(upload.staging_dir);

@@ -2,5 +2,6 @@
 export * from './backup-source.ts';
 export * from './previous-tree.ts';
 export * from './progress-meter.ts';
+export * from './shard-target.ts';
 export * from './shard-writer.ts';
 export * from './unchanged-source.ts';

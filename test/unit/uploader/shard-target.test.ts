@@ -1,0 +1,49 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openStateDatabase, recordUploadSpeed, uploadSpeedOf } from '../../../main/state/index.ts';
+import {
+  MAX_SHARD_TARGET_BYTES,
+  MIN_SHARD_TARGET_BYTES,
+  shardTargetFor,
+} from '../../../main/uploader/index.ts';
+
+const MiB = 1024 * 1024;
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-shard-target-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('shardTargetFor', () => {
+  it('aims at a minute of upload, between a few blocks and 64 MiB', () => {
+    expect(shardTargetFor(500_000)).toBe(30_000_000);
+    expect(shardTargetFor(200_000)).toBe(12_000_000);
+    expect(shardTargetFor(10_000)).toBe(MIN_SHARD_TARGET_BYTES);
+    expect(shardTargetFor(100 * MiB)).toBe(MAX_SHARD_TARGET_BYTES);
+    expect(MIN_SHARD_TARGET_BYTES).toBe(4 * MiB);
+    expect(MAX_SHARD_TARGET_BYTES).toBe(64 * MiB);
+  });
+
+  it('takes 64 MiB while no speed is known, or none that makes sense', () => {
+    for (const speed of [undefined, 0, -5, Number.NaN, Number.POSITIVE_INFINITY])
+      expect(shardTargetFor(speed)).toBe(64 * MiB);
+  });
+});
+
+describe('upload speeds', () => {
+  it('keeps each bucket its own speed, half the new sample and half what came before', () => {
+    const db = openStateDatabase(path.join(scratch, 'speeds.sqlite'));
+    try {
+      expect(uploadSpeedOf(db, 'b1')).toBeUndefined();
+      recordUploadSpeed(db, 'b1', { bytes: 4_000_000, ms: 2_000 }, 1);
+      expect(uploadSpeedOf(db, 'b1')).toBe(2_000_000);
+      recordUploadSpeed(db, 'b1', { bytes: 1_000_000, ms: 5_000 }, 2);
+      expect(uploadSpeedOf(db, 'b1')).toBe(1_100_000);
+      // Nothing timed is no sample.
+      recordUploadSpeed(db, 'b1', { bytes: 0, ms: 0 }, 3);
+      expect(uploadSpeedOf(db, 'b1')).toBe(1_100_000);
+      expect(uploadSpeedOf(db, 'b2')).toBeUndefined();
+    } finally {
+      db.close();
+    }
+  });
+});
