@@ -81,6 +81,10 @@ export function createBucketService(options: ServiceOptions): BucketService {
     bodyLimit: 1,
     return503OnClosing: false,
   });
+  // Before the first request: what a crash left half-written in the block store goes.
+  const recovered = ctx.recoverStore();
+  if (recovered.staged + recovered.orphanPacks > 0)
+    app.log.warn(recovered, 'removed staged files and uncommitted packs left by a crash');
   const settings: AuthSettings = {
     leewaySeconds: options.clockLeewaySeconds,
     lastSeenGranularityMs: options.lastSeenGranularityMs,
@@ -198,6 +202,9 @@ export function createBucketService(options: ServiceOptions): BucketService {
         } catch (error) {
           app.log.error({ err: error }, 'sweep failed');
         }
+        ctx.compactPacks().catch((error: unknown) => {
+          app.log.error({ err: error }, 'pack compaction failed');
+        });
       }, options.sweepIntervalMs);
       sweepTimer.unref();
       return base;
@@ -210,6 +217,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
         await app.close();
       } finally {
         clearTimeout(force);
+        await ctx.settle();
         ctx.close();
       }
     },

@@ -7,6 +7,8 @@ import type { ServiceOptions } from './options.ts';
 import { openDatabase, type Db } from './store/database.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
 import { takeUnheldBlocks } from './store/block-sets.ts';
+import { allPackIds, deletePack, releasePackBytes } from './store/packs.ts';
+import { compactSparsePacks } from './blocks/pack-compaction.ts';
 
 /** Everything a route needs, built once per server. */
 export class ServiceContext {
@@ -19,6 +21,7 @@ export class ServiceContext {
   readonly policy: LifecyclePolicy;
   /** Set once the server listens, unless `publicUrl` was given. */
   storageHost: string;
+  private compaction: Promise<number> | undefined;
 
   constructor(options: ServiceOptions) {
     this.options = options;
@@ -57,18 +60,54 @@ export class ServiceContext {
   }
 
   /**
-   * Deletes blocks no user holds. Row removal and unlink happen in one synchronous step inside
-   * the transaction that is also the block-set lock (§11.6), so a concurrent deduplicated
-   * upload either sees the row (and keeps the file) or stores its own copy.
+   * Deletes blocks no user holds. The rows go in a transaction that is also the block-set lock
+   * (§11.6), so a concurrent deduplicated upload either sees the row (and its bytes stay) or
+   * stores its own copy. Bytes are freed after the commit: a block file of its own is
+   * unlinked, and a pack left with no live block is retired.
    */
   collectGarbage(): number {
-    return this.db
+    const { legacy, emptied, count } = this.db
       .transaction(() => {
-        const cids = takeUnheldBlocks(this.db, 10_000);
-        for (const cid of cids) this.blocks.removeBlock(cid);
-        return cids.length;
+        const freed = takeUnheldBlocks(this.db, 10_000);
+        const freedPerPack = new Map<string, number>();
+        const legacyCids: string[] = [];
+        for (const block of freed) {
+          if (block.pack === null) legacyCids.push(block.cid);
+          else freedPerPack.set(block.pack, (freedPerPack.get(block.pack) ?? 0) + block.size);
+        }
+        const emptiedPacks: string[] = [];
+        for (const [pack, bytes] of freedPerPack) {
+          if (!releasePackBytes(this.db, pack, bytes)) continue;
+          deletePack(this.db, pack);
+          emptiedPacks.push(pack);
+        }
+        return { legacy: legacyCids, emptied: emptiedPacks, count: freed.length };
       })
       .immediate();
+    for (const cid of legacy) this.blocks.removeLegacyBlock(cid);
+    for (const pack of emptied) this.blocks.retirePack(pack);
+    return count;
+  }
+
+  /**
+   * Rewrites packs that are mostly dead bytes, a few per call. One runs at a time; `close`
+   * waits for it.
+   */
+  compactPacks(max = 4): Promise<number> {
+    this.compaction ??= compactSparsePacks(this, max).finally(() => {
+      this.compaction = undefined;
+    });
+    return this.compaction;
+  }
+
+  /** Clears what a crash left in the block store; for the serving process only. */
+  recoverStore(): { staged: number; orphanPacks: number } {
+    return this.blocks.recover(allPackIds(this.db));
+  }
+
+  /** Waits for background store work (compaction) to end. */
+  async settle(): Promise<void> {
+    await this.compaction?.catch(() => undefined);
   }
 
   close(): void {

@@ -1,100 +1,123 @@
-import { randomUUID } from 'node:crypto';
 import {
-  close,
   closeSync,
-  fdatasync,
   fsyncSync,
   mkdirSync,
-  open,
   openSync,
-  read,
+  readdirSync,
   renameSync,
   rmSync,
   unlinkSync,
-  write,
 } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import type { BlockLocation } from '../store/block-sets.ts';
+import { BlockReader } from './block-reader.ts';
+import { PackWriter } from './pack-writer.ts';
 
-// The content-addressed block store on disk. Each block is one file named by its CID in a
-// two-level fan-out, written to a staging file, fsynced, then renamed into place, so a reader
-// never sees a partial block. Staged files left by a crash are removed at start-up.
+// The content-addressed block store on disk. A shard's new blocks are written as one pack
+// file: staged, fdatasynced, then renamed into `packs/` with one fsync of that folder, so a
+// reader never sees a partial pack. The database says where each block is (pack and offset);
+// blocks written by earlier servers as files of their own, under `blocks/`, stay readable.
+// A pack is immutable; garbage collection deletes empty packs and rewrites mostly dead ones.
 
 export class BlockStore {
   private readonly blocksDir: string;
+  private readonly packsDir: string;
   private readonly stagingDir: string;
   private readonly metadataDir: string;
+  /** Readers open now; packs retired meanwhile are unlinked when the last one closes. */
+  private openReaders = 0;
+  private readonly retired = new Set<string>();
 
   constructor(dataDir: string) {
     this.blocksDir = path.join(dataDir, 'blocks');
+    this.packsDir = path.join(dataDir, 'packs');
     this.stagingDir = path.join(dataDir, 'staging');
     this.metadataDir = path.join(dataDir, 'metadata');
-    rmSync(this.stagingDir, { recursive: true, force: true });
-    for (const dir of [this.blocksDir, this.stagingDir, this.metadataDir])
+    for (const dir of [this.blocksDir, this.packsDir, this.stagingDir, this.metadataDir])
       mkdirSync(dir, { recursive: true });
   }
 
-  /** Path of a block; CIDs are validated base32 text, so they cannot escape the folder. */
-  blockPath(cid: string): string {
+  /**
+   * Clears what a crash can leave: staged files, and packs renamed into place whose rows were
+   * never committed. Only the serving process may call this, before it accepts uploads: an
+   * admin command run alongside must not delete a pack between its rename and its commit.
+   */
+  recover(knownPacks: ReadonlySet<string>): { staged: number; orphanPacks: number } {
+    const staged = readdirSync(this.stagingDir).length;
+    rmSync(this.stagingDir, { recursive: true, force: true });
+    mkdirSync(this.stagingDir, { recursive: true });
+    let orphanPacks = 0;
+    for (const name of readdirSync(this.packsDir)) {
+      if (knownPacks.has(name.replace(/\.pack$/, ''))) continue;
+      rmSync(path.join(this.packsDir, name), { force: true });
+      orphanPacks += 1;
+    }
+    return { staged, orphanPacks };
+  }
+
+  /** Path of a block stored as its own file; CIDs are validated base32, so they cannot escape. */
+  legacyBlockPath(cid: string): string {
     return path.join(this.blocksDir, cid.slice(-4, -2), cid);
+  }
+
+  /** Path of a pack; pack ids are UUIDs the server made. */
+  packPath(id: string): string {
+    return path.join(this.packsDir, `${id}.pack`);
+  }
+
+  /** Where a block's bytes start on disk. */
+  fileOf(location: BlockLocation): { file: string; offset: number } {
+    return location.pack === null
+      ? { file: this.legacyBlockPath(location.cid), offset: 0 }
+      : { file: this.packPath(location.pack), offset: location.offset };
   }
 
   metadataPath(versionId: string): string {
     return path.join(this.metadataDir, `${versionId}.car`);
   }
 
-  /** A fresh staging file name; the caller writes it (see writeStaged) and then commits it. */
+  /** A fresh staging file name for a metadata CAR. */
   stagingPath(): string {
-    return path.join(this.stagingDir, randomUUID());
+    return path.join(this.stagingDir, `${randomUUID()}.car`);
+  }
+
+  /** A new pack in the staging folder; append blocks, finish it, then commit or discard it. */
+  startPack(): Promise<PackWriter> {
+    return PackWriter.create(this.stagingDir);
   }
 
   /**
-   * Writes and fdatasyncs a staged file. Every step runs in the thread pool, open and close
-   * included: creating a file costs the kernel about 200 µs, and a shard of ten thousand small
-   * blocks spent two seconds of this thread in open alone.
+   * Moves a finished pack into place and makes the rename durable. Synchronous, to run inside
+   * the transaction that records its blocks: a crash before the commit leaves a pack no row
+   * names, which `recover` removes; a crash after it finds the pack in place.
    */
-  async writeStaged(bytes: Uint8Array | readonly Uint8Array[]): Promise<string> {
-    const file = this.stagingPath();
-    const fd = await new Promise<number>((resolve, reject) => {
-      open(file, 'wx', 0o600, (error, opened) => (error ? reject(error) : resolve(opened)));
-    });
-    let written = false;
+  commitPack(pack: PackWriter): void {
+    renameSync(pack.file, this.packPath(pack.id));
+    const fd = openSync(this.packsDir, 'r');
     try {
-      for (const part of bytes instanceof Uint8Array ? [bytes] : bytes) {
-        let offset = 0;
-        while (offset < part.length) {
-          offset += await new Promise<number>((resolve, reject) => {
-            write(fd, part, offset, part.length - offset, null, (error, written) =>
-              error ? reject(error) : resolve(written),
-            );
-          });
-        }
-      }
-      await new Promise<void>((resolve, reject) => {
-        fdatasync(fd, (error) => (error ? reject(error) : resolve()));
-      });
-      written = true;
+      fsyncSync(fd);
     } finally {
-      await new Promise<void>((resolve, reject) => {
-        close(fd, (error) => (error ? reject(error) : resolve()));
-      });
-      // A write that failed (a full disk) leaves no staged file behind for the caller to miss:
-      // it only learns the names of files written whole.
-      if (!written) this.discard(file);
+      closeSync(fd);
     }
-    return file;
   }
 
-  /** Moves a staged block into place. Synchronous so it can run inside a DB transaction. */
-  commitBlock(staged: string, cid: string): void {
-    const target = this.blockPath(cid);
-    // The fan-out folder exists after its first block, so mkdir only when the rename says so.
+  /** Removes a committed pack whose rows did not commit after all. */
+  removeUncommittedPack(id: string): void {
+    rmSync(this.packPath(id), { force: true });
+  }
+
+  /** Unlinks a pack no row names any more, once no reader can still be reading it. */
+  retirePack(id: string): void {
+    if (this.openReaders === 0) rmSync(this.packPath(id), { force: true });
+    else this.retired.add(id);
+  }
+
+  removeLegacyBlock(cid: string): void {
     try {
-      renameSync(staged, target);
+      unlinkSync(this.legacyBlockPath(cid));
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      mkdirSync(path.dirname(target), { recursive: true });
-      renameSync(staged, target);
     }
   }
 
@@ -102,60 +125,26 @@ export class BlockStore {
     renameSync(staged, this.metadataPath(versionId));
   }
 
-  /** Makes renames durable: fsync the folders that received new entries. */
-  syncDirectories(cids: Iterable<string>): void {
-    const dirs = new Set<string>();
-    for (const cid of cids) dirs.add(path.dirname(this.blockPath(cid)));
-    for (const dir of dirs) {
-      const fd = openSync(dir, 'r');
-      try {
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-    }
-  }
-
   discard(staged: string): void {
     rmSync(staged, { force: true });
   }
 
-  async readBlock(cid: string): Promise<Buffer> {
-    return readFile(this.blockPath(cid));
+  removeMetadata(versionId: string): void {
+    rmSync(this.metadataPath(versionId), { force: true });
   }
 
   /**
-   * Reads a block of known size into `target` (at least `size` bytes). Only the read goes
-   * through the thread pool: open and close take microseconds, and each hand-off to the pool
-   * cost this thread about 200 µs on the machines we measured.
+   * A reader for a run of block reads (one blocks/car answer). It keeps each pack it reads
+   * open until closed, and while any reader is open, retired packs stay on disk: an answer
+   * looked its blocks up before it started, and a compaction may have moved them since.
    */
-  async readBlockInto(cid: string, size: number, target: Buffer): Promise<void> {
-    const fd = openSync(this.blockPath(cid), 'r');
-    try {
-      let filled = 0;
-      while (filled < size) {
-        const got = await new Promise<number>((resolve, reject) => {
-          read(fd, target, filled, size - filled, filled, (error, bytesRead) =>
-            error ? reject(error) : resolve(bytesRead),
-          );
-        });
-        if (got === 0) throw new Error(`block ${cid} is shorter on disk than recorded`);
-        filled += got;
-      }
-    } finally {
-      closeSync(fd);
-    }
-  }
-
-  removeBlock(cid: string): void {
-    try {
-      unlinkSync(this.blockPath(cid));
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    }
-  }
-
-  removeMetadata(versionId: string): void {
-    rmSync(this.metadataPath(versionId), { force: true });
+  openReader(): BlockReader {
+    this.openReaders += 1;
+    return new BlockReader(this, () => {
+      this.openReaders -= 1;
+      if (this.openReaders > 0) return;
+      for (const id of this.retired) rmSync(this.packPath(id), { force: true });
+      this.retired.clear();
+    });
   }
 }

@@ -1,21 +1,21 @@
 import type { ServerResponse } from 'node:http';
 import {
-  cidText,
   encodeCarHeader,
   encodeCarSectionHead,
   type ProtocolCid,
 } from '../../main/protocol/index.ts';
+import type { BlockLocation } from '../store/block-sets.ts';
 import type { BlockStore } from './block-store.ts';
 import { ReadBuffers } from './read-buffers.ts';
 
 // The body of a blocks/car answer (§11.5), written straight to the socket from the block
-// files. Reads run a few blocks ahead, in order: one at a time, a request for many small blocks
-// would wait on each block's open, read and close in turn. Every read lands in a pooled buffer
+// store. Reads run a few blocks ahead, in order: one at a time, a request for many small blocks
+// would wait on each read in turn. Every read lands in a pooled buffer
 // that goes back to the pool once the socket has taken its bytes.
 
 export interface CarAnswerBlock {
   readonly cid: ProtocolCid;
-  readonly size: number;
+  readonly location: BlockLocation;
 }
 
 const MiB = 1 << 20;
@@ -43,11 +43,13 @@ export function carAnswer(
   blocks: readonly CarAnswerBlock[],
 ): CarAnswer {
   const header = encodeCarHeader([root]);
-  const heads = blocks.map((block) => encodeCarSectionHead(block.cid, block.size));
+  const heads = blocks.map((block) => encodeCarSectionHead(block.cid, block.location.size));
   let length = header.length;
-  for (const [index, block] of blocks.entries()) length += (heads[index]?.length ?? 0) + block.size;
+  for (const [index, block] of blocks.entries())
+    length += (heads[index]?.length ?? 0) + block.location.size;
 
   async function write(response: ServerResponse): Promise<void> {
+    const reader = store.openReader();
     const ahead: Array<Promise<Buffer>> = [];
     let next = 0;
     let aheadBytes = 0;
@@ -55,9 +57,9 @@ export function carAnswer(
       const block = blocks[next];
       next += 1;
       if (!block) return;
-      aheadBytes += block.size;
-      const buffer = readBuffers.take(block.size);
-      const reading = store.readBlockInto(cidText(block.cid), block.size, buffer).then(
+      aheadBytes += block.location.size;
+      const buffer = readBuffers.take(block.location.size);
+      const reading = reader.readInto(block.location, buffer).then(
         () => buffer,
         (error: unknown) => {
           readBuffers.give(buffer);
@@ -79,25 +81,30 @@ export function carAnswer(
         )
           readNext();
         const buffer = await (ahead.shift() as Promise<Buffer>);
-        aheadBytes -= block.size;
+        aheadBytes -= block.location.size;
         if (response.destroyed) {
           readBuffers.give(buffer);
           return;
         }
         response.cork();
         response.write(heads[index] ?? new Uint8Array(0));
-        const fits = response.write(buffer.subarray(0, block.size), () => readBuffers.give(buffer));
+        const fits = response.write(buffer.subarray(0, block.location.size), () =>
+          readBuffers.give(buffer),
+        );
         response.uncork();
         if (!fits) await drainedOrClosed(response);
       }
       response.end();
     } finally {
-      // Reads still in flight after a hang-up or a failed read: take their buffers back.
-      for (const reading of ahead)
+      // Reads still in flight after a hang-up or a failed read: take their buffers back, and
+      // close the reader once none of them needs its files any more.
+      const left = ahead.map((reading) =>
         reading.then(
           (buffer) => readBuffers.give(buffer),
           () => undefined,
-        );
+        ),
+      );
+      void Promise.all(left).then(() => reader.close());
     }
   }
 

@@ -12,6 +12,7 @@ import {
   type ShardUploadResult,
 } from '../../main/protocol/index.ts';
 import { carAnswer } from '../blocks/car-answer.ts';
+import type { PackWriter } from '../blocks/pack-writer.ts';
 import type { ServiceContext } from '../context.ts';
 import {
   conflict,
@@ -31,6 +32,7 @@ import {
 import { evaluateQuota } from '../store/accounting.ts';
 import {
   addToBlockSet,
+  type BlockLocation,
   findBlock,
   insertBlock,
   isHeldByUser,
@@ -38,6 +40,7 @@ import {
 } from '../store/block-sets.ts';
 import { findBucketById } from '../store/buckets.ts';
 import { addEgress } from '../store/egress.ts';
+import { insertPack } from '../store/packs.ts';
 import { activate } from '../store/lifecycle.ts';
 import {
   addReceived,
@@ -49,8 +52,9 @@ import {
 } from '../store/versions.ts';
 import type { RouteSpec, StorageRequest } from './route-spec.ts';
 
-// §11: the storage host. Shards are verified block by block as they stream in, staged on
-// disk, and committed in one transaction, so a shard is stored whole or not at all.
+// §11: the storage host. Shards are verified block by block as they stream in, their new
+// blocks staged as one pack file, and committed in one transaction with the pack's rename, so
+// a shard is stored whole or not at all.
 
 /** §11.1 steps 2 and 3: path shape (404, body unread), then the SA must name this version. */
 function checkUploadPath(request: StorageRequest): string {
@@ -71,15 +75,12 @@ function liveVersionOf(ctx: ServiceContext, id: string): VersionRow {
   return version;
 }
 
-interface StagedBlock {
+interface ReceivedBlock {
   readonly cid: string;
   readonly size: number;
-  /** Undefined when the host already held the block when it arrived (or until written). */
-  file: string | undefined;
+  /** Its offset in this shard's pack; undefined when the host already held it on arrival. */
+  readonly offset: number | undefined;
 }
-
-/** Staged writes kept in flight at once, so fsyncs overlap with reading the next blocks. */
-const PARALLEL_WRITES = 8;
 
 async function uploadShard(
   ctx: ServiceContext,
@@ -96,9 +97,11 @@ async function uploadShard(
   }
   if (version.state !== 'pending') throw conflict(`the version is ${version.state}, not pending`);
 
-  const staged = new Map<string, StagedBlock>();
-  const writes = new Set<Promise<void>>();
-  const committed: string[] = [];
+  const received = new Map<string, ReceivedBlock>();
+  // The shard's new blocks, in one pack file; opened at the first block the host lacks.
+  let pack: PackWriter | undefined;
+  let packInPlace = false;
+  let packCommitted = false;
   const bodyHash = createHash('sha256');
   async function* hashed(): AsyncGenerator<Buffer> {
     for await (const chunk of limitedChunks(request.raw, ctx.options.limits.shardBytes, 'shard')) {
@@ -113,19 +116,17 @@ async function uploadShard(
       })) {
         if (item.type === 'header') continue;
         const cid = cidText(item.cid);
-        if (staged.has(cid)) continue;
+        if (received.has(cid)) continue;
         // Verified against its CID by the reader even when the host holds it (§16.9).
-        const block: StagedBlock = { cid, size: item.bytes.length, file: undefined };
-        staged.set(cid, block);
-        if (findBlock(ctx.db, cid)) continue;
-        const write = ctx.blocks.writeStaged(item.bytes).then((file) => {
-          block.file = file;
-        });
-        writes.add(write);
-        void write.finally(() => writes.delete(write)).catch(() => undefined);
-        if (writes.size >= PARALLEL_WRITES) await Promise.race(writes);
+        if (findBlock(ctx.db, cid)) {
+          received.set(cid, { cid, size: item.bytes.length, offset: undefined });
+          continue;
+        }
+        pack ??= await ctx.blocks.startPack();
+        received.set(cid, { cid, size: item.bytes.length, offset: pack.append(item.bytes) });
+        await pack.ready();
       }
-      await Promise.all(writes);
+      await pack?.finish();
     } catch (error) {
       if (error instanceof CarFormatError) {
         if (error.kind === 'block_too_large') throw payloadTooLarge(`shard: ${error.message}`);
@@ -146,53 +147,55 @@ async function uploadShard(
       if (current.state !== 'pending')
         throw conflict(`the version is ${current.state}, not pending`);
       let added = 0;
-      for (const block of staged.values()) {
+      for (const block of received.values()) {
         if (!isInBlockSet(ctx.db, metadataId, block.cid)) added += block.size;
       }
       if (current.received_total + added > request.storage.max_bytes) {
         throw payloadTooLarge('shard: the version would exceed its expected_data_size');
       }
       let bytes = 0;
-      for (const block of staged.values()) {
+      let packed = 0;
+      for (const block of received.values()) {
         bytes += block.size;
         if (!findBlock(ctx.db, block.cid)) {
-          if (block.file === undefined) {
+          if (block.offset === undefined || !pack) {
             // Collected while this shard streamed in; the bytes were verified but not kept.
             throw conflict('a block was collected during the upload; send the shard again');
           }
-          ctx.blocks.commitBlock(block.file, block.cid);
-          insertBlock(ctx.db, block.cid, block.size);
-          committed.push(block.cid);
+          insertBlock(ctx.db, block.cid, block.size, pack.id, block.offset);
+          packed += block.size;
         }
         addToBlockSet(ctx.db, metadataId, current.user_id, block.cid);
       }
       addReceived(ctx.db, metadataId, added);
-      insertShard(ctx.db, metadataId, shardCid, staged.size, bytes);
+      insertShard(ctx.db, metadataId, shardCid, received.size, bytes);
       evaluateQuota(ctx.db, current.user_id, now);
-      return { blocks: staged.size, bytes, received_total: current.received_total + added };
+      // Blocks another upload stored meanwhile are dead bytes in this pack; compaction drops
+      // them. A pack with no block of its own is not kept at all.
+      if (pack && packed > 0) {
+        insertPack(ctx.db, pack.id, pack.length, packed);
+        packInPlace = true;
+        ctx.blocks.commitPack(pack);
+      }
+      return { blocks: received.size, bytes, received_total: current.received_total + added };
     });
-    // Renamed into the store: nothing left to discard for these.
-    for (const cid of committed) {
-      const block = staged.get(cid);
-      if (block) block.file = undefined;
-    }
-    ctx.blocks.syncDirectories(committed);
+    packCommitted = packInPlace;
     return result;
   } finally {
-    // A refused shard may still have writes in flight; let them land, then remove them all.
-    // Committed blocks were renamed away, so this only removes what was not kept.
-    await Promise.allSettled(writes);
-    for (const block of staged.values()) {
-      if (block.file !== undefined) ctx.blocks.discard(block.file);
+    // A refused shard may still have writes in flight: discard waits for them, then removes
+    // the staged pack. A pack renamed into place whose transaction then failed goes too.
+    if (pack && !packCommitted) {
+      if (packInPlace) ctx.blocks.removeUncommittedPack(pack.id);
+      else await pack.discard();
     }
   }
 }
 
-/** The size of a block the user may read; 404 for any other. */
-function readableBlockSize(ctx: ServiceContext, userId: string, cid: string): number {
+/** Where a block the user may read is stored; 404 for any other. */
+function readableBlock(ctx: ServiceContext, userId: string, cid: string): BlockLocation {
   const block = isHeldByUser(ctx.db, userId, cid) ? findBlock(ctx.db, cid) : undefined;
   if (!block) throw notFound();
-  return block.size;
+  return block;
 }
 
 export const storageRoutes: RouteSpec[] = [
@@ -248,8 +251,14 @@ export const storageRoutes: RouteSpec[] = [
     async handler(ctx, request, reply) {
       const cid = request.params['cid'];
       if (!parseCidText(cid) || cid === undefined) throw notFound();
-      readableBlockSize(ctx, request.device.userId, cid);
-      const bytes = await ctx.blocks.readBlock(cid);
+      const location = readableBlock(ctx, request.device.userId, cid);
+      const reader = ctx.blocks.openReader();
+      let bytes: Buffer;
+      try {
+        bytes = await reader.read(location);
+      } finally {
+        reader.close();
+      }
       addEgress(ctx.db, request.device.userId, bytes.length, ctx.now());
       return reply
         .type('application/octet-stream')
@@ -269,7 +278,7 @@ export const storageRoutes: RouteSpec[] = [
       // Every CID is checked before the first byte goes out (§11.5).
       const blocks = unique.map((cid) => ({
         cid,
-        size: readableBlockSize(ctx, userId, cidText(cid)),
+        location: readableBlock(ctx, userId, cidText(cid)),
       }));
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');

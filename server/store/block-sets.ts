@@ -103,20 +103,74 @@ export function blockSetIsStored(db: Db, versionId: string): boolean {
   return row?.missing === 0;
 }
 
-export function findBlock(db: Db, cid: string): { size: number } | undefined {
-  return sql<[string], { size: number }>(db, 'SELECT size FROM blocks WHERE cid = ?').get(cid);
+/** Where a block's bytes are: a pack file and offset, or (pack null) a file of its own. */
+export interface BlockLocation {
+  readonly cid: string;
+  readonly size: number;
+  readonly pack: string | null;
+  readonly offset: number;
 }
 
-export function insertBlock(db: Db, cid: string, size: number): void {
-  sql(db, 'INSERT OR IGNORE INTO blocks (cid, size, holders) VALUES (?, ?, 0)').run(cid, size);
+interface BlockRow {
+  cid: string;
+  size: number;
+  pack: string | null;
+  pack_offset: number | null;
 }
 
-/** Removes rows of blocks no user holds and returns their CIDs, for the caller to unlink. */
-export function takeUnheldBlocks(db: Db, max: number): string[] {
-  const rows = sql<[number], { cid: string }>(
+function locationOf(row: BlockRow): BlockLocation {
+  return { cid: row.cid, size: row.size, pack: row.pack, offset: row.pack_offset ?? 0 };
+}
+
+export function findBlock(db: Db, cid: string): BlockLocation | undefined {
+  const row = sql<[string], BlockRow>(
     db,
-    'SELECT cid FROM blocks WHERE holders = 0 LIMIT ?',
+    'SELECT cid, size, pack, pack_offset FROM blocks WHERE cid = ?',
+  ).get(cid);
+  return row ? locationOf(row) : undefined;
+}
+
+/** Records a block stored at `offset` in `pack`; the pack's row counts its bytes as live. */
+export function insertBlock(db: Db, cid: string, size: number, pack: string, offset: number): void {
+  sql(db, 'INSERT INTO blocks (cid, size, holders, pack, pack_offset) VALUES (?, ?, 0, ?, ?)').run(
+    cid,
+    size,
+    pack,
+    offset,
+  );
+}
+
+/**
+ * Removes rows of blocks no user holds and returns them, for the caller to free their bytes:
+ * a block file of its own is unlinked, a pack's live bytes shrink by the block's size.
+ */
+export function takeUnheldBlocks(db: Db, max: number): BlockLocation[] {
+  const rows = sql<[number], BlockRow>(
+    db,
+    'SELECT cid, size, pack, pack_offset FROM blocks WHERE holders = 0 LIMIT ?',
   ).all(max);
   for (const { cid } of rows) sql(db, 'DELETE FROM blocks WHERE cid = ? AND holders = 0').run(cid);
-  return rows.map((row) => row.cid);
+  return rows.map(locationOf);
+}
+
+/** The blocks stored in one pack, in file order. */
+export function blocksInPack(db: Db, pack: string): BlockLocation[] {
+  return sql<[string], BlockRow>(
+    db,
+    'SELECT cid, size, pack, pack_offset FROM blocks WHERE pack = ? ORDER BY pack_offset',
+  )
+    .all(pack)
+    .map(locationOf);
+}
+
+/** Points a block at its copy in another pack, if it is still in `from`. Returns whether it was. */
+export function moveBlock(db: Db, cid: string, from: string, to: string, offset: number): boolean {
+  return (
+    sql(db, 'UPDATE blocks SET pack = ?, pack_offset = ? WHERE cid = ? AND pack = ?').run(
+      to,
+      offset,
+      cid,
+      from,
+    ).changes === 1
+  );
 }

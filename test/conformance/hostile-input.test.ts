@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readdirSync } from 'node:fs';
-import path from 'node:path';
 import { call } from '../helpers/http-client.ts';
+import { storeFiles } from '../helpers/stored-blocks.ts';
 import { carBytes, rawBlock, type Block } from '../helpers/cars.ts';
 import { createBucket, enrolledDevice, push } from '../helpers/flows.ts';
 import type { TestDevice } from '../helpers/test-device.ts';
@@ -10,7 +9,7 @@ import { encodeVarint, rawCidOf } from '../../main/protocol/index.ts';
 import * as dagCbor from '@ipld/dag-cbor';
 
 // A corpus of hostile shards and bodies. Each case asserts the exact status and code, and that
-// nothing was stored: no block file, no change to the version's received_total.
+// nothing was stored: no pack or staged file, no change to the version's received_total.
 
 let service: TestService;
 let ann: TestDevice;
@@ -18,12 +17,13 @@ let versionId = '';
 let sa = '';
 let good: Block;
 
-function storedBlockFiles(): number {
-  const root = path.join(service.dataDir, 'blocks');
-  return readdirSync(root).reduce(
-    (total, dir) => total + readdirSync(path.join(root, dir)).length,
-    0,
-  );
+/** Every file the block store holds: packs, and staged files a refused shard must not leave. */
+function storedBlockFiles(): string[] {
+  return [
+    ...storeFiles(service.dataDir, 'packs'),
+    ...storeFiles(service.dataDir, 'staging'),
+    ...storeFiles(service.dataDir, 'blocks'),
+  ];
 }
 
 beforeAll(async () => {
@@ -159,7 +159,7 @@ describe('hostile shards', () => {
         status: hostile.status,
         code: hostile.code,
       });
-      expect(storedBlockFiles()).toBe(before);
+      expect(storedBlockFiles()).toEqual(before);
       const version = await call('GET', `${service.api}/buckets/metadata/${versionId}`, {
         token: ann.token(),
       });

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -73,10 +74,14 @@ describe('restart', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(await stopServerProcess(server, 'SIGKILL')).toBeNull();
     await failed;
+    // What a kill between a pack's rename and its transaction's commit leaves: a pack no row names.
+    const orphanPack = path.join(dataDir, 'packs', `${randomUUID()}.pack`);
+    writeFileSync(orphanPack, blocks[0]?.bytes ?? new Uint8Array());
 
     server = await startServerProcess(dataDir);
     const restarted = `${server.url}/api/v1`;
     expect(readdirSync(path.join(dataDir, 'staging'))).toEqual([]);
+    expect(readdirSync(path.join(dataDir, 'packs'))).toEqual([]);
     const version = await call('GET', `${restarted}/buckets/metadata/${versionId}`, {
       token: device.token(),
     });
@@ -104,6 +109,7 @@ describe('restart', () => {
     expect(resumed.json).toEqual({ blocks: 2, bytes: 2 << 20, received_total: 2 << 20 });
     const done = await call('POST', `${restarted}/upload/${versionId}/complete`, { token: sa });
     expect(done.json.state).toBe('active');
+    expect(readdirSync(path.join(dataDir, 'packs'))).toHaveLength(1);
     const read = await call('GET', `${restarted}/blocks/${blocks[1]?.cid.toString()}`, {
       token: device.token(),
     });
@@ -116,6 +122,9 @@ describe('restart', () => {
   it('the admin commands work while serve runs on the same data folder, with clear errors', async () => {
     const server = await startServerProcess(dataDir);
     try {
+      // A shard the server is receiving right now; admin commands must leave it alone.
+      const receiving = path.join(dataDir, 'staging', `${randomUUID()}.pack`);
+      writeFileSync(receiving, 'half a pack');
       const code = runServerCommand([
         'enroll-code',
         '--email',
@@ -205,6 +214,7 @@ describe('restart', () => {
         dataDir,
       ]);
       expect(badStatus.stderr).toContain('status must be one of');
+      expect(existsSync(receiving)).toBe(true);
     } finally {
       await stopServerProcess(server, 'SIGTERM');
     }

@@ -2,9 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -12,6 +14,7 @@ import {
   symlinkSync,
   utimesSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +23,7 @@ import { EngineError } from '../../main/api/index.ts';
 import { createEngine, type BackupProgress, type Engine } from '../../main/index.ts';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { storedBlock } from '../helpers/stored-blocks.ts';
 
 // Backup and restore through the engine and the embedded local service: a generated tree
 // round-trips byte for byte with modes, mtimes and symlinks, and a second backup sends only
@@ -319,15 +323,14 @@ describe('browse, snapshots and verify', () => {
     await engine.backup({ dir: tree, bucket: 'Damaged' });
     // The host's copy of the file's first chunk is overwritten with other bytes of its length.
     const leaf = cidText(await rawCidOf(damagedContent.subarray(0, 1 << 20)));
-    const blockFile = path.join(
-      scratch,
-      'home',
-      'local-server',
-      'blocks',
-      leaf.slice(-4, -2),
-      leaf,
-    );
-    writeFileSync(blockFile, randomBytes(1 << 20));
+    const stored = storedBlock(path.join(scratch, 'home', 'local-server'), leaf);
+    if (!stored) throw new Error('the first chunk is not stored');
+    const pack = openSync(stored.file, 'r+');
+    try {
+      writeSync(pack, randomBytes(stored.size), 0, stored.size, stored.offset);
+    } finally {
+      closeSync(pack);
+    }
     const target = path.join(scratch, 'restored-damaged');
     const failure = await engine.restore({ bucket: 'Damaged', to: target, overwrite: false }).then(
       () => undefined,

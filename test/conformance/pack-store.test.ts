@@ -1,0 +1,131 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { CarReader } from '@ipld/car';
+import { call } from '../helpers/http-client.ts';
+import { storedBlock, storeFiles } from '../helpers/stored-blocks.ts';
+import { rawBlock, type Block } from '../helpers/cars.ts';
+import { createBucket, enrolledDevice, storeVersion } from '../helpers/flows.ts';
+import type { TestDevice } from '../helpers/test-device.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { findPack, releasePackBytes } from '../../server/store/packs.ts';
+
+// How the service keeps blocks on disk: a shard's new blocks in one pack file, packs freed when
+// their blocks are collected, mostly dead packs rewritten, and block files of their own (from
+// servers before packs) still served and collected.
+
+let service: TestService;
+let ann: TestDevice;
+let bob: TestDevice;
+beforeAll(async () => {
+  service = await startTestService();
+  ann = await enrolledDevice(service, 'ann@example.org');
+  bob = await enrolledDevice(service, 'bob@example.org');
+});
+afterAll(async () => service.close());
+
+function stored(block: Block) {
+  return storedBlock(service.dataDir, block.cid.toString());
+}
+
+async function readBack(device: TestDevice, block: Block): Promise<Buffer> {
+  const single = await call('GET', `${service.api}/blocks/${block.cid.toString()}`, {
+    token: device.token(),
+  });
+  expect(single.status).toBe(200);
+  const car = await call('POST', `${service.api}/blocks/car`, {
+    token: device.token(),
+    json: [block.cid.toString()],
+  });
+  expect(car.status).toBe(200);
+  const inCar = await (await CarReader.fromBytes(car.bytes)).get(block.cid);
+  expect(Buffer.from(inCar?.bytes ?? []).equals(Buffer.from(single.bytes))).toBe(true);
+  return Buffer.from(single.bytes);
+}
+
+describe('pack files', () => {
+  it("stores one shard's new blocks in one pack and reads each back byte for byte", async () => {
+    const blocks = [
+      await rawBlock(),
+      await rawBlock(new Uint8Array(70_000).fill(9)),
+      await rawBlock(new Uint8Array(1)),
+    ];
+    const bucketId = await createBucket(service, ann, 'one-pack');
+    await storeVersion(service, ann, bucketId, null, blocks);
+    const places = blocks.map(stored);
+    const packs = new Set(places.map((place) => place?.pack));
+    expect(packs.size).toBe(1);
+    const [pack] = packs;
+    if (!pack) throw new Error('the blocks are not in a pack');
+    expect(storeFiles(service.dataDir, 'packs')).toContain(`${pack}.pack`);
+    expect(findPack(service.service.ctx.db, pack)).toMatchObject({
+      bytes: 1024 + 70_000 + 1,
+      live_bytes: 1024 + 70_000 + 1,
+    });
+    for (const block of blocks)
+      expect((await readBack(ann, block)).equals(Buffer.from(block.bytes))).toBe(true);
+  });
+
+  it('rewrites a pack whose blocks were mostly collected, keeps the live block readable, and frees the pack once it is empty', async () => {
+    const shared = await rawBlock(new Uint8Array(1024).fill(5));
+    const own = await rawBlock(new Uint8Array(64 * 1024).fill(6));
+    const annBucket = await createBucket(service, ann, 'compact-ann');
+    await storeVersion(service, ann, annBucket, null, [own, shared]);
+    const bobBucket = await createBucket(service, bob, 'compact-bob');
+    await storeVersion(service, bob, bobBucket, null, [shared]);
+    const before = stored(shared);
+    if (!before?.pack) throw new Error('the shared block is not in a pack');
+    expect(stored(own)?.pack).toBe(before.pack);
+
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${annBucket}`, { token: ann.token() })).status,
+    ).toBe(204);
+    expect(stored(own)).toBeUndefined();
+    // The sweep timer compacts too; either way, after this call the sparse pack is rewritten.
+    await service.service.ctx.compactPacks();
+    const after = stored(shared);
+    expect(after?.pack).toBeDefined();
+    expect(after?.pack).not.toBe(before.pack);
+    expect(existsSync(before.file)).toBe(false);
+    expect(findPack(service.service.ctx.db, before.pack)).toBeUndefined();
+    expect((await readBack(bob, shared)).equals(Buffer.from(shared.bytes))).toBe(true);
+
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${bobBucket}`, { token: bob.token() })).status,
+    ).toBe(204);
+    expect(stored(shared)).toBeUndefined();
+    expect(existsSync(after?.file ?? '')).toBe(false);
+    expect(
+      (await call('GET', `${service.api}/blocks/${shared.cid.toString()}`, { token: bob.token() }))
+        .status,
+    ).toBe(404);
+  });
+
+  it('still serves and collects a block stored as a file of its own by an earlier server', async () => {
+    const block = await rawBlock(new Uint8Array(3000).fill(4));
+    const bucketId = await createBucket(service, ann, 'legacy');
+    await storeVersion(service, ann, bucketId, null, [block]);
+    const place = stored(block);
+    if (!place?.pack) throw new Error('the block is not in a pack');
+    // Turn it into what a server before packs wrote: blocks/<fan-out>/<cid>, no pack.
+    const ctx = service.service.ctx;
+    const legacyFile = ctx.blocks.legacyBlockPath(block.cid.toString());
+    mkdirSync(path.dirname(legacyFile), { recursive: true });
+    copyFileSync(place.file, legacyFile);
+    ctx.db
+      .prepare('UPDATE blocks SET pack = NULL, pack_offset = NULL WHERE cid = ?')
+      .run(block.cid.toString());
+    releasePackBytes(ctx.db, place.pack, place.size);
+    expect(readFileSync(legacyFile).equals(Buffer.from(block.bytes))).toBe(true);
+    await ctx.compactPacks();
+    expect(existsSync(place.file)).toBe(false);
+
+    expect(stored(block)).toMatchObject({ pack: null, file: legacyFile, offset: 0 });
+    expect((await readBack(ann, block)).equals(Buffer.from(block.bytes))).toBe(true);
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${bucketId}`, { token: ann.token() })).status,
+    ).toBe(204);
+    expect(stored(block)).toBeUndefined();
+    expect(existsSync(legacyFile)).toBe(false);
+  });
+});
