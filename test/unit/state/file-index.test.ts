@@ -1,0 +1,131 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { openStateDatabase } from '../../../main/state/database.ts';
+import { sourceFileIndex, type IndexedEntry } from '../../../main/state/file-index.ts';
+
+// The file index on a real SQLite file: lookups read a folder at a time, and must still give
+// exactly each entry's own row, in any order, for any folder size, and after an upgrade from a
+// database written before folders were recorded.
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function stateFile(): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-file-index-'));
+  dirs.push(dir);
+  return path.join(dir, 'state.sqlite');
+}
+
+function entry(relativePath: string, kind: IndexedEntry['kind'] = 'file', n = 1): IndexedEntry {
+  return {
+    path: relativePath,
+    kind,
+    size: kind === 'file' ? n : 0,
+    mtimeNs: 1_700_000_000_123_456_789n + BigInt(n),
+    ino: 2n ** 60n + BigInt(n),
+    mode: kind === 'file' ? 0o644 : 0o755,
+    target: kind === 'symlink' ? `../target-${n}` : null,
+    cid: kind === 'file' ? `bafy-file-${n}` : null,
+  };
+}
+
+/** Folders nested, names that sort around '/', a symlink, a newline, and large folders. */
+function sampleEntries(): IndexedEntry[] {
+  const entries = [
+    entry('', 'directory', 0),
+    entry('a', 'directory', 1),
+    entry('a/b', 'directory', 2),
+    entry('a/b/c.txt', 'file', 3),
+    entry('a.txt', 'file', 4),
+    entry('a/z', 'file', 5),
+    entry('x', 'directory', 6),
+    entry('x/x', 'directory', 7),
+    entry('x/x/x', 'symlink', 8),
+    entry('x/line\nbreak', 'file', 9),
+    entry('big', 'directory', 10),
+  ];
+  for (let i = 0; i < 12_000; i += 1) entries.push(entry(`big/f${i}`, 'file', 100 + i));
+  // Three folders of 8 000: more than the lookups keep at once, so folders are dropped and read
+  // again.
+  for (const folder of ['mid0', 'mid1', 'mid2']) {
+    entries.push(entry(folder, 'directory', 20_000));
+    for (let i = 0; i < 8_000; i += 1)
+      entries.push(entry(`${folder}/f${i}`, 'file', 30_000 + entries.length));
+  }
+  return entries;
+}
+
+describe('the file index', () => {
+  it('gives back each entry as recorded, looked up in any order, and nothing for unknown paths', () => {
+    const db = openStateDatabase(stateFile());
+    try {
+      const entries = sampleEntries();
+      sourceFileIndex(db, 'bucket', '/src').replace('version-1', entries);
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      expect(index.versionId).toBe('version-1');
+      expect(index.entryCount).toBe(entries.length);
+      const shuffled = [...entries].reverse();
+      for (const expected of [...entries, ...shuffled])
+        expect(index.lookup(expected.path)).toEqual(expected);
+      for (const unknown of ['b', 'a/b/c', 'a/b/c.txt/d', 'big/f12000', 'x/x/x/y', 'A'])
+        expect(index.lookup(unknown)).toBeUndefined();
+      expect(sourceFileIndex(db, 'bucket', '/other').lookup('a')).toBeUndefined();
+      expect(sourceFileIndex(db, 'other', '/src').lookup('a')).toBeUndefined();
+    } finally {
+      db.close();
+    }
+  });
+
+  it('finds the entries of a database written before the folder column existed', () => {
+    const file = stateFile();
+    // The schema as it was before migration 070, with one source indexed.
+    const old = new Database(file);
+    old.exec(
+      'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+    );
+    const migrations = path.join(import.meta.dirname, '../../../main/state/migrations');
+    for (const name of readdirSync(migrations).sort()) {
+      const version = Number(name.slice(0, 3));
+      if (version >= 70) continue;
+      old.exec(readFileSync(path.join(migrations, name), 'utf8'));
+      old.prepare('INSERT INTO schema_migrations VALUES (?, 0)').run(version);
+    }
+    const sourceId = old
+      .prepare(
+        "INSERT INTO file_index_sources (bucket_id, source_dir, version_id, entry_count) VALUES ('bucket', '/src', 'v', 0)",
+      )
+      .run().lastInsertRowid;
+    const entries = sampleEntries();
+    const insert = old.prepare(
+      'INSERT INTO file_index (source_id, path, kind, size, mtime_ns, ino, mode, target, cid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    );
+    old.transaction(() => {
+      for (const e of entries)
+        insert.run(
+          sourceId,
+          e.path,
+          e.kind,
+          e.size,
+          `${e.mtimeNs}`,
+          `${e.ino}`,
+          e.mode,
+          e.target,
+          e.cid,
+        );
+    })();
+    old.close();
+
+    const db = openStateDatabase(file);
+    try {
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      for (const expected of entries) expect(index.lookup(expected.path)).toEqual(expected);
+    } finally {
+      db.close();
+    }
+  });
+});
