@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { createReadStream, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,7 +24,7 @@ import {
   type VersionEntry,
 } from '../restore/index.ts';
 import { readTreeIndex, shardTargetFor, type TreeIndex } from '../uploader/index.ts';
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import type { Metadata, Snapshot } from '../protocol/index.ts';
 import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
 import {
@@ -467,7 +467,7 @@ export class Engine {
         : {}),
       ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
-      keepMetadata: (versionId, car) => this.cacheMetadata(versionId, car),
+      keepMetadata: (versionId, carFile) => this.cacheMetadataFile(versionId, carFile),
       loadTree: (versionId) => this.versionTree(client, versionId),
     });
     rememberActiveVersion(this.db, {
@@ -533,7 +533,10 @@ export class Engine {
   /** A version's tree from the local metadata cache, or undefined when it is not there. */
   private async cachedTree(versionId: string): Promise<TreeIndex | undefined> {
     try {
-      return await readTreeIndex(await readFile(this.metadataCacheFile(versionId)));
+      // Streamed: a tree of many files has a metadata CAR of tens of megabytes.
+      return await readTreeIndex(
+        createReadStream(this.metadataCacheFile(versionId), { highWaterMark: 1 << 20 }),
+      );
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
@@ -542,11 +545,17 @@ export class Engine {
 
   /** Keeps a version's metadata CAR: versions never change, so it stays valid. */
   private async cacheMetadata(versionId: string, car: Uint8Array): Promise<void> {
+    const staged = `${this.metadataCacheFile(versionId)}.${process.pid}.tmp`;
+    mkdirSync(path.dirname(staged), { recursive: true, mode: 0o700 });
+    await writeFile(staged, car);
+    await this.cacheMetadataFile(versionId, staged);
+  }
+
+  /** cacheMetadata for a CAR written to a file already (on the same file system), moved in. */
+  private async cacheMetadataFile(versionId: string, carFile: string): Promise<void> {
     const cached = this.metadataCacheFile(versionId);
     mkdirSync(path.dirname(cached), { recursive: true, mode: 0o700 });
-    const staged = `${cached}.${process.pid}.tmp`;
-    await writeFile(staged, car);
-    await rename(staged, cached);
+    await rename(carFile, cached);
   }
 
   /** A version's tree, from the local cache when possible. */

@@ -2,9 +2,9 @@ import { CID } from 'multiformats/cid';
 import { Digest } from 'multiformats/hashes/digest';
 
 // A CID made the usual way owns three byte arrays, each with a buffer of its own: about 900
-// bytes of heap for 36 bytes of CID. The importer keeps every file's CID until the whole
-// tree is built (one per file, tens of thousands), so those it keeps are copied here into
-// views of shared 64 KiB slabs: about 400 bytes each, and equal to the original in every use.
+// bytes of heap for 36 bytes of CID. A folder keeps its files' CIDs until the walk leaves it
+// (tens of thousands in a large folder), so those it keeps are copied here into views of
+// shared 64 KiB slabs: about 400 bytes each, and equal to the original in every use.
 
 const SLAB_BYTES = 64 * 1024;
 

@@ -3,17 +3,15 @@ import { UnixFS } from 'ipfs-unixfs';
 import type {
   File,
   ImporterOptions,
-  ImportResult,
   InProgressImportResult,
   WritableStorage,
 } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { RAW_CODEC } from '../protocol/index.ts';
-import { compactCid } from './compact-cid.ts';
 
-// The importer's File node builder, rewritten to the same bytes with less machinery: leaves
-// are taken from the buffer importer one after another and handed to the layout as they come.
+// A file's node, made as the importer's File node builder makes it, with less machinery: leaves
+// are made one after another and handed to the layout as they come.
 // The stock builder runs every file, even a one-chunk one, through a parallel batcher and
 // several generator stages; on 10 000 small files that was most of the garbage a backup made,
 // and enough of it outlived young-generation collection to grow the heap by 100 MB.
@@ -23,7 +21,7 @@ import { compactCid } from './compact-cid.ts';
 // intermediate ones too, is a File carrying the file's mode and mtime; raw leaves of zero
 // bytes are left out of the links; a link's Tsize is the bytes of everything under it.
 
-type FileBuilder = NonNullable<ImporterOptions['fileBuilder']>;
+type FileLayout = NonNullable<ImporterOptions['layout']>;
 type Reducer = (leaves: InProgressImportResult[]) => Promise<InProgressImportResult>;
 
 /** Whether a result belongs among a File node's links (the stock reducer's filter). */
@@ -35,7 +33,7 @@ function isLinked(leaf: InProgressImportResult): boolean {
   return unixfs.data.length > 0;
 }
 
-function reducerFor(file: File, blockstore: WritableStorage): Reducer {
+function reducerFor(file: Pick<File, 'mtime' | 'mode'>, blockstore: WritableStorage): Reducer {
   return async (leaves) => {
     const unixfs = new UnixFS({
       type: 'file',
@@ -55,25 +53,30 @@ function reducerFor(file: File, blockstore: WritableStorage): Reducer {
     const block = dagPb.encode(dagPb.prepare({ Data: unixfs.marshal(), Links: links }));
     const cid = CID.createV1(dagPb.code, await sha256.digest(block));
     await blockstore.put(cid, block);
-    const result: ImportResult & { originalPath?: string } = {
-      cid,
-      unixfs,
-      size: BigInt(block.length + linkedBytes),
-    };
-    if (file.path !== undefined) result.path = file.path;
-    if (file.originalPath !== undefined) result.originalPath = file.originalPath;
-    return result;
+    return { cid, unixfs, size: BigInt(block.length + linkedBytes) };
   };
 }
 
-export const fileBuilder: FileBuilder = async (file, blockstore, options) => {
-  const importing = options.bufferImporter(file, blockstore)[Symbol.asyncIterator]();
-  const leafOf = async (importLeaf: () => Promise<ImportResult>) => {
-    const { cid, size } = await importLeaf();
+/** A leaf as the buffer importer hands it over: made (read, hashed, stored) when called. */
+export type LeafMaker = () => Promise<{ cid: CID; size: bigint }>;
+
+/**
+ * A file's node from its leaves, laid out by `layout`. Returns the node's CID and the bytes
+ * under it (its Tsize); the nodes themselves go to `blockstore`.
+ */
+export async function buildFileNode(
+  file: Pick<File, 'mtime' | 'mode'>,
+  leaves: AsyncIterable<LeafMaker>,
+  blockstore: WritableStorage,
+  layout: FileLayout,
+): Promise<{ cid: CID; size: bigint }> {
+  const importing = leaves[Symbol.asyncIterator]();
+  const leafOf = async (makeLeaf: LeafMaker): Promise<InProgressImportResult> => {
+    const { cid, size } = await makeLeaf();
     return { cid, size };
   };
   const first = await importing.next();
-  if (first.done === true) throw new Error('the buffer importer gave no leaf');
+  if (first.done === true) throw new Error('a file gave no leaf');
   const firstLeaf = await leafOf(first.value);
   const second = await importing.next();
   const reduce = reducerFor(file, blockstore);
@@ -81,7 +84,7 @@ export const fileBuilder: FileBuilder = async (file, blockstore, options) => {
   const root =
     second.done === true
       ? await reduce([firstLeaf])
-      : await options.layout(
+      : await layout(
           (async function* () {
             yield firstLeaf;
             yield await leafOf(second.value);
@@ -94,10 +97,5 @@ export const fileBuilder: FileBuilder = async (file, blockstore, options) => {
           })(),
           reduce,
         );
-  // The folder it goes into keeps this until the whole tree is built: only what the folder
-  // node needs (its UnixFS data, a few hundred bytes a file, is already in the node's bytes).
-  const result: InProgressImportResult = { cid: compactCid(root.cid), size: root.size };
-  if (file.path !== undefined) result.path = file.path;
-  if (file.originalPath !== undefined) result.originalPath = file.originalPath;
-  return result;
-};
+  return { cid: root.cid, size: root.size };
+}

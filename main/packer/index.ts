@@ -2,3 +2,5 @@
 // main/scanner.
 export * from './pack-source.ts';
 export * from './unixfs-settings.ts';
+export * from './leaf-sizes.ts';
+export * from './metadata-nodes.ts';

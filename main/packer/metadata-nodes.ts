@@ -1,10 +1,11 @@
-import { CID } from 'multiformats/cid';
+import type { CID } from 'multiformats/cid';
+import { CidTable, cidText, DAG_PB_CODEC } from '../protocol/index.ts';
 
-// The dag-pb nodes of a packed tree, held until the metadata CAR is written: one per file and
-// folder, so tens of thousands. Each node kept as its own Uint8Array, with its CID object,
-// cost about 1 KB of heap beyond its bytes (four typed arrays, each with its own buffer,
-// plus the CID and digest objects); here the bytes share 1 MiB slabs, and a node costs its
-// CID text, one map entry and three numbers.
+// The dag-pb nodes of a tree: one per file and folder, so tens of thousands, held while a tree
+// is packed (until its metadata CAR is written) or read back (a version to build on, browse or
+// restore). Each node kept as its own Uint8Array under its CID text cost about 1 KB of heap
+// beyond its bytes; here the bytes share 1 MiB slabs, the CIDs a CidTable, and a node costs
+// its 32-byte digest, a table slot and three numbers.
 
 const SLAB_BYTES = 1 << 20;
 /** Nodes larger than this get a slab of their own, so slabs are not left mostly empty. */
@@ -13,13 +14,13 @@ const LARGE_NODE_BYTES = SLAB_BYTES / 8;
 export class MetadataNodes {
   private readonly slabs: Buffer[] = [];
   private slabUsed = SLAB_BYTES;
-  /** CID text → index of the node's (slab, offset, length) in `locations`. */
-  private readonly index = new Map<string, number>();
+  private readonly cids = new CidTable(DAG_PB_CODEC);
+  /** (slab, offset, length) of the node numbered n in `cids`, at 3n. */
   private readonly locations: number[] = [];
 
-  /** Keeps `bytes` as the node whose CID text is `key`; a node already held is kept once. */
-  put(key: string, bytes: Uint8Array): void {
-    if (this.index.has(key)) return;
+  /** Keeps `bytes` as the node `cid`; a node already held is kept once. */
+  put(cid: CID, bytes: Uint8Array): void {
+    if (this.cids.has(cid)) return;
     let slab: number;
     let offset: number;
     if (bytes.length > LARGE_NODE_BYTES) {
@@ -35,28 +36,44 @@ export class MetadataNodes {
       this.slabs[slab]?.set(bytes, offset);
       this.slabUsed += bytes.length;
     }
-    this.index.set(key, this.locations.length / 3);
+    this.cids.add(cid);
     this.locations.push(slab, offset, bytes.length);
   }
 
   get size(): number {
-    return this.index.size;
+    return this.cids.size;
   }
 
-  /** The bytes of the node `key`, a view into its slab; undefined when not held. */
-  get(key: string): Uint8Array | undefined {
-    const at = this.index.get(key);
-    if (at === undefined) return undefined;
-    const offset = this.locations[at * 3 + 1] ?? 0;
-    const length = this.locations[at * 3 + 2] ?? 0;
-    return this.slabs[this.locations[at * 3] ?? -1]?.subarray(offset, offset + length);
+  /** The bytes of the node `cid`, a view into its slab; undefined when not held. */
+  get(cid: CID): Uint8Array | undefined {
+    return this.at(this.cids.indexOf(cid));
+  }
+
+  /** get, for a CID's text. */
+  getByText(text: string): Uint8Array | undefined {
+    return this.at(this.cids.indexOfText(text));
   }
 
   /** Every node ordered by CID text, its CID made as it is read. */
   *sorted(): Generator<{ cid: CID; bytes: Uint8Array }> {
-    for (const key of [...this.index.keys()].sort()) {
-      const bytes = this.get(key);
-      if (bytes) yield { cid: CID.parse(key), bytes };
+    const texts = Array.from({ length: this.cids.size }, (_, index) =>
+      cidText(this.cids.cidAt(index)),
+    );
+    const order = Array.from(texts.keys()).sort((a, b) => {
+      const left = texts[a] ?? '';
+      const right = texts[b] ?? '';
+      return left < right ? -1 : left > right ? 1 : 0;
+    });
+    for (const index of order) {
+      const bytes = this.at(index);
+      if (bytes) yield { cid: this.cids.cidAt(index), bytes };
     }
+  }
+
+  private at(index: number): Uint8Array | undefined {
+    if (index < 0) return undefined;
+    const offset = this.locations[index * 3 + 1] ?? 0;
+    const length = this.locations[index * 3 + 2] ?? 0;
+    return this.slabs[this.locations[index * 3] ?? -1]?.subarray(offset, offset + length);
   }
 }

@@ -3,7 +3,6 @@ import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
-import { importer, type BufferImporter, type ImportCandidate } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
@@ -21,8 +20,18 @@ import {
   SMALL_FILE_BYTES,
   unreadableReason,
 } from './small-file.ts';
-import { fileBuilder } from './file-builder.ts';
+import { compactCid } from './compact-cid.ts';
+import { buildFileNode, type LeafMaker } from './file-builder.ts';
+import {
+  emptyFolderSize,
+  makeFolderNode,
+  makeSymlinkNode,
+  type FolderEntry,
+  type FolderMeta,
+  type MadeNode,
+} from './folder-node.ts';
 import { ChunkBuffers, largeFileChunks } from './large-file-chunks.ts';
+import { LeafSizes } from './leaf-sizes.ts';
 import { MetadataNodes } from './metadata-nodes.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
 
@@ -30,11 +39,12 @@ import { unixfsImporterOptions } from './unixfs-settings.ts';
 // made (the caller stages the ones the bucket lacks), and the dag-pb nodes plus the manifest
 // form the metadata CAR. Memory holds the dag-pb nodes, never file contents.
 //
+// The tree is made as the walk goes: a few files at a time, each folder once the walk has left
+// it (folder-node.ts), so memory holds the folders still open, not every file of the tree.
+//
 // A file the caller knows to be unchanged (`reuse`, fed by the file index) is not read: its
-// leaves are handed to the importer as they were, and the importer lays the file node out
-// again from them, with the same settings, so its CID is the one reading would give.
-
-const ROOT = 'root';
+// leaves are laid out again as they were, with the same settings, so its node's CID is the one
+// reading would give.
 
 const EMPTY_LEAF_CID = cidFromSha256(RAW_CODEC, createHash('sha256').digest());
 
@@ -45,7 +55,7 @@ export interface PackInput {
   readonly createdAtSeconds: number;
   /**
    * Called once per distinct leaf of the new tree, with where its bytes were first read and
-   * its CID's text: the very string the tree's `leaves` holds, so keeping it costs nothing.
+   * its CID's text (spelled once here, for callers that keep leaves by text).
    * The bytes are lent: their buffer is read into again once the returned promise settles,
    * so a callee that keeps them past that must copy them.
    */
@@ -111,7 +121,7 @@ export interface PackedTree {
   /** Manifest first, then dag-pb nodes ordered by CID: the same tree gives the same CAR. */
   readonly metadataBlocks: Iterable<{ cid: CID; bytes: Uint8Array }>;
   /** Every distinct leaf of the tree with its size. */
-  readonly leaves: ReadonlyMap<string, number>;
+  readonly leaves: LeafSizes;
   readonly fileCount: number;
   readonly totalBytes: number;
   /** Files whose size or mtime changed while they were read: their bytes may be torn. */
@@ -129,230 +139,274 @@ function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
   return { secs: mtimeNs / 1_000_000_000n, nsecs: Number(mtimeNs % 1_000_000_000n) };
 }
 
+/** Files packed at once: reading one overlaps hashing another. */
+const FILES_AT_ONCE = 4;
+
+/** A folder of the walk whose entries are still coming. */
+interface OpenFolder {
+  /** Relative to the source folder; '' for the source folder itself. */
+  readonly path: string;
+  readonly meta: FolderMeta;
+  /** Its entries in walk order, each made or being made. */
+  readonly entries: Array<{ readonly name: string; readonly made: Promise<FolderEntry> }>;
+  /** Settles its entry in its parent once the folder's node is made. */
+  readonly settle: (made: Promise<FolderEntry>) => void;
+}
+
+/** Where a file's leaves come from: read whole already, known unchanged, or read chunk by chunk. */
+type FileSource =
+  | { readonly kind: 'small'; readonly bytes: Uint8Array }
+  | { readonly kind: 'reused'; readonly leaves: readonly ReusedLeaf[] }
+  | { readonly kind: 'large'; readonly handle: FileHandle };
+
+function nameOf(relativePath: string): string {
+  return relativePath.slice(relativePath.lastIndexOf('/') + 1);
+}
+
+function parentOf(relativePath: string): string {
+  const slash = relativePath.lastIndexOf('/');
+  return slash < 0 ? '' : relativePath.slice(0, slash);
+}
+
+/**
+ * Marks a promise whose failure is reported elsewhere (by the promise that waits on it, or by
+ * the pack's first failure) as handled, so Node does not end the process over it.
+ */
+function reportedElsewhere(promise: Promise<unknown>): void {
+  promise.catch(() => undefined);
+}
+
 export async function packSource(input: PackInput): Promise<PackedTree> {
   const dagNodes = new MetadataNodes();
-  const leaves = new Map<string, number>();
+  const leaves = new LeafSizes();
   let fileCount = 0;
   let totalBytes = 0;
   const changedWhileRead: string[] = [];
   let bytesRead = 0;
   let filesReused = 0;
-  /** Candidate path → a file opened for the importer, until it is read to the end and closed. */
-  const openFiles = new Map<string, FileHandle>();
   const chunkBuffers = new ChunkBuffers();
-  /** Candidate path → the scanned file, until the importer reports its node. */
-  const pendingFiles = new Map<string, ScannedFile>();
-  /** Candidate path → the content of a small file, read whole, until it is packed. */
-  const smallFiles = new Map<string, Uint8Array>();
-  /** Candidate path → leaves of a file that is not read again. */
-  const reusedLeaves = new Map<string, readonly ReusedLeaf[]>();
   const entries: PackedEntry[] = [];
+  const settingsLayout = unixfsImporterOptions().layout;
+  if (!settingsLayout) throw new Error('the UnixFS settings name no layout');
+  const layout = settingsLayout;
 
   const blockstore = {
-    async put(
-      cid: CID,
-      bytes: Uint8Array | AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-    ): Promise<CID> {
-      let block: Uint8Array;
-      if (bytes instanceof Uint8Array) block = bytes;
-      else {
-        const parts: Uint8Array[] = [];
-        for await (const part of bytes) parts.push(part);
-        block = Buffer.concat(parts);
-      }
+    put(cid: CID, bytes: Uint8Array): Promise<CID> {
       // Raw leaves come through putLeaf, which knows where they were read.
       if (cid.code !== DAG_PB_CODEC) throw new Error(`unexpected block codec ${cid.code}`);
-      dagNodes.put(cidText(cid), block);
-      return cid;
+      dagNodes.put(cid, bytes);
+      return Promise.resolve(cid);
     },
   };
 
   /** Records a leaf the first time the tree holds it, and hands it to the caller. */
   async function putLeaf(cid: CID, bytes: Uint8Array, origin: LeafOrigin): Promise<void> {
-    const key = cidText(cid);
-    if (leaves.has(key)) return;
-    leaves.set(key, bytes.length);
-    await input.onLeaf(cid, bytes, origin, key);
+    if (!leaves.add(cid, bytes.length)) return;
+    await input.onLeaf(cid, bytes, origin, cidText(cid));
   }
 
-  // The importer's own raw-leaf buffer importer, reading each file itself: a small file was
-  // read whole already; a reused file is not read, its known leaves stand in for the chunks;
-  // a large file is read chunk by chunk into one reused buffer. Every file reaches the
-  // importer with empty content, so the importer's chunker, which would keep hold of a
-  // chunk past the point the buffer is reused, never sees a byte.
-  const bufferImporter: BufferImporter = async function* (file) {
-    // The scanned entry's own path string, which the file index keeps too: a slice of the
-    // candidate path would keep a second copy of every path alive in the upload plan.
-    const scanned =
-      file.originalPath === undefined ? undefined : pendingFiles.get(file.originalPath);
-    const sourcePath = scanned?.path ?? file.originalPath?.slice(ROOT.length + 1) ?? '';
-    const small = file.originalPath === undefined ? undefined : smallFiles.get(file.originalPath);
-    if (small) {
-      // Read already, and one chunk at most: no need of the chunker's buffering and copies.
-      smallFiles.delete(file.originalPath ?? '');
+  /** A file's leaves, each made (read, hashed, handed on) when the file builder asks for it. */
+  async function* leavesOf(file: ScannedFile, source: FileSource): AsyncGenerator<LeafMaker> {
+    if (source.kind === 'small') {
+      const { bytes } = source;
       yield async () => {
-        const cid = CID.createV1(raw.code, await sha256.digest(small));
-        await putLeaf(cid, small, { path: sourcePath, offset: 0 });
-        return { cid, size: BigInt(small.length), block: small };
+        const cid = CID.createV1(raw.code, await sha256.digest(bytes));
+        await putLeaf(cid, bytes, { path: file.path, offset: 0 });
+        return { cid, size: BigInt(bytes.length) };
       };
       return;
     }
-    const known = file.originalPath === undefined ? undefined : reusedLeaves.get(file.originalPath);
-    if (known) {
-      // The chunker makes one empty chunk of empty content, and the layout needs at least one
-      // leaf to make a File node at all; the empty leaf stays out of the node's links.
-      for (const leaf of known.length > 0 ? known : [{ cid: EMPTY_LEAF_CID, size: 0 }]) {
-        leaves.set(cidText(leaf.cid), leaf.size);
-        yield () =>
-          Promise.resolve({ cid: leaf.cid, size: BigInt(leaf.size), block: new Uint8Array() });
+    if (source.kind === 'reused') {
+      // The layout needs at least one leaf to make a File node at all; the empty leaf stays
+      // out of the node's links, as the chunker's one empty chunk of an empty file does.
+      const known = source.leaves.length > 0 ? source.leaves : [{ cid: EMPTY_LEAF_CID, size: 0 }];
+      for (const leaf of known) {
+        leaves.add(leaf.cid, leaf.size);
+        yield () => Promise.resolve({ cid: leaf.cid, size: BigInt(leaf.size) });
       }
       return;
     }
-    const handle = file.originalPath === undefined ? undefined : openFiles.get(file.originalPath);
-    if (!handle || !scanned) throw new Error(`no opened file for ${String(file.originalPath)}`);
-    try {
-      let offset = 0;
-      // Each chunk is a view of a reused buffer: the file builder finishes a leaf (hashed,
-      // handed to onLeaf, which is done with the bytes once it settles) before it asks for
-      // the next, which is what lets the next read overwrite it.
-      for await (const chunk of largeFileChunks(handle, chunkBuffers)) {
-        const origin = { path: sourcePath, offset };
-        offset += chunk.length;
-        bytesRead += chunk.length;
-        input.onBytesRead?.(chunk.length);
-        yield async () => {
-          const cid = CID.createV1(raw.code, await sha256.digest(chunk));
-          await putLeaf(cid, chunk, origin);
-          return { cid, size: BigInt(chunk.length), block: chunk };
-        };
-      }
-      await input.afterFileRead?.(scanned.path);
-      const after = await handle.stat({ bigint: true });
-      if (Number(after.size) !== scanned.size || after.mtimeNs !== scanned.mtimeNs)
-        changedWhileRead.push(scanned.path);
-    } finally {
-      openFiles.delete(file.originalPath ?? '');
-      await handle.close();
+    const { handle } = source;
+    let offset = 0;
+    // Each chunk is a view of a reused buffer: the file builder finishes a leaf (hashed, handed
+    // to onLeaf, which is done with the bytes once it settles) before it asks for the next,
+    // which is what lets the next read overwrite it.
+    for await (const chunk of largeFileChunks(handle, chunkBuffers)) {
+      const origin = { path: file.path, offset };
+      offset += chunk.length;
+      bytesRead += chunk.length;
+      input.onBytesRead?.(chunk.length);
+      yield async () => {
+        const cid = CID.createV1(raw.code, await sha256.digest(chunk));
+        await putLeaf(cid, chunk, origin);
+        return { cid, size: BigInt(chunk.length) };
+      };
     }
-  };
+    await input.afterFileRead?.(file.path);
+    const after = await handle.stat({ bigint: true });
+    if (Number(after.size) !== file.size || after.mtimeNs !== file.mtimeNs)
+      changedWhileRead.push(file.path);
+  }
+
+  async function packFile(file: ScannedFile, source: FileSource): Promise<FolderEntry> {
+    try {
+      const mtime = mtimeOf(file.mtimeNs);
+      const made = await buildFileNode(
+        { mode: file.mode, mtime },
+        leavesOf(file, source),
+        blockstore,
+        layout,
+      );
+      entries.push(packedEntryOf(file, cidText(made.cid)));
+      input.onFilePacked?.(file, source.kind === 'reused');
+      // Its folder keeps it until the folder is made: a compact copy of the CID.
+      return {
+        name: nameOf(file.path),
+        node: { cid: compactCid(made.cid), size: Number(made.size) },
+      };
+    } finally {
+      if (source.kind === 'large') await source.handle.close();
+    }
+  }
+
+  /** Where a file's leaves come from; undefined when it is skipped (reported to onSkip). */
+  async function sourceOf(file: ScannedFile): Promise<FileSource | undefined> {
+    const known = input.reuse?.(file);
+    if (known) {
+      filesReused += 1;
+      return { kind: 'reused', leaves: known };
+    }
+    const full = path.join(input.sourceDir, file.path);
+    // Opened now, so an unreadable or vanished file is skipped instead of failing the pack.
+    const skip = (error: unknown): undefined => {
+      input.onSkip({ path: file.path, reason: unreadableReason(error) });
+      return undefined;
+    };
+    if (file.size < SMALL_FILE_BYTES) {
+      // A small file costs more in thread-pool round trips than in reading: read it in
+      // synchronous calls, a few microseconds each when it is in the page cache.
+      let bytes: Uint8Array;
+      try {
+        bytes = await readSmallFile(full, file, () =>
+          input.afterFileRead ? input.afterFileRead(file.path) : undefined,
+        );
+      } catch (error) {
+        if (!(error instanceof ChangedWhileRead)) return skip(error);
+        changedWhileRead.push(file.path);
+        bytes = error.bytes;
+      }
+      bytesRead += bytes.length;
+      input.onBytesRead?.(bytes.length);
+      return { kind: 'small', bytes };
+    }
+    try {
+      return { kind: 'large', handle: await open(full, constants.O_RDONLY | constants.O_NOFOLLOW) };
+    } catch (error) {
+      return skip(error);
+    }
+  }
+
+  /** The folder's node, once every entry of it is made. */
+  async function makeFolder(folder: OpenFolder): Promise<FolderEntry> {
+    const made: FolderEntry[] = [];
+    for (const entry of folder.entries) made.push(await entry.made);
+    const node = await makeFolderNode(folder.meta, made, blockstore);
+    return {
+      name: nameOf(folder.path),
+      node,
+      folder: { emptySize: emptyFolderSize(folder.meta), hasEntries: made.length > 0 },
+    };
+  }
 
   const rootEntry = sourceRootEntry(input.sourceDir);
   entries.push(packedEntryOf(rootEntry));
-  const sourceDir = input.sourceDir;
-  async function* candidates(): AsyncGenerator<ImportCandidate> {
-    yield { path: ROOT, mode: rootEntry.mode, mtime: mtimeOf(rootEntry.mtimeNs) };
-    for await (const entry of walkSource(sourceDir, {
+  let settleRoot: (made: Promise<FolderEntry>) => void = () => undefined;
+  const rootMade = new Promise<FolderEntry>((resolve) => {
+    settleRoot = resolve;
+  });
+  reportedElsewhere(rootMade);
+  const openFolders: OpenFolder[] = [
+    {
+      path: '',
+      meta: { mode: rootEntry.mode, mtime: mtimeOf(rootEntry.mtimeNs) },
+      entries: [],
+      settle: settleRoot,
+    },
+  ];
+  /** Files being packed, at most FILES_AT_ONCE. */
+  const packing = new Set<Promise<FolderEntry>>();
+  /** Closes the open folders down to the one holding `relativePath`, deepest first. */
+  const closeFoldersAbove = (relativePath: string): OpenFolder => {
+    const parent = parentOf(relativePath);
+    for (;;) {
+      const folder = openFolders[openFolders.length - 1];
+      if (!folder) throw new Error(`no open folder holds ${relativePath}`);
+      if (folder.path === parent) return folder;
+      openFolders.pop();
+      folder.settle(makeFolder(folder));
+    }
+  };
+  let rootNode: MadeNode;
+  try {
+    for await (const entry of walkSource(input.sourceDir, {
       onSkip: input.onSkip,
       ...(input.rules ? { rules: input.rules } : {}),
       ...(input.onExcluded ? { onExcluded: input.onExcluded } : {}),
     })) {
-      const candidatePath = `${ROOT}/${entry.path}`;
-      yield* candidateOf(entry, candidatePath);
-    }
-  }
-  async function* candidateOf(
-    entry: SourceEntry,
-    candidatePath: string,
-  ): AsyncGenerator<ImportCandidate> {
-    const mtime = mtimeOf(entry.mtimeNs);
-    switch (entry.kind) {
-      case 'directory':
-        entries.push(packedEntryOf(entry));
-        yield { path: candidatePath, mode: entry.mode, mtime };
-        return;
-      case 'symlink':
-        entries.push(packedEntryOf(entry));
-        yield { path: candidatePath, link: entry.target, mode: entry.mode, mtime };
-        return;
-      case 'file': {
-        const known = input.reuse?.(entry);
-        if (known) {
-          reusedLeaves.set(candidatePath, known);
-          pendingFiles.set(candidatePath, entry);
-          fileCount += 1;
-          filesReused += 1;
-          totalBytes += entry.size;
-          yield { path: candidatePath, content: [], mode: entry.mode, mtime };
-          return;
+      const folder = closeFoldersAbove(entry.path);
+      const name = nameOf(entry.path);
+      const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
+      switch (entry.kind) {
+        case 'directory': {
+          entries.push(packedEntryOf(entry));
+          let settle: (made: Promise<FolderEntry>) => void = () => undefined;
+          const made = new Promise<FolderEntry>((resolve) => {
+            settle = resolve;
+          });
+          reportedElsewhere(made);
+          folder.entries.push({ name, made });
+          openFolders.push({ path: entry.path, meta, entries: [], settle });
+          break;
         }
-        const file = path.join(sourceDir, entry.path);
-        // Open now, so an unreadable or vanished file is skipped here instead of failing the
-        // importer halfway through the tree; the same handle is then read (no second open).
-        const skip = (error: unknown): void =>
-          input.onSkip({ path: entry.path, reason: unreadableReason(error) });
-        if (entry.size < SMALL_FILE_BYTES) {
-          // A small file costs more in thread-pool round trips than in reading: read it in
-          // synchronous calls, a few microseconds each when it is in the page cache.
-          let small: Uint8Array;
-          try {
-            small = await readSmallFile(file, entry, () =>
-              input.afterFileRead ? input.afterFileRead(entry.path) : undefined,
-            );
-          } catch (error) {
-            if (error instanceof ChangedWhileRead) changedWhileRead.push(entry.path);
-            else {
-              skip(error);
-              return;
-            }
-            small = error.bytes;
-          }
+        case 'symlink': {
+          entries.push(packedEntryOf(entry));
+          const node = await makeSymlinkNode(meta, entry.target, blockstore);
+          folder.entries.push({ name, made: Promise.resolve({ name, node }) });
+          break;
+        }
+        case 'file': {
+          while (packing.size >= FILES_AT_ONCE) await Promise.race(packing);
+          const source = await sourceOf(entry);
+          if (!source) break;
           fileCount += 1;
           totalBytes += entry.size;
-          pendingFiles.set(candidatePath, entry);
-          bytesRead += small.length;
-          input.onBytesRead?.(small.length);
-          smallFiles.set(candidatePath, small);
-          yield { path: candidatePath, content: [], mode: entry.mode, mtime };
-          return;
+          const made = packFile(entry, source);
+          reportedElsewhere(made);
+          packing.add(made);
+          void made.finally(() => packing.delete(made)).catch(() => undefined);
+          folder.entries.push({ name, made });
+          break;
         }
-        let handle: FileHandle;
-        try {
-          handle = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
-        } catch (error) {
-          skip(error);
-          return;
+        default: {
+          const unreachable: never = entry;
+          throw new Error(`unknown entry ${String(unreachable)}`);
         }
-        openFiles.set(candidatePath, handle);
-        fileCount += 1;
-        totalBytes += entry.size;
-        pendingFiles.set(candidatePath, entry);
-        // Read by the buffer importer, not through the importer's chunker (see there).
-        yield { path: candidatePath, content: [], mode: entry.mode, mtime };
-        return;
-      }
-      default: {
-        const unreachable: never = entry;
-        throw new Error(`unknown entry ${String(unreachable)}`);
       }
     }
-  }
-
-  let rootCid: CID | undefined;
-  try {
-    for await (const result of importer(candidates(), blockstore, {
-      ...unixfsImporterOptions(),
-      bufferImporter,
-      fileBuilder,
-    })) {
-      if (result.path === ROOT) rootCid = result.cid;
-      const file = result.path === undefined ? undefined : pendingFiles.get(result.path);
-      if (file && result.path !== undefined) {
-        pendingFiles.delete(result.path);
-        const reused = reusedLeaves.delete(result.path);
-        entries.push(packedEntryOf(file, cidText(result.cid)));
-        input.onFilePacked?.(file, reused);
-      }
-    }
+    closeFoldersAbove('');
+    const root = openFolders.pop();
+    if (!root) throw new Error('the source folder was closed early');
+    root.settle(makeFolder(root));
+    rootNode = (await rootMade).node;
   } finally {
-    // A pack that stopped early (a full staging disk) leaves files opened ahead of the importer
-    // unread; their content generators never ran, so nothing else would close them.
-    await Promise.all([...openFiles.values()].map((handle) => handle.close()));
+    // A pack that stopped early (a full staging disk) has files still being packed: they
+    // close their files as they end, and their failures are this one's.
+    await Promise.allSettled(packing);
   }
-  if (!rootCid) throw new Error('the importer produced no root directory');
 
   const manifestBytes = dagCbor.encode({
     version: 1,
-    root: rootCid,
+    root: rootNode.cid,
     created_at: input.createdAtSeconds,
     device_fingerprint: input.deviceFingerprint,
     source_label: input.sourceLabel,
@@ -361,7 +415,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   });
   const manifestCid = CID.createV1(dagCbor.code, await sha256.digest(manifestBytes));
   return {
-    rootCid,
+    rootCid: rootNode.cid,
     manifestCid,
     metadataBlocks: {
       *[Symbol.iterator]() {

@@ -1,7 +1,7 @@
 import { exporter } from 'ipfs-unixfs-exporter';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { cidText, DAG_PB_CODEC } from '../protocol/index.ts';
+import { DAG_PB_CODEC } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 
 // Lists a folder of a version from its metadata alone (§17.5): no block is fetched, so browsing
@@ -20,7 +20,7 @@ function metadataStore(tree: TreeIndex) {
   return {
     // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
     async *get(cid: CID): AsyncGenerator<Uint8Array> {
-      const node = cid.code === DAG_PB_CODEC ? tree.nodes.get(cidText(cid)) : undefined;
+      const node = cid.code === DAG_PB_CODEC ? tree.nodes.get(cid) : undefined;
       if (!node)
         throw new EngineError(
           'not_found',

@@ -48,7 +48,7 @@ export class LeafFetcher {
     private readonly client: ServiceClient,
     private readonly storageHost: string,
     /** Leaf CID → size, to cap a batch in bytes before asking for it. */
-    private readonly leafSizes: ReadonlyMap<string, number>,
+    private readonly leafSizes: { sizeOfText(text: string): number | undefined },
     /** Every leaf read the restore will make, in order, by CID text. */
     private readonly reads: Iterator<string>,
   ) {
@@ -129,7 +129,7 @@ export class LeafFetcher {
       const known = this.fetched.get(key);
       if (known) known.reads += 1;
       else {
-        const size = this.leafSizes.get(key) ?? 0;
+        const size = this.leafSizes.sizeOfText(key) ?? 0;
         if (batch.length > 0 && batchBytes + size > LEAF_BATCH_BYTES) break;
         batchBytes += size;
         batch.push(key);

@@ -103,7 +103,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       yield cidText(cid);
       return;
     }
-    const node = index.nodes.get(cidText(cid));
+    const node = index.nodes.get(cid);
     // Too deep for any real layout: fileBytes refuses such a file when it comes to it.
     if (!node || depth > 32) return;
     const decoded = dagPb.decode(node);
@@ -212,7 +212,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     let read = readsBefore;
     if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));
     const dag: FileDag = {
-      node: (cid) => index.nodes.get(cidText(cid)),
+      node: (cid) => index.nodes.get(cid),
       leaf: (cid) => leaves.take(cid, read++),
     };
     const writing: Promise<void> = restoreFile(entry, target, dag)

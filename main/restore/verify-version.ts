@@ -23,7 +23,7 @@ export async function verifyVersion(input: {
   sample: number | 'all';
   now: () => number;
 }): Promise<VerifyResult> {
-  const all = [...input.tree.leaves.keys()];
+  const all = Array.from(input.tree.leaves, (leaf) => cidText(leaf.cid));
   let chosen = all;
   if (input.sample !== 'all' && input.sample < all.length) {
     const picked = new Set<string>();

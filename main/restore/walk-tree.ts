@@ -21,6 +21,11 @@ export interface TreeEntry {
   readonly target?: string;
 }
 
+/** A tree's dag-pb nodes by CID (a MetadataNodes). */
+export interface NodeLookup {
+  get(cid: CID): Uint8Array | undefined;
+}
+
 function damaged(cid: CID, why: string, cause?: unknown): EngineError {
   return new EngineError(
     'protocol',
@@ -29,10 +34,10 @@ function damaged(cid: CID, why: string, cause?: unknown): EngineError {
   );
 }
 
-function decodeNode(cid: CID, nodes: ReadonlyMap<string, Uint8Array>) {
+function decodeNode(cid: CID, nodes: NodeLookup) {
   if (cid.code !== DAG_PB_CODEC)
     throw damaged(cid, 'an entry that is not a dag-pb node; every file must be a File node');
-  const bytes = nodes.get(cidText(cid));
+  const bytes = nodes.get(cid);
   if (!bytes) throw new EngineError('protocol', `the metadata lacks node ${cidText(cid)}`);
   try {
     const node = dagPb.decode(bytes);
@@ -48,7 +53,7 @@ function directoryEntries(
   cid: CID,
   links: readonly dagPb.PBLink[],
   unixfs: UnixFS,
-  nodes: ReadonlyMap<string, Uint8Array>,
+  nodes: NodeLookup,
 ): Array<{ name: string; cid: CID }> {
   if (unixfs.type === 'directory')
     return links.map((link) => ({ name: link.Name ?? '', cid: link.Hash }));
@@ -77,7 +82,7 @@ function directoryEntries(
 }
 
 /** Every entry under `root`, the root first, each directory before what it holds. */
-export function* walkTree(root: CID, nodes: ReadonlyMap<string, Uint8Array>): Generator<TreeEntry> {
+export function* walkTree(root: CID, nodes: NodeLookup): Generator<TreeEntry> {
   const stack: Array<{ cid: CID; parts: readonly string[] }> = [{ cid: root, parts: [] }];
   for (let next = stack.pop(); next; next = stack.pop()) {
     const { cid, parts } = next;

@@ -75,8 +75,8 @@ export interface PushRequest {
   readonly previousId: string | null;
   readonly validKeys: readonly string[];
   readonly deletedBlockCids: readonly string[];
-  /** The metadata CAR. */
-  readonly car: Uint8Array;
+  /** The metadata CAR: bytes, or a Blob (a file's, from `openAsBlob`, is read as it is sent). */
+  readonly car: Uint8Array | Blob;
 }
 
 export class ServiceClient {
@@ -380,7 +380,12 @@ export class ServiceClient {
     const body = (): { bytes: RequestBody; contentType: string } => {
       const form = new FormData();
       form.append(PART_REQUEST_DATA, new Blob([JSON.stringify(requestData)], { type: MEDIA_JSON }));
-      form.append(PART_CAR_UPLOAD, new Blob([input.car], { type: MEDIA_CAR }));
+      const car = input.car instanceof Blob ? input.car : new Blob([input.car]);
+      // A Blob made of a Blob refers to its bytes, without a copy.
+      form.append(
+        PART_CAR_UPLOAD,
+        car.type === MEDIA_CAR ? car : new Blob([car], { type: MEDIA_CAR }),
+      );
       // fetch writes the multipart body and its boundary itself.
       return { bytes: form, contentType: '' };
     };

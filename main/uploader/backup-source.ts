@@ -1,12 +1,14 @@
-import { rm } from 'node:fs/promises';
+import { openAsBlob } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
-import { encodeCar } from '../protocol/index.ts';
+import { cidText } from '../protocol/index.ts';
 import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
 import { loadExcludeRules, type ExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type { QueuedUpload, ShardToQueue, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
+import { writeMetadataCarFile } from './metadata-car-file.ts';
 import { plannedShardBody } from './planned-shard-body.ts';
 import { ShardPlanner } from './shard-planner.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
@@ -46,8 +48,11 @@ export interface BackupInput {
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /** A version's tree, e.g. from a local cache; by default pulled from the service. */
   readonly loadTree?: (versionId: string) => Promise<TreeIndex>;
-  /** Called with a stored version's metadata CAR, for the local cache that browsing reads. */
-  readonly keepMetadata?: (versionId: string, car: Uint8Array) => Promise<void>;
+  /**
+   * Called with the file that holds a stored version's metadata CAR, for the local cache that
+   * browsing reads: the callee may move the file away; whatever is left there is removed.
+   */
+  readonly keepMetadata?: (versionId: string, carFile: string) => Promise<void>;
   /** Progress in files and bytes with an ETA, a few times a second at most. */
   readonly onProgress?: (progress: BackupProgress) => void;
   /** Test seam: called once the upload is queued (0), then after each confirmed shard. */
@@ -187,17 +192,19 @@ async function attempt(
       ? undefined
       : { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes };
   const garbage = new GarbageAtPhaseSwitch();
-  let pushed: PushedVersion;
+  let pushed: PushedVersion | undefined;
   let uploaded = 0;
   try {
     pushed = await packAndPush(input, previous, rules, firstShardSource, readingTotals, garbage);
     // What packing held is garbage now, before the upload makes its own.
     garbage.collect();
     if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
+    if (pushed.metadataFile !== null)
+      await input.keepMetadata?.(pushed.versionId, pushed.metadataFile);
   } finally {
     garbage.end();
+    if (pushed?.metadataFile) await rm(pushed.metadataFile, { force: true });
   }
-  if (pushed.metadataCar) await input.keepMetadata?.(pushed.versionId, pushed.metadataCar);
   input.fileIndex.replace(
     pushed.versionId,
     trustworthy(pushed.entries, pushed.changedWhileRead, pushed.scanStartedMs),
@@ -228,8 +235,8 @@ interface PreviousVersion {
 /** A version packed and pushed: what the rest of the backup needs, and nothing more. */
 interface PushedVersion {
   readonly versionId: string;
-  /** The pushed version's metadata; null when none was pushed (`sameAsPrevious`). */
-  readonly metadataCar: Uint8Array | null;
+  /** The file of the pushed version's metadata CAR; null when none was pushed (`sameAsPrevious`). */
+  readonly metadataFile: string | null;
   /**
    * The source as packed is the previous version's tree exactly, so no version was pushed and
    * `versionId` is the previous one's.
@@ -276,6 +283,8 @@ async function packAndPush(
   let skipped: SkippedItem[] = [];
   let candidates = new Map<string, number>();
   let keepStaging = false;
+  let metadataFile: string | null = null;
+  let returned = false;
   try {
     const reuse = reuseUnchanged(input.fileIndex, previous?.tree);
     // File mtimes are on the wall clock, whatever clock `now` is.
@@ -303,7 +312,7 @@ async function packAndPush(
         createdAtSeconds: Math.floor(input.now() / 1000),
         onSkip: (item) => skipped.push(item),
         onLeaf: async (cid, bytes, origin, text) => {
-          if (previous?.tree.leaves.has(text) === true) return;
+          if (previous?.tree.leaves.has(cid) === true) return;
           candidates.set(text, bytes.length);
           if (shards instanceof ShardWriter) await shards.add(cid, bytes);
           else shards.add(cid, bytes, origin, text);
@@ -346,19 +355,22 @@ async function packAndPush(
       return {
         ...counts,
         versionId: previous.id,
-        metadataCar: null,
+        metadataFile: null,
         sameAsPrevious: true,
         upload: null,
         newBytes: 0,
       };
     }
     const expected = [...candidates.values()].reduce((sum, size) => sum + size, 0);
-    const deleted = previous
-      ? [...previous.tree.leaves.keys()]
-          .filter((cid) => !tree.leaves.has(cid))
-          .slice(0, MAX_DELETED_IN_REQUEST)
-      : [];
-    const metadataCar = encodeCar([tree.manifestCid], tree.metadataBlocks);
+    const deleted: string[] = [];
+    for (const leaf of previous?.tree.leaves ?? []) {
+      if (deleted.length === MAX_DELETED_IN_REQUEST) break;
+      if (!tree.leaves.has(leaf.cid)) deleted.push(cidText(leaf.cid));
+    }
+    // Named as staging folders are, so that a killed run's is removed by the next.
+    metadataFile = newStagingDir(input.stagingRoot);
+    await mkdir(input.stagingRoot, { recursive: true, mode: 0o700 });
+    await writeMetadataCarFile(metadataFile, [tree.manifestCid], tree.metadataBlocks);
     // Packing's garbage goes before pushing makes more, while its tree is still needed.
     garbage.collect();
     const pushed = await client.pushVersion({
@@ -369,7 +381,7 @@ async function packAndPush(
       previousId: previous?.id ?? null,
       validKeys: [],
       deletedBlockCids: deleted,
-      car: metadataCar,
+      car: await openAsBlob(metadataFile),
     });
     let upload: QueuedUpload | null = null;
     if (pushed.state === 'pending') {
@@ -405,10 +417,11 @@ async function packAndPush(
       keepStaging = true;
       input.afterShardConfirmed?.(0);
     }
+    returned = true;
     return {
       ...counts,
       versionId: pushed.id,
-      metadataCar,
+      metadataFile,
       sameAsPrevious: false,
       upload,
       newBytes: expected,
@@ -416,6 +429,8 @@ async function packAndPush(
   } finally {
     // Once its upload is queued, a staged shard outlives this run: a crash must not lose it.
     if (!keepStaging) await removeStaging(staging);
+    // Once returned, the metadata file is the caller's to keep or remove.
+    if (!returned && metadataFile !== null) await rm(metadataFile, { force: true });
   }
 }
 

@@ -10,28 +10,33 @@ import {
 } from '../protocol/index.ts';
 import * as dagCbor from '@ipld/dag-cbor';
 import { UnixFS } from 'ipfs-unixfs';
+import { LeafSizes, MetadataNodes } from '../packer/index.ts';
 import type { CID } from 'multiformats/cid';
 
-// Reads a version's metadata CAR (§17.2): the manifest and every leaf its File nodes list.
+// Reads a version's metadata CAR (§17.2): the manifest, its dag-pb nodes, and every leaf its
+// File nodes list. The nodes are copied out of the CAR as it streams in, so the CAR itself is
+// never held whole; a backup keeps the tree it builds on for as long as it packs.
 
 export interface TreeIndex {
   readonly manifest: Record<string, unknown>;
-  /** Leaf CID → size, from the File nodes' links. */
-  readonly leaves: ReadonlyMap<string, number>;
-  readonly nodes: ReadonlyMap<string, Uint8Array>;
+  /** Every leaf the File nodes link to, with its size. */
+  readonly leaves: LeafSizes;
+  readonly nodes: MetadataNodes;
 }
 
 async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
   yield await Promise.resolve(bytes);
 }
 
-export async function readTreeIndex(car: Uint8Array): Promise<TreeIndex> {
-  const nodes = new Map<string, Uint8Array>();
-  const leaves = new Map<string, number>();
+export async function readTreeIndex(
+  car: Uint8Array | AsyncIterable<Uint8Array>,
+): Promise<TreeIndex> {
+  const nodes = new MetadataNodes();
+  const leaves = new LeafSizes();
   let manifest: Record<string, unknown> | undefined;
   let manifestCid: string | undefined;
   try {
-    for await (const item of readCar(once(car), {
+    for await (const item of readCar(car instanceof Uint8Array ? once(car) : car, {
       maxBlockBytes: 4 * 1024 * 1024,
       allowV2: true,
     })) {
@@ -39,13 +44,12 @@ export async function readTreeIndex(car: Uint8Array): Promise<TreeIndex> {
         manifestCid = item.roots[0] ? cidText(item.roots[0]) : undefined;
         continue;
       }
-      const key = cidText(item.cid);
-      if (item.cid.code === DAG_CBOR_CODEC && key === manifestCid) {
+      if (item.cid.code === DAG_CBOR_CODEC && cidText(item.cid) === manifestCid) {
         manifest = dagCbor.decode(item.bytes);
       } else if (item.cid.code === DAG_PB_CODEC) {
-        nodes.set(key, item.bytes);
+        nodes.put(item.cid, item.bytes);
         for (const link of dagPb.decode(item.bytes).Links) {
-          if (link.Hash.code === RAW_CODEC) leaves.set(cidText(link.Hash), link.Tsize ?? 0);
+          if (link.Hash.code === RAW_CODEC) leaves.add(link.Hash, link.Tsize ?? 0);
         }
       }
     }
@@ -73,15 +77,14 @@ export function leavesOfFile(
   expectedSize: number,
 ): Array<{ cid: CID; size: number }> | undefined {
   const out: Array<{ cid: CID; size: number }> = [];
-  const visit = (cid: string, depth: number): boolean => {
-    const bytes = tree.nodes.get(cid);
+  const visit = (cid: CID | string, depth: number): boolean => {
+    const bytes = typeof cid === 'string' ? tree.nodes.getByText(cid) : tree.nodes.get(cid);
     if (!bytes || depth > 8) return false;
     const node = dagPb.decode(bytes);
     if (!node.Data || UnixFS.unmarshal(node.Data).type !== 'file') return false;
     for (const link of node.Links) {
       if (link.Hash.code === RAW_CODEC) out.push({ cid: link.Hash, size: link.Tsize ?? 0 });
-      else if (link.Hash.code !== DAG_PB_CODEC || !visit(cidText(link.Hash), depth + 1))
-        return false;
+      else if (link.Hash.code !== DAG_PB_CODEC || !visit(link.Hash, depth + 1)) return false;
     }
     return true;
   };

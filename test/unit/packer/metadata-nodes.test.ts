@@ -3,7 +3,7 @@ import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { describe, expect, it } from 'vitest';
 import { MetadataNodes } from '../../../main/packer/metadata-nodes.ts';
-import { cidText, DAG_PB_CODEC } from '../../../main/protocol/index.ts';
+import { cidText, DAG_PB_CODEC, RAW_CODEC } from '../../../main/protocol/index.ts';
 
 async function node(size: number): Promise<{ key: string; cid: CID; bytes: Uint8Array }> {
   const bytes = randomBytes(size);
@@ -21,15 +21,24 @@ describe('MetadataNodes', () => {
       await node(0),
     ];
     const held = new MetadataNodes();
-    for (const { key, bytes } of nodes) held.put(key, bytes);
-    held.put(nodes[0]?.key ?? '', randomBytes(5));
+    for (const { cid, bytes } of nodes) held.put(cid, bytes);
+    held.put(nodes[0]?.cid ?? CID.parse(''), randomBytes(5));
     expect(held.size).toBe(nodes.length);
-    for (const { key, bytes } of nodes)
-      expect(Buffer.from(held.get(key) ?? []).equals(bytes)).toBe(true);
+    for (const { cid, key, bytes } of nodes) {
+      expect(Buffer.from(held.get(cid) ?? []).equals(bytes)).toBe(true);
+      expect(Buffer.from(held.getByText(key) ?? []).equals(bytes)).toBe(true);
+    }
     const sorted = [...held.sorted()];
     expect(sorted.map((entry) => cidText(entry.cid))).toEqual(nodes.map((n) => n.key).sort());
     for (const entry of sorted)
       expect(entry.cid.equals(nodes.find((n) => n.key === cidText(entry.cid))?.cid)).toBe(true);
-    expect(held.get('bafyunknown')).toBeUndefined();
+    const absent = await node(10);
+    expect(held.get(absent.cid)).toBeUndefined();
+    expect(held.getByText(absent.key)).toBeUndefined();
+    expect(held.getByText('bafyunknown')).toBeUndefined();
+    // The same digest under another codec is another block.
+    const sameDigestRaw = CID.createV1(RAW_CODEC, nodes[0]?.cid.multihash ?? absent.cid.multihash);
+    expect(held.get(sameDigestRaw)).toBeUndefined();
+    expect(held.getByText(cidText(sameDigestRaw))).toBeUndefined();
   });
 });

@@ -6,17 +6,18 @@ import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { describe, expect, it } from 'vitest';
 import { EngineError } from '../../../main/api/index.ts';
-import { cidText, DAG_PB_CODEC, rawCidOf } from '../../../main/protocol/index.ts';
+import { MetadataNodes } from '../../../main/packer/index.ts';
+import { DAG_PB_CODEC, rawCidOf } from '../../../main/protocol/index.ts';
 import { walkTree } from '../../../main/restore/walk-tree.ts';
 
 /** Imports `candidates` into memory; HAMT sharding starts at a few entries. */
 async function importTree(
   candidates: ImportCandidate[],
-): Promise<{ root: CID; nodes: Map<string, Uint8Array> }> {
-  const nodes = new Map<string, Uint8Array>();
+): Promise<{ root: CID; nodes: MetadataNodes }> {
+  const nodes = new MetadataNodes();
   const store = {
     put: (cid: CID, bytes: Uint8Array) => {
-      if (cid.code === DAG_PB_CODEC) nodes.set(cidText(cid), bytes);
+      if (cid.code === DAG_PB_CODEC) nodes.put(cid, bytes);
       return Promise.resolve(cid);
     },
   };
@@ -33,10 +34,10 @@ async function importTree(
   return { root, nodes };
 }
 
-async function nodeOf(nodes: Map<string, Uint8Array>, node: dagPb.PBNode): Promise<CID> {
+async function nodeOf(nodes: MetadataNodes, node: dagPb.PBNode): Promise<CID> {
   const bytes = dagPb.encode(node);
   const cid = CID.createV1(DAG_PB_CODEC, await sha256.digest(bytes));
-  nodes.set(cidText(cid), bytes);
+  nodes.put(cid, bytes);
   return cid;
 }
 
@@ -53,8 +54,8 @@ describe('walkTree', () => {
     candidates.push({ path: 'root/many/sub/deep.txt', content: Buffer.from('deep') });
     const { root, nodes } = await importTree(candidates);
     // The folder of 60 is sharded, and some of its buckets are sub-shards (a one-hex-digit name).
-    const shardLinks = [...nodes.values()]
-      .map((bytes) => dagPb.decode(bytes))
+    const shardLinks = [...nodes.sorted()]
+      .map(({ bytes }) => dagPb.decode(bytes))
       .filter((node) => node.Data && UnixFS.unmarshal(node.Data).type === 'hamt-sharded-directory')
       .flatMap((node) => node.Links.map((link) => link.Name ?? ''));
     expect(shardLinks.some((name) => name.length === 1)).toBe(true);
@@ -63,7 +64,7 @@ describe('walkTree', () => {
     const store = {
       // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
       async *get(cid: CID) {
-        const bytes = nodes.get(cidText(cid));
+        const bytes = nodes.get(cid);
         if (!bytes) throw new Error('not metadata');
         yield bytes;
       },
@@ -89,7 +90,7 @@ describe('walkTree', () => {
   });
 
   it('refuses a folder that links a bare leaf or a node the metadata lacks', async () => {
-    const nodes = new Map<string, Uint8Array>();
+    const nodes = new MetadataNodes();
     const directory = (name: string, hash: CID) =>
       nodeOf(nodes, {
         Data: new UnixFS({ type: 'directory' }).marshal(),
@@ -104,7 +105,7 @@ describe('walkTree', () => {
   });
 
   it('refuses a HAMT shard whose link names do not fit its fanout', async () => {
-    const nodes = new Map<string, Uint8Array>();
+    const nodes = new MetadataNodes();
     const file = await nodeOf(nodes, { Data: new UnixFS({ type: 'file' }).marshal(), Links: [] });
     const shard = (name: string) =>
       nodeOf(nodes, {

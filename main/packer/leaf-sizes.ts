@@ -1,0 +1,45 @@
+import type { CID } from 'multiformats/cid';
+import { CidTable, RAW_CODEC } from '../protocol/index.ts';
+
+// The distinct raw leaves of a tree with their sizes: what a packed tree holds, what the
+// version a backup builds on already stores, what a restore fetches. As compact as CidTable
+// (a leaf is at most 1 MiB, so its size is a small integer in a packed array).
+
+export class LeafSizes {
+  private readonly cids = new CidTable(RAW_CODEC);
+  private readonly sizes: number[] = [];
+
+  /** How many distinct leaves are held. */
+  get count(): number {
+    return this.cids.size;
+  }
+
+  /** Records a leaf; false, and nothing changed, when it was held already. */
+  add(cid: CID, size: number): boolean {
+    const before = this.cids.size;
+    this.cids.add(cid);
+    if (this.cids.size === before) return false;
+    this.sizes.push(size);
+    return true;
+  }
+
+  has(cid: CID): boolean {
+    return this.cids.indexOf(cid) >= 0;
+  }
+
+  /** The size of the leaf `cid`, undefined when it is not held. */
+  sizeOf(cid: CID): number | undefined {
+    return this.sizes[this.cids.indexOf(cid)];
+  }
+
+  /** sizeOf, for a CID's text. */
+  sizeOfText(text: string): number | undefined {
+    return this.sizes[this.cids.indexOfText(text)];
+  }
+
+  /** Every leaf, in the order it was first added, its CID made as it is read. */
+  *[Symbol.iterator](): Generator<{ cid: CID; size: number }> {
+    for (let index = 0; index < this.cids.size; index++)
+      yield { cid: this.cids.cidAt(index), size: this.sizes[index] ?? 0 };
+  }
+}
