@@ -62,6 +62,9 @@ describe('packSource', () => {
     writeFileSync(path.join(dir, 'docs', 'deep', 'big.bin'), big);
     writeFileSync(path.join(dir, 'docs', 'café\nnewline.txt'), 'hello');
     symlinkSync('docs/deep/big.bin', path.join(dir, 'link'));
+    // A folder whose name ends in a backslash: 'back\\/inside.txt' is two names, not one.
+    mkdirSync(path.join(dir, 'back\\'));
+    writeFileSync(path.join(dir, 'back\\', 'inside.txt'), 'inside');
     chmodSync(path.join(dir, 'docs', 'café\nnewline.txt'), 0o751);
     utimesSync(
       path.join(dir, 'empty.txt'),
@@ -70,12 +73,14 @@ describe('packSource', () => {
     );
 
     const { tree, blocks } = await pack(dir);
-    expect(tree.fileCount).toBe(3);
-    expect(tree.totalBytes).toBe(big.length + 5);
+    expect(tree.fileCount).toBe(4);
+    expect(tree.totalBytes).toBe(big.length + 5 + 6);
     // The empty file is a File node over one empty raw leaf, as the standard importer makes it.
     expect(Array.from(tree.leaves, (leaf) => leaf.size).sort((a, b) => a - b)).toEqual([
-      0, 1, 5, 1_048_576,
+      0, 1, 5, 6, 1_048_576,
     ]);
+    const rootLinks = dagPb.decode(blocks.get(tree.rootCid.toString()) ?? new Uint8Array()).Links;
+    expect(rootLinks.map((link) => link.Name)).toEqual(['back\\', 'docs', 'empty.txt', 'link']);
     const store = {
       // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
       async *get(cid: CID) {
@@ -116,6 +121,8 @@ describe('packSource', () => {
       mtime: Date.parse('2001-02-03T04:05:06Z') / 1000,
     });
     expect(found.get('link')).toEqual({ type: 'symlink', target: 'docs/deep/big.bin' });
+    expect(found.get('back\\')).toEqual({ type: 'directory' });
+    expect(found.get('back\\/inside.txt')?.content?.toString()).toBe('inside');
   });
 
   it('gives identical root and manifest CIDs for identical content', async () => {
