@@ -32,12 +32,12 @@ import {
 } from './folder-node.ts';
 import { ChunkBuffers, largeFileChunks } from './large-file-chunks.ts';
 import { LeafSizes } from './leaf-sizes.ts';
-import { MetadataNodes } from './metadata-nodes.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
 
 // Turns a source folder into a UnixFS tree (§17.1): raw-leaf chunks go to `onLeaf` as they are
-// made (the caller stages the ones the bucket lacks), and the dag-pb nodes plus the manifest
-// form the metadata CAR. Memory holds the dag-pb nodes, never file contents.
+// made (the caller stages the ones the bucket lacks), and the dag-pb nodes to `nodes`; with the
+// manifest, they form the metadata CAR. Memory holds no file contents, and of the tree only
+// the folders still open and the CIDs of its leaves.
 //
 // The tree is made as the walk goes: a few files at a time, each folder once the walk has left
 // it (folder-node.ts), so memory holds the folders still open, not every file of the tree.
@@ -61,6 +61,8 @@ export interface PackInput {
    */
   readonly onLeaf: (cid: CID, bytes: Uint8Array, origin: LeafOrigin, text: string) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
+  /** Where the tree's dag-pb nodes go as they are made (a MetadataNodes, or a CAR file). */
+  readonly nodes: NodeSink;
   readonly rules?: ExcludeRules;
   readonly onExcluded?: (relativePath: string) => void;
   /** Test seam: runs after a file's last byte was read, before it is checked for changes. */
@@ -115,11 +117,16 @@ export function packedEntryOf(entry: SourceEntry, cid: string | null = null): Pa
   };
 }
 
+/** Takes a tree's dag-pb nodes as they are made; the same node may come more than once. */
+export interface NodeSink {
+  put(cid: CID, bytes: Uint8Array): void | Promise<void>;
+}
+
 export interface PackedTree {
   readonly rootCid: CID;
+  /** The manifest (§17.2): the metadata CAR's root, with the nodes given to `nodes`. */
   readonly manifestCid: CID;
-  /** Manifest first, then dag-pb nodes ordered by CID: the same tree gives the same CAR. */
-  readonly metadataBlocks: Iterable<{ cid: CID; bytes: Uint8Array }>;
+  readonly manifestBytes: Uint8Array;
   /** Every distinct leaf of the tree with its size. */
   readonly leaves: LeafSizes;
   readonly fileCount: number;
@@ -177,7 +184,6 @@ function reportedElsewhere(promise: Promise<unknown>): void {
 }
 
 export async function packSource(input: PackInput): Promise<PackedTree> {
-  const dagNodes = new MetadataNodes();
   const leaves = new LeafSizes();
   let fileCount = 0;
   let totalBytes = 0;
@@ -191,11 +197,11 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const layout = settingsLayout;
 
   const blockstore = {
-    put(cid: CID, bytes: Uint8Array): Promise<CID> {
+    async put(cid: CID, bytes: Uint8Array): Promise<CID> {
       // Raw leaves come through putLeaf, which knows where they were read.
       if (cid.code !== DAG_PB_CODEC) throw new Error(`unexpected block codec ${cid.code}`);
-      dagNodes.put(cid, bytes);
-      return Promise.resolve(cid);
+      await input.nodes.put(cid, bytes);
+      return cid;
     },
   };
 
@@ -417,12 +423,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   return {
     rootCid: rootNode.cid,
     manifestCid,
-    metadataBlocks: {
-      *[Symbol.iterator]() {
-        yield { cid: manifestCid, bytes: manifestBytes };
-        yield* dagNodes.sorted();
-      },
-    },
+    manifestBytes,
     leaves,
     fileCount,
     totalBytes,

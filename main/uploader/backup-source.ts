@@ -8,7 +8,7 @@ import type { ServiceClient } from '../service/index.ts';
 import type { QueuedUpload, ShardToQueue, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
-import { writeMetadataCarFile } from './metadata-car-file.ts';
+import { MetadataCarFile } from './metadata-car-file.ts';
 import { plannedShardBody } from './planned-shard-body.ts';
 import { ShardPlanner } from './shard-planner.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
@@ -283,7 +283,15 @@ async function packAndPush(
   let skipped: SkippedItem[] = [];
   let candidates = new Map<string, number>();
   let keepStaging = false;
-  let metadataFile: string | null = null;
+  // Set by newMetadata, in packOnce: declared wide, or the checks below would think it null.
+  let metadata = null as MetadataCarFile | null;
+  /** A new file for the metadata CAR, named as staging folders are, so a killed run's goes. */
+  const newMetadata = async (): Promise<MetadataCarFile> => {
+    await metadata?.abandon();
+    await mkdir(input.stagingRoot, { recursive: true, mode: 0o700 });
+    metadata = await MetadataCarFile.create(newStagingDir(input.stagingRoot));
+    return metadata;
+  };
   let returned = false;
   try {
     const reuse = reuseUnchanged(input.fileIndex, previous?.tree);
@@ -296,8 +304,10 @@ async function packAndPush(
         onProgress && totals
           ? new PhaseProgress('reading', totals.files, totals.bytes, onProgress, input.now)
           : undefined;
+      const nodes = await newMetadata();
       const packed = await packSource({
         rules,
+        nodes,
         ...(reuse ? { reuse } : {}),
         ...(progress
           ? {
@@ -367,10 +377,9 @@ async function packAndPush(
       if (deleted.length === MAX_DELETED_IN_REQUEST) break;
       if (!tree.leaves.has(leaf.cid)) deleted.push(cidText(leaf.cid));
     }
-    // Named as staging folders are, so that a killed run's is removed by the next.
-    metadataFile = newStagingDir(input.stagingRoot);
-    await mkdir(input.stagingRoot, { recursive: true, mode: 0o700 });
-    await writeMetadataCarFile(metadataFile, [tree.manifestCid], tree.metadataBlocks);
+    if (!metadata) throw new Error('packed without a metadata file');
+    const metadataFile: string = metadata.file;
+    await metadata.finish(tree.manifestCid, tree.manifestBytes);
     // Packing's garbage goes before pushing makes more, while its tree is still needed.
     garbage.collect();
     const pushed = await client.pushVersion({
@@ -430,7 +439,7 @@ async function packAndPush(
     // Once its upload is queued, a staged shard outlives this run: a crash must not lose it.
     if (!keepStaging) await removeStaging(staging);
     // Once returned, the metadata file is the caller's to keep or remove.
-    if (!returned && metadataFile !== null) await rm(metadataFile, { force: true });
+    if (!returned) await metadata?.abandon();
   }
 }
 

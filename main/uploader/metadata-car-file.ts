@@ -1,52 +1,144 @@
-import { open } from 'node:fs/promises';
+import { open, rm, type FileHandle } from 'node:fs/promises';
 import type { CID } from 'multiformats/cid';
-import { encodeCarHeader, encodeCarSectionHead } from '../protocol/index.ts';
+import {
+  cidFromSha256,
+  CidTable,
+  DAG_CBOR_CODEC,
+  DAG_PB_CODEC,
+  encodeCarHeader,
+  encodeCarSectionHead,
+} from '../protocol/index.ts';
 
-// A version's metadata CAR, written to a file section by section. A tree of 100 000 files has
-// a metadata CAR of about 16 MB; made whole in memory, then copied into the request, it and
-// its copies were the largest share of a backup's peak memory. From a file it is sent, and
-// kept in the local metadata cache, without ever being held whole.
+// A version's metadata CAR (§17.2), written to a file as the packer makes each node. A tree of
+// 100 000 files has about 16 MB of nodes; held until the tree was done, then sorted, made into
+// a CAR in memory and copied into the request, they were the largest share of a backup's peak
+// memory. Here a node costs 40 bytes while packing (to write it once), and the CAR is sent,
+// and kept in the local metadata cache, from the file.
+//
+// The manifest is made last, so it is the CAR's last block; the header, which names it, is
+// written over a placeholder of the same length once it is known (every CID §3 allows has
+// the same length, so every header does). Nodes come in the order they are made.
 
 const WRITE_BYTES = 1 << 20;
 
-/** Writes a CARv1 of `blocks` under `roots` to `file` (created; it must not exist). Returns its size. */
-export async function writeMetadataCarFile(
-  file: string,
-  roots: readonly CID[],
-  blocks: Iterable<{ cid: CID; bytes: Uint8Array }>,
-): Promise<number> {
-  const handle = await open(file, 'wx', 0o600);
-  try {
-    const pending = Buffer.allocUnsafe(WRITE_BYTES);
-    let used = 0;
-    let written = 0;
-    /** Writes all of `bytes`: a write may take fewer than it was given. */
-    const writeAll = async (bytes: Uint8Array): Promise<void> => {
-      for (let offset = 0; offset < bytes.length;) {
-        const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset);
-        offset += bytesWritten;
-      }
-      written += bytes.length;
-    };
-    const append = async (bytes: Uint8Array): Promise<void> => {
-      if (used + bytes.length > WRITE_BYTES && used > 0) {
-        await writeAll(pending.subarray(0, used));
-        used = 0;
-      }
-      if (bytes.length > WRITE_BYTES) await writeAll(bytes);
-      else {
-        pending.set(bytes, used);
-        used += bytes.length;
-      }
-    };
-    await append(encodeCarHeader(roots));
-    for (const block of blocks) {
-      await append(encodeCarSectionHead(block.cid, block.bytes.length));
-      await append(block.bytes);
+/** A manifest's CID (dag-cbor, sha2-256), for the length of the header that will name one. */
+const PLACEHOLDER_MANIFEST = cidFromSha256(DAG_CBOR_CODEC, new Uint8Array(32));
+
+export class MetadataCarFile {
+  private readonly pending = Buffer.allocUnsafe(WRITE_BYTES);
+  private used = 0;
+  private written = 0;
+  private readonly held = new CidTable(DAG_PB_CODEC);
+  private closed = false;
+  /** Writes run one after another: the packer makes several files' nodes at once. */
+  private writing: Promise<void> = Promise.resolve();
+  /** The first failed write: every later put, and finish, report it. */
+  private failure: Error | undefined;
+
+  private constructor(
+    readonly file: string,
+    private readonly handle: FileHandle,
+    private readonly headerBytes: number,
+  ) {}
+
+  /** Creates `file`, which must not exist. */
+  static async create(file: string): Promise<MetadataCarFile> {
+    const header = encodeCarHeader([PLACEHOLDER_MANIFEST]);
+    const handle = await open(file, 'wx', 0o600);
+    const car = new MetadataCarFile(file, handle, header.length);
+    try {
+      await car.append(new Uint8Array(header.length));
+    } catch (error) {
+      await car.abandon();
+      throw error;
     }
-    await writeAll(pending.subarray(0, used));
-    return written;
-  } finally {
-    await handle.close();
+    return car;
+  }
+
+  /** Adds a dag-pb node; one already added is written once. */
+  put(cid: CID, bytes: Uint8Array): Promise<void> {
+    const before = this.held.size;
+    this.held.add(cid);
+    if (this.held.size === before) return this.writing;
+    return this.inTurn(async () => {
+      await this.append(encodeCarSectionHead(cid, bytes.length));
+      await this.append(bytes);
+    });
+  }
+
+  /** Adds the manifest, writes the header that names it and closes the file. Returns its size. */
+  async finish(manifestCid: CID, manifestBytes: Uint8Array): Promise<number> {
+    try {
+      await this.writing;
+      if (this.failure !== undefined) throw this.failure;
+      await this.append(encodeCarSectionHead(manifestCid, manifestBytes.length));
+      await this.append(manifestBytes);
+      await this.writeAll(this.pending.subarray(0, this.used), this.written);
+      this.used = 0;
+      const header = encodeCarHeader([manifestCid]);
+      if (header.length !== this.headerBytes)
+        throw new Error(
+          `a CAR header of ${header.length} bytes where ${this.headerBytes} were kept`,
+        );
+      await this.writeAll(header, 0);
+      return this.written;
+    } finally {
+      await this.close();
+    }
+  }
+
+  /** Closes and removes the file: the pack it was for will not be pushed. */
+  async abandon(): Promise<void> {
+    await this.writing;
+    await this.close();
+    await rm(this.file, { force: true });
+  }
+
+  /** Runs `write` after the writes before it; after a failure, fails at once. */
+  private inTurn(write: () => Promise<void>): Promise<void> {
+    const turn = this.writing.then(async () => {
+      if (this.failure !== undefined) throw this.failure;
+      try {
+        await write();
+      } catch (error) {
+        this.failure = error instanceof Error ? error : new Error(String(error));
+        throw error;
+      }
+    });
+    // The chain goes on past a failure, which each caller of put sees through its own turn.
+    this.writing = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.handle.close();
+  }
+
+  private async append(bytes: Uint8Array): Promise<void> {
+    if (this.used + bytes.length > WRITE_BYTES && this.used > 0) {
+      await this.writeAll(this.pending.subarray(0, this.used), this.written);
+      this.used = 0;
+    }
+    if (bytes.length > WRITE_BYTES) await this.writeAll(bytes, this.written);
+    else {
+      this.pending.set(bytes, this.used);
+      this.used += bytes.length;
+    }
+  }
+
+  /** Writes all of `bytes` at `position`: a write may take fewer than it was given. */
+  private async writeAll(bytes: Uint8Array, position: number): Promise<void> {
+    for (let offset = 0; offset < bytes.length;) {
+      const { bytesWritten } = await this.handle.write(
+        bytes,
+        offset,
+        bytes.length - offset,
+        position + offset,
+      );
+      offset += bytesWritten;
+    }
+    if (position + bytes.length > this.written) this.written = position + bytes.length;
   }
 }

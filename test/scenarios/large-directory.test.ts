@@ -7,7 +7,7 @@ import { UnixFS } from 'ipfs-unixfs';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
-import { packSource } from '../../main/packer/index.ts';
+import { MetadataNodes, packSource } from '../../main/packer/index.ts';
 
 // A 10 000-entry directory is written as a HAMT shard (§17.1) and round-trips.
 
@@ -22,7 +22,9 @@ describe('large directories', () => {
     for (let i = 0; i < 10_000; i += 1)
       writeFileSync(path.join(big, `message-${i}.eml`), `message ${i}\n`);
 
-    const tree = await packSource({
+    const nodes = new MetadataNodes();
+    await packSource({
+      nodes,
       sourceDir: source,
       sourceLabel: 'hamt',
       deviceFingerprint: '0'.repeat(40),
@@ -31,7 +33,7 @@ describe('large directories', () => {
       onSkip: () => undefined,
     });
     const types = new Set<string>();
-    for (const block of [...tree.metadataBlocks].slice(1)) {
+    for (const block of nodes.sorted()) {
       const node = dagPb.decode(block.bytes);
       if (node.Data) types.add(UnixFS.unmarshal(node.Data).type);
     }

@@ -22,7 +22,7 @@ import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { packSource, type PackInput } from '../../../main/packer/index.ts';
+import { MetadataNodes, packSource, type PackInput } from '../../../main/packer/index.ts';
 import { encodeCar } from '../../../main/protocol/index.ts';
 import type { SkippedItem } from '../../../main/scanner/index.ts';
 import { leavesOfFile, readTreeIndex } from '../../../main/uploader/index.ts';
@@ -35,7 +35,9 @@ afterAll(() => {
 async function pack(dir: string, extra: Partial<PackInput> = {}) {
   const blocks = new Map<string, Uint8Array>();
   const skipped: SkippedItem[] = [];
+  const nodes = new MetadataNodes();
   const tree = await packSource({
+    nodes,
     ...extra,
     sourceDir: dir,
     sourceLabel: 'test:/src',
@@ -48,8 +50,9 @@ async function pack(dir: string, extra: Partial<PackInput> = {}) {
     },
     onSkip: (item) => skipped.push(item),
   });
-  for (const block of tree.metadataBlocks) blocks.set(block.cid.toString(), block.bytes);
-  return { tree, blocks, skipped };
+  const metadataBlocks = [{ cid: tree.manifestCid, bytes: tree.manifestBytes }, ...nodes.sorted()];
+  for (const block of metadataBlocks) blocks.set(block.cid.toString(), block.bytes);
+  return { tree, blocks, skipped, metadataBlocks };
 }
 
 describe('packSource', () => {
@@ -246,7 +249,7 @@ describe('an unchanged file', () => {
     const dir = sampleTree();
     const first = await pack(dir);
     const previous = await readTreeIndex(
-      encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
+      encodeCar([first.tree.manifestCid], first.metadataBlocks),
     );
     const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
     const leavesSeen: string[] = [];
@@ -267,7 +270,7 @@ describe('an unchanged file', () => {
     const dir = sampleTree();
     const first = await pack(dir);
     const previous = await readTreeIndex(
-      encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
+      encodeCar([first.tree.manifestCid], first.metadataBlocks),
     );
     const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
     chmodSync(path.join(dir, 'nested', 'deeper', '3MiB-plus-7'), 0o600);
@@ -284,7 +287,7 @@ describe('an unchanged file', () => {
     const dir = sampleTree();
     const first = await pack(dir);
     const previous = await readTreeIndex(
-      encodeCar([first.tree.manifestCid], first.tree.metadataBlocks),
+      encodeCar([first.tree.manifestCid], first.metadataBlocks),
     );
     const big = first.tree.entries.find((entry) => entry.path === 'nested/deeper/3MiB-plus-7');
     expect(big).toBeDefined();

@@ -1,0 +1,77 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import * as dagCbor from '@ipld/dag-cbor';
+import * as dagPb from '@ipld/dag-pb';
+import { CID } from 'multiformats/cid';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { afterAll, describe, expect, it } from 'vitest';
+import { cidText, DAG_PB_CODEC, readCar } from '../../../main/protocol/index.ts';
+import { MetadataCarFile } from '../../../main/uploader/metadata-car-file.ts';
+import { readTreeIndex } from '../../../main/uploader/index.ts';
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-car-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** A dag-pb node carrying `data`. */
+async function pbNode(data: Uint8Array) {
+  const bytes = dagPb.encode({ Data: data, Links: [] });
+  return { cid: CID.createV1(DAG_PB_CODEC, await sha256.digest(bytes)), bytes };
+}
+
+async function* chunksOf(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield await Promise.resolve(bytes);
+}
+
+describe('MetadataCarFile', () => {
+  it('writes a CAR rooted at the manifest, each node once, from nodes given at once', async () => {
+    const file = path.join(scratch, 'one.car');
+    const car = await MetadataCarFile.create(file);
+    // Small nodes past the 1 MiB write buffer, one larger than it, and a node given twice.
+    const nodes = await Promise.all(
+      Array.from({ length: 3000 }, (_, index) => pbNode(Buffer.alloc(700, index % 251))),
+    );
+    nodes.push(await pbNode(Buffer.alloc(1_500_000, 7)));
+    // Given at once, as the packer gives several files' nodes.
+    await Promise.all([
+      ...nodes.map((node) => car.put(node.cid, node.bytes)),
+      car.put(nodes[5]?.cid ?? CID.parse(''), nodes[5]?.bytes ?? new Uint8Array()),
+    ]);
+    const distinct = new Set(nodes.map((node) => cidText(node.cid)));
+    const manifestBytes = dagCbor.encode({ version: 1, root: nodes[0]?.cid });
+    const manifestCid = CID.createV1(dagCbor.code, await sha256.digest(manifestBytes));
+    const size = await car.finish(manifestCid, manifestBytes);
+
+    const bytes = readFileSync(file);
+    expect(bytes.length).toBe(size);
+    const seen: string[] = [];
+    for await (const item of readCar(chunksOf(bytes), { maxBlockBytes: 4 * 1024 * 1024 })) {
+      if (item.type === 'header') expect(item.roots.map(cidText)).toEqual([cidText(manifestCid)]);
+      else seen.push(cidText(item.cid));
+    }
+    expect(seen).toHaveLength(distinct.size + 1);
+    expect(new Set(seen)).toEqual(new Set([...distinct, cidText(manifestCid)]));
+    // What a later backup and the browser read it with.
+    expect((await readTreeIndex(bytes)).manifest['version']).toBe(1);
+  });
+
+  it('removes its file when abandoned, finished or not, and never writes over a file', async () => {
+    const node = await pbNode(Buffer.from('node'));
+    const unfinished = path.join(scratch, 'unfinished.car');
+    const car = await MetadataCarFile.create(unfinished);
+    await car.put(node.cid, node.bytes);
+    await car.abandon();
+    expect(existsSync(unfinished)).toBe(false);
+
+    const finished = path.join(scratch, 'finished.car');
+    const done = await MetadataCarFile.create(finished);
+    const manifestBytes = dagCbor.encode({ version: 1 });
+    await done.finish(
+      CID.createV1(dagCbor.code, await sha256.digest(manifestBytes)),
+      manifestBytes,
+    );
+    await expect(MetadataCarFile.create(finished)).rejects.toMatchObject({ code: 'EEXIST' });
+    await done.abandon();
+    expect(existsSync(finished)).toBe(false);
+  });
+});
