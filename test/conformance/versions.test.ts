@@ -332,6 +332,35 @@ describe('§18 completion, deletion, pull', () => {
     ]);
   });
 
+  it("a version's block set is its parent's minus deleted_block_cids; unknown deletions are ignored", async () => {
+    const bucketId = await createBucket(service, ann, 'inherit');
+    const [kept, dropped, stranger] = [await rawBlock(), await rawBlock(), await rawBlock()];
+    const v1 = await storeVersion(service, ann, bucketId, null, [kept, dropped]);
+    const pushFrom = async (previousId: string, deleted: string[]) => {
+      const pushed = await push(service, ann, {
+        bucketId,
+        expectedDataSize: 0,
+        previousId,
+        deletedBlockCids: deleted,
+      });
+      expect(pushed.json.state).toBe('active');
+      return pushed.json.id as string;
+    };
+    const v2 = await pushFrom(v1, [dropped.cid.toString(), stranger.cid.toString()]);
+    const v3 = await pushFrom(v2, []);
+    // A backup bucket snapshots each version as it is activated; its size is the block set's.
+    const snapshots = await call('GET', `${service.api}/buckets/${bucketId}/snapshots`, {
+      token: ann.token(),
+    });
+    const sizes = new Map(
+      (snapshots.json as Array<{ metadata_id: string; size: number }>).map((snapshot) => [
+        snapshot.metadata_id,
+        snapshot.size,
+      ]),
+    );
+    expect([sizes.get(v1), sizes.get(v2), sizes.get(v3)]).toEqual([2048, 1024, 1024]);
+  });
+
   it('37: deleting the active version promotes the last outdated one; snapshotted versions are 409; twice is 404', async () => {
     const bucketId = await createBucket(service, ann, 'v37', 'interactive');
     const v1 = await storeVersion(service, ann, bucketId, null, [await rawBlock()]);
