@@ -14,6 +14,10 @@ const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
 export function openDatabase(file: string): Db {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');
+  // A 4 MB page cache, not better-sqlite3's 16 MB: the embedded service and the engine share
+  // one process, and a backup of 100 000 files filled both caches, a tenth of its peak memory.
+  // The operating system's file cache still holds the hot pages.
+  db.pragma('cache_size = -4000');
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
