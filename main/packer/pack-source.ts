@@ -175,14 +175,6 @@ function parentOf(relativePath: string): string {
   return slash < 0 ? '' : relativePath.slice(0, slash);
 }
 
-/**
- * Marks a promise whose failure is reported elsewhere (by the promise that waits on it, or by
- * the pack's first failure) as handled, so Node does not end the process over it.
- */
-function reportedElsewhere(promise: Promise<unknown>): void {
-  promise.catch(() => undefined);
-}
-
 export async function packSource(input: PackInput): Promise<PackedTree> {
   const leaves = new LeafSizes();
   let fileCount = 0;
@@ -324,13 +316,26 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     };
   }
 
+  /** The first file or folder that failed to be made: the walk stops there. */
+  let failure: Error | undefined;
+  /**
+   * Notes the failure of a file or folder being made. Each failure also reaches the folder
+   * waiting on it, and so the root; noted here, it stops the walk at once, and Node does not
+   * end the process over a promise that nothing awaits yet.
+   */
+  const watch = (making: Promise<unknown>): void => {
+    making.catch((error: unknown) => {
+      failure ??= error instanceof Error ? error : new Error(String(error));
+    });
+  };
+
   const rootEntry = sourceRootEntry(input.sourceDir);
   entries.push(packedEntryOf(rootEntry));
   let settleRoot: (made: Promise<FolderEntry>) => void = () => undefined;
   const rootMade = new Promise<FolderEntry>((resolve) => {
     settleRoot = resolve;
   });
-  reportedElsewhere(rootMade);
+  watch(rootMade);
   const openFolders: OpenFolder[] = [
     {
       path: '',
@@ -359,6 +364,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       ...(input.rules ? { rules: input.rules } : {}),
       ...(input.onExcluded ? { onExcluded: input.onExcluded } : {}),
     })) {
+      if (failure) throw failure;
       const folder = closeFoldersAbove(entry.path);
       const name = nameOf(entry.path);
       const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
@@ -369,7 +375,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           const made = new Promise<FolderEntry>((resolve) => {
             settle = resolve;
           });
-          reportedElsewhere(made);
+          watch(made);
           folder.entries.push({ name, made });
           openFolders.push({ path: entry.path, meta, entries: [], settle });
           break;
@@ -387,9 +393,12 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           fileCount += 1;
           totalBytes += entry.size;
           const made = packFile(entry, source);
-          reportedElsewhere(made);
+          watch(made);
           packing.add(made);
-          void made.finally(() => packing.delete(made)).catch(() => undefined);
+          void made.then(
+            () => packing.delete(made),
+            () => packing.delete(made),
+          );
           folder.entries.push({ name, made });
           break;
         }

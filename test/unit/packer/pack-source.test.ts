@@ -244,13 +244,41 @@ describe('CIDs', () => {
   });
 });
 
+describe('a failure while packing', () => {
+  it('stops the walk at once and is the error the pack ends with', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-pack-fail-'));
+    dirs.push(dir);
+    for (let index = 0; index < 300; index += 1)
+      writeFileSync(path.join(dir, `f${String(index).padStart(3, '0')}.txt`), `file ${index}`);
+    let leaves = 0;
+    let filesRead = 0;
+    const packing = packSource({
+      nodes: new MetadataNodes(),
+      sourceDir: dir,
+      sourceLabel: 'test:/src',
+      deviceFingerprint: 'a'.repeat(40),
+      createdAtSeconds: 1_800_000_000,
+      onSkip: () => undefined,
+      // A staging disk that fills up at the third leaf.
+      onLeaf: () => {
+        leaves += 1;
+        return leaves === 3 ? Promise.reject(new Error('disk full')) : Promise.resolve();
+      },
+      onBytesRead: () => {
+        filesRead += 1;
+      },
+    });
+    await expect(packing).rejects.toThrow('disk full');
+    // A few files were read ahead of the failure, not the rest of the tree.
+    expect(filesRead).toBeLessThan(20);
+  });
+});
+
 describe('an unchanged file', () => {
   it('is not read again: its known leaves give the same CIDs', async () => {
     const dir = sampleTree();
     const first = await pack(dir);
-    const previous = await readTreeIndex(
-      encodeCar([first.tree.manifestCid], first.metadataBlocks),
-    );
+    const previous = await readTreeIndex(encodeCar([first.tree.manifestCid], first.metadataBlocks));
     const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
     const leavesSeen: string[] = [];
     const second = await pack(dir, {
@@ -269,9 +297,7 @@ describe('an unchanged file', () => {
   it('with a new mode keeps its leaves but gets the File node a fresh read gives', async () => {
     const dir = sampleTree();
     const first = await pack(dir);
-    const previous = await readTreeIndex(
-      encodeCar([first.tree.manifestCid], first.metadataBlocks),
-    );
+    const previous = await readTreeIndex(encodeCar([first.tree.manifestCid], first.metadataBlocks));
     const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
     chmodSync(path.join(dir, 'nested', 'deeper', '3MiB-plus-7'), 0o600);
     const reused = await pack(dir, {
@@ -286,9 +312,7 @@ describe('an unchanged file', () => {
   it('is read after all when the previous tree lacks its node or its size disagrees', async () => {
     const dir = sampleTree();
     const first = await pack(dir);
-    const previous = await readTreeIndex(
-      encodeCar([first.tree.manifestCid], first.metadataBlocks),
-    );
+    const previous = await readTreeIndex(encodeCar([first.tree.manifestCid], first.metadataBlocks));
     const big = first.tree.entries.find((entry) => entry.path === 'nested/deeper/3MiB-plus-7');
     expect(big).toBeDefined();
     expect(leavesOfFile(previous, big?.cid ?? '', 3 * 1_048_576 + 7)).toHaveLength(4);
