@@ -37,6 +37,18 @@ export class LeafSizes {
     return this.sizes[this.cids.indexOfText(text)];
   }
 
+  /**
+   * The leaves held here that `other` lacks, at most `limit` of them, in the order they were
+   * added. Only those are made into CIDs: a tree's leaves number in the hundreds of thousands.
+   */
+  missingFrom(other: LeafSizes, limit: number): CID[] {
+    const missing: CID[] = [];
+    for (let index = 0; index < this.cids.size && missing.length < limit; index++) {
+      if (!other.cids.holdsEntryOf(this.cids, index)) missing.push(this.cids.cidAt(index));
+    }
+    return missing;
+  }
+
   /** Every leaf, in the order it was first added, its CID made as it is read. */
   *[Symbol.iterator](): Generator<{ cid: CID; size: number }> {
     for (let index = 0; index < this.cids.size; index++)

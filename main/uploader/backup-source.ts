@@ -372,11 +372,9 @@ async function packAndPush(
       };
     }
     const expected = [...candidates.values()].reduce((sum, size) => sum + size, 0);
-    const deleted: string[] = [];
-    for (const leaf of previous?.tree.leaves ?? []) {
-      if (deleted.length === MAX_DELETED_IN_REQUEST) break;
-      if (!tree.leaves.has(leaf.cid)) deleted.push(cidText(leaf.cid));
-    }
+    const deleted = (
+      previous?.tree.leaves.missingFrom(tree.leaves, MAX_DELETED_IN_REQUEST) ?? []
+    ).map(cidText);
     if (!metadata) throw new Error('packed without a metadata file');
     const metadataFile: string = metadata.file;
     await metadata.finish(tree.manifestCid, tree.manifestBytes);
