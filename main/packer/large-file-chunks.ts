@@ -4,7 +4,7 @@ import { CHUNK_BYTES } from './unixfs-settings.ts';
 // Reading a file in 1 MiB chunks, each read into the same buffer. A fresh buffer per chunk is
 // garbage outside the JS heap, and V8 collects that only after about 64 MB of it has piled
 // up: on a 4 GiB backup it was a fifth of the process's peak memory. The buffers come from a
-// pool shared by the files read at the same time (the importer reads a few at once), so a
+// pool shared by the files read at the same time (the packer reads a few at once), so a
 // backup holds a handful of them, however many files and bytes it reads.
 
 /** The 1 MiB buffers of the files not being read, ready for the next one. */

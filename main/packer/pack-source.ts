@@ -134,8 +134,8 @@ export interface PackedTree {
   /** Files whose size or mtime changed while they were read: their bytes may be torn. */
   readonly changedWhileRead: readonly string[];
   /**
-   * Every entry of the tree, the source folder first; files carry their node's CID. A file
-   * the importer did not report (it cannot happen, but the index must not lie) is left out.
+   * Every entry of the tree, the source folder first; files carry their node's CID. A file is
+   * listed once its node is made, so a skipped one is not.
    */
   readonly entries: readonly PackedEntry[];
   readonly filesReused: number;

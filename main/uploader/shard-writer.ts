@@ -101,7 +101,7 @@ export class ShardWriter {
     }
   }
 
-  /** The importer writes blocks concurrently; sections must not interleave, so adds queue. */
+  /** The packer makes several files' blocks at once; sections must not interleave, so adds queue. */
   private queue: Promise<void> = Promise.resolve();
 
   /** The first failed write; the writer refuses everything after it. */
