@@ -110,9 +110,19 @@ function rawWriteMs(work: string, bytes: number): number {
  * Writes a copy of the source's file tree (same folders, same file sizes), each file fsynced:
  * what any restore of that tree has to do at the least. Next to rawWriteMs it shows what
  * thousands of small files cost this disk apart from their bytes.
+ *
+ * The copy stays until the bench ends (`copy` names it). Removed at once, it would slow down
+ * whatever creates files next: ext4 passes over recently freed inodes when it allocates one,
+ * and right after 11 000 files were removed, writing a tree measured about a third slower. The
+ * restore comes right after a baseline, so it would have paid that and the baselines not.
  */
-function rawTreeWriteMs(work: string, source: string, files: readonly string[]): number {
-  const rawDir = path.join(work, 'raw-tree');
+function rawTreeWriteMs(
+  work: string,
+  source: string,
+  files: readonly string[],
+  copy: string,
+): number {
+  const rawDir = path.join(work, `raw-tree-${copy}`);
   const sizes = files.map((file) => statSync(file).size);
   const blob = randomBytes(Math.max(MiB, ...sizes.map((size) => Math.min(size, MiB))));
   const start = performance.now();
@@ -125,9 +135,7 @@ function rawTreeWriteMs(work: string, source: string, files: readonly string[]):
     fsyncSync(fd);
     closeSync(fd);
   }
-  const ms = performance.now() - start;
-  rmSync(rawDir, { recursive: true, force: true });
-  return ms;
+  return performance.now() - start;
 }
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -136,6 +144,16 @@ const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 function buildDist(): void {
   const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
   if (build.status !== 0) throw new Error(`npm run build failed (exit ${build.status})`);
+}
+
+/** How long this disk takes to write the data set's bytes, as 1 MiB files and as its tree. */
+interface DiskBaseline {
+  readonly rawMs: number;
+  readonly treeMs: number;
+}
+
+function meanOf(a: DiskBaseline, b: DiskBaseline): DiskBaseline {
+  return { rawMs: (a.rawMs + b.rawMs) / 2, treeMs: (a.treeMs + b.treeMs) / 2 };
 }
 
 /** What measured-run.js prints; a backup adds what it read. */
@@ -213,14 +231,19 @@ export async function runBackupBench(): Promise<void> {
       // The measured runs open the home themselves, as the command line does.
       await setup.close();
     }
-    // Raw writes before and after each measured run, each figure set against the mean of the
-    // two around it: this VM's disk takes a burst of a few hundred MB fast and then slows
-    // down, so a raw run that always went first would always look faster.
-    const rawBefore = rawWriteMs(work, bytes);
+    // The disk's baselines before and after each measured run, each figure set against the mean
+    // of the two around it: this VM's disk takes a burst of a few hundred MB fast and then slows
+    // down, and its speed drifts by half from one minute to the next, so a baseline taken once
+    // (or always first) would flatter or wrong whichever run sat nearest to it.
+    const baseline = (copy: string): DiskBaseline => ({
+      rawMs: rawWriteMs(work, bytes),
+      treeMs: rawTreeWriteMs(work, source, files, copy),
+    });
+    const before = baseline('before');
     const backup = measuredRun('backup', home, 'Bench', source);
-    const rawBetween = rawWriteMs(work, bytes);
+    const between = baseline('between');
     const restore = measuredRun('restore', home, 'Bench', path.join(work, 'restored'));
-    const rawAfter = rawWriteMs(work, bytes);
+    const after = baseline('after');
     const restoredBytes = (
       await Promise.all(
         (await filesUnder(path.join(work, 'restored'))).map(
@@ -228,9 +251,8 @@ export async function runBackupBench(): Promise<void> {
         ),
       )
     ).reduce((a, b) => a + b, 0);
-    const rawForBackup = (rawBefore + rawBetween) / 2;
-    const rawForRestore = (rawBetween + rawAfter) / 2;
-    const treeMs = rawTreeWriteMs(work, source, files);
+    const forBackup = meanOf(before, between);
+    const forRestore = meanOf(between, after);
 
     const packStart = performance.now();
     await packSource({
@@ -248,9 +270,9 @@ export async function runBackupBench(): Promise<void> {
     process.stdout.write(
       [
         `pack only           ${mbps(bytes, packMs)} MB/s   read+sha256 ${mbps(bytes, hashMs)} MB/s   ratio ${(hashMs / packMs).toFixed(2)} (target >= 0.6)`,
-        `raw tree write      ${mbps(bytes, treeMs)} MB/s (the ${files.length} files as they are, each fsynced; the 1 MiB-file figure below ignores per-file cost)`,
-        `backup (local)      ${mbps(bytes, backup.ms)} MB/s   raw write+fsync ${mbps(bytes, rawForBackup)} MB/s (${mbps(bytes, rawBefore)} before, ${mbps(bytes, rawBetween)} after)   ratio ${(rawForBackup / backup.ms).toFixed(2)}, ${(treeMs / backup.ms).toFixed(2)} of the tree write (target >= 0.6)`,
-        `restore             ${mbps(restoredBytes, restore.ms)} MB/s   raw write+fsync ${mbps(bytes, rawForRestore)} MB/s (${mbps(bytes, rawBetween)} before, ${mbps(bytes, rawAfter)} after)   ratio ${(rawForRestore / restore.ms).toFixed(2)}, ${(treeMs / restore.ms).toFixed(2)} of the tree write (target >= 0.6)`,
+        `disk baselines      tree write ${mbps(bytes, before.treeMs)}, ${mbps(bytes, between.treeMs)}, ${mbps(bytes, after.treeMs)} MB/s (the ${files.length} files as they are, each fsynced); 1 MiB files ${mbps(bytes, before.rawMs)}, ${mbps(bytes, between.rawMs)}, ${mbps(bytes, after.rawMs)} MB/s (no per-file cost): before, between and after the two runs`,
+        `backup (local)      ${mbps(bytes, backup.ms)} MB/s   ${(forBackup.treeMs / backup.ms).toFixed(2)} of the tree write around it (target >= 0.6); ${(forBackup.rawMs / backup.ms).toFixed(2)} of the 1 MiB-file write`,
+        `restore             ${mbps(restoredBytes, restore.ms)} MB/s   ${(forRestore.treeMs / restore.ms).toFixed(2)} of the tree write around it (target >= 0.6); ${(forRestore.rawMs / restore.ms).toFixed(2)} of the 1 MiB-file write`,
         `peak RSS            ${backup.peakRssMb.toFixed(0)} MB for the backup, ${restore.peakRssMb.toFixed(0)} MB for the restore (each its own process, embedded service included; target < 300 MB)`,
       ].join('\n') + '\n',
     );
