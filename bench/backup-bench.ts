@@ -26,7 +26,9 @@ import { startLocalService } from '../cli/local-service.ts';
 
 // `npm run bench -- backup`: pack-only, backup and restore throughput on generated data, next
 // to this machine's hashing and raw disk speed, and the peak RSS. Prints; asserts nothing.
-// BENCH_BACKUP_SCALE=0.25 shrinks the data set (default 1: about 1.2 GiB).
+// BENCH_BACKUP_SCALE=0.25 shrinks the data set (default 1: about 1.2 GiB). The run needs about
+// six times the data set in free space in the temporary folder: the source, the service's packs,
+// the restored copy and three baseline copies, all kept until it ends.
 
 const MiB = 1 << 20;
 const scale = Number(process.env['BENCH_BACKUP_SCALE'] ?? 1);
