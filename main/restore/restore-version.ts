@@ -29,6 +29,10 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // leaves from the storage host, each verified against its CID; files are written (several at
 // a time) to a temporary name, fsynced, given their mode and mtime, and renamed. Existing files are
 // kept unless `overwrite`: a restored copy then gets a " (restored)" suffix.
+//
+// Temporary names are `.canopy-restore-<token>-<n>`: one random token per restore, a counter per
+// file. A random name per file cost about 25 µs of this thread each (0.3 s for 11 000 files), and
+// without the file's own name in it, a temporary name is never too long for the file system.
 
 const FILES_IN_FLIGHT = 8;
 
@@ -120,6 +124,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     mtime: number | undefined;
   }> = [];
   await mkdir(input.targetDir, { recursive: true });
+  const temporaryPrefix = `.canopy-restore-${randomBytes(4).toString('hex')}-`;
+  let temporaries = 0;
   let matched = false;
 
   async function restoreFile(entry: TreeEntry, target: string, dag: FileDag): Promise<void> {
@@ -131,10 +137,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.symlinks += 1;
       return;
     }
-    const temporary = path.join(
-      path.dirname(target),
-      `.${path.basename(target)}.canopy-${randomBytes(4).toString('hex')}`,
-    );
+    temporaries += 1;
+    const temporary = path.join(path.dirname(target), `${temporaryPrefix}${temporaries}`);
     const fd = openSync(
       temporary,
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,

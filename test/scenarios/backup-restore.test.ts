@@ -244,6 +244,22 @@ describe('backup and restore', () => {
     );
   });
 
+  it('restores a file whose name is as long as the file system allows', async () => {
+    const tree = path.join(scratch, 'long-names');
+    mkdirSync(tree);
+    // 255 bytes, the most ext4 and most other file systems take: the restore's temporary
+    // name for it must fit as well.
+    const name = `${'\u00e9'.repeat(123)}-long.txt`;
+    expect(Buffer.byteLength(name)).toBe(255);
+    writeFileSync(path.join(tree, name), 'a name of 255 bytes');
+    await engine.createBucket({ name: 'Long', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: tree, bucket: 'Long' });
+    const target = path.join(scratch, 'long-restored');
+    await engine.restore({ bucket: 'Long', to: target, overwrite: false });
+    expect(readdirSync(target)).toEqual([name]);
+    expect(readFileSync(path.join(target, name), 'utf8')).toBe('a name of 255 bytes');
+  });
+
   it('never overwrites unless asked, and restores one folder', async () => {
     const target = path.join(scratch, 'conflict');
     mkdirSync(target);
