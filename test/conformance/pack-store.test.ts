@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { CarReader } from '@ipld/car';
@@ -64,6 +65,38 @@ describe('pack files', () => {
     });
     for (const block of blocks)
       expect((await readBack(ann, block)).equals(Buffer.from(block.bytes))).toBe(true);
+  });
+
+  it('answers blocks/car in the order asked, whether the blocks lie side by side in a pack or not', async () => {
+    // Small blocks next to each other in one pack, three of 400 kB (more than a megabyte
+    // together), and blocks of a second pack, asked for across and against the stored order.
+    const sizes = [1, 1000, 5000, 300, 400_000, 400_000, 400_000, 2000];
+    const first: Block[] = [];
+    for (const size of sizes) first.push(await rawBlock(randomBytes(size)));
+    const second = [await rawBlock(randomBytes(700)), await rawBlock(randomBytes(9000))];
+    const bucketId = await createBucket(service, ann, 'adjacent');
+    const firstId = await storeVersion(service, ann, bucketId, null, first);
+    await storeVersion(service, ann, bucketId, firstId, second);
+    const [a0, a1, a2, a3, a4, a5, a6, a7] = first;
+    const [b0, b1] = second;
+    if (!a0 || !a1 || !a2 || !a3 || !a4 || !a5 || !a6 || !a7 || !b0 || !b1)
+      throw new Error('blocks missing');
+    expect(stored(a1)?.pack).toBe(stored(a0)?.pack);
+    expect(stored(b0)?.pack).not.toBe(stored(a0)?.pack);
+    const asked = [a0, a2, a1, b0, a3, a4, a5, a6, a7, b1, a2];
+    const answer = await call('POST', `${service.api}/blocks/car`, {
+      token: ann.token(),
+      json: asked.map((block) => block.cid.toString()),
+    });
+    expect(answer.status).toBe(200);
+    const got: Array<{ cid: string; bytes: Buffer }> = [];
+    for await (const block of (await CarReader.fromBytes(answer.bytes)).blocks())
+      got.push({ cid: block.cid.toString(), bytes: Buffer.from(block.bytes) });
+    // Each block once, in the order first asked for, with its own bytes.
+    const expected = asked.slice(0, -1);
+    expect(got.map((block) => block.cid)).toEqual(expected.map((block) => block.cid.toString()));
+    for (const [index, block] of expected.entries())
+      expect(got[index]?.bytes.equals(Buffer.from(block.bytes))).toBe(true);
   });
 
   it('rewrites a pack whose blocks were mostly collected, keeps the live block readable, and frees the pack once it is empty', async () => {
