@@ -27,6 +27,7 @@ import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
+import { streamedRequest } from './streamed-answer.ts';
 import {
   DEFAULT_RETRY_POLICY,
   parseRetryAfter,
@@ -35,8 +36,8 @@ import {
 } from './retry-policy.ts';
 
 // A typed client for every endpoint of the Bucket Storage Service (bucket-service.md), over
-// Node's fetch. Retries transient failures with backoff and full jitter; everything else
-// fails at once with an EngineError.
+// Node's fetch, and node:http for blocks/car (streamed-answer.ts). Retries transient failures
+// with backoff and full jitter; everything else fails at once with an EngineError.
 
 export interface ServiceClientOptions {
   /** The service's base URL, e.g. https://backup.example.org (no /api/v1). */
@@ -54,6 +55,16 @@ export interface ServiceClientOptions {
 type RequestBody = NonNullable<RequestInit['body']>;
 
 type Auth = { kind: 'device' } | { kind: 'storage'; token: string } | { kind: 'none' };
+
+/** One attempt's outcome: the successful answer, or a failed status and its body. */
+type Attempt<T> =
+  | { readonly ok: true; readonly value: T }
+  | {
+      readonly ok: false;
+      readonly status: number;
+      readonly text: string;
+      readonly retryAfter: string | null;
+    };
 
 interface RequestSpec {
   readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -109,51 +120,44 @@ export class ServiceClient {
     }
   }
 
-  /** One request with the retry policy; resolves to the successful Response. */
-  private async send(spec: RequestSpec): Promise<Response> {
-    const root = spec.root === undefined ? this.baseUrl : checkServiceUrl(spec.root);
-    const url = `${root}${API_PREFIX}${spec.path}`;
-    for (let attempt = 1; ; attempt += 1) {
-      const headers: Record<string, string> = {};
-      const authorization = this.authorization(spec.auth);
-      if (authorization !== undefined) headers['authorization'] = authorization;
-      let body: RequestBody | undefined;
-      if (spec.json !== undefined) {
-        headers['content-type'] = MEDIA_JSON;
-        body = JSON.stringify(spec.json);
-      } else if (spec.body) {
-        const made = spec.body();
-        if (made.contentType !== '') headers['content-type'] = made.contentType;
-        if (made.length !== undefined) headers['content-length'] = String(made.length);
-        body = made.bytes;
-      }
+  /** The request's headers and body, made afresh for each attempt (a token expires). */
+  private prepare(spec: RequestSpec): { headers: Record<string, string>; body?: RequestBody } {
+    const headers: Record<string, string> = {};
+    const authorization = this.authorization(spec.auth);
+    if (authorization !== undefined) headers['authorization'] = authorization;
+    if (spec.json !== undefined) {
+      headers['content-type'] = MEDIA_JSON;
+      return { headers, body: JSON.stringify(spec.json) };
+    }
+    if (spec.body) {
+      const made = spec.body();
+      if (made.contentType !== '') headers['content-type'] = made.contentType;
+      if (made.length !== undefined) headers['content-length'] = String(made.length);
+      return { headers, body: made.bytes };
+    }
+    return { headers };
+  }
+
+  /**
+   * Runs `attempt` under the retry policy: a retryable status or a network failure is tried
+   * again after a delay, anything else fails at once; the last error once the budget is spent.
+   */
+  private async withRetries<T>(url: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
+    for (let count = 1; ; count += 1) {
       let error: EngineError;
       let retryAfter: number | undefined;
       try {
-        // A streamed body needs half-duplex mode in Node's fetch.
-        const init = {
-          method: spec.method,
-          headers,
-          ...(body === undefined ? {} : { body }),
-          // A redirect could not replay a stream anyway, and with 'follow' Node's fetch tees the
-          // body to keep a copy for one, holding the whole shard in memory until it is sent.
-          ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
-        };
-        const response = await fetch(url, init as RequestInit);
-        if (response.ok) return response;
-        const text = await response.text();
+        const outcome = await attempt();
+        if (outcome.ok) return outcome.value;
         let parsed: { msg?: unknown; code?: unknown } | undefined;
         try {
-          parsed = JSON.parse(text) as { msg?: unknown; code?: unknown };
+          parsed = JSON.parse(outcome.text) as { msg?: unknown; code?: unknown };
         } catch {
           parsed = undefined;
         }
-        error = errorFromResponse(response.status, parsed);
-        retryAfter =
-          response.status === 429
-            ? parseRetryAfter(response.headers.get('retry-after'))
-            : undefined;
-        if (!isRetryableStatus(response.status)) throw error;
+        error = errorFromResponse(outcome.status, parsed);
+        retryAfter = outcome.status === 429 ? parseRetryAfter(outcome.retryAfter) : undefined;
+        if (!isRetryableStatus(outcome.status)) throw error;
       } catch (caught) {
         if (caught instanceof EngineError && !caught.retryable) throw caught;
         // fetch wraps a failure of the body's own stream (a source file that changed) in a
@@ -166,16 +170,71 @@ export class ServiceClient {
           throw caught.cause;
         error = caught instanceof EngineError ? caught : networkError(url, caught);
       }
-      if (attempt >= this.retry.attempts) throw error;
+      if (count >= this.retry.attempts) throw error;
       const delayMs = retryDelayMs(
         this.retry,
-        attempt,
+        count,
         retryAfter,
         this.options.random ?? Math.random,
       );
-      this.options.onRetry?.({ attempt, delayMs, error });
+      this.options.onRetry?.({ attempt: count, delayMs, error });
       await (this.options.delay ?? ((ms: number) => sleep(ms)))(delayMs);
     }
+  }
+
+  private urlOf(spec: RequestSpec): string {
+    const root = spec.root === undefined ? this.baseUrl : checkServiceUrl(spec.root);
+    return `${root}${API_PREFIX}${spec.path}`;
+  }
+
+  /** One request with the retry policy, over fetch; resolves to the successful Response. */
+  private send(spec: RequestSpec): Promise<Response> {
+    const url = this.urlOf(spec);
+    return this.withRetries(url, async () => {
+      const { headers, body } = this.prepare(spec);
+      // A streamed body needs half-duplex mode in Node's fetch.
+      const init = {
+        method: spec.method,
+        headers,
+        ...(body === undefined ? {} : { body }),
+        // A redirect could not replay a stream anyway, and with 'follow' Node's fetch tees the
+        // body to keep a copy for one, holding the whole shard in memory until it is sent.
+        ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
+      };
+      const response = await fetch(url, init as RequestInit);
+      if (response.ok) return { ok: true, value: response };
+      return {
+        ok: false,
+        status: response.status,
+        text: await response.text(),
+        retryAfter: response.headers.get('retry-after'),
+      };
+    });
+  }
+
+  /**
+   * One request with the retry policy, over node:http (streamed-answer.ts); resolves to the
+   * successful answer's body as it arrives. For JSON requests with a long binary answer.
+   */
+  private stream(spec: RequestSpec): Promise<AsyncIterable<Uint8Array>> {
+    if (spec.body !== undefined) throw new Error('a streamed answer takes a JSON request or none');
+    const url = this.urlOf(spec);
+    return this.withRetries(url, async () => {
+      const { headers, body } = this.prepare(spec);
+      const answer = await streamedRequest({
+        method: spec.method,
+        url,
+        headers,
+        ...(typeof body === 'string' ? { body } : {}),
+      });
+      if (answer.status >= 200 && answer.status < 300) return { ok: true, value: answer.body };
+      return {
+        ok: false,
+        status: answer.status,
+        text: await answer.text(),
+        retryAfter: answer.header('retry-after'),
+      };
+    });
   }
 
   private async json<T>(spec: RequestSpec, check: (value: unknown) => T): Promise<T> {
@@ -519,15 +578,13 @@ export class ServiceClient {
     storageHost: string,
     cids: readonly string[],
   ): Promise<AsyncIterable<Uint8Array>> {
-    const response = await this.send({
+    return this.stream({
       method: 'POST',
       root: storageHost,
       path: '/blocks/car',
       auth: { kind: 'device' },
       json: cids,
     });
-    if (!response.body) throw new EngineError('protocol', 'the server sent no CAR');
-    return response.body;
   }
 
   // §13 account

@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../main/api/index.ts';
 import { ServiceClient } from '../../main/service/index.ts';
-import { enrolledDevice } from '../helpers/flows.ts';
+import { CarReader } from '@ipld/car';
+import { rawBlock } from '../helpers/cars.ts';
+import { createBucket, enrolledDevice, storeVersion } from '../helpers/flows.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
@@ -84,5 +86,45 @@ describe('client retries', () => {
       expect((await resilient.getBucket(created.id)).name).toBe(`b${i}`);
     }
     proxy.randomFaults(0, 1);
+  });
+
+  describe('blocks/car, whose answer streams', () => {
+    async function storedBlock(name: string) {
+      const block = await rawBlock();
+      await storeVersion(service, ann, await createBucket(service, ann, name), null, [block]);
+      return block;
+    }
+
+    async function bytesOf(answer: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of answer) chunks.push(chunk);
+      return Buffer.concat(chunks);
+    }
+
+    it('retries 500, resets and 503 and then streams the blocks', async () => {
+      const block = await storedBlock('car-retries');
+      proxy.seen.length = 0;
+      proxy.schedule([{ status: 500 }, 'reset', { status: 503 }]);
+      const answer = await client().blocksCar(proxy.url, [block.cid.toString()]);
+      const car = await CarReader.fromBytes(await bytesOf(answer));
+      expect((await car.get(block.cid))?.bytes).toEqual(block.bytes);
+      expect(proxy.seen).toHaveLength(4);
+    });
+
+    it('fails a missing block at once as not_found', async () => {
+      const missing = await rawBlock();
+      proxy.seen.length = 0;
+      await expect(client().blocksCar(proxy.url, [missing.cid.toString()])).rejects.toMatchObject({
+        code: 'not_found',
+      });
+      expect(proxy.seen).toHaveLength(1);
+    });
+
+    it('reports an answer cut off part-way as a retryable network error', async () => {
+      const block = await storedBlock('car-cut');
+      proxy.schedule(['cut']);
+      const answer = await client().blocksCar(proxy.url, [block.cid.toString()]);
+      await expect(bytesOf(answer)).rejects.toMatchObject({ code: 'network', retryable: true });
+    });
   });
 });

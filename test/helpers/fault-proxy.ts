@@ -8,10 +8,18 @@ import {
 
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
-// answer, or passing the request through to the real server. It records when each request
+// answer, the real answer cut off part-way through its body, or passing the request through to
+// the real server. It records when each request
 // arrived, so tests can check the backoff.
 
-export type Fault = 'pass' | 'reset' | { status: number; retryAfter?: number };
+export type Fault =
+  | 'pass'
+  | 'reset'
+  /** The real status and headers, then the connection closes after a few body bytes. */
+  | 'cut'
+  | { status: number; retryAfter?: number };
+
+const CUT_AFTER_BYTES = 100;
 
 export interface FaultProxy {
   readonly url: string;
@@ -41,7 +49,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const seen: FaultProxy['seen'] = [];
   let injected = 0;
 
-  const forward = (incoming: IncomingMessage, outgoing: ServerResponse): void => {
+  const forward = (incoming: IncomingMessage, outgoing: ServerResponse, cut = false): void => {
     const upstream = request(
       {
         host: targetUrl.hostname,
@@ -52,7 +60,14 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       },
       (answer) => {
         outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(outgoing);
+        if (!cut) {
+          answer.pipe(outgoing);
+          return;
+        }
+        answer.once('data', (chunk: Buffer) => {
+          outgoing.write(chunk.subarray(0, CUT_AFTER_BYTES), () => outgoing.socket?.destroy());
+          answer.destroy();
+        });
       },
     );
     upstream.on('error', () => outgoing.destroy());
@@ -73,8 +88,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
               ? { status: 429, retryAfter: 1 }
               : 'reset';
     }
-    if (fault === 'pass') {
-      forward(incoming, outgoing);
+    if (fault === 'pass' || fault === 'cut') {
+      if (fault === 'cut') injected += 1;
+      forward(incoming, outgoing, fault === 'cut');
       return;
     }
     injected += 1;

@@ -1,0 +1,68 @@
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { networkError } from './http-errors.ts';
+
+// A request whose answer is a long binary body (a blocks/car CAR), made with node:http rather
+// than fetch. Fetch hands a body over through web streams, a few promises and a transferred
+// buffer for every 64 KiB; on a restore of 1 GiB that machinery cost about 6 % of the CPU
+// and 4 % of the time, against a plain Node stream. Everything else stays on fetch: its
+// answers are small.
+
+export interface StreamedAnswer {
+  readonly status: number;
+  /** A header's value, or null (as fetch's Headers.get). */
+  header(name: string): string | null;
+  /** The body's bytes as they arrive; a connection that breaks mid-way fails as `network`. */
+  readonly body: AsyncIterable<Uint8Array>;
+  /** The whole body as text, for an error answer. */
+  text(): Promise<string>;
+}
+
+export interface StreamedRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body?: string;
+}
+
+async function* chunksOf(response: IncomingMessage, url: string): AsyncGenerator<Uint8Array> {
+  try {
+    for await (const chunk of response) yield chunk as Buffer;
+  } catch (error) {
+    // The server hung up or the link dropped before the answer was whole.
+    throw networkError(url, error);
+  }
+}
+
+async function textOf(response: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of response) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Sends the request and resolves once the answer's status and headers are in. Sockets are
+ * kept alive between requests by Node's global agents. A failure to connect or send rejects
+ * with the error as Node raised it; the caller decides whether to retry.
+ */
+export function streamedRequest(spec: StreamedRequest): Promise<StreamedAnswer> {
+  const url = new URL(spec.url);
+  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  const headers: Record<string, string> = { ...spec.headers };
+  if (spec.body !== undefined) headers['content-length'] = String(Buffer.byteLength(spec.body));
+  return new Promise((resolve, reject) => {
+    const request = send(url, { method: spec.method, headers }, (response) => {
+      resolve({
+        status: response.statusCode ?? 0,
+        header: (name) => {
+          const value = response.headers[name.toLowerCase()];
+          return typeof value === 'string' ? value : (value?.join(', ') ?? null);
+        },
+        body: chunksOf(response, spec.url),
+        text: () => textOf(response),
+      });
+    });
+    request.on('error', reject);
+    request.end(spec.body);
+  });
+}
