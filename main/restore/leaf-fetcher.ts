@@ -19,6 +19,19 @@ const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
  * (one batch) made the second of two large files wait for the first, and restores 10 % slower.
  */
 const AHEAD_BYTES = 32 * 1024 * 1024;
+/**
+ * Answers of one batch that may break part-way before the restore gives up; each time, the
+ * blocks not yet received are asked for again. Failures before an answer starts are retried
+ * by the service client, with backoff.
+ */
+const CUT_ANSWERS_PER_BATCH = 3;
+
+/** A blocks/car answer that started and then broke off: worth asking for the rest again. */
+class AnswerCut extends Error {
+  constructor(readonly failure: EngineError) {
+    super(failure.message, { cause: failure });
+  }
+}
 
 interface FetchedLeaf {
   /** Undefined while its batch is on the way. */
@@ -139,10 +152,24 @@ export class LeafFetcher {
       this.lookahead = this.reads.next();
     }
     if (batch.length === 0) return;
+    for (let cut = 0; ; cut += 1) {
+      const wanted = batch.filter((key) => this.fetched.get(key)?.bytes === undefined);
+      if (wanted.length === 0) return;
+      try {
+        await this.receive(wanted);
+        return;
+      } catch (error) {
+        if (!(error instanceof AnswerCut)) throw error;
+        if (cut + 1 >= CUT_ANSWERS_PER_BATCH) throw error.failure;
+      }
+    }
+  }
+
+  /** Asks for `keys` in one blocks/car request and keeps every block that comes back. */
+  private async receive(keys: readonly string[]): Promise<void> {
+    const answer = await this.client.blocksCar(this.storageHost, keys);
     try {
-      for await (const item of readCar(await this.client.blocksCar(this.storageHost, batch), {
-        maxBlockBytes: MAX_BLOCK_BYTES,
-      })) {
+      for await (const item of readCar(answer, { maxBlockBytes: MAX_BLOCK_BYTES })) {
         if (item.type !== 'block') continue;
         const leaf = this.fetched.get(cidText(item.cid));
         // Blocks not asked for, and a block sent twice, are dropped.
@@ -158,6 +185,7 @@ export class LeafFetcher {
           { cause: error },
         );
       }
+      if (error instanceof EngineError && error.code === 'network') throw new AnswerCut(error);
       throw error;
     }
   }

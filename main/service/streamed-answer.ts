@@ -1,6 +1,6 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { networkError } from './http-errors.ts';
+import { EngineError } from '../api/index.ts';
 
 // A request whose answer is a long binary body (a blocks/car CAR), made with node:http rather
 // than fetch. Fetch hands a body over through web streams, a few promises and a transferred
@@ -30,7 +30,12 @@ async function* chunksOf(response: IncomingMessage, url: string): AsyncGenerator
     for await (const chunk of response) yield chunk as Buffer;
   } catch (error) {
     // The server hung up or the link dropped before the answer was whole.
-    throw networkError(url, error);
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new EngineError(
+      'network',
+      `the connection to ${new URL(url).origin} broke part-way through an answer (${detail})`,
+      { retryable: true, cause: error },
+    );
   }
 }
 

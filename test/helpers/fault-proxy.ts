@@ -27,8 +27,11 @@ export interface FaultProxy {
   readonly seen: Array<{ at: number; method: string; path: string }>;
   /** How many requests got a fault instead of the real answer. */
   injected(): number;
-  /** Faults for the next requests, in order; when it runs out, requests pass. */
-  schedule(faults: Fault[]): void;
+  /**
+   * Faults for the next requests (only those whose path matches `paths`, if given), in order;
+   * when it runs out, requests pass.
+   */
+  schedule(faults: Fault[], paths?: RegExp): void;
   /** A fault drawn for each request with probability p, from a seeded generator. */
   randomFaults(p: number, seed: number): void;
   close(): Promise<void>;
@@ -45,6 +48,7 @@ function seededRandom(seed: number): () => number {
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const targetUrl = new URL(target);
   let queue: Fault[] = [];
+  let queuePaths: RegExp | undefined;
   let random: { p: number; next: () => number } | undefined;
   const seen: FaultProxy['seen'] = [];
   let injected = 0;
@@ -76,7 +80,8 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
 
   const server: Server = createServer((incoming, outgoing) => {
     seen.push({ at: Date.now(), method: incoming.method ?? '', path: incoming.url ?? '' });
-    let fault: Fault = queue.shift() ?? 'pass';
+    const scheduled = queuePaths === undefined || queuePaths.test(incoming.url ?? '');
+    let fault: Fault = (scheduled ? queue.shift() : undefined) ?? 'pass';
     if (random && fault === 'pass' && random.next() < random.p) {
       const pick = random.next();
       fault =
@@ -116,8 +121,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     url: `http://127.0.0.1:${port}`,
     seen,
     injected: () => injected,
-    schedule(faults) {
+    schedule(faults, paths) {
       queue = [...faults];
+      queuePaths = paths;
     },
     randomFaults(p, seed) {
       random = { p, next: seededRandom(seed) };
