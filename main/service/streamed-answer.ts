@@ -23,7 +23,12 @@ export interface StreamedRequest {
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body?: string;
+  /** How long the connection may go without a byte before it is given up (default 300 s). */
+  readonly idleTimeoutMs?: number;
 }
+
+/** As fetch's own (undici's headers and body timeouts): a server that stalls is let go. */
+const IDLE_TIMEOUT_MS = 300_000;
 
 async function* chunksOf(response: IncomingMessage, url: string): AsyncGenerator<Uint8Array> {
   try {
@@ -67,6 +72,11 @@ export function streamedRequest(spec: StreamedRequest): Promise<StreamedAnswer> 
         text: () => textOf(response),
       });
     });
+    const idleMs = spec.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+    // Before the answer this fails the request; during its body, the body (`network`).
+    request.setTimeout(idleMs, () =>
+      request.destroy(new Error(`no data from the server for ${idleMs / 1000} s`)),
+    );
     request.on('error', reject);
     request.end(spec.body);
   });

@@ -9,8 +9,7 @@ import {
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
 // answer, the real answer cut off part-way through its body, or passing the request through to
-// the real server. It records when each request
-// arrived, so tests can check the backoff.
+// the real server. It records when each request arrived, so tests can check the backoff.
 
 export type Fault =
   | 'pass'
