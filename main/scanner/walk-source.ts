@@ -2,6 +2,7 @@ import { lstatSync, readdirSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import type { ExcludeRules } from './exclude-rules.ts';
+import { compareUtf8 } from './utf8-order.ts';
 
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
 // it finds. Symlinks are reported as symlinks and never followed, so loops cannot happen.
@@ -56,10 +57,6 @@ function reasonOf(error: unknown): string {
   }
 }
 
-function byUtf8(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
-}
-
 export interface WalkOptions {
   readonly onSkip: (item: SkippedItem) => void;
   /** Paths excluded by rules are reported here, not as skipped items. */
@@ -81,30 +78,47 @@ export function sourceRootEntry(root: string): Extract<SourceEntry, { kind: 'dir
   };
 }
 
-export async function* walkSource(root: string, options: WalkOptions): AsyncGenerator<SourceEntry> {
-  yield* walkFolder(root, options, '', { sinceYield: 0 });
+/** A folder being walked: its names in order, and the next one to look at. */
+interface OpenFolder {
+  readonly relative: string;
+  readonly names: readonly string[];
+  next: number;
 }
 
-async function* walkFolder(
-  root: string,
-  options: WalkOptions,
-  relative: string,
-  pace: { sinceYield: number },
-): AsyncGenerator<SourceEntry> {
-  const { onSkip } = options;
-  let names: string[];
+/** A folder's names in UTF-8 byte order, or undefined (reported) when it cannot be listed. */
+function listFolder(root: string, relative: string, options: WalkOptions): string[] | undefined {
   try {
-    names = readdirSync(path.join(root, relative)).sort(byUtf8);
+    return readdirSync(path.join(root, relative)).sort(compareUtf8);
   } catch (error) {
-    onSkip({ path: relative || '.', reason: `cannot list: ${reasonOf(error)}` });
-    return;
+    options.onSkip({ path: relative || '.', reason: `cannot list: ${reasonOf(error)}` });
+    return undefined;
   }
-  for (const name of names) {
-    const rel = relative === '' ? name : `${relative}/${name}`;
+}
+
+/**
+ * Every entry under `root`, a folder right before what it holds. One generator with a stack of
+ * open folders: a generator per folder, each delegating to the next, cost every entry a step
+ * through each level above it.
+ */
+export async function* walkSource(root: string, options: WalkOptions): AsyncGenerator<SourceEntry> {
+  const { onSkip } = options;
+  const top = listFolder(root, '', options);
+  if (!top) return;
+  const open: OpenFolder[] = [{ relative: '', names: top, next: 0 }];
+  let sinceYield = 0;
+  while (open.length > 0) {
+    const folder = open[open.length - 1] as OpenFolder;
+    const name = folder.names[folder.next];
+    if (name === undefined) {
+      open.pop();
+      continue;
+    }
+    folder.next += 1;
+    const rel = folder.relative === '' ? name : `${folder.relative}/${name}`;
     const full = path.join(root, rel);
-    pace.sinceYield += 1;
-    if (pace.sinceYield >= ENTRIES_BETWEEN_YIELDS) {
-      pace.sinceYield = 0;
+    sinceYield += 1;
+    if (sinceYield >= ENTRIES_BETWEEN_YIELDS) {
+      sinceYield = 0;
       await setImmediate();
     }
     let stats;
@@ -121,7 +135,8 @@ async function* walkFolder(
     }
     if (stats.isDirectory()) {
       yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs, ino: stats.ino };
-      yield* walkFolder(root, options, rel, pace);
+      const names = listFolder(root, rel, options);
+      if (names) open.push({ relative: rel, names, next: 0 });
     } else if (stats.isFile()) {
       yield {
         kind: 'file',
