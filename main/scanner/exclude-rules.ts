@@ -37,16 +37,36 @@ export interface ExcludeRules {
   excludes(relativePath: string, isDirectory: boolean): boolean;
 }
 
+/**
+ * Paths tested between two fresh matchers. `ignore` keeps every verdict it gives, and a walk
+ * tests every path once, so one matcher for a whole backup held about 13 MB per 100 000 files
+ * until the end. A fresh one costs about 0.1 ms, and the verdicts it lacks are only those of the
+ * folders above the next paths: a walk tests a folder before what it holds.
+ */
+export const TESTS_PER_MATCHER = 4096;
+
 export async function loadExcludeRules(sourceDir: string): Promise<ExcludeRules> {
-  const rules: Ignore = ignore().add([...DEFAULT_EXCLUDES]);
+  let own = '';
   try {
-    rules.add(await readFile(path.join(sourceDir, IGNORE_FILE), 'utf8'));
+    own = await readFile(path.join(sourceDir, IGNORE_FILE), 'utf8');
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
   }
+  // Two calls: `add` splits a string into lines, but takes each item of an array as one rule.
+  const fresh = (): Ignore =>
+    ignore()
+      .add([...DEFAULT_EXCLUDES])
+      .add(own);
+  let matcher = fresh();
+  let tests = 0;
   return {
     excludes(relativePath, isDirectory) {
-      return rules.ignores(isDirectory ? `${relativePath}/` : relativePath);
+      tests += 1;
+      if (tests > TESTS_PER_MATCHER) {
+        matcher = fresh();
+        tests = 1;
+      }
+      return matcher.ignores(isDirectory ? `${relativePath}/` : relativePath);
     },
   };
 }

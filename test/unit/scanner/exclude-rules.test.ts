@@ -2,7 +2,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadExcludeRules, walkSource, type SkippedItem } from '../../../main/scanner/index.ts';
+import {
+  loadExcludeRules,
+  TESTS_PER_MATCHER,
+  walkSource,
+  type SkippedItem,
+} from '../../../main/scanner/index.ts';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -75,5 +80,32 @@ describe('exclude rules', () => {
     const { included, excluded } = await walk(dir);
     expect(included.sort()).toEqual(['.canopyignore', 'keep.tmp', 'main.c']);
     expect(excluded.sort()).toEqual(['app.log', 'build']);
+  });
+
+  it('give the same verdicts all through a walk of many thousand paths', async () => {
+    // The matcher is replaced every TESTS_PER_MATCHER paths, so that it does not keep a verdict
+    // for every file; the source's own rules must come with each new one.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    writeFileSync(path.join(dir, '.canopyignore'), 'build/\n*.log\n!keep.tmp\n');
+    const rules = await loadExcludeRules(dir);
+    const verdicts: boolean[] = [];
+    for (let i = 0; i < TESTS_PER_MATCHER; i += 1) {
+      verdicts.push(
+        rules.excludes(`d${i}`, true),
+        rules.excludes(`d${i}/app.log`, false),
+        rules.excludes(`d${i}/keep.tmp`, false),
+        rules.excludes(`d${i}/draft.tmp`, false),
+        rules.excludes(`d${i}/build`, true),
+      );
+    }
+    const expected = Array.from({ length: TESTS_PER_MATCHER }, () => [
+      false,
+      true,
+      false,
+      true,
+      true,
+    ]).flat();
+    expect(verdicts).toEqual(expected);
   });
 });
