@@ -61,6 +61,11 @@ export interface PackInput {
    */
   readonly onLeaf: (cid: CID, bytes: Uint8Array, origin: LeafOrigin, text: string) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
+  /**
+   * Takes every entry of the tree, the source folder first, for the file index; a file comes
+   * once its node is made, so a skipped one does not.
+   */
+  readonly onEntry?: (entry: PackedEntry) => void;
   /** Where the tree's dag-pb nodes go as they are made (a MetadataNodes, or a CAR file). */
   readonly nodes: NodeSink;
   readonly rules?: ExcludeRules;
@@ -133,11 +138,6 @@ export interface PackedTree {
   readonly totalBytes: number;
   /** Files whose size or mtime changed while they were read: their bytes may be torn. */
   readonly changedWhileRead: readonly string[];
-  /**
-   * Every entry of the tree, the source folder first; files carry their node's CID. A file is
-   * listed once its node is made, so a skipped one is not.
-   */
-  readonly entries: readonly PackedEntry[];
   readonly filesReused: number;
   readonly bytesRead: number;
 }
@@ -183,7 +183,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   let bytesRead = 0;
   let filesReused = 0;
   const chunkBuffers = new ChunkBuffers();
-  const entries: PackedEntry[] = [];
+  const onEntry = input.onEntry ?? (() => undefined);
   const settingsLayout = unixfsImporterOptions().layout;
   if (!settingsLayout) throw new Error('the UnixFS settings name no layout');
   const layout = settingsLayout;
@@ -255,7 +255,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         blockstore,
         layout,
       );
-      entries.push(packedEntryOf(file, cidText(made.cid)));
+      onEntry(packedEntryOf(file, cidText(made.cid)));
       input.onFilePacked?.(file, source.kind === 'reused');
       // Its folder keeps it until the folder is made: a compact copy of the CID.
       return {
@@ -330,7 +330,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   };
 
   const rootEntry = sourceRootEntry(input.sourceDir);
-  entries.push(packedEntryOf(rootEntry));
+  onEntry(packedEntryOf(rootEntry));
   let settleRoot: (made: Promise<FolderEntry>) => void = () => undefined;
   const rootMade = new Promise<FolderEntry>((resolve) => {
     settleRoot = resolve;
@@ -370,7 +370,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
       switch (entry.kind) {
         case 'directory': {
-          entries.push(packedEntryOf(entry));
+          onEntry(packedEntryOf(entry));
           let settle: (made: Promise<FolderEntry>) => void = () => undefined;
           const made = new Promise<FolderEntry>((resolve) => {
             settle = resolve;
@@ -381,7 +381,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           break;
         }
         case 'symlink': {
-          entries.push(packedEntryOf(entry));
+          onEntry(packedEntryOf(entry));
           const node = await makeSymlinkNode(meta, entry.target, blockstore);
           folder.entries.push({ name, made: Promise.resolve({ name, node }) });
           break;
@@ -437,7 +437,6 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     fileCount,
     totalBytes,
     changedWhileRead,
-    entries,
     filesReused,
     bytesRead,
   };

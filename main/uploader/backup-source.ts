@@ -2,10 +2,17 @@ import { openAsBlob } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
-import { packSource, type PackedEntry, type PackInput } from '../packer/index.ts';
+import { packSource, type PackInput } from '../packer/index.ts';
 import { loadExcludeRules, type ExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import type { QueuedUpload, ShardToQueue, SourceFileIndex, UploadQueue } from '../state/index.ts';
+import type {
+  QueuedUpload,
+  ShardToQueue,
+  SourceFileIndex,
+  StagedEntries,
+  UntrustedEntries,
+  UploadQueue,
+} from '../state/index.ts';
 import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile } from './metadata-car-file.ts';
@@ -109,20 +116,15 @@ function reuseUnchanged(
 }
 
 /**
- * The entries the next backup may trust: no torn file, and no file modified right before the
+ * The entries the next backup must not trust: torn files, and files modified right before the
  * scan. Folders and symlinks may be fresh: a symlink cannot change in place (replacing it makes
  * a new inode), and a change to a folder's entries shows in the entries.
  */
-function trustworthy(
-  entries: readonly PackedEntry[],
-  changedWhileRead: readonly string[],
-  scanStartedMs: number,
-): PackedEntry[] {
-  const torn = new Set(changedWhileRead);
-  const racyAfter = BigInt(scanStartedMs) * 1_000_000n - RACY_MTIME_NS;
-  return entries.filter(
-    (entry) => !torn.has(entry.path) && (entry.kind !== 'file' || entry.mtimeNs < racyAfter),
-  );
+function untrustedOf(changedWhileRead: readonly string[], scanStartedMs: number): UntrustedEntries {
+  return {
+    paths: changedWhileRead,
+    filesModifiedFromNs: BigInt(scanStartedMs) * 1_000_000n - RACY_MTIME_NS,
+  };
 }
 
 /**
@@ -192,23 +194,33 @@ async function attempt(
       ? undefined
       : { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes };
   const garbage = new GarbageAtPhaseSwitch();
+  const staged = input.fileIndex.stage();
   let pushed: PushedVersion | undefined;
   let uploaded = 0;
   try {
-    pushed = await packAndPush(input, previous, rules, firstShardSource, readingTotals, garbage);
-    // What packing held is garbage now, before the upload makes its own.
-    garbage.collect();
-    if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
-    if (pushed.metadataFile !== null)
-      await input.keepMetadata?.(pushed.versionId, pushed.metadataFile);
+    try {
+      pushed = await packAndPush(
+        input,
+        previous,
+        rules,
+        firstShardSource,
+        readingTotals,
+        garbage,
+        staged,
+      );
+      // What packing held is garbage now, before the upload makes its own.
+      garbage.collect();
+      if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
+      if (pushed.metadataFile !== null)
+        await input.keepMetadata?.(pushed.versionId, pushed.metadataFile);
+    } finally {
+      garbage.end();
+      if (pushed?.metadataFile) await rm(pushed.metadataFile, { force: true });
+    }
+    staged.commit(pushed.versionId, untrustedOf(pushed.changedWhileRead, pushed.scanStartedMs));
   } finally {
-    garbage.end();
-    if (pushed?.metadataFile) await rm(pushed.metadataFile, { force: true });
+    staged.discard();
   }
-  input.fileIndex.replace(
-    pushed.versionId,
-    trustworthy(pushed.entries, pushed.changedWhileRead, pushed.scanStartedMs),
-  );
   return {
     versionId: pushed.versionId,
     files: pushed.files,
@@ -244,7 +256,6 @@ interface PushedVersion {
   readonly sameAsPrevious: boolean;
   /** The recorded upload of its shards; null when the version needs no data (active). */
   readonly upload: QueuedUpload | null;
-  readonly entries: readonly PackedEntry[];
   readonly changedWhileRead: readonly string[];
   readonly scanStartedMs: number;
   readonly files: number;
@@ -269,6 +280,8 @@ async function packAndPush(
   /** What the reading phase reports progress against; present when progress is wanted. */
   totals: { readonly files: number; readonly bytes: number } | undefined,
   garbage: GarbageAtPhaseSwitch,
+  /** Takes the packed entries for the file index; cleared when the source is packed again. */
+  staged: StagedEntries,
 ): Promise<PushedVersion> {
   const { client } = input;
   const shardTarget = input.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES;
@@ -321,6 +334,7 @@ async function packAndPush(
         deviceFingerprint: input.deviceFingerprint,
         createdAtSeconds: Math.floor(input.now() / 1000),
         onSkip: (item) => skipped.push(item),
+        onEntry: (entry) => staged.add(entry),
         onLeaf: async (cid, bytes, origin, text) => {
           if (previous?.tree.leaves.has(cid) === true) return;
           candidates.set(text, bytes.length);
@@ -342,11 +356,11 @@ async function packAndPush(
       shards = newShards();
       skipped = [];
       candidates = new Map();
+      staged.clear();
       tree = await packOnce();
       await shards.seal();
     }
     const counts = {
-      entries: tree.entries,
       changedWhileRead: tree.changedWhileRead,
       scanStartedMs,
       files: tree.fileCount,

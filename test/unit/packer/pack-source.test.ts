@@ -22,7 +22,12 @@ import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { MetadataNodes, packSource, type PackInput } from '../../../main/packer/index.ts';
+import {
+  MetadataNodes,
+  packSource,
+  type PackedEntry,
+  type PackInput,
+} from '../../../main/packer/index.ts';
 import { encodeCar } from '../../../main/protocol/index.ts';
 import type { SkippedItem } from '../../../main/scanner/index.ts';
 import { leavesOfFile, readTreeIndex } from '../../../main/uploader/index.ts';
@@ -36,8 +41,10 @@ async function pack(dir: string, extra: Partial<PackInput> = {}) {
   const blocks = new Map<string, Uint8Array>();
   const skipped: SkippedItem[] = [];
   const nodes = new MetadataNodes();
+  const entries: PackedEntry[] = [];
   const tree = await packSource({
     nodes,
+    onEntry: (entry) => entries.push(entry),
     ...extra,
     sourceDir: dir,
     sourceLabel: 'test:/src',
@@ -52,7 +59,7 @@ async function pack(dir: string, extra: Partial<PackInput> = {}) {
   });
   const metadataBlocks = [{ cid: tree.manifestCid, bytes: tree.manifestBytes }, ...nodes.sorted()];
   for (const block of metadataBlocks) blocks.set(block.cid.toString(), block.bytes);
-  return { tree, blocks, skipped, metadataBlocks };
+  return { tree, entries, blocks, skipped, metadataBlocks };
 }
 
 describe('packSource', () => {
@@ -214,7 +221,7 @@ describe('CIDs', () => {
 
   it('of a 1 MiB + 1 byte file are the File node built by hand from §17.1', async () => {
     const dir = sampleTree();
-    const { tree } = await pack(dir);
+    const { entries } = await pack(dir);
     const bytes = readFileSync(path.join(dir, 'nested', '1MiB-plus-1'));
     const stats = lstatSync(path.join(dir, 'nested', '1MiB-plus-1'), { bigint: true });
     const leaf = async (part: Uint8Array) => CID.createV1(raw.code, await sha256.digest(part));
@@ -238,7 +245,7 @@ describe('CIDs', () => {
       }),
     );
     const expected = CID.createV1(dagPb.code, await sha256.digest(node));
-    expect(tree.entries.find((entry) => entry.path === 'nested/1MiB-plus-1')?.cid).toBe(
+    expect(entries.find((entry) => entry.path === 'nested/1MiB-plus-1')?.cid).toBe(
       expected.toString(),
     );
   });
@@ -279,7 +286,7 @@ describe('an unchanged file', () => {
     const dir = sampleTree();
     const first = await pack(dir);
     const previous = await readTreeIndex(encodeCar([first.tree.manifestCid], first.metadataBlocks));
-    const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
+    const cidOf = new Map(first.entries.map((entry) => [entry.path, entry.cid ?? '']));
     const leavesSeen: string[] = [];
     const second = await pack(dir, {
       reuse: (file) => leavesOfFile(previous, cidOf.get(file.path) ?? '', file.size),
@@ -298,7 +305,7 @@ describe('an unchanged file', () => {
     const dir = sampleTree();
     const first = await pack(dir);
     const previous = await readTreeIndex(encodeCar([first.tree.manifestCid], first.metadataBlocks));
-    const cidOf = new Map(first.tree.entries.map((entry) => [entry.path, entry.cid ?? '']));
+    const cidOf = new Map(first.entries.map((entry) => [entry.path, entry.cid ?? '']));
     chmodSync(path.join(dir, 'nested', 'deeper', '3MiB-plus-7'), 0o600);
     const reused = await pack(dir, {
       reuse: (file) => leavesOfFile(previous, cidOf.get(file.path) ?? '', file.size),
@@ -313,7 +320,7 @@ describe('an unchanged file', () => {
     const dir = sampleTree();
     const first = await pack(dir);
     const previous = await readTreeIndex(encodeCar([first.tree.manifestCid], first.metadataBlocks));
-    const big = first.tree.entries.find((entry) => entry.path === 'nested/deeper/3MiB-plus-7');
+    const big = first.entries.find((entry) => entry.path === 'nested/deeper/3MiB-plus-7');
     expect(big).toBeDefined();
     expect(leavesOfFile(previous, big?.cid ?? '', 3 * 1_048_576 + 7)).toHaveLength(4);
     expect(leavesOfFile(previous, big?.cid ?? '', 3 * 1_048_576 + 8)).toBeUndefined();

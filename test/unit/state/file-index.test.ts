@@ -65,7 +65,9 @@ describe('the file index', () => {
     const db = openStateDatabase(stateFile());
     try {
       const entries = sampleEntries();
-      sourceFileIndex(db, 'bucket', '/src').replace('version-1', entries);
+      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+      for (const staging of entries) staged.add(staging);
+      staged.commit('version-1', { paths: [], filesModifiedFromNs: 2n ** 62n });
       const index = sourceFileIndex(db, 'bucket', '/src');
       expect(index.versionId).toBe('version-1');
       expect(index.entryCount).toBe(entries.length);
@@ -76,6 +78,51 @@ describe('the file index', () => {
         expect(index.lookup(unknown)).toBeUndefined();
       expect(sourceFileIndex(db, 'bucket', '/other').lookup('a')).toBeUndefined();
       expect(sourceFileIndex(db, 'other', '/src').lookup('a')).toBeUndefined();
+    } finally {
+      db.close();
+    }
+  });
+
+  it('keeps its entries until a stage commits, and keeps no stage a killed backup left', () => {
+    const file = stateFile();
+    const db = openStateDatabase(file);
+    try {
+      const index = () => sourceFileIndex(db, 'bucket', '/src');
+      const first = index().stage();
+      first.add(entry('', 'directory', 0));
+      first.add(entry('kept.txt', 'file', 1));
+      first.commit('version-1', { paths: [], filesModifiedFromNs: 2n ** 62n });
+      // A backup packs twice (a file changed while read) and then fails: nothing changes.
+      const failed = index().stage();
+      for (let i = 0; i < 2500; i += 1) failed.add(entry(`gone/${i}`, 'file', i));
+      failed.clear();
+      failed.add(entry('other.txt', 'file', 2));
+      failed.discard();
+      expect(index().versionId).toBe('version-1');
+      expect(index().lookup('kept.txt')).toEqual(entry('kept.txt', 'file', 1));
+      expect(index().lookup('other.txt')).toBeUndefined();
+      // A process killed mid-backup never discards; the next stage of the source drops it.
+      const killed = index().stage();
+      for (let i = 0; i < 1500; i += 1) killed.add(entry(`k/${i}`, 'file', i));
+      const next = index().stage();
+      next.add(entry('', 'directory', 0));
+      // Untrusted: a torn path and a file modified at the limit are left out, not the folder.
+      next.add(entry('torn.txt', 'file', 3));
+      next.add(entry('racy.txt', 'file', 6));
+      next.add(entry('settled.txt', 'file', 5));
+      next.commit('version-2', {
+        paths: ['torn.txt'],
+        filesModifiedFromNs: entry('racy.txt', 'file', 6).mtimeNs,
+      });
+      expect(index().versionId).toBe('version-2');
+      expect(index().entryCount).toBe(2);
+      expect(
+        ['', 'kept.txt', 'torn.txt', 'racy.txt', 'settled.txt', 'k/1'].map(
+          (p) => index().lookup(p)?.path,
+        ),
+      ).toEqual(['', undefined, undefined, undefined, 'settled.txt', undefined]);
+      expect(db.prepare('SELECT count(*) AS n FROM file_index_staged').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM file_index_stages').get()).toEqual({ n: 0 });
     } finally {
       db.close();
     }
