@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import {
+  appendFileSync,
   chmodSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -16,10 +18,14 @@ import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 
 // The file index: an unchanged source makes no version and reads nothing; a changed one reads
-// only what changed; and the index is never trusted beyond the version the bucket holds.
+// only what changed; and the index is never trusted beyond the version the bucket holds. Nor is
+// it trusted for files it must not vouch for: one modified right before a backup (a change in
+// the same clock tick keeps its mtime), and one that kept changing while read (maybe torn).
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-index-'));
 let engine: Engine;
+/** Runs after each file is read, before it is checked for changes; tests set it. */
+let onFileRead: (relativePath: string) => void = () => undefined;
 
 /** Writes a file as if it had been written a minute ago (recent files are always re-read). */
 function writeSettled(file: string, bytes: Uint8Array | string): void {
@@ -39,7 +45,15 @@ function makeSource(name: string): string {
 
 beforeAll(async () => {
   const home = path.join(scratch, 'home');
-  engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+  engine = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    startLocalService,
+    afterFileRead: (relativePath) => {
+      onFileRead(relativePath);
+      return Promise.resolve();
+    },
+  });
   await engine.loginLocal({});
   await engine.createBucket({ name: 'Index', type: 'backup', storageClass: 'hot' });
 });
@@ -97,5 +111,61 @@ describe('the file index', () => {
     expect(readFileSync(path.join(target, 'photos', 'two.jpg'))).toEqual(
       readFileSync(path.join(mine, 'photos', 'two.jpg')),
     );
+  });
+
+  it('reads again a file modified right before the last backup: a same-size change in that second is stored', async () => {
+    await engine.createBucket({ name: 'Fresh', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'fresh');
+    writeSettled(path.join(source, 'old.txt'), 'settled');
+    const file = path.join(source, 'fresh.txt');
+    writeFileSync(file, 'first draft');
+    // A whole second just passed: the backup's scan starts within the two seconds after it.
+    const thisSecond = new Date(Math.floor(Date.now() / 1000) * 1000);
+    utimesSync(file, thisSecond, thisSecond);
+    await engine.backup({ dir: source, bucket: 'Fresh' });
+    // Same inode, same size, same mtime: only the bytes differ.
+    const inode = lstatSync(file).ino;
+    writeFileSync(file, 'final draft');
+    utimesSync(file, thisSecond, thisSecond);
+    expect(lstatSync(file).ino).toBe(inode);
+    const second = await engine.backup({ dir: source, bucket: 'Fresh' });
+    expect(second).toMatchObject({ unchanged: false, filesUnchanged: 1 });
+    const target = path.join(scratch, 'restored-fresh');
+    await engine.restore({ bucket: 'Fresh', to: target, overwrite: false });
+    expect(readFileSync(path.join(target, 'fresh.txt'), 'utf8')).toBe('final draft');
+  });
+
+  it('reads again a file that kept changing while the last backup read it', async () => {
+    await engine.createBucket({ name: 'Torn', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'torn');
+    const file = path.join(source, 'live.log');
+    writeSettled(file, 'line 1\n');
+    // Each read is followed by a write and a new mtime, as a log being written would be. The
+    // last read's size and mtime are what the walk saw: what an entry would record.
+    let mtime = lstatSync(file).mtime;
+    let seen = { size: 0, mtime };
+    let writes = 0;
+    onFileRead = (relativePath) => {
+      if (relativePath !== 'live.log') return;
+      seen = { size: lstatSync(file).size, mtime };
+      writes += 1;
+      appendFileSync(file, `line ${writes + 1}\n`);
+      mtime = new Date(mtime.getTime() + 2000);
+      utimesSync(file, mtime, mtime);
+    };
+    try {
+      const first = await engine.backup({ dir: source, bucket: 'Torn' });
+      expect(first.changedWhileRead).toEqual(['live.log']);
+    } finally {
+      onFileRead = () => undefined;
+    }
+    // The file as the torn read's entry would describe it, with other bytes.
+    writeFileSync(file, 'X'.repeat(seen.size));
+    utimesSync(file, seen.mtime, seen.mtime);
+    const second = await engine.backup({ dir: source, bucket: 'Torn' });
+    expect(second.changedWhileRead).toEqual([]);
+    const target = path.join(scratch, 'restored-torn');
+    await engine.restore({ bucket: 'Torn', to: target, overwrite: false });
+    expect(readFileSync(path.join(target, 'live.log'), 'utf8')).toBe('X'.repeat(seen.size));
   });
 });
