@@ -2,6 +2,7 @@
 // createEngine(deps) and the types in main/api.
 import { Engine } from './engine/engine.ts';
 import type { EngineDeps } from './engine/engine-deps.ts';
+import { withHomeDiskFull } from './engine/home-disk-full.ts';
 
 export type { AccountSummary, LinkWaiting } from './engine/engine.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
@@ -9,5 +10,5 @@ export type { BackupProgress, BackupResult } from './uploader/index.ts';
 export type { Engine };
 
 export function createEngine(deps: EngineDeps): Engine {
-  return new Engine(deps);
+  return withHomeDiskFull(() => new Engine(deps), deps.home);
 }

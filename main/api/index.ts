@@ -2,3 +2,4 @@
 // they arrive, EngineApi requests and EngineEvent pushes. Pure TypeScript.
 
 export * from './engine-error.ts';
+export * from './disk-full.ts';

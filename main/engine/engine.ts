@@ -24,7 +24,7 @@ import {
   type VersionEntry,
 } from '../restore/index.ts';
 import { readTreeIndex, shardTargetFor, type TreeIndex } from '../uploader/index.ts';
-import { rename, writeFile } from 'node:fs/promises';
+import { rename, rm, writeFile } from 'node:fs/promises';
 import type { Metadata, Snapshot } from '../protocol/index.ts';
 import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
 import {
@@ -547,8 +547,14 @@ export class Engine {
   private async cacheMetadata(versionId: string, car: Uint8Array): Promise<void> {
     const staged = `${this.metadataCacheFile(versionId)}.${process.pid}.tmp`;
     mkdirSync(path.dirname(staged), { recursive: true, mode: 0o700 });
-    await writeFile(staged, car);
-    await this.cacheMetadataFile(versionId, staged);
+    try {
+      await writeFile(staged, car);
+      await this.cacheMetadataFile(versionId, staged);
+    } catch (error) {
+      // A half-written CAR (a full disk) would hold space under a name nothing reads again.
+      await rm(staged, { force: true });
+      throw error;
+    }
   }
 
   /** cacheMetadata for a CAR written to a file already (on the same file system), moved in. */

@@ -14,7 +14,7 @@ import {
 import { chmod, mkdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
-import { EngineError } from '../api/index.ts';
+import { EngineError, isDiskFull } from '../api/index.ts';
 import { cidText, RAW_CODEC } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
@@ -66,8 +66,7 @@ function checkName(name: string): void {
 
 /** A full disk is a clear, final error; anything else is reported as it came. */
 function restoreError(error: unknown, targetDir: string): Error {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  if (code === 'ENOSPC' || code === 'EDQUOT') {
+  if (isDiskFull(error)) {
     return new EngineError(
       'disk_full',
       `not enough free space in ${targetDir} to restore; free some space and run it again`,

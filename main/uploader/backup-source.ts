@@ -217,9 +217,16 @@ async function attempt(
       garbage.end();
       if (pushed?.metadataFile) await rm(pushed.metadataFile, { force: true });
     }
+    // Commit drops the stage with it.
     staged.commit(pushed.versionId, untrustedOf(pushed.changedWhileRead, pushed.scanStartedMs));
-  } finally {
-    staged.discard();
+  } catch (error) {
+    try {
+      staged.discard();
+    } catch {
+      // The backup's own failure is what the user must see; a full disk fails this delete as
+      // well. A stage left here is only rows, and the next stage of this source drops it.
+    }
+    throw error;
   }
   return {
     versionId: pushed.versionId,

@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { CID } from 'multiformats/cid';
-import { EngineError } from '../api/index.ts';
+import { EngineError, isDiskFull } from '../api/index.ts';
 import {
   encodeCarHeader,
   encodeCarSectionHead,
@@ -25,8 +25,7 @@ export interface StagedShard {
 
 /** A full disk is a clear, final error: retrying in a loop would not free space (§2 R11). */
 function stagingError(dir: string, error: unknown): unknown {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'ENOSPC' || code === 'EDQUOT') {
+  if (isDiskFull(error)) {
     return new EngineError(
       'disk_full',
       `not enough free space in ${dir} to stage the backup; free some space and run it again`,

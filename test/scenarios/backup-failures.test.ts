@@ -9,6 +9,7 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  statfsSync,
   writeFileSync,
 } from 'node:fs';
 import os from 'node:os';
@@ -17,8 +18,9 @@ import { runCanopy } from '../helpers/canopy-cli.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file (as `nobody`,
-// since root reads anything), a full backup disk while shards are written, and a full disk
-// while restoring (small tmpfs mounts). Each gets a clear message and loses nothing.
+// since root reads anything), a full backup disk while shards are written, a full disk under
+// the Canopy home, and a full disk while restoring (small tmpfs mounts). Each gets a clear
+// message and loses nothing.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-failures-'));
 chmodSync(scratch, 0o755);
@@ -126,6 +128,84 @@ describe('backup failures', () => {
         ),
       ).toBe(true);
     }
+  });
+
+  it('reports a full disk under the Canopy home clearly, loses neither version nor file index, and backs up once space is free', async () => {
+    const source = path.join(scratch, 'home-source');
+    const addFiles = (folder: string): void => {
+      for (let d = 0; d < 10; d += 1) {
+        mkdirSync(path.join(source, folder, `d${d}`), { recursive: true });
+        for (let i = 0; i < 100; i += 1)
+          writeFileSync(path.join(source, folder, `d${d}`, `note-${i}.txt`), `${folder} ${d} ${i}`);
+      }
+    };
+    addFiles('first');
+    // The home (state database, staging, metadata cache) is on a small disk of its own; the
+    // embedded service keeps its blocks elsewhere.
+    const home = mountTmpfs('small-home-disk', '16m');
+    const localData = path.join(scratch, 'home-disk-data');
+    expect(
+      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
+    ).toBe(0);
+    expect((await runCanopy(home, ['buckets', 'create', 'Notes'], fileStore)).status).toBe(0);
+    const first = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Notes', '--json'],
+      fileStore,
+    );
+    expect(first.stderr).toBe('');
+    const firstVersion = (JSON.parse(first.stdout) as { versionId: string }).versionId;
+
+    // Something else fills the disk, and the source has grown: the next backup's state and
+    // metadata no longer fit.
+    addFiles('second');
+    /** Leaves 64 KiB free on the home's disk. */
+    const fill = (name: string): void => {
+      const free = statfsSync(home);
+      writeFileSync(
+        path.join(home, name),
+        Buffer.alloc(Math.max(0, free.bavail * free.bsize - (64 << 10))),
+      );
+    };
+    fill('filler');
+    const full = await runCanopy(home, ['backup', source, '--bucket', 'Notes'], fileStore);
+    expect(full.stderr).toBe(
+      `canopy: not enough free space in ${home}, where Canopy keeps its state; free some space and run it again\n`,
+    );
+    expect(full.status).toBe(1);
+    expect(stagedLeftovers(home)).toEqual([]);
+    expect(readdirSync(path.join(home, 'metadata'))).toEqual([`${firstVersion}.car`]);
+    const versions = await runCanopy(home, ['versions', '--bucket', 'Notes'], fileStore);
+    expect(versions.stdout).toMatch(new RegExp(`^${firstVersion} .* active `, 'm'));
+
+    // Browsing a version missing from the local cache pulls it and caches it: no room for it
+    // either, and no half-written copy left behind.
+    rmSync(path.join(home, 'metadata', `${firstVersion}.car`));
+    fill('more-filler');
+    const browse = await runCanopy(home, ['ls', '--bucket', 'Notes'], fileStore);
+    expect(browse.stderr).toBe(full.stderr);
+    expect(readdirSync(path.join(home, 'metadata'))).toEqual([]);
+
+    rmSync(path.join(home, 'filler'));
+    rmSync(path.join(home, 'more-filler'));
+    const next = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Notes', '--json'],
+      fileStore,
+    );
+    expect(next.stderr).toBe('');
+    // The file index of the first backup survived: its files were not read again.
+    expect(JSON.parse(next.stdout)).toMatchObject({ files: 2000, filesUnchanged: 1000 });
+    const target = path.join(scratch, 'home-disk-restored');
+    expect(
+      (await runCanopy(home, ['restore', '--bucket', 'Notes', '--to', target], fileStore)).status,
+    ).toBe(0);
+    expect(readFileSync(path.join(target, 'second', 'd9', 'note-99.txt'), 'utf8')).toBe(
+      'second 9 99',
+    );
+    expect(readdirSync(target, { recursive: true })).toHaveLength(
+      readdirSync(source, { recursive: true }).length,
+    );
   });
 
   it('reports a full disk while restoring clearly, and leaves no half-written file', async () => {
