@@ -4,6 +4,7 @@ import { authenticateDevice, authenticateStorage, type AuthSettings } from './au
 import type { TokenBuckets } from './auth/token-bucket.ts';
 import { ServiceContext } from './context.ts';
 import { ServiceError } from './errors.ts';
+import { ServingLock } from './store/serving-lock.ts';
 import { drainRequest } from './http/request-body.ts';
 import type { ServiceOptions } from './options.ts';
 import { ROUTES, type RouteSpec } from './routes/index.ts';
@@ -81,10 +82,15 @@ export function createBucketService(options: ServiceOptions): BucketService {
     bodyLimit: 1,
     return503OnClosing: false,
   });
-  // Before the first request: what a crash left half-written in the block store goes.
-  const recovered = ctx.recoverStore();
-  if (recovered.staged + recovered.orphanPacks > 0)
-    app.log.warn(recovered, 'removed staged files and uncommitted packs left by a crash');
+  // Before the first request: what a crash left half-written in the block store goes, unless
+  // another process serves this folder too and may be writing it.
+  const serving = ServingLock.acquire(options.dataDir, () => {
+    const recovered = ctx.recoverStore();
+    if (recovered.staged + recovered.orphanPacks > 0)
+      app.log.warn(recovered, 'removed staged files and uncommitted packs left by a crash');
+  });
+  if (!serving.recovered)
+    app.log.info('another process serves this data folder; crash recovery waits for a lone start');
   const settings: AuthSettings = {
     leewaySeconds: options.clockLeewaySeconds,
     lastSeenGranularityMs: options.lastSeenGranularityMs,
@@ -217,8 +223,12 @@ export function createBucketService(options: ServiceOptions): BucketService {
         await app.close();
       } finally {
         clearTimeout(force);
-        await ctx.settle();
-        ctx.close();
+        try {
+          await ctx.settle();
+          ctx.close();
+        } finally {
+          serving.lock.release();
+        }
       }
     },
   };

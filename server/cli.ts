@@ -79,8 +79,8 @@ async function serve(
     publicUrl === undefined ? options : { ...options, publicUrl },
   );
   const url = await service.listen(host, port);
-  print(`listening on ${url}`, { listening: url, data: dataDir });
-  await new Promise<void>((resolve) => {
+  // Handlers first: a supervisor may signal as soon as it reads the line below.
+  const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGTERM', stop);
       process.off('SIGINT', stop);
@@ -89,6 +89,8 @@ async function serve(
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
   });
+  print(`listening on ${url}`, { listening: url, data: dataDir });
+  await stopped;
   await service.close();
   return 0;
 }

@@ -100,7 +100,7 @@ export class ServiceContext {
     return this.compaction;
   }
 
-  /** Clears what a crash left in the block store; for the serving process only. */
+  /** Clears what a crash left in the block store; only under the exclusive ServingLock. */
   recoverStore(): { staged: number; orphanPacks: number } {
     return this.blocks.recover(allPackIds(this.db));
   }

@@ -40,8 +40,9 @@ export class BlockStore {
 
   /**
    * Clears what a crash can leave: staged files, and packs renamed into place whose rows were
-   * never committed. Only the serving process may call this, before it accepts uploads: an
-   * admin command run alongside must not delete a pack between its rename and its commit.
+   * never committed. Only a server that no other process serves alongside may call this,
+   * before it accepts uploads (ServingLock): another's upload could be staging a pack, or
+   * be between a pack's rename and its commit.
    */
   recover(knownPacks: ReadonlySet<string>): { staged: number; orphanPacks: number } {
     const staged = readdirSync(this.stagingDir).length;

@@ -119,6 +119,33 @@ describe('restart', () => {
     expect(await stopServerProcess(server, 'SIGTERM')).toBe(0);
   });
 
+  it("a second server on the same data folder leaves the first one's uploads alone; a lone start recovers", async () => {
+    const shared = mkdtempSync(path.join(os.tmpdir(), 'canopy-two-servers-'));
+    try {
+      const first = await startServerProcess(shared);
+      // What the first server has in flight: a shard it is receiving, and a pack between its
+      // rename into place and the commit of its rows.
+      const receiving = path.join(shared, 'staging', `${randomUUID()}.pack`);
+      writeFileSync(receiving, 'half a pack');
+      const committing = path.join(shared, 'packs', `${randomUUID()}.pack`);
+      writeFileSync(committing, 'a whole pack');
+      // The embedded service of a second `canopy` command, on the same folder.
+      const second = await startServerProcess(shared);
+      expect(existsSync(receiving)).toBe(true);
+      expect(existsSync(committing)).toBe(true);
+      // Killed, the first leaves no lock behind: once the second stops, a new server is alone
+      // and clears what the killed one left.
+      expect(await stopServerProcess(first, 'SIGKILL')).toBeNull();
+      expect(await stopServerProcess(second, 'SIGTERM')).toBe(0);
+      const lone = await startServerProcess(shared);
+      expect(existsSync(receiving)).toBe(false);
+      expect(existsSync(committing)).toBe(false);
+      expect(await stopServerProcess(lone, 'SIGTERM')).toBe(0);
+    } finally {
+      rmSync(shared, { recursive: true, force: true });
+    }
+  });
+
   it('the admin commands work while serve runs on the same data folder, with clear errors', async () => {
     const server = await startServerProcess(dataDir);
     try {

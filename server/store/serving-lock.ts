@@ -1,0 +1,56 @@
+import path from 'node:path';
+import Database from 'better-sqlite3';
+
+// Several processes may serve one data folder at once: the embedded service runs inside every
+// `canopy` command, so a `canopy ls` in one terminal serves the folder that a backup in another
+// is uploading to. Crash recovery deletes staged files and packs that no row names, which is
+// safe only while no other process is writing them: it would delete an upload's pack in
+// flight, or one between its rename and its commit, and lose confirmed blocks.
+//
+// So every serving process holds a shared lock on `serving.lock` while it runs, and recovery
+// runs only under the exclusive lock, taken at start when no other process serves the folder.
+// The locks are SQLite's own (file locks the kernel drops with their process), so a killed
+// server leaves none behind. A process that cannot recover leaves it to the next lone start.
+
+/** How long a starting server waits for another one's recovery to end. */
+const RECOVERY_WAIT_MS = 30_000;
+
+export class ServingLock {
+  private constructor(private readonly db: Database.Database) {}
+
+  /**
+   * Takes the shared lock for serving `dataDir`. When no other process serves it, first runs
+   * `recover` under the exclusive lock. Returns whether `recover` ran.
+   */
+  static acquire(dataDir: string, recover: () => void): { lock: ServingLock; recovered: boolean } {
+    const db = new Database(path.join(dataDir, 'serving.lock'), { timeout: 0 });
+    try {
+      let alone = true;
+      try {
+        db.exec('BEGIN EXCLUSIVE');
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== 'SQLITE_BUSY') throw error;
+        alone = false;
+      }
+      if (alone) {
+        try {
+          recover();
+        } finally {
+          db.exec('COMMIT');
+        }
+      }
+      db.pragma(`busy_timeout = ${RECOVERY_WAIT_MS}`);
+      // A read transaction holds the shared lock until it ends, when the lock is released.
+      db.exec('BEGIN');
+      db.prepare('SELECT count(*) FROM sqlite_master').get();
+      return { lock: new ServingLock(db), recovered: alone };
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+  }
+
+  release(): void {
+    this.db.close();
+  }
+}
