@@ -22,6 +22,7 @@ export type EngineErrorCode =
   | 'local_server'
   | 'disk_full'
   | 'source_changed'
+  | 'busy'
   | 'usage';
 
 export class EngineError extends Error {

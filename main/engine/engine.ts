@@ -28,6 +28,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import type { Metadata, Snapshot } from '../protocol/index.ts';
 import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
 import {
+  BackupLock,
   forgetAccount,
   lastKnownActiveVersion,
   rememberActiveVersion,
@@ -448,6 +449,28 @@ export class Engine {
     const { client, account } = await this.connect();
     const bucket = await this.bucketByName(input.bucket);
     const sourceDir = path.resolve(input.dir);
+    const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
+    if (!lock) {
+      throw new EngineError(
+        'busy',
+        `another backup to bucket "${bucket.name}" is running; wait for it to finish`,
+        { retryable: true },
+      );
+    }
+    try {
+      return await this.backupLocked(client, account, bucket, sourceDir, input);
+    } finally {
+      lock.release();
+    }
+  }
+
+  private async backupLocked(
+    client: ServiceClient,
+    account: AccountRecord,
+    bucket: Bucket,
+    sourceDir: string,
+    input: { replaceSource?: boolean; onProgress?: (progress: BackupProgress) => void },
+  ): Promise<BackupResult> {
     const result = await backupSource({
       client,
       bucketId: bucket.id,

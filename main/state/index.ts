@@ -2,6 +2,7 @@
 // queue and upload speeds. No secrets: keys live in the SecretStore. May import main/api only.
 
 export * from './account-state.ts';
+export * from './backup-lock.ts';
 export * from './canopy-home.ts';
 export * from './database.ts';
 export * from './file-index.ts';

@@ -1,0 +1,86 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+
+// Two Canopy processes on one home and one local backup folder at once, as when a user runs a
+// command in a terminal while a backup is running: each starts its own embedded service on the
+// folder. The second backup to a bucket is refused clearly, and other commands work beside it
+// without disturbing the running upload.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-concurrent-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('concurrent commands', () => {
+  it('refuses a second backup to a bucket while one runs, and lets other commands run beside it', async () => {
+    const source = path.join(scratch, 'source');
+    mkdirSync(path.join(source, 'photos'), { recursive: true });
+    for (let i = 0; i < 6; i += 1)
+      writeFileSync(path.join(source, 'photos', `p${i}.jpg`), randomBytes(3 << 20));
+    writeFileSync(path.join(source, 'notes.txt'), 'notes');
+    const home = path.join(scratch, 'home');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+
+    // The running backup stops after its first file until the other commands are done.
+    let reachedFirstFile: () => void = () => undefined;
+    const firstFileRead = new Promise<void>((resolve) => (reachedFirstFile = resolve));
+    let resume: () => void = () => undefined;
+    const resumed = new Promise<void>((resolve) => (resume = resolve));
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService,
+      afterFileRead: async () => {
+        reachedFirstFile();
+        await resumed;
+      },
+    });
+    try {
+      await engine.loginLocal({ dataDir: path.join(scratch, 'backup-disk') });
+      await engine.createBucket({ name: 'Photos', type: 'backup', storageClass: 'hot' });
+      const running = engine.backup({ dir: source, bucket: 'Photos' });
+      await firstFileRead;
+
+      const second = await runCanopy(home, ['backup', source, '--bucket', 'Photos'], env);
+      expect(second.stderr).toBe(
+        'canopy: another backup to bucket "Photos" is running; wait for it to finish\n',
+      );
+      expect(second.status).toBe(1);
+      const versions = await runCanopy(home, ['versions', '--bucket', 'Photos'], env);
+      expect(versions.stdout).toBe('no versions yet\n');
+      expect(versions.status).toBe(0);
+
+      resume();
+      const first = await running;
+      expect(first).toMatchObject({ files: 7, skipped: [] });
+      const target = path.join(scratch, 'restored');
+      const restored = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Photos', '--to', target],
+        env,
+      );
+      expect(restored.status).toBe(0);
+      for (let i = 0; i < 6; i += 1) {
+        const name = path.join('photos', `p${i}.jpg`);
+        expect(
+          readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+        ).toBe(true);
+      }
+      // Once the first is done, the lock is free again: the next backup runs and finds nothing new.
+      const again = await runCanopy(home, ['backup', source, '--bucket', 'Photos', '--json'], env);
+      expect(again.stderr).toBe('');
+      expect(JSON.parse(again.stdout)).toMatchObject({
+        versionId: first.versionId,
+        unchanged: true,
+      });
+    } finally {
+      resume();
+      await engine.close();
+    }
+  });
+});
