@@ -504,6 +504,9 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       )
     : undefined;
   const timed = { bytes: 0, ms: 0 };
+  const reportTimed = (): void => {
+    if (timed.bytes > 0) input.onShardsTimed?.(timed);
+  };
   try {
     for (const shard of due) {
       const started = performance.now();
@@ -541,6 +544,12 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       upload.version_id,
     );
   } catch (error) {
+    try {
+      reportTimed();
+    } catch {
+      // The upload's failure is what the user must see (a full disk fails this write as well).
+      // Without this sample, the next backup sizes its shards by the ones before.
+    }
     // Another device stored first, or a source file changed since it was packed: this pending
     // version cannot be completed as it is; drop it, and the caller builds a new one (§10.3).
     if (isEngineError(error, 'stale_previous') || isEngineError(error, 'source_changed')) {
@@ -549,9 +558,8 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       await removeStaging(upload.staging_dir);
     }
     throw error;
-  } finally {
-    if (timed.bytes > 0) input.onShardsTimed?.(timed);
   }
+  reportTimed();
   input.queue.finish(upload.version_id);
   await removeStaging(upload.staging_dir);
   return sent;
