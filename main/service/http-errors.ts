@@ -74,3 +74,16 @@ export function networkError(url: string, cause: unknown): EngineError {
     cause,
   });
 }
+
+/**
+ * An answer that broke off part-way: the server took the request. Retryable only when sending
+ * it again is harmless.
+ */
+export function answerCut(url: string, cause: unknown, repeatable: boolean): EngineError {
+  const detail = cause instanceof Error ? cause.message : String(cause);
+  return new EngineError(
+    'network',
+    `the connection to ${new URL(url).origin} broke part-way through an answer (${detail})`,
+    { retryable: repeatable, cause },
+  );
+}

@@ -25,7 +25,7 @@ import type {
 } from '../protocol/index.ts';
 import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
-import { errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
+import { answerCut, errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
 import { streamedRequest } from './streamed-answer.ts';
 import {
@@ -76,6 +76,12 @@ interface RequestSpec {
   /** A fresh body for each attempt, so retries resend it whole. */
   readonly body?: () => { bytes: RequestBody; contentType: string; length?: number };
   readonly expectStatus?: number;
+  /**
+   * Whether the request may be sent again after its answer broke off part-way, when the server
+   * has carried it out already: by default every method but POST. A POST that only reads
+   * (blocks/missing) says so here.
+   */
+  readonly repeatable?: boolean;
 }
 
 export interface PushRequest {
@@ -187,29 +193,53 @@ export class ServiceClient {
     return `${root}${API_PREFIX}${spec.path}`;
   }
 
-  /** One request with the retry policy, over fetch; resolves to the successful Response. */
-  private send(spec: RequestSpec): Promise<Response> {
+  /** One attempt over fetch: the Response once its status and headers are in. */
+  private fetchOnce(url: string, spec: RequestSpec): Promise<Response> {
+    const { headers, body } = this.prepare(spec);
+    // A streamed body needs half-duplex mode in Node's fetch.
+    const init = {
+      method: spec.method,
+      headers,
+      ...(body === undefined ? {} : { body }),
+      // A redirect could not replay a stream anyway, and with 'follow' Node's fetch tees the
+      // body to keep a copy for one, holding the whole shard in memory until it is sent.
+      ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
+    };
+    return fetch(url, init as RequestInit);
+  }
+
+  /** A failed answer's outcome, for withRetries. */
+  private static async failed<T>(response: Response): Promise<Attempt<T>> {
+    return {
+      ok: false,
+      status: response.status,
+      text: await response.text(),
+      retryAfter: response.headers.get('retry-after'),
+    };
+  }
+
+  /**
+   * One request with the retry policy, over fetch, whose successful answer is read whole within
+   * the attempt: an answer that breaks off part-way is a network failure, tried again when the
+   * request is repeatable, and final otherwise (the server carried it out).
+   */
+  private sendAndRead<T>(spec: RequestSpec, read: (response: Response) => Promise<T>): Promise<T> {
     const url = this.urlOf(spec);
+    const repeatable = spec.repeatable ?? spec.method !== 'POST';
     return this.withRetries(url, async () => {
-      const { headers, body } = this.prepare(spec);
-      // A streamed body needs half-duplex mode in Node's fetch.
-      const init = {
-        method: spec.method,
-        headers,
-        ...(body === undefined ? {} : { body }),
-        // A redirect could not replay a stream anyway, and with 'follow' Node's fetch tees the
-        // body to keep a copy for one, holding the whole shard in memory until it is sent.
-        ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
-      };
-      const response = await fetch(url, init as RequestInit);
-      if (response.ok) return { ok: true, value: response };
-      return {
-        ok: false,
-        status: response.status,
-        text: await response.text(),
-        retryAfter: response.headers.get('retry-after'),
-      };
+      const response = await this.fetchOnce(url, spec);
+      if (!response.ok) return ServiceClient.failed<T>(response);
+      try {
+        return { ok: true, value: await read(response) };
+      } catch (error) {
+        throw answerCut(url, error, repeatable);
+      }
     });
+  }
+
+  /** sendAndRead for an answer's bytes. */
+  private async bytes(spec: RequestSpec): Promise<Uint8Array> {
+    return new Uint8Array(await this.sendAndRead(spec, (response) => response.arrayBuffer()));
   }
 
   /**
@@ -238,10 +268,10 @@ export class ServiceClient {
   }
 
   private async json<T>(spec: RequestSpec, check: (value: unknown) => T): Promise<T> {
-    const response = await this.send(spec);
+    const text = await this.sendAndRead(spec, (response) => response.text());
     let value: unknown;
     try {
-      value = await response.json();
+      value = JSON.parse(text);
     } catch (error) {
       throw new EngineError('protocol', 'the server sent a body that is not JSON', {
         cause: error,
@@ -251,8 +281,7 @@ export class ServiceClient {
   }
 
   private async empty(spec: RequestSpec): Promise<void> {
-    const response = await this.send(spec);
-    await response.arrayBuffer();
+    await this.bytes(spec);
   }
 
   // §8 enrollment and device keys
@@ -473,13 +502,12 @@ export class ServiceClient {
     });
   }
 
-  async pullVersion(id: string): Promise<Uint8Array> {
-    const response = await this.send({
+  pullVersion(id: string): Promise<Uint8Array> {
+    return this.bytes({
       method: 'GET',
       path: `/buckets/metadata/${encodeURIComponent(id)}/pull`,
       auth: { kind: 'device' },
     });
-    return new Uint8Array(await response.arrayBuffer());
   }
 
   snapshotVersion(id: string): Promise<Snapshot> {
@@ -558,19 +586,19 @@ export class ServiceClient {
         path: '/blocks/missing',
         auth: { kind: 'storage', token: sa },
         json: cids,
+        repeatable: true,
       },
       parse.cidList,
     );
   }
 
-  async getBlock(storageHost: string, cid: string): Promise<Uint8Array> {
-    const response = await this.send({
+  getBlock(storageHost: string, cid: string): Promise<Uint8Array> {
+    return this.bytes({
       method: 'GET',
       root: storageHost,
       path: `/blocks/${encodeURIComponent(cid)}`,
       auth: { kind: 'device' },
     });
-    return new Uint8Array(await response.arrayBuffer());
   }
 
   /** Streams a CAR of the requested blocks; the caller verifies every block (§16.9). */

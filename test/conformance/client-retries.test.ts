@@ -88,6 +88,46 @@ describe('client retries', () => {
     proxy.randomFaults(0, 1);
   });
 
+  it('asks again when an answer breaks off part-way, but never repeats a POST the server took', async () => {
+    proxy.randomFaults(0, 1);
+    const names = ['cut-answer-one', 'cut-answer-two', 'cut-answer-three'];
+    for (const name of names)
+      await client().createBucket({
+        name,
+        type: 'backup',
+        storageClass: 'hot',
+        bucketKeyPem: ann.pem,
+      });
+    // The list is longer than the bytes the proxy lets through before it hangs up.
+    proxy.seen.length = 0;
+    proxy.schedule(['cut']);
+    const listed = await client().listBuckets();
+    expect(listed.map((bucket) => bucket.name)).toEqual(expect.arrayContaining(names));
+    expect(proxy.seen).toHaveLength(2);
+
+    // The server created the bucket before its answer broke off: sending it again would make
+    // a conflict of the user's own request. The failure says what happened.
+    proxy.seen.length = 0;
+    proxy.schedule(['cut']);
+    const failure = await client()
+      .createBucket({
+        name: 'created-but-cut-off-with-a-long-name',
+        type: 'backup',
+        storageClass: 'hot',
+        bucketKeyPem: ann.pem,
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    expect(failure).toMatchObject({ code: 'network', retryable: false });
+    expect((failure as Error).message).toMatch(/broke part-way through an answer/);
+    expect(proxy.seen).toHaveLength(1);
+    expect((await client().listBuckets()).map((bucket) => bucket.name)).toContain(
+      'created-but-cut-off-with-a-long-name',
+    );
+  });
+
   describe('blocks/car, whose answer streams', () => {
     async function storedBlock(name: string) {
       const block = await rawBlock();
