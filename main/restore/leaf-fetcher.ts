@@ -1,7 +1,8 @@
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { CarFormatError, cidText, readCar } from '../protocol/index.ts';
+import { CarFormatError, cidText } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
+import { receiveBlocks } from './receive-blocks.ts';
 
 // The leaves a restore writes, fetched ahead of the writes in batches through blocks/car (each
 // block checked against its CID by readCar). The restore's leaf reads, in order, come from a
@@ -19,20 +20,6 @@ const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
  * (one batch) made the second of two large files wait for the first, and restores 10 % slower.
  */
 const AHEAD_BYTES = 32 * 1024 * 1024;
-/**
- * Answers of one batch that may break part-way before the restore gives up; each time, the
- * blocks not yet received are asked for again. Failures before an answer starts are retried
- * by the service client, with backoff.
- */
-const CUT_ANSWERS_PER_BATCH = 3;
-
-/** A blocks/car answer that started and then broke off: worth asking for the rest again. */
-class AnswerCut extends Error {
-  constructor(readonly failure: EngineError) {
-    super(failure.message, { cause: failure });
-  }
-}
-
 interface FetchedLeaf {
   /** Undefined while its batch is on the way. */
   bytes: Uint8Array | undefined;
@@ -152,31 +139,13 @@ export class LeafFetcher {
       this.lookahead = this.reads.next();
     }
     if (batch.length === 0) return;
-    for (let cut = 0; ; cut += 1) {
-      const wanted = batch.filter((key) => this.fetched.get(key)?.bytes === undefined);
-      if (wanted.length === 0) return;
-      try {
-        await this.receive(wanted);
-        return;
-      } catch (error) {
-        if (!(error instanceof AnswerCut)) throw error;
-        if (cut + 1 >= CUT_ANSWERS_PER_BATCH) throw error.failure;
-      }
-    }
-  }
-
-  /** Asks for `keys` in one blocks/car request and keeps every block that comes back. */
-  private async receive(keys: readonly string[]): Promise<void> {
-    const answer = await this.client.blocksCar(this.storageHost, keys);
     try {
-      for await (const item of readCar(answer, { maxBlockBytes: MAX_BLOCK_BYTES })) {
-        if (item.type !== 'block') continue;
-        const leaf = this.fetched.get(cidText(item.cid));
-        // Blocks not asked for, and a block sent twice, are dropped.
-        if (!leaf || leaf.bytes !== undefined) continue;
-        leaf.bytes = item.bytes;
-        this.fetchedBytes += item.bytes.length;
-      }
+      await receiveBlocks(this.client, this.storageHost, batch, MAX_BLOCK_BYTES, (key, bytes) => {
+        const leaf = this.fetched.get(key);
+        if (!leaf) return;
+        leaf.bytes = bytes;
+        this.fetchedBytes += bytes.length;
+      });
     } catch (error) {
       if (error instanceof CarFormatError) {
         throw new EngineError(
@@ -185,7 +154,6 @@ export class LeafFetcher {
           { cause: error },
         );
       }
-      if (error instanceof EngineError && error.code === 'network') throw new AnswerCut(error);
       throw error;
     }
   }

@@ -10,8 +10,9 @@ import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 
 // A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
-// 429 or a reset: both complete, and the restore is identical. A restore also survives
-// blocks/car answers that break off part-way, and stops cleanly when they keep doing so.
+// 429 or a reset: both complete, and the restore is identical. A restore and a verify also
+// survive blocks/car answers that break off part-way; a restore stops cleanly when they keep
+// doing so.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-faults-'));
 let service: TestService;
@@ -79,6 +80,17 @@ describe('backup through a faulty network', () => {
         readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
       ).toBe(true);
     }
+  });
+
+  it('verifies every block when blocks/car answers break off part-way', async () => {
+    proxy.randomFaults(0, 1);
+    const before = proxy.injected();
+    proxy.schedule(['cut', 'cut'], /\/blocks\/car$/);
+    const verified = await engine.verify({ bucket: 'Faulty', all: true });
+    expect(proxy.injected() - before).toBe(2);
+    expect(verified.total).toBe(6);
+    expect(verified.checked).toBe(6);
+    expect(verified.bytes).toBe(5 * 700_000 + 10 + 'small'.length);
   });
 
   it('stops with a network error, and leaves no partial file, when answers keep breaking off', async () => {
