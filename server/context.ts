@@ -22,6 +22,8 @@ export class ServiceContext {
   /** Set once the server listens, unless `publicUrl` was given. */
   storageHost: string;
   private compaction: Promise<number> | undefined;
+  /** Packs compaction failed on (a damaged file), left alone until the next start. */
+  private readonly uncompactable = new Set<string>();
 
   constructor(options: ServiceOptions) {
     this.options = options;
@@ -91,10 +93,10 @@ export class ServiceContext {
 
   /**
    * Rewrites packs that are mostly dead bytes, a few per call. One runs at a time; `close`
-   * waits for it.
+   * waits for it. Rejects when a pack could not be rewritten; the others still were.
    */
   compactPacks(max = 4): Promise<number> {
-    this.compaction ??= compactSparsePacks(this, max).finally(() => {
+    this.compaction ??= compactSparsePacks(this, max, this.uncompactable).finally(() => {
       this.compaction = undefined;
     });
     return this.compaction;

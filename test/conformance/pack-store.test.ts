@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import { CarReader } from '@ipld/car';
 import { call } from '../helpers/http-client.ts';
@@ -132,6 +132,52 @@ describe('pack files', () => {
       (await call('GET', `${service.api}/blocks/${shared.cid.toString()}`, { token: bob.token() }))
         .status,
     ).toBe(404);
+  });
+
+  it('compacts the other packs when one cannot be read, and stops trying that one', async () => {
+    // A service of its own whose sweep never runs: this test decides when compaction does.
+    const quiet = await startTestService({ sweepIntervalMs: 3_600_000 });
+    try {
+      const owner = await enrolledDevice(quiet, 'owner@example.org');
+      const keeper = await enrolledDevice(quiet, 'keeper@example.org');
+      const where = (block: Block) => storedBlock(quiet.dataDir, block.cid.toString());
+      /** A pack of `deadBytes` of one user's and one small block another keeps. */
+      async function sparsePack(name: string, deadBytes: number): Promise<Block> {
+        const kept = await rawBlock(new Uint8Array(1024).fill(deadBytes % 251));
+        const dead = await rawBlock(new Uint8Array(deadBytes).fill(7));
+        const ownBucket = await createBucket(quiet, owner, `${name}-own`);
+        await storeVersion(quiet, owner, ownBucket, null, [dead, kept]);
+        const keptBucket = await createBucket(quiet, keeper, `${name}-kept`);
+        await storeVersion(quiet, keeper, keptBucket, null, [kept]);
+        const deleted = await call('DELETE', `${quiet.api}/buckets/${ownBucket}`, {
+          token: owner.token(),
+        });
+        expect(deleted.status).toBe(204);
+        return kept;
+      }
+      const onDamaged = await sparsePack('damaged', 200 * 1024);
+      const onHealthy = await sparsePack('healthy', 100 * 1024);
+      const damaged = where(onDamaged);
+      const healthy = where(onHealthy);
+      if (!damaged?.pack || !healthy?.pack) throw new Error('the blocks are not in packs');
+      // The most wasteful pack, first in line, lost its bytes (a failing disk).
+      truncateSync(damaged.file, 0);
+
+      const ctx = quiet.service.ctx;
+      await expect(ctx.compactPacks()).rejects.toThrow(
+        new RegExp(`could not compact 1 pack\\(s\\), left as they are \\(${damaged.pack}: `),
+      );
+      expect(where(onHealthy)?.pack).not.toBe(healthy.pack);
+      const read = await call('GET', `${quiet.api}/blocks/${onHealthy.cid.toString()}`, {
+        token: keeper.token(),
+      });
+      expect(Buffer.from(read.bytes).equals(Buffer.from(onHealthy.bytes))).toBe(true);
+      expect(where(onDamaged)?.pack).toBe(damaged.pack);
+      // Left alone from now on, rather than failed again on every sweep.
+      await expect(ctx.compactPacks()).resolves.toBe(0);
+    } finally {
+      await quiet.close();
+    }
   });
 
   it('still serves and collects a block stored as a file of its own by an earlier server', async () => {
