@@ -21,6 +21,9 @@ export class BackupLock {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const db = new Database(path.join(dir, `backup-${bucketId}.lock`), { timeout: 0 });
     try {
+      // Nothing is ever written (no journal file; closing rolls back), so the lock needs no
+      // free space.
+      db.pragma('journal_mode = MEMORY');
       db.exec('BEGIN EXCLUSIVE');
       return new BackupLock(db);
     } catch (error) {

@@ -11,8 +11,43 @@ export type Db = Database.Database;
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
 
+/**
+ * A full disk leaves no room for the WAL index, the `-shm` file every connection maps (SQLite
+ * reports it as SQLITE_IOERR_SHMSIZE, or SQLITE_FULL).
+ */
+function isNoRoomForWalIndex(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return (
+    typeof code === 'string' && (code.startsWith('SQLITE_IOERR_SHM') || code === 'SQLITE_FULL')
+  );
+}
+
 export function openDatabase(file: string): Db {
+  try {
+    return openWith(file, false);
+  } catch (error) {
+    if (!isNoRoomForWalIndex(error)) throw error;
+    // A backup disk that filled up must still be restored from. In exclusive locking mode the
+    // WAL index lives in this process's memory, so no file has to grow; the price is that no
+    // other process (an admin command, a second embedded service) can open the database
+    // meanwhile. Writes fail on the full disk as they would anyway.
+    return openWith(file, true);
+  }
+}
+
+function openWith(file: string, exclusive: boolean): Db {
   const db = new Database(file);
+  try {
+    if (exclusive) db.pragma('locking_mode = EXCLUSIVE');
+    configure(db);
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}
+
+function configure(db: Db): void {
   db.pragma('journal_mode = WAL');
   // A 4 MB page cache, not better-sqlite3's 16 MB: the embedded service and the engine share
   // one process, and a backup of 100 000 files filled both caches, a tenth of its peak memory.
@@ -25,7 +60,6 @@ export function openDatabase(file: string): Db {
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 5000');
   migrate(db);
-  return db;
 }
 
 function migrate(db: Db): void {

@@ -25,6 +25,9 @@ export class ServingLock {
   static acquire(dataDir: string, recover: () => void): { lock: ServingLock; recovered: boolean } {
     const db = new Database(path.join(dataDir, 'serving.lock'), { timeout: 0 });
     try {
+      // Nothing is ever written: no journal file, and the exclusive transaction ends in a
+      // rollback. So a full disk still serves, and its backups can still be restored.
+      db.pragma('journal_mode = MEMORY');
       let alone = true;
       try {
         db.exec('BEGIN EXCLUSIVE');
@@ -36,7 +39,7 @@ export class ServingLock {
         try {
           recover();
         } finally {
-          db.exec('COMMIT');
+          db.exec('ROLLBACK');
         }
       }
       db.pragma(`busy_timeout = ${RECOVERY_WAIT_MS}`);

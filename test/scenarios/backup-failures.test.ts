@@ -130,6 +130,48 @@ describe('backup failures', () => {
     }
   });
 
+  it('restores and verifies from a backup disk that is full to the last byte', async () => {
+    const source = path.join(scratch, 'full-disk-source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'photo.jpg'), randomBytes(3 << 20));
+    writeFileSync(path.join(source, 'notes.txt'), 'notes');
+    const home = path.join(scratch, 'full-disk-home');
+    mkdirSync(home);
+    const localData = mountTmpfs('full-backup-disk', '16m');
+    expect(
+      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
+    ).toBe(0);
+    expect((await runCanopy(home, ['buckets', 'create', 'Full'], fileStore)).status).toBe(0);
+    expect((await runCanopy(home, ['backup', source, '--bucket', 'Full'], fileStore)).status).toBe(
+      0,
+    );
+    // Something else takes every last byte of the disk.
+    const free = statfsSync(localData);
+    writeFileSync(path.join(localData, 'filler'), Buffer.alloc(free.bavail * free.bsize));
+    expect(statfsSync(localData).bavail).toBe(0);
+
+    const target = path.join(scratch, 'from-full-disk');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Full', '--to', target],
+      fileStore,
+    );
+    expect(restored.stderr).toBe('');
+    expect(
+      readFileSync(path.join(target, 'photo.jpg')).equals(
+        readFileSync(path.join(source, 'photo.jpg')),
+      ),
+    ).toBe(true);
+    const verified = await runCanopy(home, ['verify', '--bucket', 'Full', '--all'], fileStore);
+    expect(verified.stdout).toMatch(/^verified 4 of 4 blocks .*: restorable as of /);
+    // A change has no room: said so clearly.
+    writeFileSync(path.join(source, 'notes.txt'), 'more notes');
+    const full = await runCanopy(home, ['backup', source, '--bucket', 'Full'], fileStore);
+    expect(full.stderr).toBe(
+      'canopy: the server failed (the service is out of storage space, HTTP 500)\n',
+    );
+  });
+
   it('reports a full disk under the Canopy home clearly, loses neither version nor file index, and backs up once space is free', async () => {
     const source = path.join(scratch, 'home-source');
     const addFiles = (folder: string): void => {
