@@ -201,12 +201,12 @@ describe('backup failures', () => {
     // Something else fills the disk, and the source has grown: the next backup's state and
     // metadata no longer fit.
     addFiles('second');
-    /** Leaves 64 KiB free on the home's disk. */
-    const fill = (name: string): void => {
+    /** Leaves `left` bytes free on the home's disk. */
+    const fill = (name: string, left = 64 << 10): void => {
       const free = statfsSync(home);
       writeFileSync(
         path.join(home, name),
-        Buffer.alloc(Math.max(0, free.bavail * free.bsize - (64 << 10))),
+        Buffer.alloc(Math.max(0, free.bavail * free.bsize - left)),
       );
     };
     fill('filler');
@@ -227,9 +227,12 @@ describe('backup failures', () => {
     const browse = await runCanopy(home, ['ls', '--bucket', 'Notes'], fileStore);
     expect(browse.stderr).toBe(full.stderr);
     expect(readdirSync(path.join(home, 'metadata'))).toEqual([]);
+    // Not a byte left: the state database cannot even open (no room for its WAL index).
+    fill('last-filler', 0);
+    const listed = await runCanopy(home, ['versions', '--bucket', 'Notes'], fileStore);
+    expect(listed.stderr).toBe(full.stderr);
 
-    rmSync(path.join(home, 'filler'));
-    rmSync(path.join(home, 'more-filler'));
+    for (const filler of ['filler', 'more-filler', 'last-filler']) rmSync(path.join(home, filler));
     const next = await runCanopy(
       home,
       ['backup', source, '--bucket', 'Notes', '--json'],
