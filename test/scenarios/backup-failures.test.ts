@@ -44,6 +44,14 @@ function mountTmpfs(name: string, size: string): string {
   return dir;
 }
 
+/** Logs `home` in to the embedded service on `localData` and creates a bucket named `bucket`. */
+async function loginWithBucket(home: string, localData: string, bucket: string): Promise<void> {
+  const login = await runCanopy(home, ['login', '--local', '--data', localData], fileStore);
+  expect(login.status, login.stderr).toBe(0);
+  const created = await runCanopy(home, ['buckets', 'create', bucket], fileStore);
+  expect(created.status, created.stderr).toBe(0);
+}
+
 describe('backup failures', () => {
   it('skips an unreadable file with a reason, backs up the rest, and picks it up once readable', () => {
     const source = path.join(scratch, 'source');
@@ -94,10 +102,7 @@ describe('backup failures', () => {
     // The embedded service keeps its blocks on a disk with 6 MiB for 12 MiB of data, like a
     // nearly full external drive.
     const localData = mountTmpfs('small-backup-disk', '6m');
-    expect(
-      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
-    ).toBe(0);
-    expect((await runCanopy(home, ['buckets', 'create', 'Big'], fileStore)).status).toBe(0);
+    await loginWithBucket(home, localData, 'Big');
     const full = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(
@@ -138,10 +143,7 @@ describe('backup failures', () => {
     const home = path.join(scratch, 'full-disk-home');
     mkdirSync(home);
     const localData = mountTmpfs('full-backup-disk', '16m');
-    expect(
-      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
-    ).toBe(0);
-    expect((await runCanopy(home, ['buckets', 'create', 'Full'], fileStore)).status).toBe(0);
+    await loginWithBucket(home, localData, 'Full');
     expect((await runCanopy(home, ['backup', source, '--bucket', 'Full'], fileStore)).status).toBe(
       0,
     );
@@ -186,10 +188,7 @@ describe('backup failures', () => {
     // embedded service keeps its blocks elsewhere.
     const home = mountTmpfs('small-home-disk', '16m');
     const localData = path.join(scratch, 'home-disk-data');
-    expect(
-      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
-    ).toBe(0);
-    expect((await runCanopy(home, ['buckets', 'create', 'Notes'], fileStore)).status).toBe(0);
+    await loginWithBucket(home, localData, 'Notes');
     const first = await runCanopy(
       home,
       ['backup', source, '--bucket', 'Notes', '--json'],
@@ -264,10 +263,7 @@ describe('backup failures', () => {
     const home = path.join(scratch, 'restore-home');
     mkdirSync(home);
     const localData = path.join(scratch, 'restore-data');
-    expect(
-      (await runCanopy(home, ['login', '--local', '--data', localData], fileStore)).status,
-    ).toBe(0);
-    expect((await runCanopy(home, ['buckets', 'create', 'Docs'], fileStore)).status).toBe(0);
+    await loginWithBucket(home, localData, 'Docs');
     const backup = await runCanopy(home, ['backup', source, '--bucket', 'Docs'], fileStore);
     expect(backup.status).toBe(0);
     const target = mountTmpfs('small-disk', '16m');
