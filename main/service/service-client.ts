@@ -82,6 +82,12 @@ interface RequestSpec {
    * (blocks/missing) says so here.
    */
   readonly repeatable?: boolean;
+  /**
+   * Runs before each attempt after the first, inside that attempt: undoes what an earlier
+   * attempt whose answer was lost may have done on the server, so that sending it again is
+   * harmless.
+   */
+  readonly beforeRetry?: () => Promise<void>;
 }
 
 export interface PushRequest {
@@ -226,7 +232,10 @@ export class ServiceClient {
   private sendAndRead<T>(spec: RequestSpec, read: (response: Response) => Promise<T>): Promise<T> {
     const url = this.urlOf(spec);
     const repeatable = spec.repeatable ?? spec.method !== 'POST';
+    let attempted = false;
     return this.withRetries(url, async () => {
+      if (attempted) await spec.beforeRetry?.();
+      attempted = true;
       const response = await this.fetchOnce(url, spec);
       if (!response.ok) return ServiceClient.failed<T>(response);
       try {
@@ -478,9 +487,41 @@ export class ServiceClient {
       return { bytes: form, contentType: '' };
     };
     return this.json(
-      { method: 'POST', path: '/buckets/metadata', auth: { kind: 'device' }, body },
+      {
+        method: 'POST',
+        path: '/buckets/metadata',
+        auth: { kind: 'device' },
+        body,
+        // Several pending versions may coexist (§10.1), so a push whose answer was lost can be
+        // sent again, once the version it may have made is deleted: left pending, that version
+        // would hold its expected size against the quota until its window ends (§11.6).
+        repeatable: true,
+        beforeRetry: () => this.deleteLostPushes(input),
+      },
       parse.uploadResult,
     );
+  }
+
+  /**
+   * Deletes the pending versions that earlier attempts of `push` made. The metadata CID tells
+   * them apart: the manifest names the device and the second it was packed in (§17.3), so no
+   * other push, by this device or another, has the same one.
+   */
+  private async deleteLostPushes(push: PushRequest): Promise<void> {
+    const lost = (await this.listVersions(push.bucketId)).filter(
+      (version) =>
+        version.state === 'pending' &&
+        version.metadata_cid === push.metadataCid &&
+        version.previous_id === push.previousId,
+    );
+    for (const version of lost) {
+      try {
+        await this.deleteVersion(version.id);
+      } catch (error) {
+        // A DELETE whose own answer was lost and was sent again finds the version gone.
+        if (!(error instanceof EngineError && error.code === 'not_found')) throw error;
+      }
+    }
   }
 
   getVersion(id: string): Promise<Metadata> {
@@ -573,6 +614,8 @@ export class ServiceClient {
         root: storageHost,
         path: `/upload/${encodeURIComponent(versionId)}/complete`,
         auth: { kind: 'storage', token: sa },
+        // Completing a version that is already active answers with its record (§11.4).
+        repeatable: true,
       },
       parse.metadata,
     );

@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -8,16 +16,20 @@ import { createEngine, type Engine } from '../../main/index.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import { changeQuota } from '../../server/admin.ts';
+import { usageOf } from '../../server/store/accounting.ts';
 
 // A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
 // 429 or a reset: both complete, and the restore is identical. A restore and a verify also
 // survive blocks/car answers that break off part-way; a restore stops cleanly when they keep
-// doing so.
+// doing so. A backup whose push and completion answers are lost still completes, and leaves
+// no version pending.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-faults-'));
 let service: TestService;
 let proxy: FaultProxy;
 let engine: Engine;
+let annId: string;
 
 beforeAll(async () => {
   service = await startTestService({ limits: DEFAULT_LIMITS });
@@ -31,7 +43,8 @@ beforeAll(async () => {
     retry: { attempts: 8, baseDelayMs: 10, maxDelayMs: 200 },
     shardTargetBytes: 1_500_000,
   });
-  const { code } = service.addUser('ann@example.org');
+  const { code, userId } = service.addUser('ann@example.org');
+  annId = userId;
   await engine.login({ server: proxy.url, code });
   await engine.createBucket({ name: 'Faulty', type: 'backup', storageClass: 'hot' });
 });
@@ -106,5 +119,63 @@ describe('backup through a faulty network', () => {
     const left = readdirSync(target, { recursive: true }).map(String);
     expect(left.filter((name) => name.endsWith('.bin') || name.includes('.canopy-'))).toEqual([]);
     proxy.schedule([]);
+  });
+
+  it('completes when the answers to its push and completion break off, leaving no version pending', async () => {
+    proxy.randomFaults(0, 1);
+    await engine.createBucket({ name: 'Cut', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'source-cut');
+    mkdirSync(source);
+    const report = randomBytes(2_000_000);
+    writeFileSync(path.join(source, 'report.bin'), report);
+    // Room for this version once, not twice: a version the lost push left pending would hold
+    // its 2 MB against the quota, and the push sent again would be refused.
+    changeQuota(
+      service.service.ctx,
+      'ann@example.org',
+      usageOf(service.service.ctx.db, annId) + 3_000_000,
+    );
+    try {
+      const before = proxy.injected();
+      // The push is taken and its answer cut; its second try passes; then the completion's
+      // answer is cut.
+      proxy.schedule(['cut', 'pass', 'cut'], /\/buckets\/metadata$|\/complete$/);
+      const result = await engine.backup({ dir: source, bucket: 'Cut' });
+      expect(proxy.injected() - before).toBe(2);
+      const versions = await engine.listVersions({ bucket: 'Cut' });
+      expect(versions.map((version) => [version.id, version.state])).toEqual([
+        [result.versionId, 'active'],
+      ]);
+      const target = path.join(scratch, 'restored-cut');
+      await engine.restore({ bucket: 'Cut', to: target, overwrite: false });
+      expect(readFileSync(path.join(target, 'report.bin')).equals(report)).toBe(true);
+    } finally {
+      changeQuota(service.service.ctx, 'ann@example.org', null);
+    }
+  });
+
+  it('reports the version a lost push activated, without a second one, when no data was new', async () => {
+    proxy.randomFaults(0, 1);
+    const source = path.join(scratch, 'source-cut');
+    renameSync(path.join(source, 'report.bin'), path.join(source, 'report-final.bin'));
+    const versionsMade = (): number =>
+      (service.service.ctx.db.prepare('SELECT COUNT(*) AS n FROM versions').get() as { n: number })
+        .n;
+    const madeBefore = versionsMade();
+    const before = proxy.injected();
+    // A push with no new data activates at once (§10.1); its answer is cut, and sent again it
+    // finds its own version active.
+    proxy.schedule(['cut'], /\/buckets\/metadata$/);
+    const result = await engine.backup({ dir: source, bucket: 'Cut' });
+    expect(proxy.injected() - before).toBe(1);
+    expect(result.newBytes).toBe(0);
+    const versions = await engine.listVersions({ bucket: 'Cut' });
+    expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
+    expect(versions[0]?.id).toBe(result.versionId);
+    // The service made this one version, and no other, deleted or not.
+    expect(versionsMade() - madeBefore).toBe(1);
+    expect((await engine.ls({ bucket: 'Cut' })).map((entry) => entry.name)).toEqual([
+      'report-final.bin',
+    ]);
   });
 });
