@@ -32,9 +32,11 @@ import {
   forgetAccount,
   lastKnownActiveVersion,
   rememberActiveVersion,
+  recordShardLimit,
   recordUploadSpeed,
   sourceFileIndex,
   uploadQueue,
+  shardLimitOf,
   uploadSpeedOf,
   homeId,
   openStateDatabase,
@@ -482,9 +484,13 @@ export class Engine {
       queue: uploadQueue(this.db),
       fileIndex: sourceFileIndex(this.db, bucket.id, sourceDir),
       ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
-      shardTargetBytes:
+      // A minute's upload, and no more than the host took after refusing a larger one.
+      shardTargetBytes: Math.min(
         this.deps.shardTargetBytes ?? shardTargetFor(uploadSpeedOf(this.db, bucket.id)),
+        shardLimitOf(this.db, bucket.id, this.now()) ?? Number.POSITIVE_INFINITY,
+      ),
       onShardsTimed: (sample) => recordUploadSpeed(this.db, bucket.id, sample, this.now()),
+      onShardLimit: (maxBytes) => recordShardLimit(this.db, bucket.id, maxBytes, this.now()),
       ...(this.deps.afterShardConfirmed
         ? { afterShardConfirmed: this.deps.afterShardConfirmed }
         : {}),

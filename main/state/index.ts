@@ -1,5 +1,5 @@
 // The engine's SQLite state: the enrolled account, known buckets, the file index, the upload
-// queue and upload speeds. No secrets: keys live in the SecretStore. May import main/api only.
+// queue, upload speeds and shard limits. No secrets: keys live in the SecretStore. May import main/api only.
 
 export * from './account-state.ts';
 export * from './backup-lock.ts';
@@ -7,5 +7,6 @@ export * from './canopy-home.ts';
 export * from './database.ts';
 export * from './file-index.ts';
 export * from './known-active-versions.ts';
+export * from './shard-limits.ts';
 export * from './upload-queue.ts';
 export * from './upload-speeds.ts';

@@ -18,6 +18,7 @@ import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile } from './metadata-car-file.ts';
 import { plannedShardBody } from './planned-shard-body.ts';
 import { ShardPlanner } from './shard-planner.ts';
+import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
 import { ShardWriter } from './shard-writer.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
@@ -69,6 +70,11 @@ export interface BackupInput {
    * TIMED_SHARD_MIN_BYTES took, when there were any: what the next backup sizes its shards by.
    */
   readonly onShardsTimed?: (sample: { readonly bytes: number; readonly ms: number }) => void;
+  /**
+   * Called when a backup whose shards the host refused as too large has completed with smaller
+   * ones, with the shard target that passed: where the next backup should start.
+   */
+  readonly onShardLimit?: (maxBytes: number) => void;
 }
 
 export interface BackupResult {
@@ -507,8 +513,11 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
   const reportTimed = (): void => {
     if (timed.bytes > 0) input.onShardsTimed?.(timed);
   };
+  /** The shard on its way, while it is; a 413 then refuses that shard as too large. */
+  let sending: { readonly bytes: number } | undefined;
   try {
     for (const shard of due) {
+      sending = shard;
       const started = performance.now();
       let sentThisShard = 0;
       const onSent = (sentThisAttempt: number): void => {
@@ -532,6 +541,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
         timed.bytes += shard.bytes;
         timed.ms += performance.now() - started;
       }
+      sending = undefined;
       input.queue.confirm(upload.version_id, shard.shard_cid);
       sent += shard.bytes;
       confirmed += 1;
@@ -550,14 +560,23 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       // The upload's failure is what the user must see (a full disk fails this write as well).
       // Without this sample, the next backup sizes its shards by the ones before.
     }
-    // Another device stored first, or a source file changed since it was packed: this pending
-    // version cannot be completed as it is; drop it, and the caller builds a new one (§10.3).
-    if (isEngineError(error, 'stale_previous') || isEngineError(error, 'source_changed')) {
+    const refused =
+      sending !== undefined && error instanceof EngineError && error.code === 'payload_too_large'
+        ? new ShardRefused(sending.bytes, error)
+        : undefined;
+    // Another device stored first, a source file changed since it was packed, or a shard is too
+    // large for the host: this pending version cannot be completed as it is; drop it, and the
+    // caller builds a new one (§10.3).
+    if (
+      isEngineError(error, 'stale_previous') ||
+      isEngineError(error, 'source_changed') ||
+      refused
+    ) {
       await client.deleteVersion(upload.version_id);
       input.queue.finish(upload.version_id);
       await removeStaging(upload.staging_dir);
     }
-    throw error;
+    throw refused ?? error;
   }
   reportTimed();
   input.queue.finish(upload.version_id);
@@ -592,19 +611,39 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
 
 export async function backupSource(input: BackupInput): Promise<BackupResult> {
   const started = input.now();
-  const resumedVersionId = await resumeInterrupted(input);
+  let run = input;
+  let steppedDown = false;
+  /** After a shard was refused as too large: smaller shards from now on, or the user's error. */
+  const stepDown = (refused: ShardRefused): void => {
+    const target = targetAfterRefusal(refused, run.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES);
+    run = { ...run, shardTargetBytes: target };
+    steppedDown = true;
+  };
+  let resumedVersionId: string | null = null;
+  try {
+    resumedVersionId = await resumeInterrupted(run);
+  } catch (error) {
+    // Its shards were planned larger than the host now takes; this run packs anew.
+    if (!(error instanceof ShardRefused)) throw error;
+    stepDown(error);
+  }
   // A run killed while packing leaves staged shards no queued upload refers to.
   await removeAbandonedStaging(input.stagingRoot, input.queue.stagingDirs());
   let shardSource: ShardSource = 'planned';
   let rebuilt = false;
   for (;;) {
     try {
-      return { ...(await attempt(input, started, shardSource)), resumedVersionId };
+      const result = await attempt(run, started, shardSource);
+      if (steppedDown && run.shardTargetBytes !== undefined)
+        input.onShardLimit?.(run.shardTargetBytes);
+      return { ...result, resumedVersionId };
     } catch (error) {
       if (isEngineError(error, 'source_changed') && shardSource === 'planned') {
         shardSource = 'staged';
       } else if (isEngineError(error, 'stale_previous') && !rebuilt) {
         rebuilt = true;
+      } else if (error instanceof ShardRefused) {
+        stepDown(error);
       } else throw error;
     }
   }

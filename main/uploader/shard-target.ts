@@ -2,9 +2,9 @@
 // last uploads achieved. A shard is what a dropped connection or a killed run sends again, and
 // what a retry repeats, so on a slow link it stays small.
 //
-// The cap is 64 MiB, not the 256 MiB the spec allows: a host may be configured with a lower
-// shard limit (§14), and the client does not yet step down after such a host's 413. On a fast
-// link shards larger than 64 MiB would save little (a 1.2 GiB backup to this machine: 0.5 s).
+// The cap is 64 MiB, not the 256 MiB the spec allows: on a fast link larger shards would save
+// little (a 1.2 GiB backup to this machine: 0.5 s), and a host or a proxy in front of it may
+// take less. One that refuses a shard as too large gets smaller ones (shard-refusal.ts).
 
 /** The upload time a shard aims at. */
 export const SHARD_SECONDS = 60;

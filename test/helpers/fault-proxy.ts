@@ -9,7 +9,8 @@ import {
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
 // answer, the real answer cut off part-way through its body, or passing the request through to
-// the real server. It records when each request arrived, so tests can check the backoff.
+// the real server. It records when each request arrived, so tests can check the backoff. It
+// can also refuse large bodies as a reverse proxy with a body size limit does.
 
 export type Fault =
   | 'pass'
@@ -31,6 +32,11 @@ export interface FaultProxy {
    * when it runs out, requests pass.
    */
   schedule(faults: Fault[], paths?: RegExp): void;
+  /**
+   * Bodies over `maxBytes` (by Content-Length) get nginx's 413, an HTML page, without reaching
+   * the server; undefined lifts the limit. Each counts as injected.
+   */
+  limitBodies(maxBytes: number | undefined): void;
   /** A fault drawn for each request with probability p, from a seeded generator. */
   randomFaults(p: number, seed: number): void;
   close(): Promise<void>;
@@ -51,6 +57,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let random: { p: number; next: () => number } | undefined;
   const seen: FaultProxy['seen'] = [];
   let injected = 0;
+  let bodyLimit: number | undefined;
 
   const forward = (incoming: IncomingMessage, outgoing: ServerResponse, cut = false): void => {
     const upstream = request(
@@ -79,6 +86,13 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
 
   const server: Server = createServer((incoming, outgoing) => {
     seen.push({ at: Date.now(), method: incoming.method ?? '', path: incoming.url ?? '' });
+    if (bodyLimit !== undefined && Number(incoming.headers['content-length'] ?? 0) > bodyLimit) {
+      injected += 1;
+      incoming.resume();
+      outgoing.writeHead(413, { 'content-type': 'text/html', connection: 'close' });
+      outgoing.end('<html><head><title>413 Request Entity Too Large</title></head></html>\n');
+      return;
+    }
     const scheduled = queuePaths === undefined || queuePaths.test(incoming.url ?? '');
     let fault: Fault = (scheduled ? queue.shift() : undefined) ?? 'pass';
     if (random && fault === 'pass' && random.next() < random.p) {
@@ -123,6 +137,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     schedule(faults, paths) {
       queue = [...faults];
       queuePaths = paths;
+    },
+    limitBodies(maxBytes) {
+      bodyLimit = maxBytes;
     },
     randomFaults(p, seed) {
       random = { p, next: seededRandom(seed) };

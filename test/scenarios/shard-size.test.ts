@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -7,6 +7,9 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { openStateDatabase } from '../../main/state/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import { startFaultProxy } from '../helpers/fault-proxy.ts';
+import { startTestService } from '../helpers/test-service.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-shard-size-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -60,6 +63,69 @@ describe('shard size', () => {
     } finally {
       state.close();
       await engine.close();
+    }
+  });
+
+  it('steps its shards down behind a proxy that refuses large bodies, and starts there next time', async () => {
+    const service = await startTestService({ limits: DEFAULT_LIMITS });
+    const proxy = await startFaultProxy(service.url);
+    service.service.ctx.storageHost = proxy.url;
+    const home = path.join(scratch, 'proxied-home');
+    const source = path.join(scratch, 'proxied-source');
+    let shards = 0;
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      afterShardConfirmed: (confirmedSoFar) => {
+        if (confirmedSoFar > 0) shards += 1;
+      },
+    });
+    try {
+      const { code } = service.addUser('ann@example.org');
+      await engine.login({ server: proxy.url, code });
+      await engine.createBucket({ name: 'Proxied', type: 'backup', storageClass: 'hot' });
+      // Like nginx with client_max_body_size 2500k: the 6 MiB go as one shard, refused; then
+      // as two of 3 MiB, refused; then as six of one leaf each, which pass.
+      proxy.limitBodies(2_500_000);
+      writeNewContent(source);
+      await engine.backup({ dir: source, bucket: 'Proxied' });
+      expect(proxy.injected()).toBe(2);
+      expect(shards).toBe(6);
+      const versions = await engine.listVersions({ bucket: 'Proxied' });
+      expect(versions.map((version) => version.state)).toEqual(['active']);
+      const target = path.join(scratch, 'proxied-restored');
+      await engine.restore({ bucket: 'Proxied', to: target, overwrite: false });
+      for (const name of readdirSync(source))
+        expect(
+          readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+        ).toBe(true);
+
+      // The next backup starts with shards the proxy takes: none is refused.
+      shards = 0;
+      writeNewContent(source);
+      await engine.backup({ dir: source, bucket: 'Proxied' });
+      expect(proxy.injected()).toBe(2);
+      expect(shards).toBe(6);
+
+      // Below one 1 MiB leaf, no shard can pass: the error says what to change, and the
+      // backup leaves no version pending.
+      proxy.limitBodies(1_000_000);
+      writeNewContent(source);
+      const failure = await engine.backup({ dir: source, bucket: 'Proxied' }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(failure).toMatchObject({ code: 'payload_too_large' });
+      expect((failure as Error).message).toMatch(
+        /^the server refused a 1\.0 MB upload as too large \(too large for the server: HTTP 413\); a backup needs it to take 1\.0 MB in one request\. If a proxy sits in front of the server, raise its request body limit \(for nginx: client_max_body_size\)$/,
+      );
+      expect(
+        (await engine.listVersions({ bucket: 'Proxied' })).map((version) => version.state),
+      ).toEqual(['active', 'outdated']);
+    } finally {
+      await engine.close();
+      await proxy.close();
+      await service.close();
     }
   });
 });

@@ -2,7 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openStateDatabase, recordUploadSpeed, uploadSpeedOf } from '../../../main/state/index.ts';
+import {
+  openStateDatabase,
+  recordShardLimit,
+  recordUploadSpeed,
+  SHARD_LIMIT_LIFETIME_MS,
+  shardLimitOf,
+  uploadSpeedOf,
+} from '../../../main/state/index.ts';
 import {
   MAX_SHARD_TARGET_BYTES,
   MIN_SHARD_TARGET_BYTES,
@@ -42,6 +49,26 @@ describe('upload speeds', () => {
       recordUploadSpeed(db, 'b1', { bytes: 0, ms: 0 }, 3);
       expect(uploadSpeedOf(db, 'b1')).toBe(1_100_000);
       expect(uploadSpeedOf(db, 'b2')).toBeUndefined();
+    } finally {
+      db.close();
+    }
+  });
+});
+
+describe('shard limits', () => {
+  it("keeps a bucket's learned limit for 30 days, then lets full-size shards be tried again", () => {
+    const db = openStateDatabase(path.join(scratch, 'limits.sqlite'));
+    try {
+      const learnedAt = 1_800_000_000_000;
+      expect(shardLimitOf(db, 'b1', learnedAt)).toBeUndefined();
+      recordShardLimit(db, 'b1', 3 * MiB, learnedAt);
+      expect(shardLimitOf(db, 'b1', learnedAt + SHARD_LIMIT_LIFETIME_MS - 1)).toBe(3 * MiB);
+      expect(shardLimitOf(db, 'b1', learnedAt + SHARD_LIMIT_LIFETIME_MS)).toBeUndefined();
+      expect(SHARD_LIMIT_LIFETIME_MS).toBe(30 * 24 * 3600 * 1000);
+      // Learned again, the new limit replaces the old one.
+      recordShardLimit(db, 'b1', 5 * MiB, learnedAt + SHARD_LIMIT_LIFETIME_MS);
+      expect(shardLimitOf(db, 'b1', learnedAt + SHARD_LIMIT_LIFETIME_MS)).toBe(5 * MiB);
+      expect(shardLimitOf(db, 'b2', learnedAt)).toBeUndefined();
     } finally {
       db.close();
     }
