@@ -46,7 +46,12 @@ export function errorFromResponse(
       message =
         serverCode === 'quota_exceeded'
           ? 'your storage quota is full'
-          : `too large for the server: ${serverMsg}`;
+          : serverCode === ''
+            ? // Not the service's own error (§6): a reverse proxy's body limit, most likely.
+              'too large for the server, or for a proxy in front of it (HTTP 413); if a proxy ' +
+              'sits in front of the server, raise its request body limit (for nginx: ' +
+              'client_max_body_size)'
+            : `too large for the server: ${serverMsg}`;
       break;
     case 429:
       code = 'rate_limited';

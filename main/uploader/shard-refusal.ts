@@ -33,10 +33,8 @@ export function targetAfterRefusal(refused: ShardRefused, currentTarget: number)
   if (refused.shardBytes <= ONE_LEAF_SHARD_BYTES)
     throw new EngineError(
       'payload_too_large',
-      `the server refused a ${megabytes(refused.shardBytes)} upload as too large ` +
-        `(${refused.refusal.message}); a backup needs it to take ` +
-        `${megabytes(ONE_LEAF_SHARD_BYTES)} in one request. If a proxy sits in front of the ` +
-        `server, raise its request body limit (for nginx: client_max_body_size)`,
+      `a backup needs the server to take ${megabytes(ONE_LEAF_SHARD_BYTES)} in one request, ` +
+        `and it refused ${megabytes(refused.shardBytes)}: ${refused.refusal.message}`,
       { cause: refused.refusal },
     );
   return Math.min(currentTarget, Math.floor(refused.shardBytes / 2));

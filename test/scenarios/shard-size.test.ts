@@ -117,11 +117,21 @@ describe('shard size', () => {
       );
       expect(failure).toMatchObject({ code: 'payload_too_large' });
       expect((failure as Error).message).toMatch(
-        /^the server refused a 1\.0 MB upload as too large \(too large for the server: HTTP 413\); a backup needs it to take 1\.0 MB in one request\. If a proxy sits in front of the server, raise its request body limit \(for nginx: client_max_body_size\)$/,
+        /^a backup needs the server to take 1\.0 MB in one request, and it refused 1\.0 MB: too large for the server, or for a proxy in front of it \(HTTP 413\); if a proxy sits in front of the server, raise its request body limit \(for nginx: client_max_body_size\)$/,
       );
       expect(
         (await engine.listVersions({ bucket: 'Proxied' })).map((version) => version.state),
       ).toEqual(['active', 'outdated']);
+
+      // A metadata CAR over the limit cannot be split: its push fails, naming the proxy.
+      proxy.limitBodies(2_000);
+      writeNewContent(source);
+      await expect(engine.backup({ dir: source, bucket: 'Proxied' })).rejects.toMatchObject({
+        code: 'payload_too_large',
+        message:
+          'too large for the server, or for a proxy in front of it (HTTP 413); if a proxy sits ' +
+          'in front of the server, raise its request body limit (for nginx: client_max_body_size)',
+      });
     } finally {
       await engine.close();
       await proxy.close();

@@ -45,6 +45,14 @@ describe('retry delays and error mapping', () => {
     expect(errorFromResponse(413, { code: 'quota_exceeded', msg: 'x' })).toMatchObject({
       code: 'quota_exceeded',
     });
+    // The service's own limit names itself; a 413 without its JSON is a proxy's, most likely.
+    expect(
+      errorFromResponse(413, { code: 'payload_too_large', msg: 'the shard is over 4 MiB' }),
+    ).toMatchObject({
+      code: 'payload_too_large',
+      message: 'too large for the server: the shard is over 4 MiB',
+    });
+    expect(errorFromResponse(413, undefined).message).toMatch(/proxy.*client_max_body_size/);
     expect(errorFromResponse(503, undefined)).toMatchObject({
       code: 'server_error',
       retryable: true,
