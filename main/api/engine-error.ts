@@ -21,6 +21,8 @@ export type EngineErrorCode =
   | 'secret_store'
   | 'local_server'
   | 'disk_full'
+  /** The operating system refused access to a local file or folder (a source, a target). */
+  | 'permission_denied'
   | 'source_changed'
   | 'busy'
   | 'usage';

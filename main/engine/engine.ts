@@ -26,7 +26,12 @@ import {
 import { readTreeIndex, shardTargetFor, type TreeIndex } from '../uploader/index.ts';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import type { Metadata, Snapshot } from '../protocol/index.ts';
-import { loadExcludeRules, walkSource, type SkippedItem } from '../scanner/index.ts';
+import {
+  checkSourceFolder,
+  loadExcludeRules,
+  walkSource,
+  type SkippedItem,
+} from '../scanner/index.ts';
 import {
   BackupLock,
   forgetAccount,
@@ -448,9 +453,11 @@ export class Engine {
     replaceSource?: boolean;
     onProgress?: (progress: BackupProgress) => void;
   }): Promise<BackupResult> {
+    const sourceDir = path.resolve(input.dir);
+    // A mistyped folder is told at once, before any network.
+    checkSourceFolder(sourceDir);
     const { client, account } = await this.connect();
     const bucket = await this.bucketByName(input.bucket);
-    const sourceDir = path.resolve(input.dir);
     const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
     if (!lock) {
       throw new EngineError(
@@ -513,6 +520,7 @@ export class Engine {
     dir: string;
   }): Promise<{ files: number; bytes: number; excluded: string[]; skipped: SkippedItem[] }> {
     const sourceDir = path.resolve(input.dir);
+    checkSourceFolder(sourceDir);
     const rules = await loadExcludeRules(sourceDir);
     const plan = { files: 0, bytes: 0, excluded: [] as string[], skipped: [] as SkippedItem[] };
     const walk = walkSource(sourceDir, {

@@ -64,7 +64,10 @@ function checkName(name: string): void {
   }
 }
 
-/** A full disk is a clear, final error; anything else is reported as it came. */
+/**
+ * A full disk, or a target this process may not write, is a clear, final error; anything else
+ * is reported as it came.
+ */
 function restoreError(error: unknown, targetDir: string): Error {
   if (isDiskFull(error)) {
     return new EngineError(
@@ -72,6 +75,13 @@ function restoreError(error: unknown, targetDir: string): Error {
       `not enough free space in ${targetDir} to restore; free some space and run it again`,
       { cause: error },
     );
+  }
+  const { code, path: where = targetDir } = error as NodeJS.ErrnoException;
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+    const reason = code === 'EROFS' ? 'the disk is read-only' : 'permission denied';
+    return new EngineError('permission_denied', `cannot write to ${where}: ${reason}`, {
+      cause: error,
+    });
   }
   return error instanceof Error ? error : new Error(String(error));
 }
@@ -122,7 +132,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     mode: number | undefined;
     mtime: number | undefined;
   }> = [];
-  await mkdir(input.targetDir, { recursive: true });
+  try {
+    await mkdir(input.targetDir, { recursive: true });
+  } catch (error) {
+    throw restoreError(error, input.targetDir);
+  }
   const temporaryPrefix = `.canopy-restore-${randomBytes(4).toString('hex')}-`;
   let temporaries = 0;
   let matched = false;
@@ -195,7 +209,13 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
     const destination = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
     if (entry.kind === 'directory') {
-      await mkdir(destination, { recursive: true });
+      try {
+        await mkdir(destination, { recursive: true });
+      } catch (error) {
+        failure ??= restoreError(error, input.targetDir);
+        leaves.stop(failure);
+        break;
+      }
       directoryTimes.push({ dir: destination, mode: entry.mode, mtime: entry.mtimeSeconds });
       result.directories += 1;
       continue;

@@ -2,6 +2,7 @@
 // file, so the real behaviour needs another user. Every module is loaded while still root, then
 // privileges are dropped, so the test does not depend on where the repository lives.
 // Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET | restore BUCKET TARGET
+import { EngineError } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
@@ -36,6 +37,11 @@ try {
     default:
       throw new Error(`unknown command ${command}`);
   }
+} catch (error) {
+  // An EngineError as the CLI shows it, one line with its code; anything else with its stack.
+  if (!(error instanceof EngineError)) throw error;
+  process.stderr.write(`${error.code}: ${error.message}\n`);
+  process.exitCode = 1;
 } finally {
   await engine.close();
 }

@@ -14,11 +14,13 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
-// Failures a user can hit during a backup, with the real CLI: an unreadable file (as `nobody`,
-// since root reads anything), a full backup disk while shards are written, a full disk under
+// Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
+// or restore target (as `nobody`, since root reads anything), a missing source folder, a full backup disk while shards are written, a full disk under
 // the Canopy home, and a full disk while restoring (small tmpfs mounts). Each gets a clear
 // message and loses nothing.
 
@@ -90,6 +92,69 @@ describe('backup failures', () => {
     const target = path.join(home, 'restored');
     expect(asNobody(['restore', 'Docs', target]).status).toBe(0);
     expect(readFileSync(path.join(target, 'secret.txt'), 'utf8')).toBe('not for nobody');
+  });
+
+  it('refuses a source folder it cannot read, and a restore target it cannot write, clearly', () => {
+    const home = path.join(scratch, 'nobody-refused-home');
+    mkdirSync(home);
+    chownSync(home, 65534, 65534);
+    const asNobody = (args: string[]) =>
+      spawnSync(
+        process.execPath,
+        ['--import', 'tsx', path.resolve('test/helpers/engine-as-nobody.ts'), home, ...args],
+        { encoding: 'utf8', env: { ...process.env, HOME: home } },
+      );
+    expect(asNobody(['login', 'Private']).status).toBe(0);
+    // root's own folder, closed to others: listing it would pass for an empty source.
+    const closed = path.join(scratch, 'closed-source');
+    mkdirSync(closed);
+    writeFileSync(path.join(closed, 'diary.txt'), 'private');
+    chmodSync(closed, 0o700);
+    const refused = asNobody(['backup', closed, 'Private']);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe(`permission_denied: cannot read ${closed}: permission denied\n`);
+
+    const open = path.join(scratch, 'open-source');
+    mkdirSync(open);
+    writeFileSync(path.join(open, 'notes.txt'), 'shared');
+    chmodSync(open, 0o755);
+    chmodSync(path.join(open, 'notes.txt'), 0o644);
+    expect(asNobody(['backup', open, 'Private']).status).toBe(0);
+    // A folder root owns and others may only read.
+    const readOnly = path.join(scratch, 'root-only');
+    mkdirSync(readOnly);
+    chmodSync(readOnly, 0o755);
+    const target = path.join(readOnly, 'restored');
+    const notWritten = asNobody(['restore', 'Private', target]);
+    expect(notWritten.status).toBe(1);
+    expect(notWritten.stderr).toBe(
+      `permission_denied: cannot write to ${target}: permission denied\n`,
+    );
+    expect(readdirSync(readOnly)).toEqual([]);
+  });
+
+  it('tells a missing folder and a file apart from a source folder, before any network', async () => {
+    // A home that never logged in: the folder is checked first.
+    const home = path.join(scratch, 'unused-home');
+    const engine = createEngine({ home, secrets: new FileSecretStore(home) });
+    try {
+      const missing = path.join(scratch, 'no-such-folder');
+      await expect(engine.backup({ dir: missing, bucket: 'Any' })).rejects.toMatchObject({
+        code: 'not_found',
+        message: `there is no folder ${missing} to back up`,
+      });
+      const file = path.join(scratch, 'a-file.txt');
+      writeFileSync(file, 'not a folder');
+      await expect(engine.backup({ dir: file, bucket: 'Any' })).rejects.toMatchObject({
+        code: 'usage',
+        message: `${file} is not a folder; a backup takes a folder`,
+      });
+      await expect(engine.planBackup({ dir: missing })).rejects.toMatchObject({
+        code: 'not_found',
+      });
+    } finally {
+      await engine.close();
+    }
   });
 
   it('reports a full backup disk clearly, keeps nothing half-written, and finishes the upload once space is free', async () => {

@@ -1,0 +1,39 @@
+import { opendirSync, statSync } from 'node:fs';
+import { EngineError } from '../api/index.ts';
+
+// The folder a backup reads must exist, be a folder and be readable. Problems below it are
+// reported per item and skipped; the folder itself failing would otherwise pass for an empty
+// source, or stop the backup with a raw system error.
+
+function codeOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+function problemWith(dir: string, error: unknown): EngineError | undefined {
+  switch (codeOf(error)) {
+    case 'ENOENT':
+    case 'ENOTDIR':
+      return new EngineError('not_found', `there is no folder ${dir} to back up`, {
+        cause: error,
+      });
+    case 'EACCES':
+    case 'EPERM':
+      return new EngineError('permission_denied', `cannot read ${dir}: permission denied`, {
+        cause: error,
+      });
+    default:
+      return undefined;
+  }
+}
+
+/** Throws a clear EngineError unless `dir` is a folder this process can list. */
+export function checkSourceFolder(dir: string): void {
+  try {
+    // stat, not lstat: a source given as a symlink to a folder is that folder.
+    if (!statSync(dir).isDirectory())
+      throw new EngineError('usage', `${dir} is not a folder; a backup takes a folder`);
+    opendirSync(dir).closeSync();
+  } catch (error) {
+    throw problemWith(dir, error) ?? error;
+  }
+}
