@@ -98,6 +98,10 @@ function exists(file: string): boolean {
   return lstatSync(file, { throwIfNoEntry: false }) !== undefined;
 }
 
+function isFolder(file: string): boolean {
+  return lstatSync(file, { throwIfNoEntry: false })?.isDirectory() === true;
+}
+
 /** A free name beside `file`; `claimed` holds names this restore will write but has not yet. */
 function freeName(file: string, claimed: ReadonlySet<string>): string {
   for (let index = 1; ; index += 1) {
@@ -135,6 +139,13 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   try {
     await mkdir(input.targetDir, { recursive: true });
   } catch (error) {
+    const { code } = error as NodeJS.ErrnoException;
+    if (code === 'EEXIST' || code === 'ENOTDIR')
+      throw new EngineError(
+        'usage',
+        `${input.targetDir} is not a folder; a restore writes into a folder`,
+        { cause: error },
+      );
     throw restoreError(error, input.targetDir);
   }
   const temporaryPrefix = `.canopy-restore-${randomBytes(4).toString('hex')}-`;
@@ -201,22 +212,51 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
 
   const inFlight = new Set<Promise<void>>();
   const claimed = new Set<string>();
+  /**
+   * Where each restored folder went, by its path below the target: one whose name a file or a
+   * link held was restored beside it under a free name, and what it holds goes there too.
+   */
+  const folders = new Map<string, string>([['', input.targetDir]]);
+  /** A free name for `destination`, recorded as a rename. */
+  const renamed = (destination: string): string => {
+    const free = freeName(destination, claimed);
+    result.renamed.push(path.relative(input.targetDir, free));
+    return free;
+  };
+  /** Where a folder goes: its own name, unless a file or a link has it, replaced only if asked. */
+  const folderPlace = (destination: string): string => {
+    const existing = lstatSync(destination, { throwIfNoEntry: false });
+    if (!existing || existing.isDirectory()) return destination;
+    if (!input.overwrite) return renamed(destination);
+    rmSync(destination);
+    return destination;
+  };
   let failure: Error | undefined;
   for (const entry of restored(root)) {
     const parts = entry.parts;
     for (const part of parts) checkName(part);
     matched = true;
     const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
-    const destination = relative === '' ? input.targetDir : path.join(input.targetDir, relative);
+    const parent = path.posix.dirname(relative);
+    const destination =
+      relative === ''
+        ? input.targetDir
+        : path.join(
+            folders.get(parent === '.' ? '' : parent) ?? path.join(input.targetDir, parent),
+            path.posix.basename(relative),
+          );
     if (entry.kind === 'directory') {
+      let folder = destination;
       try {
-        await mkdir(destination, { recursive: true });
+        if (relative !== '') folder = folderPlace(destination);
+        await mkdir(folder, { recursive: true });
       } catch (error) {
         failure ??= restoreError(error, input.targetDir);
         leaves.stop(failure);
         break;
       }
-      directoryTimes.push({ dir: destination, mode: entry.mode, mtime: entry.mtimeSeconds });
+      folders.set(relative, folder);
+      directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeSeconds });
       result.directories += 1;
       continue;
     }
@@ -226,11 +266,10 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     if (failure !== undefined) break;
     // Names are settled here, in order, before the write starts: a file still being written
     // must count as taken, or two entries could be renamed onto one name.
+    // --overwrite replaces a file or a link, never a folder.
     let target = destination;
-    if ((claimed.has(target) || exists(target)) && !input.overwrite) {
-      target = freeName(destination, claimed);
-      result.renamed.push(path.relative(input.targetDir, target));
-    }
+    if (claimed.has(target) || (!input.overwrite && exists(target)) || isFolder(target))
+      target = renamed(destination);
     claimed.add(target);
     let read = readsBefore;
     if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));

@@ -285,6 +285,51 @@ describe('backup and restore', () => {
   });
 });
 
+describe('restore beside what is there', () => {
+  it('puts a folder beside a file of its name, and never replaces a folder with a file', async () => {
+    const target = path.join(scratch, 'clashes');
+    mkdirSync(target);
+    writeFileSync(path.join(target, 'a'), 'a file where the backup has a folder');
+    mkdirSync(path.join(target, 'old.txt'));
+    const restored = await engine.restore({ bucket: 'Everything', to: target, overwrite: false });
+    expect(restored.renamed).toEqual(
+      expect.arrayContaining(['a (restored)', 'old.txt (restored)']),
+    );
+    expect(readFileSync(path.join(target, 'a'), 'utf8')).toBe(
+      'a file where the backup has a folder',
+    );
+    expect(readdirSync(path.join(target, 'old.txt'))).toEqual([]);
+    expect(readFileSync(path.join(target, 'old.txt (restored)'), 'utf8')).toBe('from 1999');
+    expect(fingerprintTree(path.join(target, 'a (restored)'))).toEqual(
+      fingerprintTree(path.join(source, 'a')),
+    );
+
+    // Asked to overwrite, the file gives way to the folder; the folder stays.
+    const again = await engine.restore({
+      bucket: 'Everything',
+      to: target,
+      overwrite: true,
+    });
+    expect(again.renamed).toEqual(['old.txt (restored 2)']);
+    expect(fingerprintTree(path.join(target, 'a'))).toEqual(
+      fingerprintTree(path.join(source, 'a')),
+    );
+    expect(readdirSync(path.join(target, 'old.txt'))).toEqual([]);
+  });
+
+  it('refuses a target that is a file', async () => {
+    const file = path.join(scratch, 'not-a-folder.txt');
+    writeFileSync(file, 'keep me');
+    await expect(
+      engine.restore({ bucket: 'Everything', to: file, overwrite: false }),
+    ).rejects.toMatchObject({
+      code: 'usage',
+      message: `${file} is not a folder; a restore writes into a folder`,
+    });
+    expect(readFileSync(file, 'utf8')).toBe('keep me');
+  });
+});
+
 describe('browse, snapshots and verify', () => {
   it("lists a version's folders with sizes, modes and symlink targets, from metadata only", async () => {
     const top = await engine.ls({ bucket: 'Everything' });
