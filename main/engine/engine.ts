@@ -28,6 +28,7 @@ import { rename, rm, writeFile } from 'node:fs/promises';
 import type { Metadata, Snapshot } from '../protocol/index.ts';
 import {
   checkSourceFolder,
+  excludingFolders,
   loadExcludeRules,
   walkSource,
   type SkippedItem,
@@ -485,6 +486,7 @@ export class Engine {
       bucketId: bucket.id,
       sourceDir,
       sourceLabel: `${os.hostname()}:${sourceDir}`,
+      ownFolders: this.ownFolders(account),
       deviceFingerprint: account.fingerprint,
       stagingRoot: path.join(this.deps.home, 'staging'),
       now: () => this.now(),
@@ -515,13 +517,24 @@ export class Engine {
     return result;
   }
 
+  /** Canopy's own folders, which no backup reads: this home, and the embedded service's data. */
+  private ownFolders(account: AccountRecord | null | undefined): string[] {
+    const folders = [this.deps.home];
+    if (account?.mode === 'local' && account.local_data_dir) folders.push(account.local_data_dir);
+    return folders;
+  }
+
   /** What a backup of `dir` would include and what the rules would skip. No network. */
   async planBackup(input: {
     dir: string;
   }): Promise<{ files: number; bytes: number; excluded: string[]; skipped: SkippedItem[] }> {
     const sourceDir = path.resolve(input.dir);
     checkSourceFolder(sourceDir);
-    const rules = await loadExcludeRules(sourceDir);
+    const rules = excludingFolders(
+      await loadExcludeRules(sourceDir),
+      sourceDir,
+      this.ownFolders(readAccount(this.db)),
+    );
     const plan = { files: 0, bytes: 0, excluded: [] as string[], skipped: [] as SkippedItem[] };
     const walk = walkSource(sourceDir, {
       rules,

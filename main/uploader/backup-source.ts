@@ -3,7 +3,12 @@ import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
 import { packSource, type PackInput } from '../packer/index.ts';
-import { loadExcludeRules, type ExcludeRules, type SkippedItem } from '../scanner/index.ts';
+import {
+  excludingFolders,
+  loadExcludeRules,
+  type ExcludeRules,
+  type SkippedItem,
+} from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type {
   QueuedUpload,
@@ -46,6 +51,8 @@ export interface BackupInput {
   readonly now: () => number;
   /** Shards are at most this large (CAR bytes); by default MAX_SHARD_TARGET_BYTES. */
   readonly shardTargetBytes?: number;
+  /** Canopy's own folders (its home, the embedded service's data): never backed up. */
+  readonly ownFolders?: readonly string[];
   /** Replace a bucket whose versions come from another source (§17.1). */
   readonly replaceSource?: boolean;
   /** Where pushed versions and confirmed shards are recorded, so a killed run resumes. */
@@ -150,7 +157,11 @@ async function attempt(
   firstShardSource: ShardSource,
 ): Promise<BackupResult> {
   const { client } = input;
-  const rules = await loadExcludeRules(input.sourceDir);
+  const rules = excludingFolders(
+    await loadExcludeRules(input.sourceDir),
+    input.sourceDir,
+    input.ownFolders ?? [],
+  );
   const active = (await client.listVersions(input.bucketId)).find(
     (version) => version.state === 'active',
   );

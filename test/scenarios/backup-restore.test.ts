@@ -285,6 +285,42 @@ describe('backup and restore', () => {
   });
 });
 
+describe("Canopy's own folders", () => {
+  it('never backs up its home or the local service data, even inside the folder backed up', async () => {
+    // A user backs up their whole home folder, where Canopy keeps its state and backups.
+    const userHome = path.join(scratch, 'user-home');
+    const canopyHome = path.join(userHome, '.local', 'share', 'canopy', 'client');
+    const serviceData = path.join(userHome, '.local', 'share', 'canopy', 'server');
+    mkdirSync(path.join(userHome, 'Documents'), { recursive: true });
+    writeFileSync(path.join(userHome, 'Documents', 'letter.txt'), 'dear ann');
+    writeFileSync(path.join(userHome, '.bashrc'), 'set -o vi');
+    const own = createEngine({
+      home: canopyHome,
+      secrets: new FileSecretStore(canopyHome),
+      startLocalService,
+    });
+    try {
+      await own.loginLocal({ dataDir: serviceData });
+      await own.createBucket({ name: 'Home', type: 'backup', storageClass: 'hot' });
+      const plan = await own.planBackup({ dir: userHome });
+      expect(plan.excluded).toEqual(
+        expect.arrayContaining(['.local/share/canopy/client', '.local/share/canopy/server']),
+      );
+      expect(plan.files).toBe(2);
+      const first = await own.backup({ dir: userHome, bucket: 'Home' });
+      expect(first).toMatchObject({ files: 2, newBytes: 'dear ann'.length + 'set -o vi'.length });
+      // Its state and the service's packs changed with that backup; the user's files did not.
+      const second = await own.backup({ dir: userHome, bucket: 'Home' });
+      expect(second).toMatchObject({ unchanged: true, versionId: first.versionId });
+      expect(
+        (await own.ls({ bucket: 'Home', path: '.local/share/canopy' })).map((entry) => entry.name),
+      ).toEqual([]);
+    } finally {
+      await own.close();
+    }
+  });
+});
+
 describe('restore beside what is there', () => {
   it('puts a folder beside a file of its name, and never replaces a folder with a file', async () => {
     const target = path.join(scratch, 'clashes');
