@@ -98,8 +98,10 @@ function exists(file: string): boolean {
   return lstatSync(file, { throwIfNoEntry: false }) !== undefined;
 }
 
-function isFolder(file: string): boolean {
-  return lstatSync(file, { throwIfNoEntry: false })?.isDirectory() === true;
+/** Whether what has this name keeps it: anything unless `overwrite`, and always a folder. */
+function inTheWay(file: string, overwrite: boolean): boolean {
+  const existing = lstatSync(file, { throwIfNoEntry: false });
+  return existing !== undefined && (!overwrite || existing.isDirectory());
 }
 
 /** A free name beside `file`; `claimed` holds names this restore will write but has not yet. */
@@ -266,10 +268,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     if (failure !== undefined) break;
     // Names are settled here, in order, before the write starts: a file still being written
     // must count as taken, or two entries could be renamed onto one name.
-    // --overwrite replaces a file or a link, never a folder.
     let target = destination;
-    if (claimed.has(target) || (!input.overwrite && exists(target)) || isFolder(target))
-      target = renamed(destination);
+    if (claimed.has(target) || inTheWay(target, input.overwrite)) target = renamed(destination);
     claimed.add(target);
     let read = readsBefore;
     if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));
