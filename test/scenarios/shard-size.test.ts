@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine } from '../../main/index.ts';
+import { createEngine, type EngineDeps } from '../../main/index.ts';
 import { openStateDatabase } from '../../main/state/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
@@ -21,19 +21,25 @@ function writeNewContent(source: string): void {
     writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
 }
 
+/** An engine on `home` that counts the shards its backups upload, in `counted.shards`. */
+function shardCountingEngine(home: string, deps: Pick<EngineDeps, 'startLocalService'> = {}) {
+  const counted = { shards: 0 };
+  const engine = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    ...deps,
+    afterShardConfirmed: (confirmedSoFar) => {
+      if (confirmedSoFar > 0) counted.shards += 1;
+    },
+  });
+  return { engine, counted };
+}
+
 describe('shard size', () => {
   it("sizes shards by the bucket's upload speed: a slow link gets shards of about a minute's upload", async () => {
     const home = path.join(scratch, 'home');
     const source = path.join(scratch, 'source');
-    let shards = 0;
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService,
-      afterShardConfirmed: (confirmedSoFar) => {
-        if (confirmedSoFar > 0) shards += 1;
-      },
-    });
+    const { engine, counted } = shardCountingEngine(home, { startLocalService });
     // A second connection to the engine's state, as another process would see it.
     const state = openStateDatabase(path.join(home, 'state.sqlite'));
     const speed = (): number | undefined =>
@@ -47,16 +53,16 @@ describe('shard size', () => {
       // No speed known yet: 64 MiB shards, so the 6 MiB go in one; this machine's disk is fast.
       writeNewContent(source);
       await engine.backup({ dir: source, bucket: 'Sized' });
-      expect(shards).toBe(1);
+      expect(counted.shards).toBe(1);
       expect(speed()).toBeGreaterThan(1_000_000);
 
       // The link has been slow (50 kB/s): a minute's worth is under the 4 MiB floor, so the
       // next 6 MiB go as two shards of three 1 MiB blocks.
       state.prepare('UPDATE upload_speeds SET bytes_per_second = 50000').run();
-      shards = 0;
+      counted.shards = 0;
       writeNewContent(source);
       const result = await engine.backup({ dir: source, bucket: 'Sized' });
-      expect(shards).toBe(2);
+      expect(counted.shards).toBe(2);
       expect(result.bytesUploaded).toBeGreaterThan(6 * (1 << 20));
       // What this upload achieved is averaged in.
       expect(speed()).toBeGreaterThan(50_000);
@@ -72,14 +78,7 @@ describe('shard size', () => {
     service.service.ctx.storageHost = proxy.url;
     const home = path.join(scratch, 'proxied-home');
     const source = path.join(scratch, 'proxied-source');
-    let shards = 0;
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      afterShardConfirmed: (confirmedSoFar) => {
-        if (confirmedSoFar > 0) shards += 1;
-      },
-    });
+    const { engine, counted } = shardCountingEngine(home);
     try {
       const { code } = service.addUser('ann@example.org');
       await engine.login({ server: proxy.url, code });
@@ -90,7 +89,7 @@ describe('shard size', () => {
       writeNewContent(source);
       await engine.backup({ dir: source, bucket: 'Proxied' });
       expect(proxy.injected()).toBe(2);
-      expect(shards).toBe(6);
+      expect(counted.shards).toBe(6);
       const versions = await engine.listVersions({ bucket: 'Proxied' });
       expect(versions.map((version) => version.state)).toEqual(['active']);
       const target = path.join(scratch, 'proxied-restored');
@@ -101,11 +100,11 @@ describe('shard size', () => {
         ).toBe(true);
 
       // The next backup starts with shards the proxy takes: none is refused.
-      shards = 0;
+      counted.shards = 0;
       writeNewContent(source);
       await engine.backup({ dir: source, bucket: 'Proxied' });
       expect(proxy.injected()).toBe(2);
-      expect(shards).toBe(6);
+      expect(counted.shards).toBe(6);
 
       // Below one 1 MiB leaf, no shard can pass: the error says what to change, and the
       // backup leaves no version pending.
