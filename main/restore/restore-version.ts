@@ -11,7 +11,7 @@ import {
   symlinkSync,
   utimesSync,
 } from 'node:fs';
-import { chmod, mkdir, utimes } from 'node:fs/promises';
+import { chmod, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isDiskFull } from '../api/index.ts';
@@ -23,6 +23,7 @@ import type { TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
+import { makeFolders } from './make-folders.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -76,10 +77,12 @@ function restoreError(error: unknown, targetDir: string): Error {
       { cause: error },
     );
   }
-  const { code, path: where = targetDir } = error as NodeJS.ErrnoException;
+  const { code, path: failed } = error as NodeJS.ErrnoException;
   if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+    // The failed path is what was being made there: a folder, or a file's temporary name.
+    const where = failed === undefined ? targetDir : path.dirname(failed);
     const reason = code === 'EROFS' ? 'the disk is read-only' : 'permission denied';
-    return new EngineError('permission_denied', `cannot write to ${where}: ${reason}`, {
+    return new EngineError('permission_denied', `cannot write in ${where}: ${reason}`, {
       cause: error,
     });
   }
@@ -139,7 +142,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     mtime: number | undefined;
   }> = [];
   try {
-    await mkdir(input.targetDir, { recursive: true });
+    await makeFolders(input.targetDir);
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;
     if (code === 'EEXIST' || code === 'ENOTDIR')
@@ -148,6 +151,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         `${input.targetDir} is not a folder; a restore writes into a folder`,
         { cause: error },
       );
+    // Its parent is there, yet it cannot be made: a pseudo file system such as /proc.
+    if (code === 'ENOENT')
+      throw new EngineError('usage', `no folder can be made at ${input.targetDir}`, {
+        cause: error,
+      });
     throw restoreError(error, input.targetDir);
   }
   const temporaryPrefix = `.canopy-restore-${randomBytes(4).toString('hex')}-`;
@@ -251,7 +259,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       let folder = destination;
       try {
         if (relative !== '') folder = folderPlace(destination);
-        await mkdir(folder, { recursive: true });
+        await makeFolders(folder);
       } catch (error) {
         failure ??= restoreError(error, input.targetDir);
         leaves.stop(failure);

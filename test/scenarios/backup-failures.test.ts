@@ -128,7 +128,7 @@ describe('backup failures', () => {
     const notWritten = asNobody(['restore', 'Private', target]);
     expect(notWritten.status).toBe(1);
     expect(notWritten.stderr).toBe(
-      `permission_denied: cannot write to ${target}: permission denied\n`,
+      `permission_denied: cannot write in ${readOnly}: permission denied\n`,
     );
     expect(readdirSync(readOnly)).toEqual([]);
   });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
@@ -353,7 +354,30 @@ describe('restore beside what is there', () => {
     expect(readdirSync(path.join(target, 'old.txt'))).toEqual([]);
   });
 
-  it('refuses a target that is a file', async () => {
+  it('says where it may not write when the target is on a read-only disk', async () => {
+    const readOnly = path.join(scratch, 'read-only-disk');
+    mkdirSync(readOnly);
+    const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=1m', 'tmpfs', readOnly], {
+      encoding: 'utf8',
+    });
+    expect(mounted.status, mounted.stderr).toBe(0);
+    try {
+      await expect(
+        engine.restore({
+          bucket: 'Everything',
+          to: path.join(readOnly, 'back'),
+          overwrite: false,
+        }),
+      ).rejects.toMatchObject({
+        code: 'permission_denied',
+        message: `cannot write in ${readOnly}: the disk is read-only`,
+      });
+    } finally {
+      spawnSync('umount', [readOnly]);
+    }
+  });
+
+  it('refuses a target that is a file, or where no folder can be made', async () => {
     const file = path.join(scratch, 'not-a-folder.txt');
     writeFileSync(file, 'keep me');
     await expect(
@@ -363,6 +387,13 @@ describe('restore beside what is there', () => {
       message: `${file} is not a folder; a restore writes into a folder`,
     });
     expect(readFileSync(file, 'utf8')).toBe('keep me');
+    // Node's own recursive mkdir never returns here.
+    await expect(
+      engine.restore({ bucket: 'Everything', to: '/proc/canopy-restore', overwrite: false }),
+    ).rejects.toMatchObject({
+      code: 'usage',
+      message: 'no folder can be made at /proc/canopy-restore',
+    });
   });
 });
 
