@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
+import { closeSync, openSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,20 +17,25 @@ describe('largeFileChunks', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** The chunks' lengths and bytes, each copied before the next is asked for. */
+  /**
+   * The chunks' lengths and bytes, each copied before the next is asked for, of a file holding
+   * `content` that the scan saw with `expected` bytes.
+   */
   async function chunksOf(
     content: Uint8Array,
     buffers: ChunkBuffers,
+    expected = content.length,
   ): Promise<{ lengths: number[]; bytes: Buffer }> {
     const path = join(dir, `f-${content.length}`);
     await writeFile(path, content);
-    const handle = await open(path, 'r');
+    const fd = openSync(path, 'r');
     try {
       const copies: Buffer[] = [];
-      for await (const chunk of largeFileChunks(handle, buffers)) copies.push(Buffer.from(chunk));
+      for await (const chunk of largeFileChunks(fd, expected, buffers))
+        copies.push(Buffer.from(chunk));
       return { lengths: copies.map((copy) => copy.length), bytes: Buffer.concat(copies) };
     } finally {
-      await handle.close();
+      closeSync(fd);
     }
   }
 
@@ -46,6 +52,16 @@ describe('largeFileChunks', () => {
     expect(chunks.bytes.equals(content)).toBe(true);
   });
 
+  it('reads only the bytes the scan saw of a file that grew, and what is left of one that shrank', async () => {
+    const content = randomBytes(2 * MIB + 10);
+    const grown = await chunksOf(content, new ChunkBuffers(), MIB + 3);
+    expect(grown.lengths).toEqual([MIB, 3]);
+    expect(grown.bytes.equals(content.subarray(0, MIB + 3))).toBe(true);
+    const shrunk = await chunksOf(content, new ChunkBuffers(), 3 * MIB);
+    expect(shrunk.lengths).toEqual([MIB, MIB, 10]);
+    expect(shrunk.bytes.equals(content)).toBe(true);
+  });
+
   it('reads every file into the same pooled buffer, returned however the reading ends', async () => {
     const buffers = new ChunkBuffers();
     await chunksOf(randomBytes(MIB + 5), buffers);
@@ -54,14 +70,14 @@ describe('largeFileChunks', () => {
 
     const path = join(dir, 'stopped-early');
     await writeFile(path, randomBytes(3 * MIB));
-    const handle = await open(path, 'r');
+    const fd = openSync(path, 'r');
     try {
-      for await (const chunk of largeFileChunks(handle, buffers)) {
+      for await (const chunk of largeFileChunks(fd, 3 * MIB, buffers)) {
         expect(chunk.buffer).toBe(pooled.buffer);
         break;
       }
     } finally {
-      await handle.close();
+      closeSync(fd);
     }
     expect(buffers.take()).toBe(pooled);
   });
