@@ -29,7 +29,8 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
 // leaves from the storage host, each verified against its CID; files are written (several at
 // a time) to a temporary name, fsynced, given their mode and mtime, and renamed. Existing files are
-// kept unless `overwrite`: a restored copy then gets a " (restored)" suffix.
+// kept unless `overwrite`: a restored copy then gets a " (restored)" suffix. Folders that were
+// there keep their mode and mtime unless `overwrite`, and the target folder always does.
 //
 // Temporary names are `.canopy-restore-<token>-<n>`: one random token per restore, a counter per
 // file. A random name per file cost about 25 µs of this thread each (0.3 s for 11 000 files), and
@@ -141,6 +142,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     mode: number | undefined;
     mtime: number | undefined;
   }> = [];
+  // The target may be any folder the user named, their home or /tmp even: if it was there,
+  // the version's root folder does not change its mode.
+  const targetExisted = exists(input.targetDir);
   try {
     await makeFolders(input.targetDir);
   } catch (error) {
@@ -233,13 +237,17 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     result.renamed.push(path.relative(input.targetDir, free));
     return free;
   };
-  /** Where a folder goes: its own name, unless a file or a link has it, replaced only if asked. */
-  const folderPlace = (destination: string): string => {
+  /**
+   * Where a folder goes: its own name, unless a file or a link has it, replaced only if asked;
+   * and whether a folder was there already.
+   */
+  const folderPlace = (destination: string): { folder: string; existed: boolean } => {
     const existing = lstatSync(destination, { throwIfNoEntry: false });
-    if (!existing || existing.isDirectory()) return destination;
-    if (!input.overwrite) return renamed(destination);
+    if (!existing || existing.isDirectory())
+      return { folder: destination, existed: existing !== undefined };
+    if (!input.overwrite) return { folder: renamed(destination), existed: false };
     rmSync(destination);
-    return destination;
+    return { folder: destination, existed: false };
   };
   let failure: Error | undefined;
   for (const entry of restored(root)) {
@@ -256,17 +264,21 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
             path.posix.basename(relative),
           );
     if (entry.kind === 'directory') {
-      let folder = destination;
+      let place = { folder: destination, existed: targetExisted };
       try {
-        if (relative !== '') folder = folderPlace(destination);
-        await makeFolders(folder);
+        if (relative !== '') place = folderPlace(destination);
+        await makeFolders(place.folder);
       } catch (error) {
         failure ??= restoreError(error, input.targetDir);
         leaves.stop(failure);
         break;
       }
+      const { folder, existed } = place;
       folders.set(relative, folder);
-      directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeSeconds });
+      // A folder that was there keeps its mode and mtime, as a file that was there keeps its
+      // content, unless asked; the target itself always does.
+      if (!existed || (input.overwrite && relative !== ''))
+        directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeSeconds });
       result.directories += 1;
       continue;
     }

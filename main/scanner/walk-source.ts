@@ -1,4 +1,4 @@
-import { lstatSync, readdirSync, readlinkSync } from 'node:fs';
+import { lstatSync, readdirSync, readlinkSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import type { ExcludeRules } from './exclude-rules.ts';
@@ -68,7 +68,9 @@ const ENTRIES_BETWEEN_YIELDS = 256;
 
 /** The source folder itself, as an entry with the empty path. */
 export function sourceRootEntry(root: string): Extract<SourceEntry, { kind: 'directory' }> {
-  const stats = lstatSync(root, { bigint: true });
+  // stat, not lstat: a source given as a symlink is the folder it points to, and that folder's
+  // mode is what a restore gives back. The link's own (rwxrwxrwx) would make it world-writable.
+  const stats = statSync(root, { bigint: true });
   return {
     kind: 'directory',
     path: '',

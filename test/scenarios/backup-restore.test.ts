@@ -397,6 +397,42 @@ describe('restore beside what is there', () => {
   });
 });
 
+describe('folder modes', () => {
+  /** A folder's permission bits. */
+  const modeOf = (dir: string): number => lstatSync(dir).mode & 0o7777;
+
+  it("keeps a folder's mode when backed up through a symlink, and never changes folders that were there unless asked", async () => {
+    // The user's Documents is a link to a private folder on another disk.
+    const real = path.join(scratch, 'data-disk', 'documents');
+    mkdirSync(path.join(real, 'taxes'), { recursive: true });
+    writeFileSync(path.join(real, 'taxes', '2025.pdf'), 'return');
+    chmodSync(path.join(real, 'taxes'), 0o700);
+    chmodSync(real, 0o750);
+    const link = path.join(scratch, 'Documents');
+    symlinkSync(real, link);
+    await engine.createBucket({ name: 'Linked', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: link, bucket: 'Linked' });
+
+    // A new folder gets the modes that were backed up: the folder's own, not the link's
+    // rwxrwxrwx, which would have made it writable by everyone.
+    const fresh = path.join(scratch, 'linked-fresh');
+    await engine.restore({ bucket: 'Linked', to: fresh, overwrite: false });
+    expect([modeOf(fresh), modeOf(path.join(fresh, 'taxes'))]).toEqual([0o750, 0o700]);
+
+    // Folders that were there keep theirs; asked to overwrite, those inside the target take the
+    // version's, and the target, whatever folder the user named, still keeps its own.
+    const existing = path.join(scratch, 'linked-existing');
+    mkdirSync(path.join(existing, 'taxes'), { recursive: true });
+    chmodSync(path.join(existing, 'taxes'), 0o777);
+    chmodSync(existing, 0o711);
+    await engine.restore({ bucket: 'Linked', to: existing, overwrite: false });
+    expect([modeOf(existing), modeOf(path.join(existing, 'taxes'))]).toEqual([0o711, 0o777]);
+    expect(readFileSync(path.join(existing, 'taxes', '2025.pdf'), 'utf8')).toBe('return');
+    await engine.restore({ bucket: 'Linked', to: existing, overwrite: true });
+    expect([modeOf(existing), modeOf(path.join(existing, 'taxes'))]).toEqual([0o711, 0o700]);
+  });
+});
+
 describe('browse, snapshots and verify', () => {
   it("lists a version's folders with sizes, modes and symlink targets, from metadata only", async () => {
     const top = await engine.ls({ bucket: 'Everything' });
