@@ -514,14 +514,7 @@ export class ServiceClient {
         version.metadata_cid === push.metadataCid &&
         version.previous_id === push.previousId,
     );
-    for (const version of lost) {
-      try {
-        await this.deleteVersion(version.id);
-      } catch (error) {
-        // A DELETE whose own answer was lost and was sent again finds the version gone.
-        if (!(error instanceof EngineError && error.code === 'not_found')) throw error;
-      }
-    }
+    for (const version of lost) await this.discardVersion(version.id);
   }
 
   getVersion(id: string): Promise<Metadata> {
@@ -541,6 +534,19 @@ export class ServiceClient {
       path: `/buckets/metadata/${encodeURIComponent(id)}`,
       auth: { kind: 'device' },
     });
+  }
+
+  /**
+   * Deletes a version this client made and no longer wants; one already gone is fine. A DELETE
+   * whose answer was lost is sent again and finds the version gone: that is success here, while
+   * a user deleting a version by hand is told it is not there.
+   */
+  async discardVersion(id: string): Promise<void> {
+    try {
+      await this.deleteVersion(id);
+    } catch (error) {
+      if (!(error instanceof EngineError && error.code === 'not_found')) throw error;
+    }
   }
 
   pullVersion(id: string): Promise<Uint8Array> {

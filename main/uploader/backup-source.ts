@@ -583,7 +583,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       isEngineError(error, 'source_changed') ||
       refused
     ) {
-      await client.deleteVersion(upload.version_id);
+      await client.discardVersion(upload.version_id);
       input.queue.finish(upload.version_id);
       await removeStaging(upload.staging_dir);
     }

@@ -15,7 +15,10 @@ import {
 export type Fault =
   | 'pass'
   | 'reset'
-  /** The real status and headers, then the connection closes after a few body bytes. */
+  /**
+   * The server carries the request out; its status and headers come, then the connection closes
+   * after a few body bytes. An answer without a body is lost whole.
+   */
   | 'cut'
   | { status: number; retryAfter?: number };
 
@@ -69,14 +72,24 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         headers: incoming.headers,
       },
       (answer) => {
-        outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+        const head = (): void => {
+          outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+        };
         if (!cut) {
+          head();
           answer.pipe(outgoing);
           return;
         }
+        let cutOff = false;
         answer.once('data', (chunk: Buffer) => {
+          cutOff = true;
+          head();
           outgoing.write(chunk.subarray(0, CUT_AFTER_BYTES), () => outgoing.socket?.destroy());
           answer.destroy();
+        });
+        // An answer without a body (a 204) has nothing to cut: it is lost whole.
+        answer.once('end', () => {
+          if (!cutOff) outgoing.socket?.destroy();
         });
       },
     );

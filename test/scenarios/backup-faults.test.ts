@@ -154,6 +154,51 @@ describe('backup through a faulty network', () => {
     }
   });
 
+  it('rebuilds when the answer to dropping a stale version breaks off', async () => {
+    proxy.randomFaults(0, 1);
+    // Its own user, and an engine that changes a file once a shard is confirmed: the upload
+    // then meets a source that no longer matches, and drops its pending version.
+    const { code } = service.addUser('bo@example.org');
+    const source = path.join(scratch, 'source-drop');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'a.bin'), randomBytes(1_200_000));
+    writeFileSync(path.join(source, 'b.bin'), randomBytes(1_200_000));
+    const home = path.join(scratch, 'home-drop');
+    let changed = false;
+    const dropping = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      retry: { attempts: 8, baseDelayMs: 10, maxDelayMs: 200 },
+      shardTargetBytes: 1_500_000,
+      afterShardConfirmed: () => {
+        if (changed) return;
+        changed = true;
+        writeFileSync(path.join(source, 'b.bin'), randomBytes(1_200_000));
+        // The DELETE is carried out and its answer cut; sent again, it finds the version gone.
+        proxy.schedule(['cut'], /\/buckets\/metadata\/[^/]+$/);
+      },
+    });
+    try {
+      await dropping.login({ server: proxy.url, code });
+      await dropping.createBucket({ name: 'Drop', type: 'backup', storageClass: 'hot' });
+      const before = proxy.injected();
+      const result = await dropping.backup({ dir: source, bucket: 'Drop' });
+      expect(proxy.injected() - before).toBe(1);
+      const versions = await dropping.listVersions({ bucket: 'Drop' });
+      expect(versions.map((version) => [version.id, version.state])).toEqual([
+        [result.versionId, 'active'],
+      ]);
+      const target = path.join(scratch, 'restored-drop');
+      await dropping.restore({ bucket: 'Drop', to: target, overwrite: false });
+      for (const name of ['a.bin', 'b.bin'])
+        expect(
+          readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+        ).toBe(true);
+    } finally {
+      await dropping.close();
+    }
+  });
+
   it('reports the version a lost push activated, without a second one, when no data was new', async () => {
     proxy.randomFaults(0, 1);
     const source = path.join(scratch, 'source-cut');
