@@ -141,8 +141,17 @@ export interface PackedTree {
   readonly bytesRead: number;
 }
 
+/**
+ * UnixFS's mtime: whole seconds, and the nanoseconds after them. Before 1970 the seconds round
+ * down, so the fraction stays positive as UnixFS wants it: truncated, half a second before 1960
+ * lost its fraction and came out a second late.
+ */
 function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
-  return { secs: mtimeNs / 1_000_000_000n, nsecs: Number(mtimeNs % 1_000_000_000n) };
+  const secs = mtimeNs / 1_000_000_000n;
+  const nsecs = mtimeNs % 1_000_000_000n;
+  return nsecs < 0n
+    ? { secs: secs - 1n, nsecs: Number(nsecs + 1_000_000_000n) }
+    : { secs, nsecs: Number(nsecs) };
 }
 
 /** Files packed at once: reading one overlaps hashing another. */

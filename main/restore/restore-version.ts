@@ -21,6 +21,7 @@ import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
+import { fileTime } from './file-time.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
@@ -171,7 +172,10 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     if (entry.kind === 'symlink') {
       rmSync(target, { force: true });
       symlinkSync(entry.target ?? '', target);
-      if (mtimeSeconds !== undefined) lutimesSync(target, mtimeSeconds, mtimeSeconds);
+      if (mtimeSeconds !== undefined) {
+        const time = fileTime(mtimeSeconds);
+        lutimesSync(target, time, time);
+      }
       result.symlinks += 1;
       return;
     }
@@ -195,7 +199,10 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     }
     closeSync(fd);
     if (entry.mode !== undefined) chmodSync(temporary, entry.mode);
-    if (mtimeSeconds !== undefined) utimesSync(temporary, mtimeSeconds, mtimeSeconds);
+    if (mtimeSeconds !== undefined) {
+      const time = fileTime(mtimeSeconds);
+      utimesSync(temporary, time, time);
+    }
     renameSync(temporary, target);
     result.files += 1;
   }
@@ -317,7 +324,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {
     if (mode !== undefined) await chmod(dir, mode);
-    if (mtime !== undefined) await utimes(dir, mtime, mtime);
+    if (mtime !== undefined) await utimes(dir, fileTime(mtime), fileTime(mtime));
   }
   return result;
 }

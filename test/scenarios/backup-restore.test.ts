@@ -5,6 +5,7 @@ import {
   chmodSync,
   closeSync,
   lstatSync,
+  lutimesSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -397,7 +398,7 @@ describe('restore beside what is there', () => {
   });
 });
 
-describe('folder modes', () => {
+describe('folder modes and old times', () => {
   /** A folder's permission bits. */
   const modeOf = (dir: string): number => lstatSync(dir).mode & 0o7777;
 
@@ -430,6 +431,35 @@ describe('folder modes', () => {
     expect(readFileSync(path.join(existing, 'taxes', '2025.pdf'), 'utf8')).toBe('return');
     await engine.restore({ bucket: 'Linked', to: existing, overwrite: true });
     expect([modeOf(existing), modeOf(path.join(existing, 'taxes'))]).toEqual([0o711, 0o700]);
+  });
+});
+
+describe('times before 1970', () => {
+  it('keeps them, to the fraction of a second, for files, folders and symlinks', async () => {
+    const old = path.join(scratch, 'old-times');
+    mkdirSync(path.join(old, 'letters'), { recursive: true });
+    writeFileSync(path.join(old, 'letters', 'from-1960.txt'), 'dear ann');
+    symlinkSync('letters/from-1960.txt', path.join(old, 'latest'));
+    const times = {
+      'letters/from-1960.txt': new Date('1960-01-01T00:00:00.500Z'),
+      latest: new Date('1969-12-31T23:59:59.250Z'),
+      letters: new Date('1969-07-20T20:17:40Z'),
+    };
+    for (const [name, time] of Object.entries(times))
+      if (name === 'latest') lutimesSync(path.join(old, name), time, time);
+      else utimesSync(path.join(old, name), time, time);
+    await engine.createBucket({ name: 'Old', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: old, bucket: 'Old' });
+    const listed = await engine.ls({ bucket: 'Old', path: 'letters' });
+    expect(listed.map((entry) => entry.mtime)).toEqual([Date.UTC(1960, 0, 1) / 1000]);
+
+    const target = path.join(scratch, 'old-times-restored');
+    await engine.restore({ bucket: 'Old', to: target, overwrite: false });
+    for (const [name, time] of Object.entries(times))
+      expect([name, lstatSync(path.join(target, name)).mtime.toISOString()]).toEqual([
+        name,
+        time.toISOString(),
+      ]);
   });
 });
 
