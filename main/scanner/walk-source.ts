@@ -44,6 +44,33 @@ export interface SkippedItem {
   readonly reason: string;
 }
 
+/**
+ * Names and link targets are bytes to Linux but text to UnixFS, and Node reads a name that is
+ * not UTF-8 with U+FFFD in place of the bad bytes: that name then finds nothing, and a link's
+ * target would be stored mangled. Both are skipped with this reason instead.
+ */
+const NOT_UTF8 = 'not valid UTF-8, which a backup cannot store';
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Why an entry the walk listed cannot be looked at. */
+function lookupFailure(name: string, error: unknown): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  // A name holding U+FFFD that is not there was read from bytes that are not UTF-8.
+  if (code === 'ENOENT' && name.includes('\uFFFD'))
+    return `its name is ${NOT_UTF8}; rename it to back it up`;
+  return reasonOf(error);
+}
+
+/** A symlink's target as text, or undefined when it is not UTF-8. */
+function linkTarget(full: string): string | undefined {
+  try {
+    return strictUtf8.decode(readlinkSync(full, { encoding: 'buffer' }));
+  } catch (error) {
+    if (error instanceof TypeError) return undefined;
+    throw error;
+  }
+}
+
 function reasonOf(error: unknown): string {
   const code = (error as NodeJS.ErrnoException).code;
   switch (code) {
@@ -127,7 +154,7 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
     try {
       stats = lstatSync(full, { bigint: true });
     } catch (error) {
-      onSkip({ path: rel, reason: reasonOf(error) });
+      onSkip({ path: rel, reason: lookupFailure(name, error) });
       continue;
     }
     const mode = Number(stats.mode & 0o7777n);
@@ -149,18 +176,17 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
         ino: stats.ino,
       };
     } else if (stats.isSymbolicLink()) {
+      let target: string | undefined;
       try {
-        yield {
-          kind: 'symlink',
-          path: rel,
-          mode,
-          mtimeNs: stats.mtimeNs,
-          ino: stats.ino,
-          target: readlinkSync(full),
-        };
+        target = linkTarget(full);
       } catch (error) {
         onSkip({ path: rel, reason: reasonOf(error) });
+        continue;
       }
+      if (target === undefined)
+        onSkip({ path: rel, reason: `its target is ${NOT_UTF8}; link it again to back it up` });
+      else
+        yield { kind: 'symlink', path: rel, mode, mtimeNs: stats.mtimeNs, ino: stats.ino, target };
     } else {
       onSkip({
         path: rel,

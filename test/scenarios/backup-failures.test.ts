@@ -10,17 +10,20 @@ import {
   readdirSync,
   rmSync,
   statfsSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
-// or restore target (as `nobody`, since root reads anything), a missing source folder, a full backup disk while shards are written, a full disk under
+// or restore target (as `nobody`, since root reads anything), a missing source folder, names that
+// are not UTF-8, a full backup disk while shards are written, a full disk under
 // the Canopy home, and a full disk while restoring (small tmpfs mounts). Each gets a clear
 // message and loses nothing.
 
@@ -152,6 +155,43 @@ describe('backup failures', () => {
       await expect(engine.planBackup({ dir: missing })).rejects.toMatchObject({
         code: 'not_found',
       });
+    } finally {
+      await engine.close();
+    }
+  });
+
+  it('skips a name or a link target that is not UTF-8 with a reason, and backs up the rest', async () => {
+    const source = path.join(scratch, 'latin-1');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'ok.txt'), 'fine');
+    // Names from an old Latin-1 system: bytes to Linux, but not text that UnixFS can hold.
+    const latin1 = Buffer.concat([
+      Buffer.from(`${source}/caf`),
+      Buffer.from([0xe9]),
+      Buffer.from('.txt'),
+    ]);
+    writeFileSync(latin1, 'caf\u00e9');
+    symlinkSync(latin1, path.join(source, 'link'));
+    const home = path.join(scratch, 'latin-1-home');
+    const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    try {
+      await engine.loginLocal({ dataDir: path.join(scratch, 'latin-1-data') });
+      await engine.createBucket({ name: 'Latin', type: 'backup', storageClass: 'hot' });
+      const result = await engine.backup({ dir: source, bucket: 'Latin' });
+      expect(result.files).toBe(1);
+      expect(result.skipped).toEqual([
+        {
+          path: 'caf\uFFFD.txt',
+          reason:
+            'its name is not valid UTF-8, which a backup cannot store; rename it to back it up',
+        },
+        {
+          path: 'link',
+          reason:
+            'its target is not valid UTF-8, which a backup cannot store; link it again to back it up',
+        },
+      ]);
+      expect((await engine.ls({ bucket: 'Latin' })).map((entry) => entry.name)).toEqual(['ok.txt']);
     } finally {
       await engine.close();
     }
