@@ -61,13 +61,13 @@ function lookupFailure(name: string, error: unknown): string {
   return reasonOf(error);
 }
 
-/** A symlink's target as text, or undefined when it is not UTF-8. */
-function linkTarget(full: string): string | undefined {
+/** Bytes as UTF-8 text, or undefined when they are not UTF-8. */
+function strictText(bytes: Buffer): string | undefined {
   try {
-    return strictUtf8.decode(readlinkSync(full, { encoding: 'buffer' }));
-  } catch (error) {
-    if (error instanceof TypeError) return undefined;
-    throw error;
+    return strictUtf8.decode(bytes);
+  } catch {
+    // The decoder's only failure here: bytes that are not UTF-8.
+    return undefined;
   }
 }
 
@@ -178,7 +178,7 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
     } else if (stats.isSymbolicLink()) {
       let target: string | undefined;
       try {
-        target = linkTarget(full);
+        target = strictText(readlinkSync(full, { encoding: 'buffer' }));
       } catch (error) {
         onSkip({ path: rel, reason: reasonOf(error) });
         continue;

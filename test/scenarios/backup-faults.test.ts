@@ -55,6 +55,12 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
+/** The bucket lists one version, `versionId`, active: no version was left pending. */
+async function expectOnlyActive(owner: Engine, bucket: string, versionId: string): Promise<void> {
+  const versions = await owner.listVersions({ bucket });
+  expect(versions.map((version) => [version.id, version.state])).toEqual([[versionId, 'active']]);
+}
+
 describe('backup through a faulty network', () => {
   it('completes and restores identically with 10 % of requests failing', async () => {
     const source = path.join(scratch, 'source');
@@ -142,16 +148,38 @@ describe('backup through a faulty network', () => {
       proxy.schedule(['cut', 'pass', 'cut'], /\/buckets\/metadata$|\/complete$/);
       const result = await engine.backup({ dir: source, bucket: 'Cut' });
       expect(proxy.injected() - before).toBe(2);
-      const versions = await engine.listVersions({ bucket: 'Cut' });
-      expect(versions.map((version) => [version.id, version.state])).toEqual([
-        [result.versionId, 'active'],
-      ]);
+      await expectOnlyActive(engine, 'Cut', result.versionId);
       const target = path.join(scratch, 'restored-cut');
       await engine.restore({ bucket: 'Cut', to: target, overwrite: false });
       expect(readFileSync(path.join(target, 'report.bin')).equals(report)).toBe(true);
     } finally {
       changeQuota(service.service.ctx, 'ann@example.org', null);
     }
+  });
+
+  it('reports the version a lost push activated, without a second one, when no data was new', async () => {
+    proxy.randomFaults(0, 1);
+    const source = path.join(scratch, 'source-cut');
+    renameSync(path.join(source, 'report.bin'), path.join(source, 'report-final.bin'));
+    const versionsMade = (): number =>
+      (service.service.ctx.db.prepare('SELECT COUNT(*) AS n FROM versions').get() as { n: number })
+        .n;
+    const madeBefore = versionsMade();
+    const before = proxy.injected();
+    // A push with no new data activates at once (§10.1); its answer is cut, and sent again it
+    // finds its own version active.
+    proxy.schedule(['cut'], /\/buckets\/metadata$/);
+    const result = await engine.backup({ dir: source, bucket: 'Cut' });
+    expect(proxy.injected() - before).toBe(1);
+    expect(result.newBytes).toBe(0);
+    const versions = await engine.listVersions({ bucket: 'Cut' });
+    expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
+    expect(versions[0]?.id).toBe(result.versionId);
+    // The service made this one version, and no other, deleted or not.
+    expect(versionsMade() - madeBefore).toBe(1);
+    expect((await engine.ls({ bucket: 'Cut' })).map((entry) => entry.name)).toEqual([
+      'report-final.bin',
+    ]);
   });
 
   it('rebuilds when the answer to dropping a stale version breaks off', async () => {
@@ -184,10 +212,7 @@ describe('backup through a faulty network', () => {
       const before = proxy.injected();
       const result = await dropping.backup({ dir: source, bucket: 'Drop' });
       expect(proxy.injected() - before).toBe(1);
-      const versions = await dropping.listVersions({ bucket: 'Drop' });
-      expect(versions.map((version) => [version.id, version.state])).toEqual([
-        [result.versionId, 'active'],
-      ]);
+      await expectOnlyActive(dropping, 'Drop', result.versionId);
       const target = path.join(scratch, 'restored-drop');
       await dropping.restore({ bucket: 'Drop', to: target, overwrite: false });
       for (const name of ['a.bin', 'b.bin'])
@@ -197,30 +222,5 @@ describe('backup through a faulty network', () => {
     } finally {
       await dropping.close();
     }
-  });
-
-  it('reports the version a lost push activated, without a second one, when no data was new', async () => {
-    proxy.randomFaults(0, 1);
-    const source = path.join(scratch, 'source-cut');
-    renameSync(path.join(source, 'report.bin'), path.join(source, 'report-final.bin'));
-    const versionsMade = (): number =>
-      (service.service.ctx.db.prepare('SELECT COUNT(*) AS n FROM versions').get() as { n: number })
-        .n;
-    const madeBefore = versionsMade();
-    const before = proxy.injected();
-    // A push with no new data activates at once (§10.1); its answer is cut, and sent again it
-    // finds its own version active.
-    proxy.schedule(['cut'], /\/buckets\/metadata$/);
-    const result = await engine.backup({ dir: source, bucket: 'Cut' });
-    expect(proxy.injected() - before).toBe(1);
-    expect(result.newBytes).toBe(0);
-    const versions = await engine.listVersions({ bucket: 'Cut' });
-    expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
-    expect(versions[0]?.id).toBe(result.versionId);
-    // The service made this one version, and no other, deleted or not.
-    expect(versionsMade() - madeBefore).toBe(1);
-    expect((await engine.ls({ bucket: 'Cut' })).map((entry) => entry.name)).toEqual([
-      'report-final.bin',
-    ]);
   });
 });

@@ -398,7 +398,7 @@ describe('restore beside what is there', () => {
   });
 });
 
-describe('folder modes and old times', () => {
+describe('folder modes', () => {
   /** A folder's permission bits. */
   const modeOf = (dir: string): number => lstatSync(dir).mode & 0o7777;
 
