@@ -48,28 +48,52 @@ async function fillChunk(fd: number, buffer: Buffer, length: number): Promise<nu
 /**
  * The first `expectedBytes` of the file in order: full 1 MiB chunks, then a shorter last one;
  * a single empty chunk for an empty file, as the fixed-size chunker gives. A file that turns
- * out shorter ends early. Each chunk is a view of one buffer taken from `buffers`, so it is
- * valid only until the next chunk is asked for: the consumer must be done with it by then.
- * The buffer goes back when the generator ends, however it ends.
+ * out shorter ends early. Each chunk is a view of a buffer taken from `buffers`, valid only
+ * until the next chunk is asked for: the consumer must be done with it by then.
+ *
+ * The next chunk is read while the consumer hashes this one, into a second buffer: one after
+ * the other, a 100 MiB file kept the thread pool and the hashing waiting on each other. The
+ * buffers go back when the generator ends, however it ends, once no read is left running into
+ * them; so the caller must end it (`return()`) before it closes the file.
  */
 export async function* largeFileChunks(
   fd: number,
   expectedBytes: number,
   buffers: ChunkBuffers,
 ): AsyncGenerator<Uint8Array> {
-  const buffer = buffers.take();
+  let current = buffers.take();
+  let next = buffers.take();
+  let left = expectedBytes;
+  let reading: Promise<number> | undefined;
+  /** Starts reading the next chunk into `next`; what it will give, or nothing past the end. */
+  const readNext = (): Promise<number> | undefined => {
+    const wanted = Math.min(left, next.length);
+    if (wanted === 0) return undefined;
+    left -= wanted;
+    const read = fillChunk(fd, next, wanted);
+    // Awaited only once the consumer asks for the chunk, maybe many turns of the event loop
+    // later: marked handled now, so that a failed read is not taken for an unhandled rejection
+    // (which ends the process) before it is awaited and thrown to the consumer.
+    read.catch(() => undefined);
+    return read;
+  };
   try {
-    let left = expectedBytes;
-    for (let first = true; ; first = false) {
-      const wanted = Math.min(left, buffer.length);
-      const length = wanted === 0 ? 0 : await fillChunk(fd, buffer, wanted);
+    reading = expectedBytes === 0 ? Promise.resolve(0) : readNext();
+    for (let first = true; reading; first = false) {
+      const length = await reading;
+      reading = undefined;
       if (length === 0 && !first) return;
-      yield buffer.subarray(0, length);
-      left -= length;
-      // Only the end of the file makes a chunk short.
-      if (length < buffer.length) return;
+      [current, next] = [next, current];
+      // Only the end of the file makes a chunk short; after it nothing is read ahead.
+      if (length === current.length) reading = readNext();
+      yield current.subarray(0, length);
+      if (length < current.length) return;
     }
   } finally {
-    buffers.give(buffer);
+    // A read still running writes into `next`: the buffer is free only once it is done. Its
+    // error, if any, is moot: the consumer stopped before it wanted those bytes.
+    if (reading) await reading.catch(() => 0);
+    buffers.give(current);
+    buffers.give(next);
   }
 }

@@ -3,7 +3,6 @@ import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
-import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import {
@@ -20,7 +19,7 @@ import {
   unreadableReason,
 } from './small-file.ts';
 import { compactCid } from './compact-cid.ts';
-import { buildFileNode, type LeafMaker } from './file-builder.ts';
+import { buildFileNode, buildOneLeafFileNode, type LeafMaker } from './file-builder.ts';
 import {
   emptyFolderSize,
   makeFolderNode,
@@ -212,16 +211,10 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   }
 
   /** A file's leaves, each made (read, hashed, handed on) when the file builder asks for it. */
-  async function* leavesOf(file: ScannedFile, source: FileSource): AsyncGenerator<LeafMaker> {
-    if (source.kind === 'small') {
-      const { bytes } = source;
-      yield async () => {
-        const cid = CID.createV1(raw.code, await sha256.digest(bytes));
-        await putLeaf(cid, bytes, { path: file.path, offset: 0 });
-        return { cid, size: BigInt(bytes.length) };
-      };
-      return;
-    }
+  async function* leavesOf(
+    file: ScannedFile,
+    source: Exclude<FileSource, { kind: 'small' }>,
+  ): AsyncGenerator<LeafMaker> {
     if (source.kind === 'reused') {
       // The layout needs at least one leaf to make a File node at all; the empty leaf stays
       // out of the node's links, as the chunker's one empty chunk of an empty file does.
@@ -243,7 +236,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       bytesRead += chunk.length;
       input.onBytesRead?.(chunk.length);
       yield async () => {
-        const cid = CID.createV1(raw.code, await sha256.digest(chunk));
+        const cid = cidFromSha256(RAW_CODEC, createHash('sha256').update(chunk).digest());
         await putLeaf(cid, chunk, origin);
         return { cid, size: BigInt(chunk.length) };
       };
@@ -255,23 +248,47 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       changedWhileRead.push(file.path);
   }
 
+  /** What a file's folder keeps of its node, once the node is made. */
+  function packedFile(
+    file: ScannedFile,
+    made: { cid: CID; size: bigint },
+    reused: boolean,
+  ): FolderEntry {
+    onEntry(packedEntryOf(file, cidText(made.cid)));
+    input.onFilePacked?.(file, reused);
+    // Its folder keeps it until the folder is made: a compact copy of the CID.
+    return {
+      name: nameOf(file.path),
+      node: { cid: compactCid(made.cid), size: Number(made.size) },
+    };
+  }
+
+  /**
+   * A file read whole: one leaf, hashed here, and its node made at once. Most files of a tree
+   * are small, and the iteration buildFileNode goes through cost more than all of this.
+   */
+  async function packSmallFile(file: ScannedFile, bytes: Uint8Array): Promise<FolderEntry> {
+    const cid = cidFromSha256(RAW_CODEC, createHash('sha256').update(bytes).digest());
+    await putLeaf(cid, bytes, { path: file.path, offset: 0 });
+    const made = await buildOneLeafFileNode(
+      { mode: file.mode, mtime: mtimeOf(file.mtimeNs) },
+      { cid, size: BigInt(bytes.length) },
+      blockstore,
+    );
+    return packedFile(file, made, false);
+  }
+
   async function packFile(file: ScannedFile, source: FileSource): Promise<FolderEntry> {
+    if (source.kind === 'small') return packSmallFile(file, source.bytes);
+    const fileLeaves = leavesOf(file, source);
     try {
       const mtime = mtimeOf(file.mtimeNs);
-      const made = await buildFileNode(
-        { mode: file.mode, mtime },
-        leavesOf(file, source),
-        blockstore,
-        layout,
-      );
-      onEntry(packedEntryOf(file, cidText(made.cid)));
-      input.onFilePacked?.(file, source.kind === 'reused');
-      // Its folder keeps it until the folder is made: a compact copy of the CID.
-      return {
-        name: nameOf(file.path),
-        node: { cid: compactCid(made.cid), size: Number(made.size) },
-      };
+      const made = await buildFileNode({ mode: file.mode, mtime }, fileLeaves, blockstore, layout);
+      return packedFile(file, made, source.kind === 'reused');
     } finally {
+      // Ended first, should the node have failed half way: a chunk read ahead may still be
+      // running on the file (large-file-chunks.ts).
+      await fileLeaves.return(undefined);
       if (source.kind === 'large') closeSync(source.fd);
     }
   }

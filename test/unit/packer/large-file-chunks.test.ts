@@ -62,23 +62,54 @@ describe('largeFileChunks', () => {
     expect(shrunk.bytes.equals(content)).toBe(true);
   });
 
-  it('reads every file into the same pooled buffer, returned however the reading ends', async () => {
+  it('ends at the end of a file that shrank to a whole number of chunks', async () => {
+    const content = randomBytes(2 * MIB);
+    const shrunk = await chunksOf(content, new ChunkBuffers(), 3 * MIB);
+    expect(shrunk.lengths).toEqual([MIB, MIB]);
+    expect(shrunk.bytes.equals(content)).toBe(true);
+  });
+
+  it('leaves a chunk untouched while the next one is read ahead', async () => {
+    const content = randomBytes(4 * MIB + 7);
+    const path = join(dir, 'read-ahead');
+    await writeFile(path, content);
+    const fd = openSync(path, 'r');
+    try {
+      let offset = 0;
+      for await (const chunk of largeFileChunks(fd, content.length, new ChunkBuffers())) {
+        const copy = Buffer.from(chunk);
+        // Long enough for the read ahead, into the other buffer, to be done.
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        expect(Buffer.from(chunk).equals(copy)).toBe(true);
+        expect(copy.equals(content.subarray(offset, offset + copy.length))).toBe(true);
+        offset += copy.length;
+      }
+      expect(offset).toBe(content.length);
+    } finally {
+      closeSync(fd);
+    }
+  });
+
+  it('reads every file into the same two pooled buffers, returned however the reading ends', async () => {
     const buffers = new ChunkBuffers();
     await chunksOf(randomBytes(MIB + 5), buffers);
-    const pooled = buffers.take();
-    buffers.give(pooled);
+    const pooled = [buffers.take(), buffers.take()];
+    for (const buffer of pooled) buffers.give(buffer);
 
     const path = join(dir, 'stopped-early');
     await writeFile(path, randomBytes(3 * MIB));
     const fd = openSync(path, 'r');
     try {
       for await (const chunk of largeFileChunks(fd, 3 * MIB, buffers)) {
-        expect(chunk.buffer).toBe(pooled.buffer);
+        expect(pooled.map((buffer) => buffer.buffer)).toContain(chunk.buffer);
         break;
       }
     } finally {
       closeSync(fd);
     }
-    expect(buffers.take()).toBe(pooled);
+    // Both are back, the one the next chunk was being read into as well, and no third was made.
+    const back = [buffers.take(), buffers.take()];
+    expect(back[0] !== back[1] && back.every((buffer) => pooled.includes(buffer))).toBe(true);
+    expect(pooled.includes(buffers.take())).toBe(false);
   });
 });
