@@ -1,7 +1,7 @@
 import { read } from 'node:fs';
 import { CHUNK_BYTES } from './unixfs-settings.ts';
 
-// Reading a file in 1 MiB chunks, each read into the same buffer. A fresh buffer per chunk is
+// Reading a file in 1 MiB chunks, into the same two buffers in turn. A fresh buffer per chunk is
 // garbage outside the JS heap, and V8 collects that only after about 64 MB of it has piled
 // up: on a 4 GiB backup it was a fifth of the process's peak memory. The buffers come from a
 // pool shared by the files read at the same time (the packer reads a few at once), so a

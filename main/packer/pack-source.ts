@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
+import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, rawCidOf } from '../protocol/index.ts';
 import {
   sourceRootEntry,
   walkSource,
@@ -236,7 +236,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       bytesRead += chunk.length;
       input.onBytesRead?.(chunk.length);
       yield async () => {
-        const cid = cidFromSha256(RAW_CODEC, createHash('sha256').update(chunk).digest());
+        const cid = await rawCidOf(chunk);
         await putLeaf(cid, chunk, origin);
         return { cid, size: BigInt(chunk.length) };
       };
@@ -268,7 +268,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
    * are small, and the iteration buildFileNode goes through cost more than all of this.
    */
   async function packSmallFile(file: ScannedFile, bytes: Uint8Array): Promise<FolderEntry> {
-    const cid = cidFromSha256(RAW_CODEC, createHash('sha256').update(bytes).digest());
+    const cid = await rawCidOf(bytes);
     await putLeaf(cid, bytes, { path: file.path, offset: 0 });
     const made = await buildOneLeafFileNode(
       { mode: file.mode, mtime: mtimeOf(file.mtimeNs) },
