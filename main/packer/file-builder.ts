@@ -57,19 +57,6 @@ function reducerFor(file: Pick<File, 'mtime' | 'mode'>, blockstore: WritableStor
   };
 }
 
-/**
- * The File node of a file of one leaf (an empty one too: its leaf stays out of the links), as
- * buildFileNode makes it, without the asynchronous iteration: most files of a tree are this.
- */
-export async function buildOneLeafFileNode(
-  file: Pick<File, 'mtime' | 'mode'>,
-  leaf: { cid: CID; size: bigint },
-  blockstore: WritableStorage,
-): Promise<{ cid: CID; size: bigint }> {
-  const root = await reducerFor(file, blockstore)([leaf]);
-  return { cid: root.cid, size: root.size };
-}
-
 /** A leaf as the buffer importer hands it over: made (read, hashed, stored) when called. */
 export type LeafMaker = () => Promise<{ cid: CID; size: bigint }>;
 

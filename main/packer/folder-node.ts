@@ -3,6 +3,7 @@ import { UnixFS } from 'ipfs-unixfs';
 import { importer, type ImportCandidate, type WritableStorage } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
+import { plainFolderNode, type NodeMeta } from './node-bytes.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
 
 // A folder's node, made once its entries are made: the tree is built folder by folder as the
@@ -36,10 +37,8 @@ export interface FolderEntry {
   };
 }
 
-export interface FolderMeta {
-  readonly mode: number;
-  readonly mtime: { readonly secs: bigint; readonly nsecs: number };
-}
+/** A folder's mode and mtime, as its node keeps them. */
+export type FolderMeta = NodeMeta;
 
 const settings = unixfsImporterOptions();
 const SHARD_THRESHOLD_BYTES = settings.shardSplitThresholdBytes ?? 0;
@@ -127,6 +126,15 @@ export async function makeFolderNode(
 ): Promise<MadeNode> {
   const unixfs = folderUnixfs(meta);
   if (importerWouldShard(unixfs, entries)) return shardedFolderNode(meta, entries, blockstore);
+  const written = plainFolderNode(
+    meta,
+    entries.map((entry) => ({ name: entry.name, cid: entry.node.cid, size: entry.node.size })),
+  );
+  if (written) {
+    await blockstore.put(written.cid, written.bytes);
+    return { cid: written.cid, size: written.size };
+  }
+  // Names out of UTF-8 byte order (the walk gives them in order): dag-pb sorts them.
   const links = entries.map((entry) => ({
     Name: entry.name,
     Tsize: entry.node.size,

@@ -1,76 +1,42 @@
-import { read } from 'node:fs';
+import type { ChunkHasher, HashedChunk } from './chunk-hasher.ts';
 import { CHUNK_BYTES } from './unixfs-settings.ts';
 
-// Reading a file in 1 MiB chunks, into the same two buffers in turn. A fresh buffer per chunk is
-// garbage outside the JS heap, and V8 collects that only after about 64 MB of it has piled
-// up: on a 4 GiB backup it was a fifth of the process's peak memory. The buffers come from a
-// pool shared by the files read at the same time (the packer reads a few at once), so a
-// backup holds a handful of them, however many files and bytes it reads.
+// Reading a file in 1 MiB chunks, each hashed as it is read, on the hasher's worker thread
+// (chunk-hasher.ts), into two slots of its shared memory in turn. Fresh memory per chunk is
+// garbage outside the JS heap, which V8 collects only after about 64 MB of it has piled up:
+// on a 4 GiB backup it was a fifth of the process's peak memory. Each file read at the same
+// time holds two slots, however many bytes it has.
 //
-// Only the reads go through the thread pool, and only as many as the bytes the scan saw: each
-// round trip there costs this thread about 150 µs on the machines we measured, and an extra
-// read to find the end of the file, plus an asynchronous open, stat and close, made 1 MiB
-// files pack at half the speed of hashing them. A file that grew meanwhile is the caller's to
-// notice, by its size after the read.
-
-/** The 1 MiB buffers of the files not being read, ready for the next one. */
-export class ChunkBuffers {
-  private readonly free: Buffer[] = [];
-
-  take(): Buffer {
-    return this.free.pop() ?? Buffer.allocUnsafeSlow(CHUNK_BYTES);
-  }
-
-  give(buffer: Buffer): void {
-    this.free.push(buffer);
-  }
-}
-
-function readAt(fd: number, buffer: Buffer, offset: number, length: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    read(fd, buffer, offset, length, null, (error, bytesRead) =>
-      error ? reject(error) : resolve(bytesRead),
-    );
-  });
-}
-
-/** Reads from the descriptor's position until `length` bytes or the file's end; the count. */
-async function fillChunk(fd: number, buffer: Buffer, length: number): Promise<number> {
-  let filled = 0;
-  while (filled < length) {
-    const count = await readAt(fd, buffer, filled, length - filled);
-    if (count === 0) break;
-    filled += count;
-  }
-  return filled;
-}
+// Only as many bytes as the scan saw are read: an extra read to find the end of the file made
+// 1 MiB files pack at half the speed of hashing them. A file that grew meanwhile is the
+// caller's to notice, by its size after the read.
 
 /**
- * The first `expectedBytes` of the file in order: full 1 MiB chunks, then a shorter last one;
- * a single empty chunk for an empty file, as the fixed-size chunker gives. A file that turns
- * out shorter ends early. Each chunk is a view of a buffer taken from `buffers`, valid only
- * until the next chunk is asked for: the consumer must be done with it by then.
+ * The first `expectedBytes` of the file in order, each with its SHA-256: full 1 MiB chunks,
+ * then a shorter last one; a single empty chunk for an empty file, as the fixed-size chunker
+ * gives. A file that turns out shorter ends early. Each chunk's bytes are a view of a slot
+ * taken from `hasher`, valid only until the next chunk is asked for: the consumer must be done
+ * with them by then.
  *
- * The next chunk is read while the consumer hashes this one, into a second buffer: one after
- * the other, a 100 MiB file kept the thread pool and the hashing waiting on each other. The
- * buffers go back when the generator ends, however it ends, once no read is left running into
- * them; so the caller must end it (`return()`) before it closes the file.
+ * The next chunk is read and hashed while the consumer hands this one on, into the second
+ * slot. The slots go back when the generator ends, however it ends, once no read is left
+ * running into them; so the caller must end it (`return()`) before it closes the file.
  */
 export async function* largeFileChunks(
   fd: number,
   expectedBytes: number,
-  buffers: ChunkBuffers,
-): AsyncGenerator<Uint8Array> {
-  let current = buffers.take();
-  let next = buffers.take();
-  let left = expectedBytes;
-  let reading: Promise<number> | undefined;
+  hasher: ChunkHasher,
+): AsyncGenerator<HashedChunk> {
+  let current = hasher.takeSlot();
+  let next = hasher.takeSlot();
+  let position = 0;
+  let reading: Promise<HashedChunk> | undefined;
   /** Starts reading the next chunk into `next`; what it will give, or nothing past the end. */
-  const readNext = (): Promise<number> | undefined => {
-    const wanted = Math.min(left, next.length);
+  const readNext = (): Promise<HashedChunk> | undefined => {
+    const wanted = Math.min(expectedBytes - position, CHUNK_BYTES);
     if (wanted === 0) return undefined;
-    left -= wanted;
-    const read = fillChunk(fd, next, wanted);
+    const read = hasher.read(fd, position, wanted, next);
+    position += wanted;
     // Awaited only once the consumer asks for the chunk, maybe many turns of the event loop
     // later: marked handled now, so that a failed read is not taken for an unhandled rejection
     // (which ends the process) before it is awaited and thrown to the consumer.
@@ -78,22 +44,23 @@ export async function* largeFileChunks(
     return read;
   };
   try {
-    reading = expectedBytes === 0 ? Promise.resolve(0) : readNext();
+    // An empty file still gives its one empty chunk, hashed as any other.
+    reading = expectedBytes === 0 ? hasher.read(fd, 0, 0, next) : readNext();
     for (let first = true; reading; first = false) {
-      const length = await reading;
+      const chunk = await reading;
       reading = undefined;
-      if (length === 0 && !first) return;
+      if (chunk.bytes.length === 0 && !first) return;
       [current, next] = [next, current];
       // Only the end of the file makes a chunk short; after it nothing is read ahead.
-      if (length === current.length) reading = readNext();
-      yield current.subarray(0, length);
-      if (length < current.length) return;
+      if (chunk.bytes.length === CHUNK_BYTES) reading = readNext();
+      yield chunk;
+      if (chunk.bytes.length < CHUNK_BYTES) return;
     }
   } finally {
-    // A read still running writes into `next`: the buffer is free only once it is done. Its
+    // A read still running writes into `next`: the slot is free only once it is done. Its
     // error, if any, is moot: the consumer stopped before it wanted those bytes.
-    if (reading) await reading.catch(() => 0);
-    buffers.give(current);
-    buffers.give(next);
+    if (reading) await reading.catch(() => undefined);
+    hasher.giveSlot(current);
+    hasher.giveSlot(next);
   }
 }

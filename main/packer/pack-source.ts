@@ -1,10 +1,9 @@
-import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, openSync } from 'node:fs';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, rawCidOf } from '../protocol/index.ts';
+import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../protocol/index.ts';
 import {
   sourceRootEntry,
   walkSource,
@@ -19,7 +18,8 @@ import {
   unreadableReason,
 } from './small-file.ts';
 import { compactCid } from './compact-cid.ts';
-import { buildFileNode, buildOneLeafFileNode, type LeafMaker } from './file-builder.ts';
+import { buildFileNode, type LeafMaker } from './file-builder.ts';
+import { oneLeafFileNode } from './node-bytes.ts';
 import {
   emptyFolderSize,
   makeFolderNode,
@@ -28,7 +28,9 @@ import {
   type FolderMeta,
   type MadeNode,
 } from './folder-node.ts';
-import { ChunkBuffers, largeFileChunks } from './large-file-chunks.ts';
+import { ChunkHasher } from './chunk-hasher.ts';
+import { largeFileChunks } from './large-file-chunks.ts';
+import { WalkAhead } from './walk-ahead.ts';
 import { LeafSizes } from './leaf-sizes.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
 
@@ -44,7 +46,7 @@ import { unixfsImporterOptions } from './unixfs-settings.ts';
 // leaves are laid out again as they were, with the same settings, so its node's CID is the one
 // reading would give.
 
-const EMPTY_LEAF_CID = cidFromSha256(RAW_CODEC, createHash('sha256').digest());
+const EMPTY_LEAF_CID = sha256CidOf(RAW_CODEC, new Uint8Array(0));
 
 export interface PackInput {
   readonly sourceDir: string;
@@ -153,8 +155,16 @@ function mtimeOf(mtimeNs: bigint): { secs: bigint; nsecs: number } {
     : { secs, nsecs: Number(nsecs) };
 }
 
-/** Files packed at once: reading one overlaps hashing another. */
+/** Small or unchanged files packed at once: one waiting on onLeaf does not hold up the rest. */
 const FILES_AT_ONCE = 4;
+/** Large files read and hashed at once, on the hasher's thread. */
+const LARGE_FILES_AT_ONCE = 4;
+/**
+ * How far the walk runs ahead of the packing, in entries: large files that far ahead are read
+ * and hashed on the hasher's thread while this one packs the small files before them. A few
+ * megabytes of entries at most.
+ */
+const WALK_AHEAD_ENTRIES = 16_384;
 
 /** A folder of the walk whose entries are still coming. */
 interface OpenFolder {
@@ -189,7 +199,8 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const changedWhileRead: string[] = [];
   let bytesRead = 0;
   let filesReused = 0;
-  const chunkBuffers = new ChunkBuffers();
+  /** Started at the first large file read, ended with the pack. */
+  let hasher: ChunkHasher | undefined;
   const onEntry = input.onEntry ?? (() => undefined);
   const settingsLayout = unixfsImporterOptions().layout;
   if (!settingsLayout) throw new Error('the UnixFS settings name no layout');
@@ -227,18 +238,20 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     }
     const { fd } = source;
     let offset = 0;
-    // Each chunk is a view of a reused buffer: the file builder finishes a leaf (hashed, handed
+    hasher ??= new ChunkHasher(2 * LARGE_FILES_AT_ONCE);
+    // Each chunk is a view of a slot read into again: the file builder finishes a leaf (handed
     // to onLeaf, which is done with the bytes once it settles) before it asks for the next,
     // which is what lets the next read overwrite it.
-    for await (const chunk of largeFileChunks(fd, file.size, chunkBuffers)) {
+    for await (const chunk of largeFileChunks(fd, file.size, hasher)) {
       const origin = { path: file.path, offset };
-      offset += chunk.length;
-      bytesRead += chunk.length;
-      input.onBytesRead?.(chunk.length);
+      const { bytes } = chunk;
+      offset += bytes.length;
+      bytesRead += bytes.length;
+      input.onBytesRead?.(bytes.length);
       yield async () => {
-        const cid = await rawCidOf(chunk);
-        await putLeaf(cid, chunk, origin);
-        return { cid, size: BigInt(chunk.length) };
+        const cid = cidFromSha256(RAW_CODEC, chunk.digest);
+        await putLeaf(cid, bytes, origin);
+        return { cid, size: BigInt(bytes.length) };
       };
     }
     await input.afterFileRead?.(file.path);
@@ -251,7 +264,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   /** What a file's folder keeps of its node, once the node is made. */
   function packedFile(
     file: ScannedFile,
-    made: { cid: CID; size: bigint },
+    made: { cid: CID; size: bigint | number },
     reused: boolean,
   ): FolderEntry {
     onEntry(packedEntryOf(file, cidText(made.cid)));
@@ -264,22 +277,34 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   }
 
   /**
-   * A file read whole: one leaf, hashed here, and its node made at once. Most files of a tree
-   * are small, and the iteration buildFileNode goes through cost more than all of this.
+   * A file of one leaf: its node written at once (node-bytes.ts). Most files of a tree are
+   * this, and the iteration and objects buildFileNode goes through cost more than reading and
+   * hashing them.
    */
+  async function packOneLeafFile(
+    file: ScannedFile,
+    leaf: { cid: CID; size: number },
+    reused: boolean,
+  ): Promise<FolderEntry> {
+    const node = oneLeafFileNode({ mode: file.mode, mtime: mtimeOf(file.mtimeNs) }, leaf);
+    await input.nodes.put(node.cid, node.bytes);
+    return packedFile(file, node, reused);
+  }
+
+  /** A file read whole: one leaf, hashed here. */
   async function packSmallFile(file: ScannedFile, bytes: Uint8Array): Promise<FolderEntry> {
-    const cid = await rawCidOf(bytes);
+    const cid = sha256CidOf(RAW_CODEC, bytes);
     await putLeaf(cid, bytes, { path: file.path, offset: 0 });
-    const made = await buildOneLeafFileNode(
-      { mode: file.mode, mtime: mtimeOf(file.mtimeNs) },
-      { cid, size: BigInt(bytes.length) },
-      blockstore,
-    );
-    return packedFile(file, made, false);
+    return packOneLeafFile(file, { cid, size: bytes.length }, false);
   }
 
   async function packFile(file: ScannedFile, source: FileSource): Promise<FolderEntry> {
     if (source.kind === 'small') return packSmallFile(file, source.bytes);
+    if (source.kind === 'reused' && source.leaves.length <= 1) {
+      const leaf = source.leaves[0] ?? { cid: EMPTY_LEAF_CID, size: 0 };
+      leaves.add(leaf.cid, leaf.size);
+      return packOneLeafFile(file, leaf, true);
+    }
     const fileLeaves = leavesOf(file, source);
     try {
       const mtime = mtimeOf(file.mtimeNs);
@@ -293,41 +318,55 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     }
   }
 
-  /** Where a file's leaves come from; undefined when it is skipped (reported to onSkip). */
-  async function sourceOf(file: ScannedFile): Promise<FileSource | undefined> {
+  /** A file's known leaves, when the caller knows it unchanged: it is not read. */
+  function reusedSourceOf(file: ScannedFile): FileSource | undefined {
     const known = input.reuse?.(file);
-    if (known) {
-      filesReused += 1;
-      return { kind: 'reused', leaves: known };
-    }
-    const full = path.join(input.sourceDir, file.path);
-    // Opened now, so an unreadable or vanished file is skipped instead of failing the pack.
-    const skip = (error: unknown): undefined => {
-      input.onSkip({ path: file.path, reason: unreadableReason(error) });
-      return undefined;
-    };
-    if (file.size < SMALL_FILE_BYTES) {
-      // A small file costs more in thread-pool round trips than in reading: read it in
-      // synchronous calls, a few microseconds each when it is in the page cache.
-      let bytes: Uint8Array;
-      try {
-        bytes = await readSmallFile(full, file, () =>
-          input.afterFileRead ? input.afterFileRead(file.path) : undefined,
-        );
-      } catch (error) {
-        if (!(error instanceof ChangedWhileRead)) return skip(error);
-        changedWhileRead.push(file.path);
-        bytes = error.bytes;
-      }
-      bytesRead += bytes.length;
-      input.onBytesRead?.(bytes.length);
-      return { kind: 'small', bytes };
-    }
+    if (!known) return undefined;
+    filesReused += 1;
+    return { kind: 'reused', leaves: known };
+  }
+
+  /** Reports a file that cannot be read, which is skipped instead of failing the pack. */
+  function skipUnreadable(file: ScannedFile, error: unknown): undefined {
+    input.onSkip({ path: file.path, reason: unreadableReason(error) });
+    return undefined;
+  }
+
+  /**
+   * Where a small file's leaf comes from: read whole now; undefined when it is skipped.
+   * A small file costs more in thread-pool round trips than in reading: it is read in
+   * synchronous calls, a few microseconds each when it is in the page cache.
+   */
+  async function smallSourceOf(file: ScannedFile): Promise<FileSource | undefined> {
+    const reused = reusedSourceOf(file);
+    if (reused) return reused;
+    let bytes: Uint8Array;
     try {
-      // A metadata call of microseconds: synchronous, as for small files.
+      bytes = await readSmallFile(path.join(input.sourceDir, file.path), file, () =>
+        input.afterFileRead ? input.afterFileRead(file.path) : undefined,
+      );
+    } catch (error) {
+      if (!(error instanceof ChangedWhileRead)) return skipUnreadable(file, error);
+      changedWhileRead.push(file.path);
+      bytes = error.bytes;
+    }
+    bytesRead += bytes.length;
+    input.onBytesRead?.(bytes.length);
+    return { kind: 'small', bytes };
+  }
+
+  /**
+   * Where a large file's leaves come from: opened now, in a metadata call of microseconds, so
+   * that an unreadable or vanished file is skipped (undefined) before anything is read.
+   */
+  function largeSourceOf(file: ScannedFile): FileSource | undefined {
+    const reused = reusedSourceOf(file);
+    if (reused) return reused;
+    try {
+      const full = path.join(input.sourceDir, file.path);
       return { kind: 'large', fd: openSync(full, constants.O_RDONLY | constants.O_NOFOLLOW) };
     } catch (error) {
-      return skip(error);
+      return skipUnreadable(file, error);
     }
   }
 
@@ -371,7 +410,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       settle: settleRoot,
     },
   ];
-  /** Files being packed, at most FILES_AT_ONCE. */
+  /** Small or unchanged files being packed, at most FILES_AT_ONCE. */
   const packing = new Set<Promise<FolderEntry>>();
   /** Closes the open folders down to the one holding `relativePath`, deepest first. */
   const closeFoldersAbove = (relativePath: string): OpenFolder => {
@@ -384,14 +423,31 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       folder.settle(makeFolder(folder));
     }
   };
-  let rootNode: MadeNode;
-  try {
-    for await (const entry of walkSource(input.sourceDir, {
+  const ahead = new WalkAhead<FolderEntry>(
+    walkSource(input.sourceDir, {
       onSkip: input.onSkip,
       ...(input.rules ? { rules: input.rules } : {}),
       ...(input.onExcluded ? { onExcluded: input.onExcluded } : {}),
-    })) {
+    }),
+    {
+      isEarly: (entry) => entry.kind === 'file' && entry.size >= SMALL_FILE_BYTES,
+      start: (entry) => {
+        if (entry.kind !== 'file') throw new Error(`${entry.path} is not a file`);
+        const source = largeSourceOf(entry);
+        if (!source) return undefined;
+        const made = packFile(entry, source);
+        watch(made);
+        return made;
+      },
+      aheadEntries: WALK_AHEAD_ENTRIES,
+      atOnce: LARGE_FILES_AT_ONCE,
+    },
+  );
+  let rootNode: MadeNode;
+  try {
+    for (let item = await ahead.next(); item; item = await ahead.next()) {
       if (failure) throw failure;
+      const { entry } = item;
       const folder = closeFoldersAbove(entry.path);
       const name = nameOf(entry.path);
       const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
@@ -414,18 +470,24 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           break;
         }
         case 'file': {
-          while (packing.size >= FILES_AT_ONCE) await Promise.race(packing);
-          const source = await sourceOf(entry);
-          if (!source) break;
+          let made: Promise<FolderEntry>;
+          if (item.early) {
+            // Started as it was walked, or now that those before it have room.
+            const started = await ahead.started(item);
+            if (!started) break;
+            made = started.made;
+          } else {
+            while (packing.size >= FILES_AT_ONCE) await Promise.race(packing);
+            const source = await smallSourceOf(entry);
+            if (!source) break;
+            made = packFile(entry, source);
+            watch(made);
+            packing.add(made);
+            const ended = (): boolean => packing.delete(made);
+            void made.then(ended, ended);
+          }
           fileCount += 1;
           totalBytes += entry.size;
-          const made = packFile(entry, source);
-          watch(made);
-          packing.add(made);
-          void made.then(
-            () => packing.delete(made),
-            () => packing.delete(made),
-          );
           folder.entries.push({ name, made });
           break;
         }
@@ -441,9 +503,11 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     root.settle(makeFolder(root));
     rootNode = (await rootMade).node;
   } finally {
+    await ahead.close();
     // A pack that stopped early (a full staging disk) has files still being packed: they
     // close their files as they end, and their failures are this one's.
-    await Promise.allSettled(packing);
+    await Promise.allSettled([...packing, ...ahead.inFlight]);
+    await hasher?.close();
   }
 
   const manifestBytes = dagCbor.encode({

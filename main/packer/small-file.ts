@@ -36,14 +36,15 @@ export async function readSmallFile(
 ): Promise<Uint8Array> {
   const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
-    // One byte more than expected, so a file that grew is noticed without a second read.
+    // One byte more than expected, so a file that grew is noticed without a second read. Once
+    // the expected bytes are in, no read is spent finding the end: a file that grew shows in
+    // its size after the read, as one that changed shows in its mtime.
     const buffer = Buffer.allocUnsafe(scanned.size + 1);
     let length = 0;
-    for (;;) {
+    while (length < scanned.size) {
       const count = readSync(fd, buffer, length, buffer.length - length, null);
       if (count === 0) break;
       length += count;
-      if (length === buffer.length) break;
     }
     const bytes = buffer.subarray(0, length);
     await afterRead();

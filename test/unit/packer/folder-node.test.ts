@@ -1,7 +1,6 @@
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
-import type { CID } from 'multiformats/cid';
 import { describe, expect, it } from 'vitest';
 import {
   emptyFolderSize,
@@ -11,6 +10,7 @@ import {
 } from '../../../main/packer/folder-node.ts';
 import { unixfsImporterOptions } from '../../../main/packer/index.ts';
 import { cidText } from '../../../main/protocol/index.ts';
+import { memoryBlockstore } from '../../helpers/memory-blockstore.ts';
 
 // A folder's node made entry by entry must be the stock importer's, and above all it must shard
 // exactly when the importer shards. Names of 180 characters bring the 256 KiB threshold within
@@ -52,19 +52,8 @@ function candidatesOf(layout: Layout): ImportCandidate[] {
   return out;
 }
 
-function memoryStore() {
-  const blocks = new Map<string, Uint8Array>();
-  return {
-    blocks,
-    put: (cid: CID, bytes: Uint8Array) => {
-      blocks.set(cidText(cid), bytes);
-      return Promise.resolve(cid);
-    },
-  };
-}
-
 async function stockImport(layout: Layout) {
-  const store = memoryStore();
+  const store = memoryBlockstore();
   const results = new Map<string, MadeNode>();
   for await (const result of importer(candidatesOf(layout), store, unixfsImporterOptions()))
     results.set(result.path ?? '', { cid: result.cid, size: Number(result.size) });
@@ -78,7 +67,7 @@ async function stockImport(layout: Layout) {
 /** Our node of the same folder, from the stock import's entries. */
 async function ourFolder(layout: Layout, stock: Map<string, MadeNode>): Promise<MadeNode> {
   const entries: FolderEntry[] = [];
-  const store = memoryStore();
+  const store = memoryBlockstore();
   for (const candidate of candidatesOf(layout).slice(1)) {
     const name = candidate.path?.split('/')[1] ?? '';
     if (candidate.path?.split('/').length !== 2) continue;
