@@ -1,10 +1,11 @@
-import { closeSync, constants, fstatSync, openSync } from 'node:fs';
+import { closeSync, fstatSync } from 'node:fs';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../protocol/index.ts';
 import {
+  openSourceFile,
   sourceRootEntry,
   walkSource,
   type ExcludeRules,
@@ -364,7 +365,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     if (reused) return reused;
     try {
       const full = path.join(input.sourceDir, file.path);
-      return { kind: 'large', fd: openSync(full, constants.O_RDONLY | constants.O_NOFOLLOW) };
+      return { kind: 'large', fd: openSourceFile(full) };
     } catch (error) {
       return skipUnreadable(file, error);
     }

@@ -1,4 +1,5 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, readSync } from 'node:fs';
+import { assertRegularFile, openSourceFile } from '../scanner/index.ts';
 
 // Reading a small file whole with synchronous calls. Through the thread pool, open, read, stat
 // and close cost about 50 us each in round trips, more than the read itself; synchronous, a
@@ -21,6 +22,8 @@ export function unreadableReason(error: unknown): string {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'EACCES' || code === 'EPERM') return 'permission denied';
   if (code === 'ENOENT') return 'deleted before it was read';
+  // O_NOFOLLOW: the name was made a symbolic link after the walk saw a file.
+  if (code === 'ELOOP') return 'it is now a symbolic link, not a regular file';
   return error instanceof Error ? error.message : String(error);
 }
 
@@ -34,21 +37,30 @@ export async function readSmallFile(
   scanned: { size: number; mtimeNs: bigint },
   afterRead: () => Promise<void> | undefined,
 ): Promise<Uint8Array> {
-  const fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  // The type is checked after the read, in the fstat that is made anyway: a pipe or device
+  // opened non-blocking gives back at most the buffer, or EAGAIN, without waiting.
+  const fd = openSourceFile(file, false);
   try {
     // One byte more than expected, so a file that grew is noticed without a second read. Once
     // the expected bytes are in, no read is spent finding the end: a file that grew shows in
     // its size after the read, as one that changed shows in its mtime.
     const buffer = Buffer.allocUnsafe(scanned.size + 1);
     let length = 0;
-    while (length < scanned.size) {
-      const count = readSync(fd, buffer, length, buffer.length - length, null);
-      if (count === 0) break;
-      length += count;
+    try {
+      while (length < scanned.size) {
+        const count = readSync(fd, buffer, length, buffer.length - length, null);
+        if (count === 0) break;
+        length += count;
+      }
+    } catch (error) {
+      // EAGAIN from a pipe, EISDIR from a folder: say what the name has become instead.
+      assertRegularFile(fstatSync(fd));
+      throw error;
     }
     const bytes = buffer.subarray(0, length);
     await afterRead();
     const after = fstatSync(fd, { bigint: true });
+    assertRegularFile(after);
     if (
       length !== scanned.size ||
       Number(after.size) !== scanned.size ||

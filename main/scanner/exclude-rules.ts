@@ -1,6 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
+import { EngineError } from '../api/index.ts';
+import { openSourceHandle } from './source-file.ts';
 
 // Include/exclude rules in gitignore syntax: good defaults for OS junk, temporary, lock and
 // partial-download files, then the source's own `.canopyignore`. Dotfiles are backed up unless
@@ -45,13 +46,33 @@ export interface ExcludeRules {
  */
 export const TESTS_PER_MATCHER = 4096;
 
-export async function loadExcludeRules(sourceDir: string): Promise<ExcludeRules> {
-  let own = '';
+/**
+ * The source's own rules ('' when it has no `.canopyignore`). One that cannot be read stops the
+ * backup with a clear error rather than back up what it would have excluded.
+ */
+async function readOwnRules(sourceDir: string): Promise<string> {
+  const file = path.join(sourceDir, IGNORE_FILE);
   try {
-    own = await readFile(path.join(sourceDir, IGNORE_FILE), 'utf8');
+    const handle = await openSourceHandle(file, { followLinks: true });
+    try {
+      return await handle.readFile('utf8');
+    } finally {
+      await handle.close();
+    }
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    const { code, message } = error as NodeJS.ErrnoException;
+    if (code === 'ENOENT') return '';
+    const reason = code === 'EACCES' || code === 'EPERM' ? 'permission denied' : message;
+    throw new EngineError(
+      code === 'EACCES' || code === 'EPERM' ? 'permission_denied' : 'usage',
+      `cannot read the rules in ${file}: ${reason}; fix or remove it and back up again`,
+      { cause: error },
+    );
   }
+}
+
+export async function loadExcludeRules(sourceDir: string): Promise<ExcludeRules> {
+  const own = await readOwnRules(sourceDir);
   // Two calls: `add` splits a string into lines, but takes each item of an array as one rule.
   const fresh = (): Ignore =>
     ignore()

@@ -3,3 +3,4 @@ export * from './walk-source.ts';
 export * from './exclude-rules.ts';
 export * from './own-folders.ts';
 export * from './source-folder.ts';
+export * from './source-file.ts';

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, openSync, readSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
+import { closeSync, readSync } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { SMALL_FILE_BYTES } from '../packer/small-file.ts';
+import { openSourceFile, openSourceHandle } from '../scanner/index.ts';
 import { cidBytesOfText, encodeCarHeader, encodeCarSectionHead } from '../protocol/index.ts';
 import type { PlannedBlock } from './shard-planner.ts';
 
@@ -15,8 +16,6 @@ import type { PlannedBlock } from './shard-planner.ts';
 
 /** Bytes handed to the connection per pull: small blocks are gathered, large ones go alone. */
 const PULL_BYTES = 1 << 20;
-
-const O_READ = constants.O_RDONLY | constants.O_NOFOLLOW;
 
 function sourceChanged(block: PlannedBlock, cause?: unknown): EngineError {
   return new EngineError(
@@ -29,9 +28,8 @@ function sourceChanged(block: PlannedBlock, cause?: unknown): EngineError {
 /** A file that is gone or no longer readable changed too, as far as this backup can tell. */
 function changedOrFailed(block: PlannedBlock, error: unknown): unknown {
   const code = (error as NodeJS.ErrnoException).code;
-  return code === 'ENOENT' || code === 'EACCES' || code === 'EPERM' || code === 'ELOOP'
-    ? sourceChanged(block, error)
-    : error;
+  const changed = ['ENOENT', 'EACCES', 'EPERM', 'ELOOP', 'ENOTREGULAR'];
+  return code !== undefined && changed.includes(code) ? sourceChanged(block, error) : error;
 }
 
 export function plannedShardBody(
@@ -57,7 +55,7 @@ export function plannedShardBody(
 
   /** Reads a small block into `target` at `at`; returns the bytes read (short if it shrank). */
   const readSmallInto = (block: PlannedBlock, target: Buffer, at: number): number => {
-    const fd = openSync(path.join(sourceDir, block.path), O_READ);
+    const fd = openSourceFile(path.join(sourceDir, block.path));
     try {
       let length = 0;
       while (length < block.length) {
@@ -80,7 +78,10 @@ export function plannedShardBody(
   const readLarge = async (block: PlannedBlock): Promise<Buffer> => {
     if (large?.path !== block.path) {
       await closeLarge();
-      large = { path: block.path, handle: await open(path.join(sourceDir, block.path), O_READ) };
+      large = {
+        path: block.path,
+        handle: await openSourceHandle(path.join(sourceDir, block.path)),
+      };
     }
     const buffer = Buffer.allocUnsafeSlow(block.length);
     let length = 0;

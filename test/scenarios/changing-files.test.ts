@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
@@ -7,6 +8,7 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
@@ -137,6 +139,52 @@ describe('files that change after they were read, before the upload', () => {
         expect(
           readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
         ).toBe(true);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe('files that become something else after the walk', () => {
+  // A named pipe opened the plain way would block the backup until a writer came: forever.
+  it('skips a file that became a named pipe or a link, with a reason, and backs up the rest', async () => {
+    const run = path.join(scratch, 'became');
+    const source = path.join(run, 'source');
+    mkdirSync(source, { recursive: true });
+    writeFileSync(path.join(source, 'a-first.txt'), 'first');
+    writeFileSync(path.join(source, 'b-pipe.txt'), 'soon a pipe');
+    writeFileSync(path.join(source, 'c-link.txt'), 'soon a link');
+    writeFileSync(path.join(source, 'd-last.txt'), 'last');
+    const home = path.join(run, 'home');
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService,
+      // The walk has listed the folder by the time its first file is read.
+      afterFileRead: (relativePath) => {
+        if (relativePath === 'a-first.txt') {
+          rmSync(path.join(source, 'b-pipe.txt'));
+          const made = spawnSync('mkfifo', [path.join(source, 'b-pipe.txt')]);
+          if (made.status !== 0) throw new Error(`mkfifo failed: ${String(made.stderr)}`);
+          rmSync(path.join(source, 'c-link.txt'));
+          symlinkSync('a-first.txt', path.join(source, 'c-link.txt'));
+        }
+        return Promise.resolve();
+      },
+    });
+    try {
+      await engine.loginLocal({});
+      await engine.createBucket({ name: 'Became', type: 'backup', storageClass: 'hot' });
+      const result = await engine.backup({ dir: source, bucket: 'Became' });
+      expect(result.skipped).toEqual([
+        { path: 'b-pipe.txt', reason: 'it is now a named pipe, not a regular file' },
+        { path: 'c-link.txt', reason: 'it is now a symbolic link, not a regular file' },
+      ]);
+      expect(result.files).toBe(2);
+      const target = path.join(run, 'restored');
+      await engine.restore({ bucket: 'Became', to: target, overwrite: false });
+      expect(readdirSync(target).sort()).toEqual(['a-first.txt', 'd-last.txt']);
+      expect(readFileSync(path.join(target, 'd-last.txt'), 'utf8')).toBe('last');
     } finally {
       await engine.close();
     }

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -80,6 +81,33 @@ describe('exclude rules', () => {
     const { included, excluded } = await walk(dir);
     expect(included.sort()).toEqual(['.canopyignore', 'keep.tmp', 'main.c']);
     expect(excluded.sort()).toEqual(['app.log', 'build']);
+  });
+
+  it('take a .canopyignore kept elsewhere through a symbolic link', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    writeFileSync(path.join(dir, 'shared-rules'), '*.log\n');
+    symlinkSync('shared-rules', path.join(dir, '.canopyignore'));
+    writeFileSync(path.join(dir, 'app.log'), 'x');
+    const { excluded } = await walk(dir);
+    expect(excluded).toEqual(['app.log']);
+  });
+
+  it('refuse a .canopyignore that is a folder or a named pipe, clearly and without waiting', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    const rules = path.join(dir, '.canopyignore');
+    mkdirSync(rules);
+    await expect(loadExcludeRules(dir)).rejects.toMatchObject({
+      code: 'usage',
+      message: `cannot read the rules in ${rules}: it is now a folder, not a regular file; fix or remove it and back up again`,
+    });
+    rmSync(rules, { recursive: true });
+    expect(spawnSync('mkfifo', [rules]).status).toBe(0);
+    await expect(loadExcludeRules(dir)).rejects.toMatchObject({
+      code: 'usage',
+      message: expect.stringContaining('it is now a named pipe, not a regular file') as unknown,
+    });
   });
 
   it('give the same verdicts all through a walk of many thousand paths', async () => {
