@@ -6,7 +6,8 @@ function monthOf(now: number): string {
 }
 
 /**
- * Counts bytes served. Not in a transaction of its own making: made once per answer, after it.
+ * Counts bytes served: once per answer, after it went out, outside any transaction (the sync
+ * setting below is the connection's, and holds for the transaction a write is part of).
  *
  * The database syncs every commit (synchronous = FULL), because a confirmed shard must survive
  * a power loss. A count of bytes served need not: this commit is not synced itself, and
