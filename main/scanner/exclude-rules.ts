@@ -1,7 +1,7 @@
 import path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { EngineError } from '../api/index.ts';
-import { openSourceHandle } from './source-file.ts';
+import { NotRegularFileError, openSourceHandle } from './source-file.ts';
 
 // Include/exclude rules in gitignore syntax: good defaults for OS junk, temporary, lock and
 // partial-download files, then the source's own `.canopyignore`. Dotfiles are backed up unless
@@ -62,9 +62,15 @@ async function readOwnRules(sourceDir: string): Promise<string> {
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
     if (code === 'ENOENT') return '';
-    const reason = code === 'EACCES' || code === 'EPERM' ? 'permission denied' : message;
+    const denied = code === 'EACCES' || code === 'EPERM';
+    // "It is now …" suits a file that changed under the walk, not the user's own rules file.
+    const reason = denied
+      ? 'permission denied'
+      : error instanceof NotRegularFileError
+        ? `it is ${error.kind}, not a file`
+        : message;
     throw new EngineError(
-      code === 'EACCES' || code === 'EPERM' ? 'permission_denied' : 'usage',
+      denied ? 'permission_denied' : 'usage',
       `cannot read the rules in ${file}: ${reason}; fix or remove it and back up again`,
       { cause: error },
     );

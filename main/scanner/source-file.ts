@@ -21,7 +21,8 @@ function kindOf(stats: FileType): string {
   if (stats.isFIFO()) return 'a named pipe';
   if (stats.isSocket()) return 'a socket';
   if (stats.isCharacterDevice() || stats.isBlockDevice()) return 'a device';
-  return 'not a regular file';
+  // No other kind can be opened here on Linux; the words must still read right.
+  return 'another kind of file';
 }
 
 /** The file is no longer a regular file; `code` is stable, `message` says what it became. */

@@ -100,13 +100,13 @@ describe('exclude rules', () => {
     mkdirSync(rules);
     await expect(loadExcludeRules(dir)).rejects.toMatchObject({
       code: 'usage',
-      message: `cannot read the rules in ${rules}: it is now a folder, not a regular file; fix or remove it and back up again`,
+      message: `cannot read the rules in ${rules}: it is a folder, not a file; fix or remove it and back up again`,
     });
     rmSync(rules, { recursive: true });
     expect(spawnSync('mkfifo', [rules]).status).toBe(0);
     await expect(loadExcludeRules(dir)).rejects.toMatchObject({
       code: 'usage',
-      message: expect.stringContaining('it is now a named pipe, not a regular file') as unknown,
+      message: expect.stringContaining('it is a named pipe, not a file') as unknown,
     });
   });
 
