@@ -87,12 +87,13 @@ function table(rows: readonly (readonly string[])[]): string {
     .join('\n');
 }
 
+/** Runs one command; its exit status when that is not 0 without an error (a partial restore). */
 async function run(
   engine: Engine,
   positionals: string[],
   values: Record<string, string | boolean | undefined>,
   out: Output,
-): Promise<void> {
+): Promise<number | undefined> {
   const [command, sub, ...rest] = positionals;
   const str = (name: string): string | undefined =>
     typeof values[name] === 'string' ? values[name] : undefined;
@@ -394,10 +395,17 @@ async function run(
         [
           `restored ${result.files} files (${result.bytes} bytes), ${result.directories} folders, ${result.symlinks} symlinks`,
           ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
+          ...result.notRestored.map((item) => `could not restore ${item.path}: ${item.reason}`),
         ].join('\n'),
         result,
       );
-      return;
+      const missing = result.notRestored.length;
+      if (missing === 0) return;
+      // Not a failure of the command, yet not a complete restore either: scripts must see it.
+      process.stderr.write(
+        `canopy: ${missing} ${missing === 1 ? 'item' : 'items'} could not be restored (listed in the output); everything else is in place\n`,
+      );
+      return 1;
     }
     case 'account': {
       if ((sub ?? 'show') === 'show') {
@@ -520,8 +528,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       writeFileSync(warned, `${new Date().toISOString()}\n`);
     }
     engine = createEngine({ home, secrets: store, startLocalService });
-    await run(engine, positionals, values, out);
-    return 0;
+    return (await run(engine, positionals, values, out)) ?? 0;
   } catch (error) {
     if (
       error instanceof UsageError ||

@@ -3,7 +3,6 @@ import {
   chmodSync,
   closeSync,
   constants,
-  lstatSync,
   lutimesSync,
   openSync,
   renameSync,
@@ -25,6 +24,7 @@ import { fileTime } from './file-time.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
+import { lstatUnlessRefused, RefusedEntryError, refusalOf } from './refused-entry.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -36,6 +36,11 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // Temporary names are `.canopy-restore-<token>-<n>`: one random token per restore, a counter per
 // file. A random name per file cost about 25 µs of this thread each (0.3 s for 11 000 files), and
 // without the file's own name in it, a temporary name is never too long for the file system.
+//
+// An entry the target's file system will not take (a name a FAT or exFAT disk refuses, a symlink
+// where there are none) is listed in `notRestored` and the restore goes on; a folder's contents
+// then go with it. Such a disk may also take two names that differ only in case for one: a name
+// is settled only once a file of the same name, whatever its case, is written.
 
 const FILES_IN_FLIGHT = 8;
 
@@ -50,12 +55,20 @@ export interface RestoreInput {
   readonly overwrite: boolean;
 }
 
+/** An entry the target's file system would not take, by its path below the target. */
+export interface NotRestored {
+  readonly path: string;
+  readonly reason: string;
+}
+
 export interface RestoreResult {
   readonly files: number;
   readonly directories: number;
   readonly symlinks: number;
   readonly bytes: number;
   readonly renamed: readonly string[];
+  /** By path; empty when everything was restored. */
+  readonly notRestored: readonly NotRestored[];
 }
 
 function checkName(name: string): void {
@@ -98,22 +111,36 @@ function countOf(items: Iterable<unknown>): number {
   return count;
 }
 
+/** Takes a file's leaves, checked, and drops them: a file inside a folder the target refused. */
+async function discardFile(cid: CID, dag: FileDag): Promise<void> {
+  const bytes = fileBytes(cid, dag);
+  for (let next = await bytes.next(); next.done !== true; next = await bytes.next());
+}
+
 /** Whether anything (a file, folder or link) has this name; other errors are real errors. */
 function exists(file: string): boolean {
-  return lstatSync(file, { throwIfNoEntry: false }) !== undefined;
+  return lstatUnlessRefused(file) !== undefined;
 }
 
 /** Whether what has this name keeps it: anything unless `overwrite`, and always a folder. */
 function inTheWay(file: string, overwrite: boolean): boolean {
-  const existing = lstatSync(file, { throwIfNoEntry: false });
+  const existing = lstatUnlessRefused(file);
   return existing !== undefined && (!overwrite || existing.isDirectory());
 }
 
-/** A free name beside `file`; `claimed` holds names this restore will write but has not yet. */
-function freeName(file: string, claimed: ReadonlySet<string>): string {
+/**
+ * A path as a file system that ignores case and Unicode normalization (exFAT, NTFS, APFS) may
+ * see it. Used only to wait for a write of a name that may be the same: never to rename.
+ */
+function foldedName(file: string): string {
+  return file.normalize('NFC').toLowerCase();
+}
+
+/** A free name beside `file`; `claimed` tells names this restore is writing but has not yet. */
+function freeName(file: string, claimed: (folded: string) => boolean): string {
   for (let index = 1; ; index += 1) {
     const candidate = `${file} (restored${index === 1 ? '' : ` ${index}`})`;
-    if (!claimed.has(candidate) && !exists(candidate)) return candidate;
+    if (!claimed(foldedName(candidate)) && !exists(candidate)) return candidate;
   }
 }
 
@@ -137,7 +164,14 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     for (const link of decoded.Links) yield* leavesOf(link.Hash, depth + 1);
   }
   const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
-  const result = { files: 0, directories: 0, symlinks: 0, bytes: 0, renamed: [] as string[] };
+  const result = {
+    files: 0,
+    directories: 0,
+    symlinks: 0,
+    bytes: 0,
+    renamed: [] as string[],
+    notRestored: [] as NotRestored[],
+  };
   const directoryTimes: Array<{
     dir: string;
     mode: number | undefined;
@@ -171,7 +205,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const { mtimeSeconds } = entry;
     if (entry.kind === 'symlink') {
       rmSync(target, { force: true });
-      symlinkSync(entry.target ?? '', target);
+      try {
+        symlinkSync(entry.target ?? '', target);
+      } catch (error) {
+        throw refusalOf(error, target, 'symlink');
+      }
       if (mtimeSeconds !== undefined) {
         const time = fileTime(mtimeSeconds);
         lutimesSync(target, time, time);
@@ -203,7 +241,12 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       const time = fileTime(mtimeSeconds);
       utimesSync(temporary, time, time);
     }
-    renameSync(temporary, target);
+    try {
+      renameSync(temporary, target);
+    } catch (error) {
+      rmSync(temporary, { force: true });
+      throw refusalOf(error, target, 'name');
+    }
     result.files += 1;
   }
 
@@ -232,15 +275,18 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   let readsBefore = 0;
 
   const inFlight = new Set<Promise<void>>();
-  const claimed = new Set<string>();
+  /** The writes under way, by folded name: a name that may be the same waits for its write. */
+  const claimed = new Map<string, Promise<void>>();
   /**
    * Where each restored folder went, by its path below the target: one whose name a file or a
    * link held was restored beside it under a free name, and what it holds goes there too.
    */
   const folders = new Map<string, string>([['', input.targetDir]]);
+  /** Folders the target refused, by their path below the target: what they hold is skipped. */
+  const refusedFolders = new Set<string>();
   /** A free name for `destination`, recorded as a rename. */
   const renamed = (destination: string): string => {
-    const free = freeName(destination, claimed);
+    const free = freeName(destination, (folded) => claimed.has(folded));
     result.renamed.push(path.relative(input.targetDir, free));
     return free;
   };
@@ -249,7 +295,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
    * and whether a folder was there already.
    */
   const folderPlace = (destination: string): { folder: string; existed: boolean } => {
-    const existing = lstatSync(destination, { throwIfNoEntry: false });
+    const existing = lstatUnlessRefused(destination);
     if (!existing || existing.isDirectory())
       return { folder: destination, existed: existing !== undefined };
     if (!input.overwrite) return { folder: renamed(destination), existed: false };
@@ -257,25 +303,56 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     return { folder: destination, existed: false };
   };
   let failure: Error | undefined;
+  /** Runs `work` among the writes in flight; a refused entry is listed, anything else stops. */
+  const track = (work: Promise<void>, relative: string): Promise<void> => {
+    const settled: Promise<void> = work
+      .catch((error: unknown) => {
+        if (error instanceof RefusedEntryError) {
+          result.notRestored.push({ path: relative, reason: error.reason });
+          return;
+        }
+        failure ??= restoreError(error, input.targetDir);
+        // Files waiting for this one's leaves to be taken would wait forever.
+        leaves.stop(failure);
+      })
+      .finally(() => inFlight.delete(settled));
+    inFlight.add(settled);
+    return settled;
+  };
   for (const entry of restored(root)) {
     const parts = entry.parts;
     for (const part of parts) checkName(part);
     matched = true;
     const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
     const parent = path.posix.dirname(relative);
+    const parentKey = parent === '.' ? '' : parent;
+    const underRefused = relative !== '' && refusedFolders.has(parentKey);
     const destination =
       relative === ''
         ? input.targetDir
         : path.join(
-            folders.get(parent === '.' ? '' : parent) ?? path.join(input.targetDir, parent),
+            folders.get(parentKey) ?? path.join(input.targetDir, parent),
             path.posix.basename(relative),
           );
     if (entry.kind === 'directory') {
+      if (underRefused) {
+        refusedFolders.add(relative);
+        continue;
+      }
       let place = { folder: destination, existed: targetExisted };
       try {
         if (relative !== '') place = folderPlace(destination);
         await makeFolders(place.folder);
       } catch (error) {
+        const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
+        if (refusal instanceof RefusedEntryError) {
+          refusedFolders.add(relative);
+          result.notRestored.push({
+            path: relative,
+            reason: `${refusal.reason}; nothing in this folder was restored`,
+          });
+          continue;
+        }
         failure ??= restoreError(error, input.targetDir);
         leaves.stop(failure);
         break;
@@ -289,38 +366,42 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.directories += 1;
       continue;
     }
+    if (underRefused && entry.kind !== 'file') continue;
     // Files are written a few at a time: each waits on its own fsync, and the disk takes
     // several at once about as fast as one. Their folders exist already (parents come first).
     if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
     if (failure !== undefined) break;
-    // Names are settled here, in order, before the write starts: a file still being written
-    // must count as taken, or two entries could be renamed onto one name.
-    let target = destination;
-    if (claimed.has(target) || inTheWay(target, input.overwrite)) target = renamed(destination);
-    claimed.add(target);
     let read = readsBefore;
     if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));
     const dag: FileDag = {
       node: (cid) => index.nodes.get(cid),
       leaf: (cid) => leaves.take(cid, read++),
     };
-    const writing: Promise<void> = restoreFile(entry, target, dag)
-      .catch((error: unknown) => {
-        failure ??= restoreError(error, input.targetDir);
-        // Files waiting for this one's leaves to be taken would wait forever.
-        leaves.stop(failure);
-      })
-      .finally(() => {
-        inFlight.delete(writing);
-        // Written and renamed (or the restore is stopping): the name now shows on disk.
-        claimed.delete(target);
-      });
-    inFlight.add(writing);
+    if (underRefused) {
+      // Its leaf reads are planned, and the files after it wait for them to be taken.
+      void track(discardFile(entry.cid, dag), relative);
+      continue;
+    }
+    // Names are settled here, in order, before the write starts: a file still being written
+    // must count as taken, or two entries could be renamed onto one name. One that may be the
+    // same name on a disk that ignores case waits for that write, so the check below sees it.
+    let target = destination;
+    const sameName = claimed.get(foldedName(target));
+    if (sameName) await sameName;
+    if (failure !== undefined) break;
+    if (inTheWay(target, input.overwrite)) target = renamed(destination);
+    const folded = foldedName(target);
+    const writing = track(restoreFile(entry, target, dag), relative).finally(() =>
+      // Written and renamed (or the restore is stopping): the name now shows on disk.
+      claimed.delete(folded),
+    );
+    claimed.set(folded, writing);
   }
   // Every write settles before the first failure is reported: none is left running.
   await Promise.all(inFlight);
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
+  result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {
     if (mode !== undefined) await chmod(dir, mode);

@@ -1,0 +1,57 @@
+import { lstatSync, type Stats } from 'node:fs';
+import path from 'node:path';
+
+// What a restore target's file system may refuse one entry at a time, while it takes the rest:
+// a FAT or exFAT disk (a USB stick) or an NTFS one refuses names holding : ? * " < > | or \ and
+// cannot hold symbolic links. Such an entry is listed with the reason and the restore goes on;
+// anything else (a full or read-only disk, a folder it may not write) stops it as before.
+//
+// The kernel's FAT and exFAT drivers refuse such a name with EINVAL; exfat-fuse with ENOENT,
+// which also means "the folder is gone", so ENOENT counts only when the folder is there.
+
+/** An entry the target's file system would not take; `reason` says why, for the user. */
+export class RefusedEntryError extends Error {
+  constructor(
+    readonly reason: string,
+    options: { cause: unknown },
+  ) {
+    super(reason, options);
+    this.name = 'RefusedEntryError';
+  }
+}
+
+const REFUSED_NAME_CODES = new Set(['EINVAL', 'EILSEQ', 'ENAMETOOLONG']);
+/** What symlink(2) gives where the file system has no symbolic links (EPERM on FAT). */
+const NO_SYMLINK_CODES = new Set(['ENOSYS', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP']);
+
+function codeOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/** Whether something is at `file`: undefined for no such name, or for a name the disk refuses. */
+export function lstatUnlessRefused(file: string): Stats | undefined {
+  try {
+    return lstatSync(file, { throwIfNoEntry: false });
+  } catch (error) {
+    if (REFUSED_NAME_CODES.has(codeOf(error) ?? '')) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * The error of giving `name` (a file's final name, a folder or a symlink) to an entry, as a
+ * RefusedEntryError when the file system refused that name or kind of entry, else as it came.
+ */
+export function refusalOf(error: unknown, name: string, kind: 'name' | 'symlink'): unknown {
+  const code = codeOf(error) ?? '';
+  if (kind === 'symlink' && NO_SYMLINK_CODES.has(code))
+    return new RefusedEntryError('the disk cannot hold symbolic links', { cause: error });
+  if (code === 'ENAMETOOLONG')
+    return new RefusedEntryError('the name is too long for the disk', { cause: error });
+  const refused =
+    REFUSED_NAME_CODES.has(code) ||
+    (code === 'ENOENT' && lstatUnlessRefused(path.dirname(name))?.isDirectory() === true);
+  return refused
+    ? new RefusedEntryError('the disk does not accept this name', { cause: error })
+    : error;
+}

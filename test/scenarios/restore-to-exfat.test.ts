@@ -1,0 +1,136 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+import { mountExfat, type ExfatDisk } from '../helpers/exfat-disk.ts';
+
+// Restoring a Linux backup onto an exFAT disk (a USB stick), with the real CLI. That disk
+// refuses some names, cannot hold symbolic links, and takes README and Readme for one name.
+// What it cannot hold is listed with the reason and the restore goes on; nothing it can hold is
+// lost, and the command ends non-zero so a script sees that the restore is incomplete.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-exfat-'));
+chmodSync(scratch, 0o755);
+const source = path.join(scratch, 'source');
+const home = path.join(scratch, 'home');
+const fileStore = { CANOPY_SECRET_STORE: 'file' };
+const deep = randomBytes(3 * 1024 * 1024 + 7);
+// More than the restore fetches ahead (32 MiB): the files after a refused folder wait for its
+// leaves to be taken, so those must be taken and dropped, or the restore would stall.
+const refusedFolderData = randomBytes(40 * 1024 * 1024);
+const last = randomBytes(1024 * 1024 + 1);
+let disk: ExfatDisk;
+
+beforeAll(async () => {
+  mkdirSync(path.join(source, 'sub'), { recursive: true });
+  mkdirSync(path.join(source, 'x?y', 'more'), { recursive: true });
+  mkdirSync(path.join(source, 'z-after'));
+  writeFileSync(path.join(source, 'plain.txt'), 'plain');
+  writeFileSync(path.join(source, 'sub', 'deep.bin'), deep);
+  writeFileSync(path.join(source, 'a:b.txt'), 'a colon');
+  symlinkSync('plain.txt', path.join(source, 'link'));
+  writeFileSync(path.join(source, 'README'), 'upper case');
+  writeFileSync(path.join(source, 'Readme'), 'mixed case');
+  writeFileSync(path.join(source, 'x?y', 'inner.txt'), 'inside a refused folder');
+  writeFileSync(path.join(source, 'x?y', 'more', 'leaf.bin'), refusedFolderData);
+  writeFileSync(path.join(source, 'z-after', 'last.bin'), last);
+  const login = await runCanopy(
+    home,
+    ['login', '--local', '--data', path.join(scratch, 'local')],
+    fileStore,
+  );
+  expect(login.status, login.stderr).toBe(0);
+  expect((await runCanopy(home, ['buckets', 'create', 'Stick'], fileStore)).status).toBe(0);
+  const backup = await runCanopy(home, ['backup', source, '--bucket', 'Stick'], fileStore);
+  expect(backup.status, backup.stderr).toBe(0);
+  disk = mountExfat(path.join(scratch, 'stick'), 64);
+}, 60_000);
+
+afterAll(() => {
+  disk.unmount();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('restore onto an exFAT disk', () => {
+  it('restores what the disk can hold, lists what it cannot with the reason, and exits 1', async () => {
+    const target = path.join(disk.dir, 'back');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Stick', '--to', target, '--json'],
+      fileStore,
+    );
+    expect(restored.status).toBe(1);
+    expect(restored.stderr).toBe(
+      'canopy: 3 items could not be restored (listed in the output); everything else is in place\n',
+    );
+    const result = JSON.parse(restored.stdout) as {
+      files: number;
+      symlinks: number;
+      renamed: string[];
+      notRestored: Array<{ path: string; reason: string }>;
+    };
+    expect(result.notRestored).toEqual([
+      { path: 'a:b.txt', reason: 'the disk does not accept this name' },
+      { path: 'link', reason: 'the disk cannot hold symbolic links' },
+      {
+        path: 'x?y',
+        reason: 'the disk does not accept this name; nothing in this folder was restored',
+      },
+    ]);
+    expect(result.files).toBe(5);
+    expect(result.symlinks).toBe(0);
+    // Link order puts README before Readme; the disk takes them for one name, so the second
+    // is kept beside the first instead of replacing it.
+    expect(result.renamed).toEqual(['Readme (restored)']);
+    expect(readdirSync(target).sort()).toEqual(
+      ['README', 'Readme (restored)', 'plain.txt', 'sub', 'z-after'].sort(),
+    );
+    expect(readFileSync(path.join(target, 'README'), 'utf8')).toBe('upper case');
+    expect(readFileSync(path.join(target, 'Readme (restored)'), 'utf8')).toBe('mixed case');
+    expect(readFileSync(path.join(target, 'plain.txt'), 'utf8')).toBe('plain');
+    expect(readFileSync(path.join(target, 'sub', 'deep.bin')).equals(deep)).toBe(true);
+    expect(readFileSync(path.join(target, 'z-after', 'last.bin')).equals(last)).toBe(true);
+  });
+
+  it('says so in words without --json', async () => {
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Stick', '--to', path.join(disk.dir, 'again')],
+      fileStore,
+    );
+    expect(restored.status).toBe(1);
+    expect(restored.stdout).toContain(
+      'could not restore a:b.txt: the disk does not accept this name\n',
+    );
+    expect(restored.stdout).toContain(
+      'could not restore link: the disk cannot hold symbolic links\n',
+    );
+  });
+
+  it('restores both names of a pair that differs only in case onto a case-sensitive disk', async () => {
+    const target = path.join(scratch, 'ext4-target');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Stick', '--to', target, '--json'],
+      fileStore,
+    );
+    expect(restored.status, restored.stderr).toBe(0);
+    expect(JSON.parse(restored.stdout)).toMatchObject({ renamed: [], notRestored: [] });
+    expect(readFileSync(path.join(target, 'README'), 'utf8')).toBe('upper case');
+    expect(readFileSync(path.join(target, 'Readme'), 'utf8')).toBe('mixed case');
+    expect(
+      readFileSync(path.join(target, 'x?y', 'more', 'leaf.bin')).equals(refusedFolderData),
+    ).toBe(true);
+  });
+});
