@@ -395,6 +395,13 @@ async function run(
         [
           `restored ${result.files} files (${result.bytes} bytes), ${result.directories} folders, ${result.symlinks} symlinks`,
           ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
+          ...(result.modesNotKept === 0
+            ? []
+            : [
+                result.modesNotKept === 1
+                  ? "the disk would not take the permissions of 1 file or folder; it has the disk's own"
+                  : `the disk would not take the permissions of ${result.modesNotKept} files and folders; they have the disk's own`,
+              ]),
           ...result.notRestored.map((item) => `could not restore ${item.path}: ${item.reason}`),
         ].join('\n'),
         result,

@@ -6,6 +6,8 @@ import path from 'node:path';
 // cannot hold symbolic links. Such an entry is listed with the reason and the restore goes on;
 // anything else (a full or read-only disk, a folder it may not write) stops it as before.
 //
+// Such a disk also refuses most modes: that is counted, not listed, since the file is there.
+//
 // The kernel's FAT and exFAT drivers refuse such a name with EINVAL; exfat-fuse with ENOENT,
 // which also means "the folder is gone", so ENOENT counts only when the folder is there.
 
@@ -21,8 +23,19 @@ export class RefusedEntryError extends Error {
 }
 
 const REFUSED_NAME_CODES = new Set(['EINVAL', 'EILSEQ', 'ENAMETOOLONG']);
-/** What symlink(2) gives where the file system has no symbolic links (EPERM on FAT). */
-const NO_SYMLINK_CODES = new Set(['ENOSYS', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP']);
+/**
+ * What symlink(2) gives where the file system has no symbolic links (EPERM on FAT), and chmod(2)
+ * where it keeps no modes.
+ */
+const NOT_HELD_CODES = new Set(['ENOSYS', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP']);
+
+/**
+ * Whether chmod failed because the file system keeps no such mode: FAT and exFAT, whose modes
+ * come from mount options, refuse any other with EPERM. The file itself is restored.
+ */
+export function isModeRefused(error: unknown): boolean {
+  return NOT_HELD_CODES.has(codeOf(error) ?? '');
+}
 
 function codeOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
@@ -44,7 +57,7 @@ export function lstatUnlessRefused(file: string): Stats | undefined {
  */
 export function refusalOf(error: unknown, name: string, kind: 'name' | 'symlink'): unknown {
   const code = codeOf(error) ?? '';
-  if (kind === 'symlink' && NO_SYMLINK_CODES.has(code))
+  if (kind === 'symlink' && NOT_HELD_CODES.has(code))
     return new RefusedEntryError('the disk cannot hold symbolic links', { cause: error });
   if (code === 'ENAMETOOLONG')
     return new RefusedEntryError('the name is too long for the disk', { cause: error });

@@ -10,7 +10,7 @@ import {
   symlinkSync,
   utimesSync,
 } from 'node:fs';
-import { chmod, utimes } from 'node:fs/promises';
+import { utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isDiskFull } from '../api/index.ts';
@@ -24,7 +24,12 @@ import { fileTime } from './file-time.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
-import { lstatUnlessRefused, RefusedEntryError, refusalOf } from './refused-entry.ts';
+import {
+  isModeRefused,
+  lstatUnlessRefused,
+  RefusedEntryError,
+  refusalOf,
+} from './refused-entry.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -69,6 +74,11 @@ export interface RestoreResult {
   readonly renamed: readonly string[];
   /** By path; empty when everything was restored. */
   readonly notRestored: readonly NotRestored[];
+  /**
+   * Files and folders restored with the target disk's own permissions, since it would not take
+   * theirs (FAT and exFAT).
+   */
+  readonly modesNotKept: number;
 }
 
 function checkName(name: string): void {
@@ -171,6 +181,16 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     bytes: 0,
     renamed: [] as string[],
     notRestored: [] as NotRestored[],
+    modesNotKept: 0,
+  };
+  /** Gives `file` the mode it had, where the disk can hold it. */
+  const keepMode = (file: string, mode: number): void => {
+    try {
+      chmodSync(file, mode);
+    } catch (error) {
+      if (!isModeRefused(error)) throw error;
+      result.modesNotKept += 1;
+    }
   };
   const directoryTimes: Array<{
     dir: string;
@@ -236,7 +256,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       throw error;
     }
     closeSync(fd);
-    if (entry.mode !== undefined) chmodSync(temporary, entry.mode);
+    if (entry.mode !== undefined) keepMode(temporary, entry.mode);
     if (mtimeSeconds !== undefined) {
       const time = fileTime(mtimeSeconds);
       utimesSync(temporary, time, time);
@@ -404,7 +424,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {
-    if (mode !== undefined) await chmod(dir, mode);
+    if (mode !== undefined) keepMode(dir, mode);
     if (mtime !== undefined) await utimes(dir, fileTime(mtime), fileTime(mtime));
   }
   return result;

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
+  isModeRefused,
   lstatUnlessRefused,
   RefusedEntryError,
   refusalOf,
@@ -67,5 +68,14 @@ describe('lstatUnlessRefused', () => {
     expect(() => lstatUnlessRefused(path.join(loop, 'child'))).toThrow(
       expect.objectContaining({ code: 'ELOOP' }),
     );
+  });
+});
+
+describe('isModeRefused', () => {
+  it('takes EPERM (FAT, exFAT) and ENOTSUP as a mode the disk keeps none of, not EACCES', () => {
+    expect(isModeRefused(systemError('EPERM'))).toBe(true);
+    expect(isModeRefused(systemError('ENOTSUP'))).toBe(true);
+    expect(isModeRefused(systemError('EACCES'))).toBe(false);
+    expect(isModeRefused(systemError('ENOSPC'))).toBe(false);
   });
 });

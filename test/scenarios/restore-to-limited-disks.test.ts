@@ -13,14 +13,15 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
-import { mountExfat, type ExfatDisk } from '../helpers/exfat-disk.ts';
+import { mountExfat, mountRefusingModes, type MountedDisk } from '../helpers/limited-disks.ts';
 
-// Restoring a Linux backup onto an exFAT disk (a USB stick), with the real CLI. That disk
-// refuses some names, cannot hold symbolic links, and takes README and Readme for one name.
-// What it cannot hold is listed with the reason and the restore goes on; nothing it can hold is
-// lost, and the command ends non-zero so a script sees that the restore is incomplete.
+// Restoring a Linux backup onto disks that cannot hold all of it, with the real CLI. An exFAT
+// disk (a USB stick) refuses some names, cannot hold symbolic links, and takes README and Readme
+// for one name: what it cannot hold is listed with the reason and the restore goes on, nothing
+// it can hold is lost, and the command ends non-zero so a script sees the restore is incomplete.
+// The kernel's FAT and exFAT drivers also refuse modes: the files are restored all the same.
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-exfat-'));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-limited-disks-'));
 chmodSync(scratch, 0o755);
 const source = path.join(scratch, 'source');
 const home = path.join(scratch, 'home');
@@ -30,7 +31,8 @@ const deep = randomBytes(3 * 1024 * 1024 + 7);
 // leaves to be taken, so those must be taken and dropped, or the restore would stall.
 const refusedFolderData = randomBytes(40 * 1024 * 1024);
 const last = randomBytes(1024 * 1024 + 1);
-let disk: ExfatDisk;
+let disk: MountedDisk;
+let modeless: MountedDisk;
 
 beforeAll(async () => {
   mkdirSync(path.join(source, 'sub'), { recursive: true });
@@ -55,10 +57,12 @@ beforeAll(async () => {
   const backup = await runCanopy(home, ['backup', source, '--bucket', 'Stick'], fileStore);
   expect(backup.status, backup.stderr).toBe(0);
   disk = mountExfat(path.join(scratch, 'stick'), 64);
+  modeless = mountRefusingModes(path.join(scratch, 'modeless'));
 }, 60_000);
 
 afterAll(() => {
   disk.unmount();
+  modeless.unmount();
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -132,5 +136,38 @@ describe('restore onto an exFAT disk', () => {
     expect(
       readFileSync(path.join(target, 'x?y', 'more', 'leaf.bin')).equals(refusedFolderData),
     ).toBe(true);
+  });
+});
+
+describe('restore onto a disk that keeps no modes', () => {
+  it("restores every file and folder with the disk's own permissions, and says so", async () => {
+    const target = path.join(modeless.dir, 'back');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Stick', '--to', target, '--json'],
+      fileStore,
+    );
+    expect(restored.status, restored.stderr).toBe(0);
+    // 8 files and 5 folders (the restored root among them); a symlink has no mode of its own.
+    expect(JSON.parse(restored.stdout)).toMatchObject({
+      files: 8,
+      directories: 5,
+      symlinks: 1,
+      notRestored: [],
+      modesNotKept: 13,
+    });
+    expect(readFileSync(path.join(target, 'sub', 'deep.bin')).equals(deep)).toBe(true);
+    expect(
+      readFileSync(path.join(target, 'x?y', 'more', 'leaf.bin')).equals(refusedFolderData),
+    ).toBe(true);
+    const words = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Stick', 'plain.txt', '--to', path.join(modeless.dir, 'one')],
+      fileStore,
+    );
+    expect(words.status, words.stderr).toBe(0);
+    expect(words.stdout).toContain(
+      "the disk would not take the permissions of 1 file or folder; it has the disk's own\n",
+    );
   });
 });

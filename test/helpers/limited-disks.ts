@@ -1,0 +1,64 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+
+// Disks that cannot hold everything a Linux folder holds, for restores onto them. This kernel
+// has no FAT or exFAT module, so both are FUSE file systems from Debian's packages:
+// - an exFAT disk, as on a USB stick: an image formatted by mkfs.exfat (exfatprogs) on a loop
+//   device, mounted by exfat-fuse. Like the real thing it refuses names holding : ? * " < > |
+//   or \, cannot hold symbolic links, and compares names without regard to case;
+// - a folder seen through bindfs --chmod-deny, which refuses every chmod with EPERM, as the
+//   kernel's FAT and exFAT drivers refuse any mode but the one their mount options give.
+
+export interface MountedDisk {
+  /** Where the disk is mounted. */
+  readonly dir: string;
+  unmount(): void;
+}
+
+function run(command: string, args: readonly string[]): string {
+  const result = spawnSync(command, args, { encoding: 'utf8' });
+  if (result.status !== 0)
+    throw new Error(
+      `${command} ${args.join(' ')} failed: ${result.error?.message ?? result.stderr}`,
+    );
+  return result.stdout.trim();
+}
+
+/** Makes and mounts an exFAT disk of `sizeMiB` at `dir` (made here); its image sits beside it. */
+export function mountExfat(dir: string, sizeMiB: number): MountedDisk {
+  const image = `${dir}.img`;
+  writeFileSync(image, '');
+  truncateSync(image, sizeMiB * 1024 * 1024);
+  run('mkfs.exfat', [image]);
+  mkdirSync(dir, { recursive: true });
+  const device = run('losetup', ['--find', '--show', image]);
+  try {
+    run('mount.exfat-fuse', [device, dir]);
+  } catch (error) {
+    run('losetup', ['--detach', device]);
+    throw error;
+  }
+  return {
+    dir,
+    unmount() {
+      run('umount', [dir]);
+      run('losetup', ['--detach', device]);
+      rmSync(image, { force: true });
+    },
+  };
+}
+
+/** Mounts at `dir` (made here) a view of a fresh folder beside it in which no chmod succeeds. */
+export function mountRefusingModes(dir: string): MountedDisk {
+  const backing = `${dir}.backing`;
+  mkdirSync(backing, { recursive: true });
+  mkdirSync(dir, { recursive: true });
+  run('bindfs', ['--chmod-deny', backing, dir]);
+  return {
+    dir,
+    unmount() {
+      run('umount', [dir]);
+      rmSync(backing, { recursive: true, force: true });
+    },
+  };
+}
