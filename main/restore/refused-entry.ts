@@ -6,7 +6,8 @@ import path from 'node:path';
 // cannot hold symbolic links. Such an entry is listed with the reason and the restore goes on;
 // anything else (a full or read-only disk, a folder it may not write) stops it as before.
 //
-// Such a disk also refuses most modes: that is counted, not listed, since the file is there.
+// A FAT32 disk also refuses a file over 4 GiB (EFBIG), which is listed the same way. Such disks
+// refuse most modes too: those are only counted, since the file itself is there.
 //
 // The kernel's FAT and exFAT drivers refuse such a name with EINVAL; exfat-fuse with ENOENT,
 // which also means "the folder is gone", so ENOENT counts only when the folder is there.
@@ -52,11 +53,22 @@ export function lstatUnlessRefused(file: string): Stats | undefined {
 }
 
 /**
- * The error of giving `name` (a file's final name, a folder or a symlink) to an entry, as a
- * RefusedEntryError when the file system refused that name or kind of entry, else as it came.
+ * The error of making the entry `name`, as a RefusedEntryError when the file system refused that
+ * entry alone, else as it came. `kind` is the step that failed: giving a file or folder its
+ * name, making a symlink, or writing a file's content.
  */
-export function refusalOf(error: unknown, name: string, kind: 'name' | 'symlink'): unknown {
+export function refusalOf(
+  error: unknown,
+  name: string,
+  kind: 'name' | 'symlink' | 'content',
+): unknown {
   const code = codeOf(error) ?? '';
+  if (kind === 'content')
+    return code === 'EFBIG'
+      ? new RefusedEntryError('the file is larger than the disk can hold in one file', {
+          cause: error,
+        })
+      : error;
   if (kind === 'symlink' && NOT_HELD_CODES.has(code))
     return new RefusedEntryError('the disk cannot hold symbolic links', { cause: error });
   if (code === 'ENAMETOOLONG')

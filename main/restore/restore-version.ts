@@ -244,11 +244,22 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
       0o600,
     );
+    let written = 0;
     try {
+      // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way. The
+      // rest of its leaves are still taken, unwritten: the files after it wait for them.
+      let tooLarge: unknown;
       for await (const chunk of fileBytes(entry.cid, dag)) {
-        await writeFully(fd, chunk);
-        result.bytes += chunk.length;
+        if (tooLarge !== undefined) continue;
+        try {
+          await writeFully(fd, chunk);
+          written += chunk.length;
+        } catch (error) {
+          if (!(refusalOf(error, target, 'content') instanceof RefusedEntryError)) throw error;
+          tooLarge = error;
+        }
       }
+      if (tooLarge !== undefined) throw refusalOf(tooLarge, target, 'content');
       await fsyncFully(fd);
     } catch (error) {
       closeSync(fd);
@@ -256,17 +267,22 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       throw error;
     }
     closeSync(fd);
-    if (entry.mode !== undefined) keepMode(temporary, entry.mode);
-    if (mtimeSeconds !== undefined) {
-      const time = fileTime(mtimeSeconds);
-      utimesSync(temporary, time, time);
-    }
     try {
-      renameSync(temporary, target);
+      if (entry.mode !== undefined) keepMode(temporary, entry.mode);
+      if (mtimeSeconds !== undefined) {
+        const time = fileTime(mtimeSeconds);
+        utimesSync(temporary, time, time);
+      }
+      try {
+        renameSync(temporary, target);
+      } catch (error) {
+        throw refusalOf(error, target, 'name');
+      }
     } catch (error) {
       rmSync(temporary, { force: true });
-      throw refusalOf(error, target, 'name');
+      throw error;
     }
+    result.bytes += written;
     result.files += 1;
   }
 

@@ -4,7 +4,14 @@ import { fileURLToPath } from 'node:url';
 
 // The real `canopy` command as a child process with its own CANOPY_HOME.
 
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'bin', 'canopy.js');
+/** The `canopy` command's script, for a test that must start it some other way. */
+export const CANOPY_BIN = path.join(
+  path.dirname(fileURLToPath(import.meta.url)),
+  '..',
+  '..',
+  'bin',
+  'canopy.js',
+);
 
 export interface CliResult {
   readonly status: number;
@@ -19,7 +26,7 @@ export function runCanopy(
   onStdout?: (text: string) => void,
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const child = spawn(process.execPath, [CANOPY_BIN, ...args], {
       env: { ...process.env, CANOPY_HOME: home, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

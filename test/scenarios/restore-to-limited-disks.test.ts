@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
@@ -12,7 +13,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runCanopy } from '../helpers/canopy-cli.ts';
+import { CANOPY_BIN, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, mountRefusingModes, type MountedDisk } from '../helpers/limited-disks.ts';
 
 // Restoring a Linux backup onto disks that cannot hold all of it, with the real CLI. An exFAT
@@ -169,5 +170,52 @@ describe('restore onto a disk that keeps no modes', () => {
     expect(words.stdout).toContain(
       "the disk would not take the permissions of 1 file or folder; it has the disk's own\n",
     );
+  });
+});
+
+describe('restore onto a disk that holds smaller files than the backup', () => {
+  it('lists a file too large for it, restores the files around it, and leaves no partial copy', async () => {
+    const MiB = 1024 * 1024;
+    const files = path.join(scratch, 'files-source');
+    mkdirSync(files);
+    writeFileSync(path.join(files, 'a-first.txt'), 'first');
+    // Larger than the limit by well over what the restore fetches ahead (32 MiB): what is left
+    // of it must still be taken, or the file after it waits forever. (With the rest of its
+    // leaves left untaken, this test hangs; with 36 MiB left, it did not.)
+    const large = randomBytes(80 * MiB);
+    writeFileSync(path.join(files, 'big.bin'), large);
+    const small = randomBytes(MiB + 3);
+    writeFileSync(path.join(files, 'small.bin'), small);
+    expect((await runCanopy(home, ['buckets', 'create', 'Files'], fileStore)).status).toBe(0);
+    const backup = await runCanopy(home, ['backup', files, '--bucket', 'Files'], fileStore);
+    expect(backup.status, backup.stderr).toBe(0);
+    // A FAT32 disk takes no file over 4 GiB: a file size limit on the process (8 MiB here) gives
+    // the same EFBIG part way through the write.
+    const target = path.join(scratch, 'fat32-like');
+    const restored = spawnSync(
+      'prlimit',
+      [
+        `--fsize=${8 * MiB}`,
+        process.execPath,
+        CANOPY_BIN,
+        'restore',
+        '--bucket',
+        'Files',
+        '--to',
+        target,
+        '--json',
+      ],
+      { encoding: 'utf8', env: { ...process.env, CANOPY_HOME: home, ...fileStore } },
+    );
+    expect(restored.status, restored.stderr).toBe(1);
+    expect(JSON.parse(restored.stdout)).toMatchObject({
+      files: 2,
+      bytes: small.length + 'first'.length,
+      notRestored: [
+        { path: 'big.bin', reason: 'the file is larger than the disk can hold in one file' },
+      ],
+    });
+    expect(readdirSync(target).sort()).toEqual(['a-first.txt', 'small.bin']);
+    expect(readFileSync(path.join(target, 'small.bin')).equals(small)).toBe(true);
   });
 });
