@@ -376,6 +376,10 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         continue;
       }
       let place = { folder: destination, existed: targetExisted };
+      // A file still being written may have this name on a disk that ignores case.
+      const sameName = claimed.get(foldedName(destination));
+      if (sameName) await sameName;
+      if (failure !== undefined) break;
       try {
         if (relative !== '') place = folderPlace(destination);
         await makeFolders(place.folder);

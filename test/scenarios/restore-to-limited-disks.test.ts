@@ -32,6 +32,7 @@ const deep = randomBytes(3 * 1024 * 1024 + 7);
 // leaves to be taken, so those must be taken and dropped, or the restore would stall.
 const refusedFolderData = randomBytes(40 * 1024 * 1024);
 const last = randomBytes(1024 * 1024 + 1);
+const notesFile = randomBytes(8 * 1024 * 1024);
 let disk: MountedDisk;
 let modeless: MountedDisk;
 
@@ -45,6 +46,10 @@ beforeAll(async () => {
   symlinkSync('plain.txt', path.join(source, 'link'));
   writeFileSync(path.join(source, 'README'), 'upper case');
   writeFileSync(path.join(source, 'Readme'), 'mixed case');
+  // Large enough to be still on its way when the folder notes comes up.
+  writeFileSync(path.join(source, 'Notes'), notesFile);
+  mkdirSync(path.join(source, 'notes'));
+  writeFileSync(path.join(source, 'notes', 'inside.txt'), 'in a folder');
   writeFileSync(path.join(source, 'x?y', 'inner.txt'), 'inside a refused folder');
   writeFileSync(path.join(source, 'x?y', 'more', 'leaf.bin'), refusedFolderData);
   writeFileSync(path.join(source, 'z-after', 'last.bin'), last);
@@ -93,13 +98,25 @@ describe('restore onto an exFAT disk', () => {
         reason: 'the disk does not accept this name; nothing in this folder was restored',
       },
     ]);
-    expect(result.files).toBe(5);
+    expect(result.files).toBe(7);
     expect(result.symlinks).toBe(0);
-    // Link order puts README before Readme; the disk takes them for one name, so the second
-    // is kept beside the first instead of replacing it.
-    expect(result.renamed).toEqual(['Readme (restored)']);
+    // Link order puts README before Readme, and the file Notes before the folder notes; the
+    // disk takes each pair for one name, so the second is kept beside the first.
+    expect(result.renamed).toEqual(['Readme (restored)', 'notes (restored)']);
     expect(readdirSync(target).sort()).toEqual(
-      ['README', 'Readme (restored)', 'plain.txt', 'sub', 'z-after'].sort(),
+      [
+        'Notes',
+        'README',
+        'Readme (restored)',
+        'notes (restored)',
+        'plain.txt',
+        'sub',
+        'z-after',
+      ].sort(),
+    );
+    expect(readFileSync(path.join(target, 'Notes')).equals(notesFile)).toBe(true);
+    expect(readFileSync(path.join(target, 'notes (restored)', 'inside.txt'), 'utf8')).toBe(
+      'in a folder',
     );
     expect(readFileSync(path.join(target, 'README'), 'utf8')).toBe('upper case');
     expect(readFileSync(path.join(target, 'Readme (restored)'), 'utf8')).toBe('mixed case');
@@ -134,6 +151,7 @@ describe('restore onto an exFAT disk', () => {
     expect(JSON.parse(restored.stdout)).toMatchObject({ renamed: [], notRestored: [] });
     expect(readFileSync(path.join(target, 'README'), 'utf8')).toBe('upper case');
     expect(readFileSync(path.join(target, 'Readme'), 'utf8')).toBe('mixed case');
+    expect(readFileSync(path.join(target, 'notes', 'inside.txt'), 'utf8')).toBe('in a folder');
     expect(
       readFileSync(path.join(target, 'x?y', 'more', 'leaf.bin')).equals(refusedFolderData),
     ).toBe(true);
@@ -149,13 +167,13 @@ describe('restore onto a disk that keeps no modes', () => {
       fileStore,
     );
     expect(restored.status, restored.stderr).toBe(0);
-    // 8 files and 5 folders (the restored root among them); a symlink has no mode of its own.
+    // 10 files and 6 folders (the restored root among them); a symlink has no mode of its own.
     expect(JSON.parse(restored.stdout)).toMatchObject({
-      files: 8,
-      directories: 5,
+      files: 10,
+      directories: 6,
       symlinks: 1,
       notRestored: [],
-      modesNotKept: 13,
+      modesNotKept: 16,
     });
     expect(readFileSync(path.join(target, 'sub', 'deep.bin')).equals(deep)).toBe(true);
     expect(
