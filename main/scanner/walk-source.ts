@@ -2,6 +2,7 @@ import { lstatSync, readdirSync, readlinkSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import type { ExcludeRules } from './exclude-rules.ts';
+import { InodeNumbers } from './inode-numbers.ts';
 import { compareUtf8 } from './utf8-order.ts';
 
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
@@ -13,6 +14,7 @@ import { compareUtf8 } from './utf8-order.ts';
 // against about 50 through the thread pool, and a rescan of 100 000 unchanged files is mostly
 // lstat. The walk yields to the event loop every few hundred entries so nothing waits long.
 
+/** `ino` is 0 on a file system that makes inode numbers up (inode-numbers.ts). */
 export type SourceEntry =
   | {
       readonly kind: 'directory';
@@ -103,13 +105,14 @@ export function sourceRootEntry(root: string): Extract<SourceEntry, { kind: 'dir
     path: '',
     mode: Number(stats.mode & 0o7777n),
     mtimeNs: stats.mtimeNs,
-    ino: stats.ino,
+    ino: new InodeNumbers().of(stats, root),
   };
 }
 
 /** A folder being walked: its names in order, and the next one to look at. */
 interface OpenFolder {
   readonly relative: string;
+  readonly absolute: string;
   readonly names: readonly string[];
   next: number;
 }
@@ -133,7 +136,8 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
   const { onSkip } = options;
   const top = listFolder(root, '', options);
   if (!top) return;
-  const open: OpenFolder[] = [{ relative: '', names: top, next: 0 }];
+  const open: OpenFolder[] = [{ relative: '', absolute: root, names: top, next: 0 }];
+  const inodes = new InodeNumbers();
   let sinceYield = 0;
   while (open.length > 0) {
     const folder = open[open.length - 1] as OpenFolder;
@@ -163,9 +167,10 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
       continue;
     }
     if (stats.isDirectory()) {
-      yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs, ino: stats.ino };
+      const ino = inodes.of(stats, full);
+      yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs, ino };
       const names = listFolder(root, rel, options);
-      if (names) open.push({ relative: rel, names, next: 0 });
+      if (names) open.push({ relative: rel, absolute: full, names, next: 0 });
     } else if (stats.isFile()) {
       yield {
         kind: 'file',
@@ -173,7 +178,7 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
         mode,
         mtimeNs: stats.mtimeNs,
         size: Number(stats.size),
-        ino: stats.ino,
+        ino: inodes.of(stats, folder.absolute),
       };
     } else if (stats.isSymbolicLink()) {
       let target: string | undefined;
@@ -186,7 +191,14 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
       if (target === undefined)
         onSkip({ path: rel, reason: `its target is ${NOT_UTF8}; link it again to back it up` });
       else
-        yield { kind: 'symlink', path: rel, mode, mtimeNs: stats.mtimeNs, ino: stats.ino, target };
+        yield {
+          kind: 'symlink',
+          path: rel,
+          mode,
+          mtimeNs: stats.mtimeNs,
+          ino: inodes.of(stats, folder.absolute),
+          target,
+        };
     } else {
       onSkip({
         path: rel,

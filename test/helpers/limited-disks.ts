@@ -15,6 +15,11 @@ export interface MountedDisk {
   unmount(): void;
 }
 
+export interface ExfatDisk extends MountedDisk {
+  /** Unmounts and mounts it again, as unplugging and plugging in a USB stick does. */
+  remount(): void;
+}
+
 function run(command: string, args: readonly string[]): string {
   const result = spawnSync(command, args, { encoding: 'utf8' });
   if (result.status !== 0)
@@ -25,7 +30,7 @@ function run(command: string, args: readonly string[]): string {
 }
 
 /** Makes and mounts an exFAT disk of `sizeMiB` at `dir` (made here); its image sits beside it. */
-export function mountExfat(dir: string, sizeMiB: number): MountedDisk {
+export function mountExfat(dir: string, sizeMiB: number): ExfatDisk {
   const image = `${dir}.img`;
   writeFileSync(image, '');
   truncateSync(image, sizeMiB * 1024 * 1024);
@@ -44,6 +49,10 @@ export function mountExfat(dir: string, sizeMiB: number): MountedDisk {
       run('umount', [dir]);
       run('losetup', ['--detach', device]);
       rmSync(image, { force: true });
+    },
+    remount() {
+      run('umount', [dir]);
+      run('mount.exfat-fuse', [device, dir]);
     },
   };
 }
