@@ -248,18 +248,19 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     try {
       // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way. The
       // rest of its leaves are still taken, unwritten: the files after it wait for them.
-      let tooLarge: unknown;
+      let tooLarge: RefusedEntryError | undefined;
       for await (const chunk of fileBytes(entry.cid, dag)) {
-        if (tooLarge !== undefined) continue;
+        if (tooLarge) continue;
         try {
           await writeFully(fd, chunk);
           written += chunk.length;
         } catch (error) {
-          if (!(refusalOf(error, target, 'content') instanceof RefusedEntryError)) throw error;
-          tooLarge = error;
+          const refusal = refusalOf(error, target, 'content');
+          if (!(refusal instanceof RefusedEntryError)) throw error;
+          tooLarge = refusal;
         }
       }
-      if (tooLarge !== undefined) throw refusalOf(tooLarge, target, 'content');
+      if (tooLarge) throw tooLarge;
       await fsyncFully(fd);
     } catch (error) {
       closeSync(fd);
