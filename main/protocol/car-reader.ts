@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { Digest } from 'multiformats/hashes/digest';
-import { isProtocolCid, PROTOCOL_CID_BYTES } from './cid.ts';
+import { cidText, isProtocolCid, PROTOCOL_CID_BYTES } from './cid.ts';
 
 // A streaming CAR reader that treats every CAR as hostile (§16.8). @ipld/car's decoder reads a
 // section's full length before it can be judged, so a lying varint would make it buffer up to
@@ -13,11 +13,14 @@ export type CarFaultKind = 'malformed' | 'block_too_large';
 
 export class CarFormatError extends Error {
   readonly kind: CarFaultKind;
+  /** The block whose bytes do not match its CID, when that is the fault. */
+  readonly mismatchedCid: string | undefined;
 
-  constructor(kind: CarFaultKind, message: string) {
+  constructor(kind: CarFaultKind, message: string, mismatchedCid?: string) {
     super(message);
     this.name = 'CarFormatError';
     this.kind = kind;
+    this.mismatchedCid = mismatchedCid;
   }
 }
 
@@ -279,7 +282,8 @@ async function* readSections(
     const bytes = await reader.readExactly(blockLength, 'block');
     const digest = createHash('sha256').update(bytes).digest();
     if (!Buffer.from(cid.multihash.digest).equals(digest)) {
-      throw malformed(`block bytes do not match ${cid.toString()}`);
+      const text = cidText(cid);
+      throw new CarFormatError('malformed', `block bytes do not match ${text}`, text);
     }
     yield { type: 'block', cid, bytes };
   }

@@ -2,6 +2,7 @@ import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { CarFormatError, cidText } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
+import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { receiveBlocks } from './receive-blocks.ts';
 
 // The leaves a restore writes, fetched ahead of the writes in batches through blocks/car (each
@@ -21,10 +22,12 @@ const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
  */
 const AHEAD_BYTES = 32 * 1024 * 1024;
 interface FetchedLeaf {
-  /** Undefined while its batch is on the way. */
+  /** Undefined while its batch is on the way, or when the host could not give it back. */
   bytes: Uint8Array | undefined;
   /** Planned reads of this leaf not yet taken. */
   reads: number;
+  /** Why the host could not give it back, for the user; the file needing it is left out. */
+  unavailable?: string;
 }
 
 export class LeafFetcher {
@@ -58,6 +61,8 @@ export class LeafFetcher {
   /**
    * The bytes of the leaf that is planned read number `read` (counted from 0 in the order of
    * `reads`). Reads may come out of order across files written at once, never past the plan.
+   * A leaf the host sent damaged or no longer holds rejects with EntryNotRestoredError, once
+   * the read counts as taken: the reads after it go on.
    */
   async take(cid: CID, read: number): Promise<Uint8Array> {
     while (this.planned <= read && this.lookahead.done !== true) {
@@ -78,18 +83,19 @@ export class LeafFetcher {
     await this.fetching;
     const key = cidText(cid);
     const leaf = this.fetched.get(key);
-    if (leaf?.bytes === undefined)
+    if (leaf === undefined || (leaf.bytes === undefined && leaf.unavailable === undefined))
       throw new EngineError('protocol', `block ${key} did not come back from the server`);
-    const { bytes } = leaf;
+    const { bytes, unavailable } = leaf;
     leaf.reads -= 1;
     if (leaf.reads <= 0) {
       this.fetched.delete(key);
-      this.fetchedBytes -= bytes.length;
+      this.fetchedBytes -= bytes?.length ?? 0;
     }
     this.takenAhead.add(read);
     while (this.takenAhead.delete(this.firstUntaken)) this.firstUntaken += 1;
     this.wake();
     this.prefetch();
+    if (bytes === undefined) throw new EntryNotRestoredError(unavailable ?? '');
     return bytes;
   }
 
@@ -140,12 +146,26 @@ export class LeafFetcher {
     }
     if (batch.length === 0) return;
     try {
-      await receiveBlocks(this.client, this.storageHost, batch, MAX_BLOCK_BYTES, (key, bytes) => {
-        const leaf = this.fetched.get(key);
-        if (!leaf) return;
-        leaf.bytes = bytes;
-        this.fetchedBytes += bytes.length;
-      });
+      await receiveBlocks(
+        this.client,
+        this.storageHost,
+        batch,
+        MAX_BLOCK_BYTES,
+        (key, bytes) => {
+          const leaf = this.fetched.get(key);
+          if (!leaf) return;
+          leaf.bytes = bytes;
+          this.fetchedBytes += bytes.length;
+        },
+        (key, why) => {
+          const leaf = this.fetched.get(key);
+          if (leaf)
+            leaf.unavailable =
+              why === 'damaged'
+                ? `block ${key} came back from the server damaged`
+                : `the server no longer holds block ${key}`;
+        },
+      );
     } catch (error) {
       if (error instanceof CarFormatError) {
         throw new EngineError(

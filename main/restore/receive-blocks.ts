@@ -1,5 +1,5 @@
 import { EngineError } from '../api/index.ts';
-import { cidText, readCar } from '../protocol/index.ts';
+import { CarFormatError, cidText, readCar } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 
 // One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar. An
@@ -10,10 +10,18 @@ import type { ServiceClient } from '../service/index.ts';
 /** Answers of one batch that may break part-way before the batch gives up. */
 const CUT_ANSWERS_PER_BATCH = 3;
 
+/** Why the host could not give a block back: it sent other bytes, or it holds none. */
+export type UnavailableBlock = 'damaged' | 'missing';
+
 /**
  * Asks for `cids` and hands each block that comes back to `onBlock`, once per CID; blocks not
- * asked for are dropped. Resolves with the CIDs the host did not send. A damaged block
- * rejects with readCar's CarFormatError; a third answer cut off, with its network error.
+ * asked for are dropped. Resolves with the CIDs the host did not send. A third answer cut off
+ * rejects with its network error.
+ *
+ * Without `onUnavailable`, a damaged block rejects with readCar's CarFormatError and a block the
+ * host lacks with its 404, as for `canopy verify`. With it, such a block is reported there and
+ * the others still come: after a damaged one, the rest are asked for again; on a 404, which
+ * the host gives for the whole request (§11.5), the CIDs are halved until it is found.
  */
 export async function receiveBlocks(
   client: ServiceClient,
@@ -21,9 +29,11 @@ export async function receiveBlocks(
   cids: readonly string[],
   maxBlockBytes: number,
   onBlock: (cid: string, bytes: Uint8Array) => void,
+  onUnavailable?: (cid: string, why: UnavailableBlock) => void,
 ): Promise<Set<string>> {
   const wanted = new Set(cids);
-  for (let cut = 0; wanted.size > 0; cut += 1) {
+  let cut = 0;
+  while (wanted.size > 0) {
     try {
       const answer = await client.blocksCar(storageHost, [...wanted]);
       for await (const item of readCar(answer, { maxBlockBytes })) {
@@ -33,9 +43,56 @@ export async function receiveBlocks(
       }
       break;
     } catch (error) {
+      if (onUnavailable) {
+        const damaged = error instanceof CarFormatError ? error.mismatchedCid : undefined;
+        if (damaged !== undefined && wanted.delete(damaged)) {
+          onUnavailable(damaged, 'damaged');
+          continue;
+        }
+        if (error instanceof EngineError && error.code === 'not_found')
+          return receiveHalves(
+            client,
+            storageHost,
+            [...wanted],
+            maxBlockBytes,
+            onBlock,
+            onUnavailable,
+          );
+      }
       const broke = error instanceof EngineError && error.code === 'network';
-      if (!broke || cut + 1 >= CUT_ANSWERS_PER_BATCH) throw error;
+      cut += 1;
+      if (!broke || cut >= CUT_ANSWERS_PER_BATCH) throw error;
     }
   }
   return wanted;
+}
+
+/** receiveBlocks for CIDs of which the host lacks at least one: each half asked for alone. */
+async function receiveHalves(
+  client: ServiceClient,
+  storageHost: string,
+  cids: readonly string[],
+  maxBlockBytes: number,
+  onBlock: (cid: string, bytes: Uint8Array) => void,
+  onUnavailable: (cid: string, why: UnavailableBlock) => void,
+): Promise<Set<string>> {
+  const [only] = cids;
+  if (cids.length === 1 && only !== undefined) {
+    onUnavailable(only, 'missing');
+    return new Set();
+  }
+  const half = Math.ceil(cids.length / 2);
+  const notSent = new Set<string>();
+  for (const part of [cids.slice(0, half), cids.slice(half)]) {
+    const left = await receiveBlocks(
+      client,
+      storageHost,
+      part,
+      maxBlockBytes,
+      onBlock,
+      onUnavailable,
+    );
+    for (const cid of left) notSent.add(cid);
+  }
+  return notSent;
 }

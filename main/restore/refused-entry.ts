@@ -1,5 +1,6 @@
 import { lstatSync, type Stats } from 'node:fs';
 import path from 'node:path';
+import { EntryNotRestoredError } from './entry-not-restored.ts';
 
 // What a restore target's file system may refuse one entry at a time, while it takes the rest:
 // a FAT or exFAT disk (a USB stick) or an NTFS one refuses names holding : ? * " < > | or \ and
@@ -11,17 +12,6 @@ import path from 'node:path';
 //
 // The kernel's FAT and exFAT drivers refuse such a name with EINVAL; exfat-fuse with ENOENT,
 // which also means "the folder is gone", so ENOENT counts only when the folder is there.
-
-/** An entry the target's file system would not take; `reason` says why, for the user. */
-export class RefusedEntryError extends Error {
-  constructor(
-    readonly reason: string,
-    options: { cause: unknown },
-  ) {
-    super(reason, options);
-    this.name = 'RefusedEntryError';
-  }
-}
 
 const REFUSED_NAME_CODES = new Set(['EINVAL', 'EILSEQ', 'ENAMETOOLONG']);
 /**
@@ -53,7 +43,7 @@ export function lstatUnlessRefused(file: string): Stats | undefined {
 }
 
 /**
- * The error of making the entry `name`, as a RefusedEntryError when the file system refused that
+ * The error of making the entry `name`, as a EntryNotRestoredError when the file system refused that
  * entry alone, else as it came. `kind` is the step that failed: giving a file or folder its
  * name, making a symlink, or writing a file's content.
  */
@@ -65,18 +55,18 @@ export function refusalOf(
   const code = codeOf(error) ?? '';
   if (kind === 'content')
     return code === 'EFBIG'
-      ? new RefusedEntryError('the file is larger than the disk can hold in one file', {
+      ? new EntryNotRestoredError('the file is larger than the disk can hold in one file', {
           cause: error,
         })
       : error;
   if (kind === 'symlink' && NOT_HELD_CODES.has(code))
-    return new RefusedEntryError('the disk cannot hold symbolic links', { cause: error });
+    return new EntryNotRestoredError('the disk cannot hold symbolic links', { cause: error });
   if (code === 'ENAMETOOLONG')
-    return new RefusedEntryError('the name is too long for the disk', { cause: error });
+    return new EntryNotRestoredError('the name is too long for the disk', { cause: error });
   const refused =
     REFUSED_NAME_CODES.has(code) ||
     (code === 'ENOENT' && lstatUnlessRefused(path.dirname(name))?.isDirectory() === true);
   return refused
-    ? new RefusedEntryError('the disk does not accept this name', { cause: error })
+    ? new EntryNotRestoredError('the disk does not accept this name', { cause: error })
     : error;
 }

@@ -24,12 +24,8 @@ import { fileTime } from './file-time.ts';
 import { fsyncFully, writeFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
-import {
-  isModeRefused,
-  lstatUnlessRefused,
-  RefusedEntryError,
-  refusalOf,
-} from './refused-entry.ts';
+import { EntryNotRestoredError } from './entry-not-restored.ts';
+import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -43,8 +39,9 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // without the file's own name in it, a temporary name is never too long for the file system.
 //
 // An entry the target's file system will not take (a name a FAT or exFAT disk refuses, a symlink
-// where there are none) is listed in `notRestored` and the restore goes on; a folder's contents
-// then go with it. Such a disk may also take two names that differ only in case for one: a name
+// where there are none), or a file whose bytes the server cannot give back whole (a block lost
+// or damaged on its disk), is listed in `notRestored` and the restore goes on; a folder's
+// contents then go with it. Such a disk may also take two names that differ only in case for one: a name
 // is settled only once a file of the same name, whatever its case, is written.
 
 const FILES_IN_FLIGHT = 8;
@@ -121,9 +118,35 @@ function countOf(items: Iterable<unknown>): number {
   return count;
 }
 
-/** Takes a file's leaves, checked, and drops them: a file inside a folder the target refused. */
-async function discardFile(cid: CID, dag: FileDag): Promise<void> {
-  const bytes = fileBytes(cid, dag);
+/**
+ * `dag` with a leaf the server could not give back read as zeros of its size, and reported to
+ * `onGap`: the file's later leaves are still taken, since the files after it wait for them.
+ */
+function withGaps(
+  dag: FileDag,
+  sizeOf: (cid: CID) => number,
+  onGap: (error: EntryNotRestoredError) => void,
+): FileDag {
+  return {
+    node: (cid) => dag.node(cid),
+    leaf: async (cid) => {
+      try {
+        return await dag.leaf(cid);
+      } catch (error) {
+        if (!(error instanceof EntryNotRestoredError)) throw error;
+        onGap(error);
+        return new Uint8Array(sizeOf(cid));
+      }
+    },
+  };
+}
+
+/** Takes a file's leaves and drops them: a file inside a folder the target refused. */
+async function discardFile(cid: CID, dag: FileDag, sizeOf: (cid: CID) => number): Promise<void> {
+  const bytes = fileBytes(
+    cid,
+    withGaps(dag, sizeOf, () => undefined),
+  );
   for (let next = await bytes.next(); next.done !== true; next = await bytes.next());
 }
 
@@ -173,6 +196,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     if (type !== 'file' && type !== 'raw') return;
     for (const link of decoded.Links) yield* leavesOf(link.Hash, depth + 1);
   }
+  /** A leaf's size as the tree states it, for a gap where the server could not give it. */
+  const leafSize = (cid: CID): number => index.leaves.sizeOf(cid) ?? 0;
   const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
   const result = {
     files: 0,
@@ -246,20 +271,26 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     );
     let written = 0;
     try {
-      // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way. The
-      // rest of its leaves are still taken, unwritten: the files after it wait for them.
-      let tooLarge: RefusedEntryError | undefined;
-      for await (const chunk of fileBytes(entry.cid, dag)) {
-        if (tooLarge) continue;
+      // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way, and
+      // one whose block the server cannot give back has a gap. Either way the rest of its leaves
+      // are still taken, unwritten: the files after it wait for them.
+      let tooLarge: EntryNotRestoredError | undefined;
+      let gap: EntryNotRestoredError | undefined;
+      const gapped = withGaps(dag, leafSize, (error) => {
+        gap ??= error;
+      });
+      for await (const chunk of fileBytes(entry.cid, gapped)) {
+        if (tooLarge || gap) continue;
         try {
           await writeFully(fd, chunk);
           written += chunk.length;
         } catch (error) {
           const refusal = refusalOf(error, target, 'content');
-          if (!(refusal instanceof RefusedEntryError)) throw error;
+          if (!(refusal instanceof EntryNotRestoredError)) throw error;
           tooLarge = refusal;
         }
       }
+      if (gap) throw gap;
       if (tooLarge) throw tooLarge;
       await fsyncFully(fd);
     } catch (error) {
@@ -344,7 +375,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const track = (work: Promise<void>, relative: string): Promise<void> => {
     const settled: Promise<void> = work
       .catch((error: unknown) => {
-        if (error instanceof RefusedEntryError) {
+        if (error instanceof EntryNotRestoredError) {
           result.notRestored.push({ path: relative, reason: error.reason });
           return;
         }
@@ -386,7 +417,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         await makeFolders(place.folder);
       } catch (error) {
         const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
-        if (refusal instanceof RefusedEntryError) {
+        if (refusal instanceof EntryNotRestoredError) {
           refusedFolders.add(relative);
           result.notRestored.push({
             path: relative,
@@ -420,7 +451,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     };
     if (underRefused) {
       // Its leaf reads are planned, and the files after it wait for them to be taken.
-      void track(discardFile(entry.cid, dag), relative);
+      void track(discardFile(entry.cid, dag, leafSize), relative);
       continue;
     }
     // Names are settled here, in order, before the write starts: a file still being written

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
@@ -21,7 +22,6 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { EngineError } from '../../main/api/index.ts';
 import { createEngine, type BackupProgress, type Engine } from '../../main/index.ts';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
@@ -507,12 +507,13 @@ describe('browse, snapshots and verify', () => {
     expect(verified.total).toBeGreaterThan(10);
   });
 
-  it('stops with a clear error when the server sends a damaged block, and leaves no partial file', async () => {
+  it('restores the rest when the server sends a damaged block, and lists the file that needs it', async () => {
     const tree = path.join(scratch, 'to-damage');
     mkdirSync(tree, { recursive: true });
     const damagedContent = randomBytes((1 << 20) + 4096);
+    const fine = randomBytes(3000);
     writeFileSync(path.join(tree, 'damaged.bin'), damagedContent);
-    writeFileSync(path.join(tree, 'fine.txt'), randomBytes(3000));
+    writeFileSync(path.join(tree, 'fine.txt'), fine);
     await engine.createBucket({ name: 'Damaged', type: 'backup', storageClass: 'hot' });
     await engine.backup({ dir: tree, bucket: 'Damaged' });
     // The host's copy of the file's first chunk is overwritten with other bytes of its length.
@@ -526,15 +527,52 @@ describe('browse, snapshots and verify', () => {
       closeSync(pack);
     }
     const target = path.join(scratch, 'restored-damaged');
-    const failure = await engine.restore({ bucket: 'Damaged', to: target, overwrite: false }).then(
-      () => undefined,
-      (error: unknown) => error,
+    const result = await engine.restore({ bucket: 'Damaged', to: target, overwrite: false });
+    expect(result.notRestored).toEqual([
+      { path: 'damaged.bin', reason: `block ${leaf} came back from the server damaged` },
+    ]);
+    expect(result.files).toBe(1);
+    // No partial or temporary copy of the damaged file is left, and the other file is whole.
+    expect(readdirSync(target)).toEqual(['fine.txt']);
+    expect(readFileSync(path.join(target, 'fine.txt')).equals(fine)).toBe(true);
+  });
+
+  it('restores the rest when the server has lost a block, and lists the files that need it', async () => {
+    const tree = path.join(scratch, 'to-lose');
+    mkdirSync(tree, { recursive: true });
+    const lostContent = randomBytes(3 * (1 << 20) + 17);
+    // Stored twice: both copies need the lost block.
+    writeFileSync(path.join(tree, 'a-lost.bin'), lostContent);
+    writeFileSync(path.join(tree, 'b-lost-copy.bin'), lostContent);
+    // Many files after them, fetched in the same batches as the lost block.
+    const kept = Array.from({ length: 40 }, () => randomBytes(5000));
+    kept.forEach((bytes, index) => writeFileSync(path.join(tree, `c-kept-${index}.txt`), bytes));
+    await engine.createBucket({ name: 'Lost', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: tree, bucket: 'Lost' });
+    // The host forgets where its copy of the file's second chunk is, as if the disk lost it.
+    const leaf = cidText(await rawCidOf(lostContent.subarray(1 << 20, 2 << 20)));
+    const db = new Database(path.join(scratch, 'home', 'local-server', 'service.sqlite'));
+    try {
+      expect(db.prepare('DELETE FROM blocks WHERE cid = ?').run(leaf).changes).toBe(1);
+    } finally {
+      db.close();
+    }
+    const target = path.join(scratch, 'restored-lost');
+    const result = await engine.restore({ bucket: 'Lost', to: target, overwrite: false });
+    const reason = `the server no longer holds block ${leaf}`;
+    expect(result.notRestored).toEqual([
+      { path: 'a-lost.bin', reason },
+      { path: 'b-lost-copy.bin', reason },
+    ]);
+    expect(readdirSync(target).sort()).toEqual(
+      kept.map((_, index) => `c-kept-${index}.txt`).sort(),
     );
-    expect(failure).toBeInstanceOf(EngineError);
-    expect(failure).toMatchObject({ code: 'protocol' });
-    expect((failure as Error).message).toMatch(/damaged block/);
-    const left = readdirSync(target);
-    expect(left).not.toContain('damaged.bin');
-    expect(left.filter((name) => name.includes('.canopy-'))).toEqual([]);
+    kept.forEach((bytes, index) =>
+      expect(readFileSync(path.join(target, `c-kept-${index}.txt`)).equals(bytes)).toBe(true),
+    );
+    // verify still reports the loss, as it did.
+    await expect(engine.verify({ bucket: 'Lost', all: true })).rejects.toMatchObject({
+      code: 'not_found',
+    });
   });
 });

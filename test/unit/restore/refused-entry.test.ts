@@ -2,10 +2,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { EntryNotRestoredError } from '../../../main/restore/entry-not-restored.ts';
 import {
   isModeRefused,
   lstatUnlessRefused,
-  RefusedEntryError,
   refusalOf,
 } from '../../../main/restore/refused-entry.ts';
 
@@ -34,7 +34,7 @@ describe('refusalOf', () => {
   ] as const)('takes %s when giving a %s as a refused entry', (code, kind, reason) => {
     const error = systemError(code);
     const refusal = refusalOf(error, inFolder, kind);
-    expect(refusal).toBeInstanceOf(RefusedEntryError);
+    expect(refusal).toBeInstanceOf(EntryNotRestoredError);
     expect(refusal).toMatchObject({ reason, cause: error });
   });
 
