@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { expect } from 'vitest';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -42,4 +43,20 @@ export function runCanopy(
     child.on('error', reject);
     child.on('close', (status) => resolve({ status: status ?? -1, stdout, stderr }));
   });
+}
+
+/**
+ * Logs `home` in to the embedded service on `localData` (secrets in a file, so no keyring is
+ * needed) and creates a bucket named `bucket`.
+ */
+export async function loginWithBucket(
+  home: string,
+  localData: string,
+  bucket: string,
+): Promise<void> {
+  const env = { CANOPY_SECRET_STORE: 'file' };
+  const login = await runCanopy(home, ['login', '--local', '--data', localData], env);
+  expect(login.status, login.stderr).toBe(0);
+  const created = await runCanopy(home, ['buckets', 'create', bucket], env);
+  expect(created.status, created.stderr).toBe(0);
 }

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runCanopy } from '../helpers/canopy-cli.ts';
+import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
 
 // Backing up an external exFAT disk (a USB stick) with the real CLI. Its inode numbers are made
@@ -40,13 +40,7 @@ function writeOld(name: string, bytes: Uint8Array): void {
 
 beforeAll(async () => {
   disk = mountExfat(path.join(scratch, 'stick'), 64);
-  const login = await runCanopy(
-    home,
-    ['login', '--local', '--data', path.join(scratch, 'local')],
-    fileStore,
-  );
-  expect(login.status, login.stderr).toBe(0);
-  expect((await runCanopy(home, ['buckets', 'create', 'Stick'], fileStore)).status).toBe(0);
+  await loginWithBucket(home, path.join(scratch, 'local'), 'Stick');
 }, 60_000);
 
 afterAll(() => {

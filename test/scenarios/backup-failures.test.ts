@@ -18,7 +18,7 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
-import { runCanopy } from '../helpers/canopy-cli.ts';
+import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
@@ -47,14 +47,6 @@ function mountTmpfs(name: string, size: string): string {
   expect(mounted.status, mounted.stderr).toBe(0);
   mounts.push(dir);
   return dir;
-}
-
-/** Logs `home` in to the embedded service on `localData` and creates a bucket named `bucket`. */
-async function loginWithBucket(home: string, localData: string, bucket: string): Promise<void> {
-  const login = await runCanopy(home, ['login', '--local', '--data', localData], fileStore);
-  expect(login.status, login.stderr).toBe(0);
-  const created = await runCanopy(home, ['buckets', 'create', bucket], fileStore);
-  expect(created.status, created.stderr).toBe(0);
 }
 
 describe('backup failures', () => {

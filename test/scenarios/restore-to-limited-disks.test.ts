@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CANOPY_BIN, runCanopy } from '../helpers/canopy-cli.ts';
+import { CANOPY_BIN, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, mountRefusingModes, type MountedDisk } from '../helpers/limited-disks.ts';
 
 // Restoring a Linux backup onto disks that cannot hold all of it, with the real CLI. An exFAT
@@ -53,13 +53,7 @@ beforeAll(async () => {
   writeFileSync(path.join(source, 'x?y', 'inner.txt'), 'inside a refused folder');
   writeFileSync(path.join(source, 'x?y', 'more', 'leaf.bin'), refusedFolderData);
   writeFileSync(path.join(source, 'z-after', 'last.bin'), last);
-  const login = await runCanopy(
-    home,
-    ['login', '--local', '--data', path.join(scratch, 'local')],
-    fileStore,
-  );
-  expect(login.status, login.stderr).toBe(0);
-  expect((await runCanopy(home, ['buckets', 'create', 'Stick'], fileStore)).status).toBe(0);
+  await loginWithBucket(home, path.join(scratch, 'local'), 'Stick');
   const backup = await runCanopy(home, ['backup', source, '--bucket', 'Stick'], fileStore);
   expect(backup.status, backup.stderr).toBe(0);
   disk = mountExfat(path.join(scratch, 'stick'), 64);
