@@ -23,7 +23,13 @@ import {
   type VerifyResult,
   type VersionEntry,
 } from '../restore/index.ts';
-import { readTreeIndex, shardTargetFor, type TreeIndex } from '../uploader/index.ts';
+import {
+  readTreeIndex,
+  readTreeLeaves,
+  shardTargetFor,
+  type TreeIndex,
+  type TreeLeaves,
+} from '../uploader/index.ts';
 import { rename, rm, writeFile } from 'node:fs/promises';
 import type { Metadata, Snapshot } from '../protocol/index.ts';
 import {
@@ -56,6 +62,11 @@ import {
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** A single attempt, for lookups that have a local fallback rather than a reason to wait. */
+/** Reads a version's tree from its metadata CAR, whole or in part. */
+type TreeReader<Tree extends TreeLeaves> = (
+  car: Uint8Array | AsyncIterable<Uint8Array>,
+) => Promise<Tree>;
+
 const NO_RETRY: RetryPolicy = { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 };
 
 /** Failures that mean the service cannot be reached or cannot answer right now. */
@@ -506,7 +517,10 @@ export class Engine {
       ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
       keepMetadata: (versionId, carFile) => this.cacheMetadataFile(versionId, carFile),
-      loadTree: (versionId) => this.versionTree(client, versionId),
+      loadTree: (versionId, withNodes) =>
+        withNodes
+          ? this.versionTree(client, versionId, readTreeIndex)
+          : this.versionTree(client, versionId, readTreeLeaves),
     });
     rememberActiveVersion(this.db, {
       bucket_id: bucket.id,
@@ -581,10 +595,13 @@ export class Engine {
   }
 
   /** A version's tree from the local metadata cache, or undefined when it is not there. */
-  private async cachedTree(versionId: string): Promise<TreeIndex | undefined> {
+  private async cachedTree<Tree extends TreeLeaves>(
+    versionId: string,
+    read: TreeReader<Tree>,
+  ): Promise<Tree | undefined> {
     try {
       // Streamed: a tree of many files has a metadata CAR of tens of megabytes.
-      return await readTreeIndex(
+      return await read(
         createReadStream(this.metadataCacheFile(versionId), { highWaterMark: 1 << 20 }),
       );
     } catch (error) {
@@ -614,12 +631,16 @@ export class Engine {
     await rename(carFile, cached);
   }
 
-  /** A version's tree, from the local cache when possible. */
-  private async versionTree(client: ServiceClient, versionId: string): Promise<TreeIndex> {
-    const cached = await this.cachedTree(versionId);
+  /** A version's tree as `read` gives it, from the local cache when possible. */
+  private async versionTree<Tree extends TreeLeaves>(
+    client: ServiceClient,
+    versionId: string,
+    read: TreeReader<Tree>,
+  ): Promise<Tree> {
+    const cached = await this.cachedTree(versionId, read);
     if (cached) return cached;
     const car = await client.pullVersion(versionId);
-    const tree = await readTreeIndex(car);
+    const tree = await read(car);
     await this.cacheMetadata(versionId, car);
     return tree;
   }
@@ -652,7 +673,7 @@ export class Engine {
     const list = (tree: TreeIndex): Promise<VersionEntry[]> =>
       listVersionPath(tree, input.path ?? '');
     if (input.version !== undefined) {
-      const cached = await this.cachedTree(input.version);
+      const cached = await this.cachedTree(input.version, readTreeIndex);
       if (cached)
         return { versionId: input.version, offlineSince: null, entries: await list(cached) };
     }
@@ -663,14 +684,14 @@ export class Engine {
       return {
         versionId,
         offlineSince: null,
-        entries: await list(await this.versionTree(client, versionId)),
+        entries: await list(await this.versionTree(client, versionId, readTreeIndex)),
       };
     } catch (error) {
       const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
       const known = lastKnownActiveVersion(this.db, input.bucket);
       const cached =
         unreachable && input.version === undefined && input.snapshot === undefined && known
-          ? await this.cachedTree(known.version_id)
+          ? await this.cachedTree(known.version_id, readTreeIndex)
           : undefined;
       if (!cached || !known) throw error;
       return {
@@ -715,7 +736,7 @@ export class Engine {
     return restoreVersion({
       client,
       storageHost: who.storage_host,
-      tree: await this.versionTree(client, versionId),
+      tree: await this.versionTree(client, versionId, readTreeIndex),
       targetDir: path.resolve(input.to),
       overwrite: input.overwrite,
       ...(input.path === undefined ? {} : { subPath: input.path }),

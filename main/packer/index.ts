@@ -2,5 +2,7 @@
 // main/scanner.
 export * from './pack-source.ts';
 export * from './unixfs-settings.ts';
+export * from './leaf-list.ts';
+export * from './leaf-marks.ts';
 export * from './leaf-sizes.ts';
 export * from './metadata-nodes.ts';

@@ -27,6 +27,16 @@ export class LeafSizes {
     return this.cids.indexOf(cid) >= 0;
   }
 
+  /** The number of `cid`, in the order leaves were added; -1 when it is not held. */
+  indexOf(cid: CID): number {
+    return this.cids.indexOf(cid);
+  }
+
+  /** The leaf numbered `index`, its CID made anew. */
+  cidAt(index: number): CID {
+    return this.cids.cidAt(index);
+  }
+
   /** The size of the leaf `cid`, undefined when it is not held. */
   sizeOf(cid: CID): number | undefined {
     return this.sizes[this.cids.indexOf(cid)];
@@ -35,18 +45,6 @@ export class LeafSizes {
   /** sizeOf, for a CID's text. */
   sizeOfText(text: string): number | undefined {
     return this.sizes[this.cids.indexOfText(text)];
-  }
-
-  /**
-   * The leaves held here that `other` lacks, at most `limit` of them, in the order they were
-   * added. Only those are made into CIDs: a tree's leaves number in the hundreds of thousands.
-   */
-  missingFrom(other: LeafSizes, limit: number): CID[] {
-    const missing: CID[] = [];
-    for (let index = 0; index < this.cids.size && missing.length < limit; index++) {
-      if (!other.cids.holdsEntryOf(this.cids, index)) missing.push(this.cids.cidAt(index));
-    }
-    return missing;
   }
 
   /** Every leaf, in the order it was first added, its CID made as it is read. */

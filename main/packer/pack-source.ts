@@ -19,6 +19,7 @@ import {
   unreadableReason,
 } from './small-file.ts';
 import { compactCid } from './compact-cid.ts';
+import { LeafListBuilder, oneLeafList } from './leaf-list.ts';
 import { buildFileNode, type LeafMaker } from './file-builder.ts';
 import { oneLeafFileNode } from './node-bytes.ts';
 import {
@@ -32,6 +33,7 @@ import {
 import { ChunkHasher } from './chunk-hasher.ts';
 import { largeFileChunks } from './large-file-chunks.ts';
 import { WalkAhead } from './walk-ahead.ts';
+import { LeafMarks } from './leaf-marks.ts';
 import { LeafSizes } from './leaf-sizes.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
 
@@ -55,8 +57,13 @@ export interface PackInput {
   readonly deviceFingerprint: string;
   readonly createdAtSeconds: number;
   /**
-   * Called once per distinct leaf of the new tree, with where its bytes were first read and
-   * its CID's text (spelled once here, for callers that keep leaves by text).
+   * The leaves of the version this tree builds on, which its store holds already. The tree
+   * marks those it holds again instead of recording them (PackedTree).
+   */
+  readonly knownLeaves?: LeafSizes;
+  /**
+   * Called once per distinct leaf of the new tree that `knownLeaves` lacks, with where its bytes
+   * were first read and its CID's text (spelled once here, for callers that keep leaves by text).
    * The bytes are lent: their buffer is read into again once the returned promise settles,
    * so a callee that keeps them past that must copy them.
    */
@@ -107,10 +114,18 @@ export interface PackedEntry {
   readonly target: string | null;
   /** A file's File node; null for folders and symlinks. */
   readonly cid: string | null;
+  /** A file's leaves, in order (leaf-list.ts); null for folders and symlinks. */
+  readonly leaves: Uint8Array | null;
 }
 
-/** What the file index keeps of a walked entry; a file's CID is added once it is packed. */
-export function packedEntryOf(entry: SourceEntry, cid: string | null = null): PackedEntry {
+/**
+ * What the file index keeps of a walked entry; a file's node and leaves are added once it is
+ * packed.
+ */
+export function packedEntryOf(
+  entry: SourceEntry,
+  packed: { readonly cid: string; readonly leaves: Uint8Array } | null = null,
+): PackedEntry {
   return {
     path: entry.path,
     kind: entry.kind,
@@ -119,7 +134,8 @@ export function packedEntryOf(entry: SourceEntry, cid: string | null = null): Pa
     ino: entry.ino,
     mode: entry.mode,
     target: entry.kind === 'symlink' ? entry.target : null,
-    cid,
+    cid: packed?.cid ?? null,
+    leaves: packed?.leaves ?? null,
   };
 }
 
@@ -133,8 +149,10 @@ export interface PackedTree {
   /** The manifest (§17.2): the metadata CAR's root, with the nodes given to `nodes`. */
   readonly manifestCid: CID;
   readonly manifestBytes: Uint8Array;
-  /** Every distinct leaf of the tree with its size. */
+  /** Every distinct leaf of the tree that `knownLeaves` lacks, with its size. */
   readonly leaves: LeafSizes;
+  /** Known leaves the tree no longer holds, at most `limit` of them (none without knownLeaves). */
+  knownLeavesDropped(limit: number): CID[];
   readonly fileCount: number;
   readonly totalBytes: number;
   /** Files whose size or mtime changed while they were read: their bytes may be torn. */
@@ -195,6 +213,10 @@ function parentOf(relativePath: string): string {
 
 export async function packSource(input: PackInput): Promise<PackedTree> {
   const leaves = new LeafSizes();
+  const known = input.knownLeaves ? new LeafMarks(input.knownLeaves) : undefined;
+  /** Holds a leaf of the tree; true the first time for a leaf the known leaves lack. */
+  const holdLeaf = (cid: CID, size: number): boolean =>
+    known?.mark(cid) !== true && leaves.add(cid, size);
   let fileCount = 0;
   let totalBytes = 0;
   const changedWhileRead: string[] = [];
@@ -216,9 +238,9 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     },
   };
 
-  /** Records a leaf the first time the tree holds it, and hands it to the caller. */
+  /** Records a leaf the first time the tree holds it, and hands a new one to the caller. */
   async function putLeaf(cid: CID, bytes: Uint8Array, origin: LeafOrigin): Promise<void> {
-    if (!leaves.add(cid, bytes.length)) return;
+    if (!holdLeaf(cid, bytes.length)) return;
     await input.onLeaf(cid, bytes, origin, cidText(cid));
   }
 
@@ -226,13 +248,15 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   async function* leavesOf(
     file: ScannedFile,
     source: Exclude<FileSource, { kind: 'small' }>,
+    list: LeafListBuilder,
   ): AsyncGenerator<LeafMaker> {
     if (source.kind === 'reused') {
+      for (const leaf of source.leaves) list.add(leaf.cid);
       // The layout needs at least one leaf to make a File node at all; the empty leaf stays
       // out of the node's links, as the chunker's one empty chunk of an empty file does.
-      const known = source.leaves.length > 0 ? source.leaves : [{ cid: EMPTY_LEAF_CID, size: 0 }];
-      for (const leaf of known) {
-        leaves.add(leaf.cid, leaf.size);
+      const reused = source.leaves.length > 0 ? source.leaves : [{ cid: EMPTY_LEAF_CID, size: 0 }];
+      for (const leaf of reused) {
+        holdLeaf(leaf.cid, leaf.size);
         yield () => Promise.resolve({ cid: leaf.cid, size: BigInt(leaf.size) });
       }
       return;
@@ -249,8 +273,9 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       offset += bytes.length;
       bytesRead += bytes.length;
       input.onBytesRead?.(bytes.length);
+      const cid = cidFromSha256(RAW_CODEC, chunk.digest);
+      if (bytes.length > 0) list.add(cid);
       yield async () => {
-        const cid = cidFromSha256(RAW_CODEC, chunk.digest);
         await putLeaf(cid, bytes, origin);
         return { cid, size: BigInt(bytes.length) };
       };
@@ -266,9 +291,10 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   function packedFile(
     file: ScannedFile,
     made: { cid: CID; size: bigint | number },
+    leafList: Uint8Array,
     reused: boolean,
   ): FolderEntry {
-    onEntry(packedEntryOf(file, cidText(made.cid)));
+    onEntry(packedEntryOf(file, { cid: cidText(made.cid), leaves: leafList }));
     input.onFilePacked?.(file, reused);
     // Its folder keeps it until the folder is made: a compact copy of the CID.
     return {
@@ -289,7 +315,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   ): Promise<FolderEntry> {
     const node = oneLeafFileNode({ mode: file.mode, mtime: mtimeOf(file.mtimeNs) }, leaf);
     await input.nodes.put(node.cid, node.bytes);
-    return packedFile(file, node, reused);
+    return packedFile(file, node, oneLeafList(leaf), reused);
   }
 
   /** A file read whole: one leaf, hashed here. */
@@ -303,14 +329,15 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     if (source.kind === 'small') return packSmallFile(file, source.bytes);
     if (source.kind === 'reused' && source.leaves.length <= 1) {
       const leaf = source.leaves[0] ?? { cid: EMPTY_LEAF_CID, size: 0 };
-      leaves.add(leaf.cid, leaf.size);
+      holdLeaf(leaf.cid, leaf.size);
       return packOneLeafFile(file, leaf, true);
     }
-    const fileLeaves = leavesOf(file, source);
+    const list = new LeafListBuilder();
+    const fileLeaves = leavesOf(file, source, list);
     try {
       const mtime = mtimeOf(file.mtimeNs);
       const made = await buildFileNode({ mode: file.mode, mtime }, fileLeaves, blockstore, layout);
-      return packedFile(file, made, source.kind === 'reused');
+      return packedFile(file, made, list.finish(), source.kind === 'reused');
     } finally {
       // Ended first, should the node have failed half way: a chunk read ahead may still be
       // running on the file (large-file-chunks.ts).
@@ -526,6 +553,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     manifestCid,
     manifestBytes,
     leaves,
+    knownLeavesDropped: (limit) => known?.unmarked(limit) ?? [],
     fileCount,
     totalBytes,
     changedWhileRead,

@@ -61,14 +61,6 @@ export class CidTable {
     return index;
   }
 
-  /** Whether the CID numbered `index` in `other` (of this table's codec) is in this table. */
-  holdsEntryOf(other: CidTable, index: number): boolean {
-    if (other.codec !== this.codec) return false;
-    if (index < 0 || index >= other.count) throw new RangeError(`no entry ${index}`);
-    const start = index * DIGEST_BYTES;
-    return this.find(other.digests.subarray(start, start + DIGEST_BYTES)) >= 0;
-  }
-
   /** The CID numbered `index`, made anew. */
   cidAt(index: number): CID {
     if (index < 0 || index >= this.count) throw new RangeError(`no entry ${index}`);

@@ -21,6 +21,11 @@ export interface IndexedEntry {
   readonly target: string | null;
   /** A file's File node; null for folders and symlinks. */
   readonly cid: string | null;
+  /**
+   * A file's leaves (main/packer/leaf-list.ts); null for folders and symlinks, and for files
+   * indexed before leaves were kept.
+   */
+  readonly leaves: Uint8Array | null;
 }
 
 /** Entries the next backup must not trust, left out when staged entries become the index. */
@@ -49,6 +54,8 @@ export interface SourceFileIndex {
   /** The version the entries describe, or null when this source was never backed up here. */
   readonly versionId: string | null;
   readonly entryCount: number;
+  /** Every file of the index has its leaves; false for an index made before they were kept. */
+  readonly leavesRecorded: boolean;
   lookup(relativePath: string): IndexedEntry | undefined;
   /**
    * A new stage for this source's next entries. A stage of this source still there was left by
@@ -66,6 +73,7 @@ interface Row {
   mode: number;
   target: string | null;
   cid: string | null;
+  leaves: Uint8Array | null;
 }
 
 /**
@@ -90,6 +98,7 @@ function entryOf(row: Row): IndexedEntry {
     mode: row.mode,
     target: row.target,
     cid: row.cid,
+    leaves: row.leaves,
   };
 }
 
@@ -103,10 +112,31 @@ type RawRow = [
   Row['mode'],
   Row['target'],
   Row['cid'],
+  Row['leaves'],
 ];
 
-function entryOfRaw([path, kind, size, mtimeNs, ino, mode, target, cid]: RawRow): IndexedEntry {
-  return { path, kind, size, mtimeNs: BigInt(mtimeNs), ino: BigInt(ino), mode, target, cid };
+function entryOfRaw([
+  path,
+  kind,
+  size,
+  mtimeNs,
+  ino,
+  mode,
+  target,
+  cid,
+  leaves,
+]: RawRow): IndexedEntry {
+  return {
+    path,
+    kind,
+    size,
+    mtimeNs: BigInt(mtimeNs),
+    ino: BigInt(ino),
+    mode,
+    target,
+    cid,
+    leaves,
+  };
 }
 
 /** The folder an entry is in: '' for the top level, null for the source folder itself. */
@@ -117,11 +147,14 @@ export function folderOf(relativePath: string): string | null {
 
 export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string): SourceFileIndex {
   const source = db
-    .prepare<[string, string], { id: number; version_id: string; entry_count: number }>(
-      'SELECT id, version_id, entry_count FROM file_index_sources WHERE bucket_id = ? AND source_dir = ?',
+    .prepare<
+      [string, string],
+      { id: number; version_id: string; entry_count: number; leaves_recorded: number }
+    >(
+      'SELECT id, version_id, entry_count, leaves_recorded FROM file_index_sources WHERE bucket_id = ? AND source_dir = ?',
     )
     .get(bucketId, sourceDir);
-  const columns = 'path, kind, size, mtime_ns, ino, mode, target, cid';
+  const columns = 'path, kind, size, mtime_ns, ino, mode, target, cid, leaves';
   const selectEntry = db.prepare<[number, string], Row>(
     `SELECT ${columns} FROM file_index WHERE source_id = ? AND path = ?`,
   );
@@ -163,6 +196,7 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
   return {
     versionId: source?.version_id ?? null,
     entryCount: source?.entry_count ?? 0,
+    leavesRecorded: source?.leaves_recorded === 1,
     lookup(relativePath) {
       if (!source) return undefined;
       const folder = folderOf(relativePath);
@@ -198,7 +232,7 @@ function stageEntries(
     );
   })();
   const insert = db.prepare(
-    'INSERT INTO file_index_staged (stage_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    'INSERT INTO file_index_staged (stage_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid, leaves) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
   const pending: IndexedEntry[] = [];
   const write = db.transaction(() => {
@@ -214,6 +248,7 @@ function stageEntries(
         entry.mode,
         entry.target,
         entry.cid,
+        entry.leaves,
       );
   });
   const flush = (): void => {
@@ -243,15 +278,16 @@ function stageEntries(
         const sourceId = Number(
           db
             .prepare(
-              'INSERT INTO file_index_sources (bucket_id, source_dir, version_id, entry_count) VALUES (?, ?, ?, 0)',
+              `INSERT INTO file_index_sources (bucket_id, source_dir, version_id, entry_count, leaves_recorded)
+               VALUES (?, ?, ?, 0, 1)`,
             )
             .run(bucketId, sourceDir, versionId).lastInsertRowid,
         );
         // Decimal text as SQLite casts it: nanoseconds since 1970 fit in 64 bits until 2262.
         const copied = db
           .prepare(
-            `INSERT INTO file_index (source_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid)
-             SELECT ?, path, dir, kind, size, mtime_ns, ino, mode, target, cid FROM file_index_staged
+            `INSERT INTO file_index (source_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid, leaves)
+             SELECT ?, path, dir, kind, size, mtime_ns, ino, mode, target, cid, leaves FROM file_index_staged
              WHERE stage_id = ? AND NOT (kind = 'file' AND CAST(mtime_ns AS INTEGER) >= ?)`,
           )
           .run(sourceId, stageId, untrusted.filesModifiedFromNs).changes;

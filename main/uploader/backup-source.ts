@@ -18,7 +18,13 @@ import type {
   UntrustedEntries,
   UploadQueue,
 } from '../state/index.ts';
-import { leavesOfFile, readTreeIndex, type TreeIndex } from './previous-tree.ts';
+import {
+  leavesOfFile,
+  listedLeavesInTree,
+  readTreeIndex,
+  readTreeLeaves,
+  type TreeLeaves,
+} from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile } from './metadata-car-file.ts';
 import { plannedShardBody } from './planned-shard-body.ts';
@@ -61,8 +67,11 @@ export interface BackupInput {
   readonly fileIndex: SourceFileIndex;
   /** Test seam: runs after a file was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
-  /** A version's tree, e.g. from a local cache; by default pulled from the service. */
-  readonly loadTree?: (versionId: string) => Promise<TreeIndex>;
+  /**
+   * A version's tree, e.g. from a local cache; by default pulled from the service. Its nodes
+   * are wanted only when the file index does not list its files' leaves.
+   */
+  readonly loadTree?: (versionId: string, withNodes: boolean) => Promise<TreeLeaves>;
   /**
    * Called with the file that holds a stored version's metadata CAR, for the local cache that
    * browsing reads: the callee may move the file away; whatever is left there is removed.
@@ -115,16 +124,22 @@ const MAX_DELETED_IN_REQUEST = 1500; // keeps request-data well under 128 KiB (Â
  */
 const RACY_MTIME_NS = 2_000_000_000n;
 
-/** Reuse a file's leaves when the index shows it unchanged and the active version holds it. */
+/**
+ * Reuse a file's leaves when the index shows it unchanged and the active version holds them:
+ * the leaves its index entry lists, or, in an index from before entries listed them, those of
+ * its File node in the active version's tree.
+ */
 function reuseUnchanged(
   index: SourceFileIndex,
-  previous: TreeIndex | undefined,
+  previous: TreeLeaves | undefined,
 ): PackInput['reuse'] {
   if (!previous) return undefined;
   return (file) => {
     const known = index.lookup(file.path);
     if (!indexVouchesFor(file, known)) return undefined;
-    return leavesOfFile(previous, known.cid, file.size);
+    return known.leaves
+      ? listedLeavesInTree(previous, known.leaves, file.size)
+      : leavesOfFile(previous, known.cid, file.size);
   };
 }
 
@@ -189,9 +204,16 @@ async function attempt(
   }
   const loadTree =
     input.loadTree ??
-    (async (versionId: string) => readTreeIndex(await client.pullVersion(versionId)));
+    (async (versionId: string, withNodes: boolean) => {
+      const car = await client.pullVersion(versionId);
+      return withNodes ? readTreeIndex(car) : readTreeLeaves(car);
+    });
   const previous = active
-    ? { id: active.id, rootCid: active.root_cid, tree: await loadTree(active.id) }
+    ? {
+        id: active.id,
+        rootCid: active.root_cid,
+        tree: await loadTree(active.id, !input.fileIndex.leavesRecorded),
+      }
     : null;
   const label = previous?.tree.manifest['source_label'];
   if (
@@ -265,7 +287,7 @@ async function attempt(
 interface PreviousVersion {
   readonly id: string;
   readonly rootCid: string;
-  readonly tree: TreeIndex;
+  readonly tree: TreeLeaves;
 }
 
 /** A version packed and pushed: what the rest of the backup needs, and nothing more. */
@@ -359,8 +381,8 @@ async function packAndPush(
         createdAtSeconds: Math.floor(input.now() / 1000),
         onSkip: (item) => skipped.push(item),
         onEntry: (entry) => staged.add(entry),
+        ...(previous ? { knownLeaves: previous.tree.leaves } : {}),
         onLeaf: async (cid, bytes, origin, text) => {
-          if (previous?.tree.leaves.has(cid) === true) return;
           candidates.set(text, bytes.length);
           if (shards instanceof ShardWriter) await shards.add(cid, bytes);
           else shards.add(cid, bytes, origin, text);
@@ -410,9 +432,7 @@ async function packAndPush(
       };
     }
     const expected = [...candidates.values()].reduce((sum, size) => sum + size, 0);
-    const deleted = (
-      previous?.tree.leaves.missingFrom(tree.leaves, MAX_DELETED_IN_REQUEST) ?? []
-    ).map(cidText);
+    const deleted = tree.knownLeavesDropped(MAX_DELETED_IN_REQUEST).map(cidText);
     if (!metadata) throw new Error('packed without a metadata file');
     const metadataFile: string = metadata.file;
     await metadata.finish(tree.manifestCid, tree.manifestBytes);

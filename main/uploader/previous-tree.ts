@@ -10,17 +10,25 @@ import {
 } from '../protocol/index.ts';
 import * as dagCbor from '@ipld/dag-cbor';
 import { UnixFS } from 'ipfs-unixfs';
-import { LeafSizes, MetadataNodes } from '../packer/index.ts';
+import { leavesOfList, LeafSizes, MetadataNodes } from '../packer/index.ts';
 import type { CID } from 'multiformats/cid';
 
 // Reads a version's metadata CAR (§17.2): the manifest, its dag-pb nodes, and every leaf its
 // File nodes list. The nodes are copied out of the CAR as it streams in, so the CAR itself is
-// never held whole; a backup keeps the tree it builds on for as long as it packs.
+// never held whole. A backup keeps the tree it builds on for as long as it packs; it needs the
+// nodes only when its file index does not list the files' leaves (readTreeLeaves).
 
-export interface TreeIndex {
+/** What a backup needs of the version it builds on: its manifest, and every leaf it holds. */
+export interface TreeLeaves {
   readonly manifest: Record<string, unknown>;
   /** Every leaf the File nodes link to, with its size. */
   readonly leaves: LeafSizes;
+  /** The tree's dag-pb nodes, when they were kept. */
+  readonly nodes?: MetadataNodes;
+}
+
+/** A version's tree whole: enough to browse, restore or verify it. */
+export interface TreeIndex extends TreeLeaves {
   readonly nodes: MetadataNodes;
 }
 
@@ -32,6 +40,18 @@ export async function readTreeIndex(
   car: Uint8Array | AsyncIterable<Uint8Array>,
 ): Promise<TreeIndex> {
   const nodes = new MetadataNodes();
+  return { ...(await readTree(car, nodes)), nodes };
+}
+
+/** The manifest and the leaves of a version's tree, without keeping its nodes. */
+export function readTreeLeaves(car: Uint8Array | AsyncIterable<Uint8Array>): Promise<TreeLeaves> {
+  return readTree(car, undefined);
+}
+
+async function readTree(
+  car: Uint8Array | AsyncIterable<Uint8Array>,
+  nodes: MetadataNodes | undefined,
+): Promise<{ manifest: Record<string, unknown>; leaves: LeafSizes }> {
   const leaves = new LeafSizes();
   let manifest: Record<string, unknown> | undefined;
   let manifestCid: string | undefined;
@@ -47,7 +67,7 @@ export async function readTreeIndex(
       if (item.cid.code === DAG_CBOR_CODEC && cidText(item.cid) === manifestCid) {
         manifest = dagCbor.decode(item.bytes);
       } else if (item.cid.code === DAG_PB_CODEC) {
-        nodes.put(item.cid, item.bytes);
+        nodes?.put(item.cid, item.bytes);
         for (const link of dagPb.decode(item.bytes).Links) {
           if (link.Hash.code === RAW_CODEC) leaves.add(link.Hash, link.Tsize ?? 0);
         }
@@ -63,22 +83,36 @@ export async function readTreeIndex(
   if (!manifest || manifest['version'] !== 1) {
     throw new EngineError('protocol', "a version's manifest is missing or of an unknown version");
   }
-  return { manifest, leaves, nodes };
+  return { manifest, leaves };
+}
+
+/**
+ * The leaves of a file from its leaf list (in the file index), or undefined when the list does
+ * not fit `size` or the tree lacks one of them: only leaves the version holds are stored.
+ */
+export function listedLeavesInTree(
+  tree: TreeLeaves,
+  list: Uint8Array,
+  size: number,
+): Array<{ cid: CID; size: number }> | undefined {
+  const leaves = leavesOfList(list, size);
+  if (!leaves?.every((leaf) => tree.leaves.sizeOf(leaf.cid) === leaf.size)) return undefined;
+  return leaves;
 }
 
 /**
  * The leaves, in order, under a File node of the tree, or undefined when the node is not in
- * the tree, is not a File, or does not add up to `expectedSize`. Leaves of a node the active
+ * the tree (or its nodes were not kept), is not a File, or does not add up to `expectedSize`. Leaves of a node the active
  * version holds are stored, so a file that still matches it needs none of its bytes read.
  */
 export function leavesOfFile(
-  tree: TreeIndex,
+  tree: TreeLeaves,
   fileCid: string,
   expectedSize: number,
 ): Array<{ cid: CID; size: number }> | undefined {
   const out: Array<{ cid: CID; size: number }> = [];
   const visit = (cid: CID | string, depth: number): boolean => {
-    const bytes = typeof cid === 'string' ? tree.nodes.getByText(cid) : tree.nodes.get(cid);
+    const bytes = typeof cid === 'string' ? tree.nodes?.getByText(cid) : tree.nodes?.get(cid);
     if (!bytes || depth > 8) return false;
     const node = dagPb.decode(bytes);
     if (!node.Data || UnixFS.unmarshal(node.Data).type !== 'file') return false;

@@ -13,6 +13,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
@@ -23,6 +24,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 // the same clock tick keeps its mtime), and one that kept changing while read (maybe torn).
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-index-'));
+const home = path.join(scratch, 'home');
 let engine: Engine;
 /** Runs after each file is read, before it is checked for changes; tests set it. */
 let onFileRead: (relativePath: string) => void = () => undefined;
@@ -44,7 +46,6 @@ function makeSource(name: string): string {
 }
 
 beforeAll(async () => {
-  const home = path.join(scratch, 'home');
   engine = createEngine({
     home,
     secrets: new FileSecretStore(home),
@@ -76,6 +77,12 @@ describe('the file index', () => {
     const deleted = await engine.backup({ dir: source, bucket: 'Index' });
     expect(deleted).toMatchObject({ unchanged: false, files: 2, filesUnchanged: 2, bytesRead: 0 });
     expect((await engine.ls({ bucket: 'Index' })).map((entry) => entry.name)).toEqual(['photos']);
+    // The deleted file's block left the new version's set (deleted_block_cids): its snapshot
+    // counts the photos' bytes alone.
+    const [newest, older] = await engine.listSnapshots({ bucket: 'Index' });
+    expect(newest?.metadata_id).toBe(deleted.versionId);
+    expect(newest?.size).toBe(300_000 + 1_500_000);
+    expect(older?.size).toBe(300_000 + 1_500_000 + 'notes of docs'.length);
 
     mkdirSync(path.join(source, 'empty folder'));
     const folder = await engine.backup({ dir: source, bucket: 'Index' });
@@ -111,6 +118,44 @@ describe('the file index', () => {
     expect(readFileSync(path.join(target, 'photos', 'two.jpg'))).toEqual(
       readFileSync(path.join(mine, 'photos', 'two.jpg')),
     );
+  });
+
+  it('spares unchanged files with an index from before it listed their leaves, and lists them from then on', async () => {
+    await engine.createBucket({ name: 'Upgraded', type: 'backup', storageClass: 'hot' });
+    const source = makeSource('upgraded');
+    await engine.backup({ dir: source, bucket: 'Upgraded' });
+    // The index as an older Canopy wrote it: no leaves, and not marked as listing them.
+    const state = new Database(path.join(home, 'state.sqlite'));
+    const ofSource = 'FROM file_index_sources WHERE source_dir = ?';
+    const leavesRecorded = () =>
+      state.prepare(`SELECT leaves_recorded AS recorded ${ofSource}`).all(source);
+    try {
+      state
+        .prepare(`UPDATE file_index SET leaves = NULL WHERE source_id IN (SELECT id ${ofSource})`)
+        .run(source);
+      state
+        .prepare(`UPDATE file_index_sources SET leaves_recorded = 0 WHERE source_dir = ?`)
+        .run(source);
+      writeSettled(path.join(source, 'notes.txt'), 'notes changed after the upgrade');
+      expect(leavesRecorded()).toEqual([{ recorded: 0 }]);
+      const upgraded = await engine.backup({ dir: source, bucket: 'Upgraded' });
+      expect(upgraded).toMatchObject({ unchanged: false, filesUnchanged: 2 });
+      expect(upgraded.bytesRead).toBe('notes changed after the upgrade'.length);
+      expect(leavesRecorded()).toEqual([{ recorded: 1 }]);
+      // From the leaves the index now lists.
+      writeSettled(path.join(source, 'notes.txt'), 'notes changed again');
+      const listed = await engine.backup({ dir: source, bucket: 'Upgraded' });
+      expect(listed).toMatchObject({ unchanged: false, filesUnchanged: 2 });
+      expect(listed.bytesRead).toBe('notes changed again'.length);
+    } finally {
+      state.close();
+    }
+    const target = path.join(scratch, 'restored-upgraded');
+    await engine.restore({ bucket: 'Upgraded', to: target, overwrite: false });
+    expect(readFileSync(path.join(target, 'photos', 'two.jpg'))).toEqual(
+      readFileSync(path.join(source, 'photos', 'two.jpg')),
+    );
+    expect(readFileSync(path.join(target, 'notes.txt'), 'utf8')).toBe('notes changed again');
   });
 
   it('reads again a file modified right before the last backup: a same-size change in that second is stored', async () => {

@@ -30,7 +30,12 @@ import {
 } from '../../../main/packer/index.ts';
 import { encodeCar } from '../../../main/protocol/index.ts';
 import type { SkippedItem } from '../../../main/scanner/index.ts';
-import { leavesOfFile, readTreeIndex } from '../../../main/uploader/index.ts';
+import {
+  leavesOfFile,
+  listedLeavesInTree,
+  readTreeIndex,
+  readTreeLeaves,
+} from '../../../main/uploader/index.ts';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -50,10 +55,10 @@ async function pack(dir: string, extra: Partial<PackInput> = {}) {
     sourceLabel: 'test:/src',
     deviceFingerprint: 'a'.repeat(40),
     createdAtSeconds: 1_800_000_000,
-    onLeaf: (cid: CID, bytes: Uint8Array) => {
+    onLeaf: (cid, bytes, origin, text) => {
       // Lent bytes: the packer reads the next chunk into the same buffer.
       blocks.set(cid.toString(), new Uint8Array(bytes));
-      return Promise.resolve();
+      return extra.onLeaf?.(cid, bytes, origin, text) ?? Promise.resolve();
     },
     onSkip: (item) => skipped.push(item),
   });
@@ -314,6 +319,91 @@ describe('an unchanged file', () => {
     expect(reused.tree.bytesRead).toBe(0);
     expect(reused.tree.rootCid.toString()).toBe(fresh.tree.rootCid.toString());
     expect(reused.tree.rootCid.toString()).not.toBe(first.tree.rootCid.toString());
+  });
+
+  it('is not read again from the leaves its entry lists, with no File node of the previous tree', async () => {
+    const dir = sampleTree();
+    const first = await pack(dir);
+    const car = encodeCar([first.tree.manifestCid], first.metadataBlocks);
+    const previous = await readTreeLeaves(car);
+    expect(previous.nodes).toBeUndefined();
+    const listOf = new Map(first.entries.map((entry) => [entry.path, entry.leaves]));
+    // Every file's list is its File node's leaves; folders and links have none.
+    const whole = await readTreeIndex(car);
+    for (const entry of first.entries) {
+      if (entry.kind !== 'file') expect(entry.leaves).toBeNull();
+      else
+        expect(listedLeavesInTree(previous, entry.leaves ?? new Uint8Array(), entry.size)).toEqual(
+          leavesOfFile(whole, entry.cid ?? '', entry.size),
+        );
+    }
+    const second = await pack(dir, {
+      reuse: (file) =>
+        listedLeavesInTree(previous, listOf.get(file.path) ?? new Uint8Array(), file.size),
+      onLeaf: () => Promise.reject(new Error('a leaf was made again')),
+    });
+    expect(second.tree.rootCid.toString()).toBe(first.tree.rootCid.toString());
+    expect(second.tree).toMatchObject({ bytesRead: 0, filesReused: 5, fileCount: 5 });
+  });
+
+  it('with the previous leaves known, hands on only new leaves and names those no longer held', async () => {
+    const dir = sampleTree();
+    const first = await pack(dir);
+    const previous = await readTreeLeaves(
+      encodeCar([first.tree.manifestCid], first.metadataBlocks),
+    );
+    const listOf = new Map(first.entries.map((entry) => [entry.path, entry.leaves]));
+    const removed = readFileSync(path.join(dir, 'exactly-1MiB'));
+    rmSync(path.join(dir, 'exactly-1MiB'));
+    const added = randomBytes(2000);
+    writeFileSync(path.join(dir, 'added'), added);
+    const handedOn: string[] = [];
+    const second = await pack(dir, {
+      knownLeaves: previous.leaves,
+      reuse: (file) => {
+        const list = listOf.get(file.path);
+        return list ? listedLeavesInTree(previous, list, file.size) : undefined;
+      },
+      onLeaf: (cid) => {
+        handedOn.push(cid.toString());
+        return Promise.resolve();
+      },
+    });
+    const leafOf = async (bytes: Uint8Array) =>
+      CID.createV1(raw.code, await sha256.digest(bytes)).toString();
+    expect(handedOn).toEqual([await leafOf(added)]);
+    // The tree records only its new leaves: the added file's, and the empty leaf, which no node
+    // links (an empty file's node has no links) and so no known tree holds.
+    expect(Array.from(second.tree.leaves, (leaf) => leaf.cid.toString())).toEqual([
+      ...handedOn,
+      await leafOf(new Uint8Array()),
+    ]);
+    expect(second.tree.knownLeavesDropped(10).map(String)).toEqual([await leafOf(removed)]);
+    expect(second.tree.rootCid.toString()).toBe((await pack(dir)).tree.rootCid.toString());
+  });
+
+  it('is read after all when its listed leaves do not fit its size or the previous tree lacks one', async () => {
+    const dir = sampleTree();
+    const first = await pack(dir);
+    const previous = await readTreeLeaves(
+      encodeCar([first.tree.manifestCid], first.metadataBlocks),
+    );
+    const big = first.entries.find((entry) => entry.path === 'nested/deeper/3MiB-plus-7');
+    const list = big?.leaves ?? new Uint8Array();
+    expect(listedLeavesInTree(previous, list, 3 * 1_048_576 + 7)).toHaveLength(4);
+    // A size that needs another leaf, or one fewer, or the same count with a last leaf of
+    // another size.
+    expect(listedLeavesInTree(previous, list, 4 * 1_048_576 + 1)).toBeUndefined();
+    expect(listedLeavesInTree(previous, list, 3 * 1_048_576)).toBeUndefined();
+    expect(listedLeavesInTree(previous, list, 3 * 1_048_576 + 8)).toBeUndefined();
+    // A leaf the version does not hold: nothing to build on.
+    const foreign = Uint8Array.from(list);
+    foreign[0] = (foreign[0] ?? 0) ^ 0xff;
+    expect(listedLeavesInTree(previous, foreign, 3 * 1_048_576 + 7)).toBeUndefined();
+    // The empty file lists none, and needs none.
+    const empty = first.entries.find((entry) => entry.path === 'empty');
+    expect(empty?.leaves).toHaveLength(0);
+    expect(listedLeavesInTree(previous, empty?.leaves ?? new Uint8Array(1), 0)).toEqual([]);
   });
 
   it('is read after all when the previous tree lacks its node or its size disagrees', async () => {
