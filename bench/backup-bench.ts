@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   appendFileSync,
   closeSync,
+  readFileSync,
   readSync,
   fsyncSync,
   mkdirSync,
@@ -185,6 +186,15 @@ interface MeasuredRun {
   readonly bytesRead?: number;
 }
 
+/** The flags the `canopy` command starts Node with: those on its `#!/usr/bin/env -S node` line. */
+function canopyNodeFlags(): string[] {
+  const shebang =
+    readFileSync(path.join(repoRoot, 'bin', 'canopy.js'), 'utf8').split('\n')[0] ?? '';
+  const flags = /^#!\/usr\/bin\/env -S node((?: --[^ ]+)*)$/.exec(shebang);
+  if (!flags) throw new Error(`bin/canopy.js starts with an unexpected line: ${shebang}`);
+  return flags[1]?.trim().split(' ').filter(Boolean) ?? [];
+}
+
 /**
  * Runs one backup or restore in a child process (dist/bench/measured-run.js), as the command
  * line would, so its peak RSS is that run's own: not this process's data generation, nor the
@@ -198,10 +208,14 @@ function measuredRun(
   dir: string,
 ): MeasuredRun {
   const script = path.join(repoRoot, 'dist', 'bench', 'measured-run.js');
-  const run = spawnSync(process.execPath, [script, operation, home, bucket, dir], {
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const run = spawnSync(
+    process.execPath,
+    [...canopyNodeFlags(), script, operation, home, bucket, dir],
+    {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   if (run.status !== 0) throw new Error(`the measured ${operation} failed (exit ${run.status})`);
   return JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as MeasuredRun;
 }
