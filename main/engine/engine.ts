@@ -61,12 +61,12 @@ import {
 } from '../state/index.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
-/** A single attempt, for lookups that have a local fallback rather than a reason to wait. */
 /** Reads a version's tree from its metadata CAR, whole or in part. */
 type TreeReader<Tree extends TreeLeaves> = (
   car: Uint8Array | AsyncIterable<Uint8Array>,
 ) => Promise<Tree>;
 
+/** A single attempt, for lookups that have a local fallback rather than a reason to wait. */
 const NO_RETRY: RetryPolicy = { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 };
 
 /** Failures that mean the service cannot be reached or cannot answer right now. */
