@@ -102,8 +102,9 @@ export function listedLeavesInTree(
 
 /**
  * The leaves, in order, under a File node of the tree, or undefined when the node is not in
- * the tree (or its nodes were not kept), is not a File, or does not add up to `expectedSize`. Leaves of a node the active
- * version holds are stored, so a file that still matches it needs none of its bytes read.
+ * the tree (or its nodes were not kept), is not a File, or does not add up to `expectedSize`.
+ * Leaves of a node the active version holds are stored, so a file that still matches it needs
+ * none of its bytes read.
  */
 export function leavesOfFile(
   tree: TreeLeaves,
