@@ -3,12 +3,13 @@ import {
   chmodSync,
   closeSync,
   constants,
+  fchmodSync,
+  futimesSync,
   lutimesSync,
   openSync,
   renameSync,
   rmSync,
   symlinkSync,
-  utimesSync,
 } from 'node:fs';
 import { utimes } from 'node:fs/promises';
 import path from 'node:path';
@@ -30,9 +31,16 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
 // leaves from the storage host, each verified against its CID; files are written (several at
-// a time) to a temporary name, fsynced, given their mode and mtime, and renamed. Existing files are
-// kept unless `overwrite`: a restored copy then gets a " (restored)" suffix. Folders that were
-// there keep their mode and mtime unless `overwrite`, and the target folder always does.
+// a time) to a temporary name, given their mode and mtime, fsynced, and renamed. Existing files
+// are kept unless `overwrite`: a restored copy then gets a " (restored)" suffix. Folders that
+// were there keep their mode and mtime unless `overwrite`, and the target folder always does.
+//
+// A file's mode and mtime go on through its descriptor before the fsync, so one journal commit
+// holds them with its data; its rename waits, with those of other written files, and a batch is
+// renamed at once. On ext4, a chmod, a utimes or a rename after each file's fsync made writing
+// 10 000 small files one by one take about twice as long; in the restore itself, doing neither
+// made small files about 13 % faster. A file is only ever renamed once it is whole and on disk,
+// so its real name never shows a part of it, even after a power cut.
 //
 // Temporary names are `.canopy-restore-<token>-<n>`: one random token per restore, a counter per
 // file. A random name per file cost about 25 µs of this thread each (0.3 s for 11 000 files), and
@@ -45,6 +53,8 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // is settled only once a file of the same name, whatever its case, is written.
 
 const FILES_IN_FLIGHT = 8;
+/** Written files waiting for their renames, at most. */
+const RENAME_BATCH = 64;
 
 export interface RestoreInput {
   readonly client: ServiceClient;
@@ -76,6 +86,13 @@ export interface RestoreResult {
    * theirs (FAT and exFAT).
    */
   readonly modesNotKept: number;
+}
+
+/** A file written whole to its temporary name, waiting to be renamed to its target. */
+interface WrittenFile {
+  readonly temporary: string;
+  readonly target: string;
+  readonly bytes: number;
 }
 
 function checkName(name: string): void {
@@ -208,10 +225,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     notRestored: [] as NotRestored[],
     modesNotKept: 0,
   };
-  /** Gives `file` the mode it had, where the disk can hold it. */
-  const keepMode = (file: string, mode: number): void => {
+  /** Gives `file` (a path, or an open descriptor) the mode it had, where the disk can hold it. */
+  const keepMode = (file: string | number, mode: number): void => {
     try {
-      chmodSync(file, mode);
+      if (typeof file === 'number') fchmodSync(file, mode);
+      else chmodSync(file, mode);
     } catch (error) {
       if (!isModeRefused(error)) throw error;
       result.modesNotKept += 1;
@@ -246,7 +264,15 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   let temporaries = 0;
   let matched = false;
 
-  async function restoreFile(entry: TreeEntry, target: string, dag: FileDag): Promise<void> {
+  /**
+   * Writes a symlink in place, or a file to a temporary name beside `target`: whole, with its
+   * mode and mtime, and fsynced. The file is then returned for renameWritten to rename.
+   */
+  async function restoreFile(
+    entry: TreeEntry,
+    target: string,
+    dag: FileDag,
+  ): Promise<WrittenFile | undefined> {
     const { mtimeSeconds } = entry;
     if (entry.kind === 'symlink') {
       rmSync(target, { force: true });
@@ -260,7 +286,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         lutimesSync(target, time, time);
       }
       result.symlinks += 1;
-      return;
+      return undefined;
     }
     temporaries += 1;
     const temporary = path.join(path.dirname(target), `${temporaryPrefix}${temporaries}`);
@@ -292,6 +318,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       }
       if (gap) throw gap;
       if (tooLarge) throw tooLarge;
+      if (entry.mode !== undefined) keepMode(fd, entry.mode);
+      if (mtimeSeconds !== undefined) {
+        const time = fileTime(mtimeSeconds);
+        futimesSync(fd, time, time);
+      }
       await fsyncFully(fd);
     } catch (error) {
       closeSync(fd);
@@ -299,23 +330,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       throw error;
     }
     closeSync(fd);
-    try {
-      if (entry.mode !== undefined) keepMode(temporary, entry.mode);
-      if (mtimeSeconds !== undefined) {
-        const time = fileTime(mtimeSeconds);
-        utimesSync(temporary, time, time);
-      }
-      try {
-        renameSync(temporary, target);
-      } catch (error) {
-        throw refusalOf(error, target, 'name');
-      }
-    } catch (error) {
-      rmSync(temporary, { force: true });
-      throw error;
-    }
-    result.bytes += written;
-    result.files += 1;
+    return { temporary, target, bytes: written };
   }
 
   /**
@@ -345,6 +360,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const inFlight = new Set<Promise<void>>();
   /** The writes under way, by folded name: a name that may be the same waits for its write. */
   const claimed = new Map<string, Promise<void>>();
+  /** Files written whole and waiting for their renames, by folded target name. */
+  const unrenamed = new Map<string, WrittenFile & { readonly relative: string }>();
   /**
    * Where each restored folder went, by its path below the target: one whose name a file or a
    * link held was restored beside it under a free name, and what it holds goes there too.
@@ -354,7 +371,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const refusedFolders = new Set<string>();
   /** A free name for `destination`, recorded as a rename. */
   const renamed = (destination: string): string => {
-    const free = freeName(destination, (folded) => claimed.has(folded));
+    const free = freeName(destination, (folded) => claimed.has(folded) || unrenamed.has(folded));
     result.renamed.push(path.relative(input.targetDir, free));
     return free;
   };
@@ -371,6 +388,36 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     return { folder: destination, existed: false };
   };
   let failure: Error | undefined;
+  /** Renames the files written so far to their targets; a name the disk refuses is listed. */
+  const renameWritten = (): void => {
+    for (const [folded, file] of unrenamed) {
+      unrenamed.delete(folded);
+      try {
+        renameSync(file.temporary, file.target);
+      } catch (error) {
+        rmSync(file.temporary, { force: true });
+        const refusal = refusalOf(error, file.target, 'name');
+        if (refusal instanceof EntryNotRestoredError) {
+          result.notRestored.push({ path: file.relative, reason: refusal.reason });
+        } else {
+          failure ??= restoreError(error, input.targetDir);
+          leaves.stop(failure);
+        }
+        continue;
+      }
+      result.bytes += file.bytes;
+      result.files += 1;
+    }
+  };
+  /**
+   * Waits until no file of this folded name is being written or waits for its rename, so that
+   * what is on disk under that name is all there will be.
+   */
+  const nameSettled = async (folded: string): Promise<void> => {
+    const writing = claimed.get(folded);
+    if (writing) await writing;
+    if (unrenamed.has(folded)) renameWritten();
+  };
   /** Runs `work` among the writes in flight; a refused entry is listed, anything else stops. */
   const track = (work: Promise<void>, relative: string): Promise<void> => {
     const settled: Promise<void> = work
@@ -387,90 +434,101 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     inFlight.add(settled);
     return settled;
   };
-  for (const entry of restored(root)) {
-    const parts = entry.parts;
-    for (const part of parts) checkName(part);
-    matched = true;
-    const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
-    const parent = path.posix.dirname(relative);
-    const parentKey = parent === '.' ? '' : parent;
-    const underRefused = relative !== '' && refusedFolders.has(parentKey);
-    const destination =
-      relative === ''
-        ? input.targetDir
-        : path.join(
-            folders.get(parentKey) ?? path.join(input.targetDir, parent),
-            path.posix.basename(relative),
-          );
-    if (entry.kind === 'directory') {
-      if (underRefused) {
-        refusedFolders.add(relative);
-        continue;
-      }
-      let place = { folder: destination, existed: targetExisted };
-      // A file still being written may have this name on a disk that ignores case.
-      const sameName = claimed.get(foldedName(destination));
-      if (sameName) await sameName;
-      if (failure !== undefined) break;
-      try {
-        if (relative !== '') place = folderPlace(destination);
-        await makeFolders(place.folder);
-      } catch (error) {
-        const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
-        if (refusal instanceof EntryNotRestoredError) {
+  try {
+    for (const entry of restored(root)) {
+      const parts = entry.parts;
+      for (const part of parts) checkName(part);
+      matched = true;
+      const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
+      const parent = path.posix.dirname(relative);
+      const parentKey = parent === '.' ? '' : parent;
+      const underRefused = relative !== '' && refusedFolders.has(parentKey);
+      const destination =
+        relative === ''
+          ? input.targetDir
+          : path.join(
+              folders.get(parentKey) ?? path.join(input.targetDir, parent),
+              path.posix.basename(relative),
+            );
+      if (entry.kind === 'directory') {
+        if (underRefused) {
           refusedFolders.add(relative);
-          result.notRestored.push({
-            path: relative,
-            reason: `${refusal.reason}; nothing in this folder was restored`,
-          });
           continue;
         }
-        failure ??= restoreError(error, input.targetDir);
-        leaves.stop(failure);
-        break;
+        let place = { folder: destination, existed: targetExisted };
+        // A file still being written may have this name on a disk that ignores case.
+        const folded = foldedName(destination);
+        if (claimed.has(folded) || unrenamed.has(folded)) await nameSettled(folded);
+        if (failure !== undefined) break;
+        try {
+          if (relative !== '') place = folderPlace(destination);
+          await makeFolders(place.folder);
+        } catch (error) {
+          const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
+          if (refusal instanceof EntryNotRestoredError) {
+            refusedFolders.add(relative);
+            result.notRestored.push({
+              path: relative,
+              reason: `${refusal.reason}; nothing in this folder was restored`,
+            });
+            continue;
+          }
+          failure ??= restoreError(error, input.targetDir);
+          leaves.stop(failure);
+          break;
+        }
+        const { folder, existed } = place;
+        folders.set(relative, folder);
+        // A folder that was there keeps its mode and mtime, as a file that was there keeps its
+        // content, unless asked; the target itself always does.
+        if (!existed || (input.overwrite && relative !== ''))
+          directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeSeconds });
+        result.directories += 1;
+        continue;
       }
-      const { folder, existed } = place;
-      folders.set(relative, folder);
-      // A folder that was there keeps its mode and mtime, as a file that was there keeps its
-      // content, unless asked; the target itself always does.
-      if (!existed || (input.overwrite && relative !== ''))
-        directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeSeconds });
-      result.directories += 1;
-      continue;
+      if (underRefused && entry.kind !== 'file') continue;
+      // Files are written a few at a time: each waits on its own fsync, and the disk takes
+      // several at once about as fast as one. Their folders exist already (parents come first).
+      if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
+      if (failure !== undefined) break;
+      let read = readsBefore;
+      if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));
+      const dag: FileDag = {
+        node: (cid) => index.nodes.get(cid),
+        leaf: (cid) => leaves.take(cid, read++),
+      };
+      if (underRefused) {
+        // Its leaf reads are planned, and the files after it wait for them to be taken.
+        void track(discardFile(entry.cid, dag, leafSize), relative);
+        continue;
+      }
+      // Names are settled here, in order, before the write starts: a file still being written or
+      // renamed must count as taken, or two entries could be renamed onto one name. One that may
+      // be the same name on a disk that ignores case is written and renamed first, so the check
+      // below sees it.
+      let target = destination;
+      const sameName = foldedName(target);
+      if (claimed.has(sameName) || unrenamed.has(sameName)) await nameSettled(sameName);
+      if (failure !== undefined) break;
+      if (inTheWay(target, input.overwrite)) target = renamed(destination);
+      const folded = foldedName(target);
+      const written = restoreFile(entry, target, dag).then((file) => {
+        if (!file) return;
+        unrenamed.set(folded, { ...file, relative });
+        if (unrenamed.size >= RENAME_BATCH) renameWritten();
+      });
+      const writing = track(written, relative).finally(() =>
+        // Written and waiting for its rename, or failed: `unrenamed` holds the name from here.
+        claimed.delete(folded),
+      );
+      claimed.set(folded, writing);
     }
-    if (underRefused && entry.kind !== 'file') continue;
-    // Files are written a few at a time: each waits on its own fsync, and the disk takes
-    // several at once about as fast as one. Their folders exist already (parents come first).
-    if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
-    if (failure !== undefined) break;
-    let read = readsBefore;
-    if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));
-    const dag: FileDag = {
-      node: (cid) => index.nodes.get(cid),
-      leaf: (cid) => leaves.take(cid, read++),
-    };
-    if (underRefused) {
-      // Its leaf reads are planned, and the files after it wait for them to be taken.
-      void track(discardFile(entry.cid, dag, leafSize), relative);
-      continue;
-    }
-    // Names are settled here, in order, before the write starts: a file still being written
-    // must count as taken, or two entries could be renamed onto one name. One that may be the
-    // same name on a disk that ignores case waits for that write, so the check below sees it.
-    let target = destination;
-    const sameName = claimed.get(foldedName(target));
-    if (sameName) await sameName;
-    if (failure !== undefined) break;
-    if (inTheWay(target, input.overwrite)) target = renamed(destination);
-    const folded = foldedName(target);
-    const writing = track(restoreFile(entry, target, dag), relative).finally(() =>
-      // Written and renamed (or the restore is stopping): the name now shows on disk.
-      claimed.delete(folded),
-    );
-    claimed.set(folded, writing);
+  } finally {
+    // Every write settles, and every whole file gets its name, before the first failure is
+    // reported: none is left running, nor left under its temporary name.
+    await Promise.all(inFlight);
+    renameWritten();
   }
-  // Every write settles before the first failure is reported: none is left running.
-  await Promise.all(inFlight);
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));

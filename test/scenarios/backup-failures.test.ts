@@ -349,11 +349,16 @@ describe('backup failures', () => {
     );
   });
 
-  it('reports a full disk while restoring clearly, and leaves no half-written file', async () => {
+  it('reports a full disk while restoring clearly, keeps the files it wrote whole, and leaves no half-written file', async () => {
     const source = path.join(scratch, 'restore-source');
-    // A large file first, then small ones that wait for its leaves to be taken: when the disk
-    // fills under it, they must fail too rather than wait forever.
+    // Small files that fit, then a large file that does not, then small ones that wait for its
+    // leaves to be taken: when the disk fills under it, they must fail too rather than wait
+    // forever. The first ones are whole before it fills, and keep their names.
+    mkdirSync(path.join(source, 'a-first'), { recursive: true });
     mkdirSync(path.join(source, 'b-small'), { recursive: true });
+    const first = Array.from({ length: 30 }, () => randomBytes(2000));
+    for (const [i, bytes] of first.entries())
+      writeFileSync(path.join(source, 'a-first', `note-${i}.txt`), bytes);
     writeFileSync(path.join(source, 'a-large.bin'), randomBytes(100 << 20));
     for (let i = 0; i < 30; i += 1)
       writeFileSync(path.join(source, 'b-small', `note-${i}.txt`), randomBytes(2000));
@@ -372,5 +377,7 @@ describe('backup failures', () => {
     const leftovers = readdirSync(target, { recursive: true }).map(String);
     expect(leftovers.filter((name) => name.includes('.canopy-'))).toEqual([]);
     expect(leftovers).not.toContain('a-large.bin');
+    for (const [i, bytes] of first.entries())
+      expect(readFileSync(path.join(target, 'a-first', `note-${i}.txt`)).equals(bytes)).toBe(true);
   });
 });
