@@ -49,8 +49,9 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // An entry the target's file system will not take (a name a FAT or exFAT disk refuses, a symlink
 // where there are none), or a file whose bytes the server cannot give back whole (a block lost
 // or damaged on its disk), is listed in `notRestored` and the restore goes on; a folder's
-// contents then go with it. Such a disk may also take two names that differ only in case for one: a name
-// is settled only once a file of the same name, whatever its case, is written.
+// contents then go with it. Such a disk may also take two names that differ only in case for
+// one: a name is settled only once a file of the same name, whatever its case, is written and
+// renamed.
 
 const FILES_IN_FLIGHT = 8;
 /** Written files waiting for their renames, at most. */
@@ -362,6 +363,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const claimed = new Map<string, Promise<void>>();
   /** Files written whole and waiting for their renames, by folded target name. */
   const unrenamed = new Map<string, WrittenFile & { readonly relative: string }>();
+  /** Whether a file of this folded name is being written or waits for its rename. */
+  const nameTaken = (folded: string): boolean => claimed.has(folded) || unrenamed.has(folded);
   /**
    * Where each restored folder went, by its path below the target: one whose name a file or a
    * link held was restored beside it under a free name, and what it holds goes there too.
@@ -371,7 +374,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const refusedFolders = new Set<string>();
   /** A free name for `destination`, recorded as a rename. */
   const renamed = (destination: string): string => {
-    const free = freeName(destination, (folded) => claimed.has(folded) || unrenamed.has(folded));
+    const free = freeName(destination, nameTaken);
     result.renamed.push(path.relative(input.targetDir, free));
     return free;
   };
@@ -458,7 +461,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         let place = { folder: destination, existed: targetExisted };
         // A file still being written may have this name on a disk that ignores case.
         const folded = foldedName(destination);
-        if (claimed.has(folded) || unrenamed.has(folded)) await nameSettled(folded);
+        if (nameTaken(folded)) await nameSettled(folded);
         if (failure !== undefined) break;
         try {
           if (relative !== '') place = folderPlace(destination);
@@ -508,7 +511,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       // below sees it.
       let target = destination;
       const sameName = foldedName(target);
-      if (claimed.has(sameName) || unrenamed.has(sameName)) await nameSettled(sameName);
+      if (nameTaken(sameName)) await nameSettled(sameName);
       if (failure !== undefined) break;
       if (inTheWay(target, input.overwrite)) target = renamed(destination);
       const folded = foldedName(target);
