@@ -2,6 +2,7 @@
 // client: resource shapes, request parsing, keys, fingerprints, JWTs, CIDs and CARs.
 // Pure TypeScript plus node:crypto; imports nothing from the rest of the engine.
 
+export * from './byte-pieces.ts';
 export * from './car-reader.ts';
 export * from './car-writer.ts';
 export * from './cid.ts';

@@ -2,12 +2,14 @@ import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { cidText, DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
+import { cidText, DAG_PB_CODEC, lengthOfPieces, RAW_CODEC } from '../protocol/index.ts';
 
 // A restored file's bytes, walked from its UnixFS File node (§17.1) one leaf at a time: the
 // next leaf is asked for only once the reader has taken the previous one, so a file of any
 // size holds at most one leaf here. The library exporter walks ahead of its reader without
 // waiting and copies every block once more: on a 100 MiB file it held tens of megabytes.
+// A leaf comes as the pieces it arrived in over the network, and goes out as them: its writer
+// writes them in one call, without their being copied together first.
 
 /** Deeper than any balanced layout of 1024-link nodes can be: a tree this deep is hostile. */
 const MAX_DEPTH = 32;
@@ -15,8 +17,8 @@ const MAX_DEPTH = 32;
 export interface FileDag {
   /** A dag-pb node from the version's metadata; undefined when it has none by that CID. */
   node(cid: CID): Uint8Array | undefined;
-  /** A raw leaf's bytes, already checked against its CID. */
-  leaf(cid: CID): Promise<Uint8Array>;
+  /** A raw leaf's bytes in pieces, already checked against its CID. */
+  leaf(cid: CID): Promise<readonly Uint8Array[]>;
 }
 
 function damaged(cid: CID, why: string): EngineError {
@@ -43,11 +45,12 @@ function fileNode(cid: CID, dag: FileDag) {
 }
 
 /**
- * The bytes of the file whose root is `root` (a File node, or a lone raw leaf), in order.
+ * The bytes of the file whose root is `root` (a File node, or a lone raw leaf), in order, a
+ * leaf or a node's own data at a time, each in pieces.
  * Throws a protocol EngineError when the DAG is damaged: a node missing or not a file, a
  * size that differs from the one its parent states, a link of another codec, or too deep.
  */
-export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<Uint8Array> {
+export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<readonly Uint8Array[]> {
   if (root.code === RAW_CODEC) {
     yield await dag.leaf(root);
     return;
@@ -58,7 +61,7 @@ export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<Uint8A
   // File node's size exactly, without a running count.
   // An explicit stack instead of recursion: each frame is a node and its next link.
   const stack = [{ cid: root, ...top, next: 0 }];
-  if (top.unixfs.data && top.unixfs.data.length > 0) yield top.unixfs.data;
+  if (top.unixfs.data && top.unixfs.data.length > 0) yield [top.unixfs.data];
   for (let frame = stack.at(-1); frame; frame = stack.at(-1)) {
     const index = frame.next;
     const link = frame.links[index];
@@ -69,10 +72,11 @@ export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<Uint8A
     frame.next += 1;
     const stated = frame.unixfs.blockSizes[index] ?? 0n;
     if (link.Hash.code === RAW_CODEC) {
-      const bytes = await dag.leaf(link.Hash);
-      if (BigInt(bytes.length) !== stated)
-        throw damaged(frame.cid, `leaf ${index} has ${bytes.length} bytes, not ${stated}`);
-      yield bytes;
+      const pieces = await dag.leaf(link.Hash);
+      const length = lengthOfPieces(pieces);
+      if (BigInt(length) !== stated)
+        throw damaged(frame.cid, `leaf ${index} has ${length} bytes, not ${stated}`);
+      yield pieces;
     } else if (link.Hash.code === DAG_PB_CODEC) {
       if (stack.length >= MAX_DEPTH) throw damaged(root, `deeper than ${MAX_DEPTH} levels`);
       const child = fileNode(link.Hash, dag);
@@ -82,7 +86,7 @@ export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<Uint8A
           `link ${index} holds ${child.unixfs.fileSize()} bytes, not ${stated}`,
         );
       stack.push({ cid: link.Hash, ...child, next: 0 });
-      if (child.unixfs.data && child.unixfs.data.length > 0) yield child.unixfs.data;
+      if (child.unixfs.data && child.unixfs.data.length > 0) yield [child.unixfs.data];
     } else {
       throw damaged(frame.cid, `link ${index} has codec ${link.Hash.code}`);
     }

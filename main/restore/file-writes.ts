@@ -1,20 +1,26 @@
-import { fsync, write } from 'node:fs';
+import { fsync, writev } from 'node:fs';
+import { piecesAfter } from '../protocol/index.ts';
 
 // The two steps of writing a restored file that move data and so belong in the thread pool.
 // Everything else about a file (open, close, chmod, utimes, rename) is a metadata call of a few
 // microseconds, made synchronously: through the thread pool each one cost about 200 µs of this
 // thread's time on the machines we measured, more than the call itself.
 
-/** Writes all of `bytes` at the descriptor's position. */
-export async function writeFully(fd: number, bytes: Uint8Array): Promise<void> {
-  let offset = 0;
-  while (offset < bytes.length) {
-    offset += await new Promise<number>((resolve, reject) => {
-      write(fd, bytes, offset, bytes.length - offset, null, (error, written) =>
-        error ? reject(error) : resolve(written),
-      );
+/**
+ * Writes all of `pieces`, in order, at the descriptor's position: in one call, unless the
+ * disk takes only part of them (then the rest goes in the next).
+ */
+export async function writeFully(fd: number, pieces: readonly Uint8Array[]): Promise<number> {
+  let left = pieces;
+  let total = 0;
+  while (left.length > 0) {
+    const written = await new Promise<number>((resolve, reject) => {
+      writev(fd, left, (error, count) => (error ? reject(error) : resolve(count)));
     });
+    total += written;
+    left = piecesAfter(left, written);
   }
+  return total;
 }
 
 export function fsyncFully(fd: number): Promise<void> {

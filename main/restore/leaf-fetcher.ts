@@ -22,8 +22,13 @@ const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
  */
 const AHEAD_BYTES = 32 * 1024 * 1024;
 interface FetchedLeaf {
-  /** Undefined while its batch is on the way, or when the host could not give it back. */
-  bytes: Uint8Array | undefined;
+  /**
+   * Its bytes in the pieces they arrived in; undefined while its batch is on the way, or when
+   * the host could not give it back.
+   */
+  pieces: readonly Uint8Array[] | undefined;
+  /** The bytes in `pieces`. */
+  size: number;
   /** Planned reads of this leaf not yet taken. */
   reads: number;
   /** Why the host could not give it back, for the user; the file needing it is left out. */
@@ -64,7 +69,7 @@ export class LeafFetcher {
    * A leaf the host sent damaged or no longer holds rejects with EntryNotRestoredError, once
    * the read counts as taken: the reads after it go on.
    */
-  async take(cid: CID, read: number): Promise<Uint8Array> {
+  async take(cid: CID, read: number): Promise<readonly Uint8Array[]> {
     while (this.planned <= read && this.lookahead.done !== true) {
       if (this.stopped) throw this.stopped;
       // A file far ahead of the first unfinished one waits for it, rather than have every leaf
@@ -83,20 +88,20 @@ export class LeafFetcher {
     await this.fetching;
     const key = cidText(cid);
     const leaf = this.fetched.get(key);
-    if (leaf === undefined || (leaf.bytes === undefined && leaf.unavailable === undefined))
+    if (leaf === undefined || (leaf.pieces === undefined && leaf.unavailable === undefined))
       throw new EngineError('protocol', `block ${key} did not come back from the server`);
-    const { bytes, unavailable } = leaf;
+    const { pieces, unavailable } = leaf;
     leaf.reads -= 1;
     if (leaf.reads <= 0) {
       this.fetched.delete(key);
-      this.fetchedBytes -= bytes?.length ?? 0;
+      this.fetchedBytes -= leaf.size;
     }
     this.takenAhead.add(read);
     while (this.takenAhead.delete(this.firstUntaken)) this.firstUntaken += 1;
     this.wake();
     this.prefetch();
-    if (bytes === undefined) throw new EntryNotRestoredError(unavailable ?? '');
-    return bytes;
+    if (pieces === undefined) throw new EntryNotRestoredError(unavailable ?? '');
+    return pieces;
   }
 
   /** Ends the restore early: takes waiting for earlier files fail with `reason`. */
@@ -139,7 +144,7 @@ export class LeafFetcher {
         if (batch.length > 0 && batchBytes + size > LEAF_BATCH_BYTES) break;
         batchBytes += size;
         batch.push(key);
-        this.fetched.set(key, { bytes: undefined, reads: 1 });
+        this.fetched.set(key, { pieces: undefined, size: 0, reads: 1 });
       }
       this.planned += 1;
       this.lookahead = this.reads.next();
@@ -151,11 +156,12 @@ export class LeafFetcher {
         this.storageHost,
         batch,
         MAX_BLOCK_BYTES,
-        (key, bytes) => {
+        (key, block) => {
           const leaf = this.fetched.get(key);
           if (!leaf) return;
-          leaf.bytes = bytes;
-          this.fetchedBytes += bytes.length;
+          leaf.pieces = block.pieces;
+          leaf.size = block.length;
+          this.fetchedBytes += block.length;
         },
         (key, why) => {
           const leaf = this.fetched.get(key);

@@ -1,5 +1,5 @@
 import { EngineError } from '../api/index.ts';
-import { CarFormatError, cidText, readCar } from '../protocol/index.ts';
+import { type CarBlock, CarFormatError, cidText, readCar } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 
 // One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar. An
@@ -28,7 +28,7 @@ export async function receiveBlocks(
   storageHost: string,
   cids: readonly string[],
   maxBlockBytes: number,
-  onBlock: (cid: string, bytes: Uint8Array) => void,
+  onBlock: (cid: string, block: CarBlock) => void,
   onUnavailable?: (cid: string, why: UnavailableBlock) => void,
 ): Promise<Set<string>> {
   const wanted = new Set(cids);
@@ -39,7 +39,7 @@ export async function receiveBlocks(
       for await (const item of readCar(answer, { maxBlockBytes })) {
         if (item.type !== 'block') continue;
         const cid = cidText(item.cid);
-        if (wanted.delete(cid)) onBlock(cid, item.bytes);
+        if (wanted.delete(cid)) onBlock(cid, item);
       }
       break;
     } catch (error) {
@@ -73,7 +73,7 @@ async function receiveHalves(
   storageHost: string,
   cids: readonly string[],
   maxBlockBytes: number,
-  onBlock: (cid: string, bytes: Uint8Array) => void,
+  onBlock: (cid: string, block: CarBlock) => void,
   onUnavailable: (cid: string, why: UnavailableBlock) => void,
 ): Promise<Set<string>> {
   const [only] = cids;

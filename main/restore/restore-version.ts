@@ -153,7 +153,7 @@ function withGaps(
       } catch (error) {
         if (!(error instanceof EntryNotRestoredError)) throw error;
         onGap(error);
-        return new Uint8Array(sizeOf(cid));
+        return [new Uint8Array(sizeOf(cid))];
       }
     },
   };
@@ -306,11 +306,10 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       const gapped = withGaps(dag, leafSize, (error) => {
         gap ??= error;
       });
-      for await (const chunk of fileBytes(entry.cid, gapped)) {
+      for await (const pieces of fileBytes(entry.cid, gapped)) {
         if (tooLarge || gap) continue;
         try {
-          await writeFully(fd, chunk);
-          written += chunk.length;
+          written += await writeFully(fd, pieces);
         } catch (error) {
           const refusal = refusalOf(error, target, 'content');
           if (!(refusal instanceof EntryNotRestoredError)) throw error;

@@ -51,6 +51,14 @@ describe('readCar', () => {
       expect(
         items.slice(1).map((item) => (item.type === 'block' ? item.cid.toString() : '')),
       ).toEqual(blocks.map((b) => b.cid.toString()));
+      // Each block's bytes, whether taken in the pieces they arrived in or as one buffer.
+      for (const [index, item] of items.slice(1).entries()) {
+        const expected = Buffer.from(blocks[index]?.bytes ?? []);
+        if (item.type !== 'block') throw new Error(`item ${index + 1} is not a block`);
+        expect(item.length).toBe(expected.length);
+        expect(Buffer.concat(item.pieces).equals(expected)).toBe(true);
+        expect(Buffer.from(item.bytes).equals(expected)).toBe(true);
+      }
     }
   });
 
