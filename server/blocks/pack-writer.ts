@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { close, fdatasync, open, rmSync, writev } from 'node:fs';
 import path from 'node:path';
+import { piecesAfter } from '../../main/protocol/index.ts';
 
 // One pack file being written in the staging folder. Blocks are appended in order, each at an
 // offset known as soon as it is appended, and written in batches of about a megabyte: a shard
@@ -36,14 +37,17 @@ export class PackWriter {
   }
 
   /**
-   * Appends a block and returns its offset. The bytes are written later, so the caller must
-   * not change them; call `ready` before appending more, so writes cannot pile up in memory.
+   * Appends a block, in one piece or in the pieces it arrived in, and returns its offset. The
+   * bytes are written later, so the caller must not change them; call `ready` before appending
+   * more, so writes cannot pile up in memory.
    */
-  append(bytes: Uint8Array): number {
+  append(...pieces: Uint8Array[]): number {
     const offset = this.length;
-    this.batch.push(bytes);
-    this.batchBytes += bytes.length;
-    this.length += bytes.length;
+    for (const piece of pieces) {
+      this.batch.push(piece);
+      this.batchBytes += piece.length;
+      this.length += piece.length;
+    }
     if (this.batchBytes >= BATCH_BYTES) this.flush();
     return offset;
   }
@@ -97,7 +101,7 @@ export class PackWriter {
         writev(this.fd, pending, at, (error, count) => (error ? reject(error) : resolve(count)));
       });
       at += written;
-      pending = afterWritten(pending, written);
+      pending = piecesAfter(pending, written);
     }
   }
 
@@ -108,18 +112,4 @@ export class PackWriter {
       close(this.fd, (error) => (error ? reject(error) : resolve()));
     });
   }
-}
-
-/** The parts left after a short write of `written` bytes. */
-function afterWritten(parts: Uint8Array[], written: number): Uint8Array[] {
-  let left = written;
-  let index = 0;
-  while (index < parts.length && left >= (parts[index]?.length ?? 0)) {
-    left -= parts[index]?.length ?? 0;
-    index += 1;
-  }
-  const rest = parts.slice(index);
-  const first = rest[0];
-  if (first && left > 0) rest[0] = first.subarray(left);
-  return rest;
 }

@@ -119,11 +119,11 @@ async function uploadShard(
         if (received.has(cid)) continue;
         // Verified against its CID by the reader even when the host holds it (§16.9).
         if (findBlock(ctx.db, cid)) {
-          received.set(cid, { cid, size: item.bytes.length, offset: undefined });
+          received.set(cid, { cid, size: item.length, offset: undefined });
           continue;
         }
         pack ??= await ctx.blocks.startPack();
-        received.set(cid, { cid, size: item.bytes.length, offset: pack.append(item.bytes) });
+        received.set(cid, { cid, size: item.length, offset: pack.append(...item.pieces) });
         await pack.ready();
       }
       await pack?.finish();
