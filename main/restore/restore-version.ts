@@ -390,21 +390,32 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     return { folder: destination, existed: false };
   };
   let failure: Error | undefined;
-  /** Renames the files written so far to their targets; a name the disk refuses is listed. */
+  /** Renames a written file to its target; false when the disk refuses the name (listed). */
+  const renameToTarget = (file: WrittenFile & { readonly relative: string }): boolean => {
+    try {
+      renameSync(file.temporary, file.target);
+      return true;
+    } catch (error) {
+      rmSync(file.temporary, { force: true });
+      const refusal = refusalOf(error, file.target, 'name');
+      if (!(refusal instanceof EntryNotRestoredError)) throw error;
+      result.notRestored.push({ path: file.relative, reason: refusal.reason });
+      return false;
+    }
+  };
+  /**
+   * Renames the files written so far to their targets. It never throws: a failure stops the
+   * restore through `failure`, so that when this runs after an error thrown in the loop, that
+   * error is the one reported.
+   */
   const renameWritten = (): void => {
     for (const [folded, file] of unrenamed) {
       unrenamed.delete(folded);
       try {
-        renameSync(file.temporary, file.target);
+        if (!renameToTarget(file)) continue;
       } catch (error) {
-        rmSync(file.temporary, { force: true });
-        const refusal = refusalOf(error, file.target, 'name');
-        if (refusal instanceof EntryNotRestoredError) {
-          result.notRestored.push({ path: file.relative, reason: refusal.reason });
-        } else {
-          failure ??= restoreError(error, input.targetDir);
-          leaves.stop(failure);
-        }
+        failure ??= restoreError(error, input.targetDir);
+        leaves.stop(failure);
         continue;
       }
       result.bytes += file.bytes;
