@@ -28,6 +28,8 @@ export interface EngineDeps {
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /** Test seam for crash-point tests: called once the upload is queued (0), then per confirmed shard. */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
+  /** Test seam for crash-point tests: a restored file is written whole, before its rename. */
+  readonly afterFileRestored?: (writtenSoFar: number) => void;
   /** Where `login --local` keeps the service's data when no folder is given. */
   readonly defaultLocalDataDir?: string;
 }

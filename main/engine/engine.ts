@@ -17,6 +17,7 @@ import { ServiceClient, type RetryPolicy } from '../service/index.ts';
 import { backupSource, type BackupProgress, type BackupResult } from '../uploader/index.ts';
 import {
   listVersionPath,
+  removeLeftTemporaries,
   restoreVersion,
   verifyVersion,
   type RestoreResult,
@@ -42,6 +43,7 @@ import {
 import {
   BackupLock,
   forgetAccount,
+  RestoreMark,
   lastKnownActiveVersion,
   rememberActiveVersion,
   recordShardLimit,
@@ -729,18 +731,49 @@ export class Engine {
     path?: string;
     to: string;
     overwrite: boolean;
-  }): Promise<RestoreResult> {
+  }): Promise<RestoreResult & { readonly leftoversRemoved: number }> {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input);
     const who = await client.whoAmI();
-    return restoreVersion({
-      client,
-      storageHost: who.storage_host,
-      tree: await this.versionTree(client, versionId, readTreeIndex),
-      targetDir: path.resolve(input.to),
-      overwrite: input.overwrite,
-      ...(input.path === undefined ? {} : { subPath: input.path }),
-    });
+    const tree = await this.versionTree(client, versionId, readTreeIndex);
+    const leftoversRemoved = this.removeStoppedRestoresLeftovers();
+    const targetDir = path.resolve(input.to);
+    const mark = RestoreMark.start(this.deps.home, targetDir);
+    try {
+      const result = await restoreVersion({
+        client,
+        storageHost: who.storage_host,
+        tree,
+        targetDir,
+        overwrite: input.overwrite,
+        temporaryToken: mark.token,
+        ...(input.path === undefined ? {} : { subPath: input.path }),
+        ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
+      });
+      return { ...result, leftoversRemoved };
+    } finally {
+      // A restore that throws has removed its temporaries already: only a kill leaves them.
+      mark.end();
+    }
+  }
+
+  /**
+   * Removes the files that restores killed part-way left under their temporary names, wherever
+   * they were restoring to, and returns how many. A stopped restore's mark stays while any of
+   * its target's folders cannot be read, so a later run looks again.
+   */
+  private removeStoppedRestoresLeftovers(): number {
+    let removed = 0;
+    for (const { mark, target } of RestoreMark.stopped(this.deps.home)) {
+      try {
+        const left = removeLeftTemporaries(target, mark.token);
+        removed += left.removed;
+        if (left.unread === 0) mark.end();
+      } finally {
+        mark.release();
+      }
+    }
+    return removed;
   }
 
   // Account

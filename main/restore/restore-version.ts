@@ -26,6 +26,7 @@ import { fsyncFully, writeFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
+import { temporaryPrefix } from './left-temporaries.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
@@ -42,8 +43,9 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // made small files about 13 % faster. A file is only ever renamed once it is whole and on disk,
 // so its real name never shows a part of it, even after a power cut.
 //
-// Temporary names are `.canopy-restore-<token>-<n>`: one random token per restore, a counter per
-// file. A random name per file cost about 25 µs of this thread each (0.3 s for 11 000 files), and
+// Temporary names are `.canopy-restore-<token>-<n>`: one token per restore, a counter per file.
+// A restore killed part-way leaves its temporaries; the engine marks each restore under way,
+// and the next one removes what a stopped one left (left-temporaries.ts). A random name per file cost about 25 µs of this thread each (0.3 s for 11 000 files), and
 // without the file's own name in it, a temporary name is never too long for the file system.
 //
 // An entry the target's file system will not take (a name a FAT or exFAT disk refuses, a symlink
@@ -66,6 +68,13 @@ export interface RestoreInput {
   /** Only this path of the version ('' or undefined: everything). */
   readonly subPath?: string;
   readonly overwrite: boolean;
+  /**
+   * In the names files are written under until whole (see temporaryPrefix); random when not
+   * given. The engine gives its restore mark's, so a later run can remove what a kill left.
+   */
+  readonly temporaryToken?: string;
+  /** Test seam for crash-point tests: a file is written whole, before its rename. */
+  readonly afterFileWritten?: (writtenSoFar: number) => void;
 }
 
 /** An entry the target's file system would not take, by its path below the target. */
@@ -261,8 +270,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       });
     throw restoreError(error, input.targetDir);
   }
-  const temporaryPrefix = `.canopy-restore-${randomBytes(4).toString('hex')}-`;
-  let temporaries = 0;
+  const namePrefix = temporaryPrefix(input.temporaryToken ?? randomBytes(4).toString('hex'));
+  let temporaryCount = 0;
+  let filesWritten = 0;
   let matched = false;
 
   /**
@@ -289,8 +299,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.symlinks += 1;
       return undefined;
     }
-    temporaries += 1;
-    const temporary = path.join(path.dirname(target), `${temporaryPrefix}${temporaries}`);
+    temporaryCount += 1;
+    const temporary = path.join(path.dirname(target), `${namePrefix}${temporaryCount}`);
     const fd = openSync(
       temporary,
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
@@ -528,6 +538,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       const written = restoreFile(entry, target, dag).then((file) => {
         if (!file) return;
         unrenamed.set(folded, { ...file, relative });
+        filesWritten += 1;
+        input.afterFileWritten?.(filesWritten);
         if (unrenamed.size >= RENAME_BATCH) renameWritten();
       });
       const writing = track(written, relative).finally(() =>

@@ -1,0 +1,83 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+
+// kill -9 in the middle of a restore, then restore again: nothing is left under a temporary
+// name, and the folder holds the version as it is.
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-restore-crash-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Every file below `dir`, by its path below it. */
+function filesBelow(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => path.relative(dir, path.join(entry.parentPath, entry.name)))
+    .sort();
+}
+
+describe('a restore killed part-way', () => {
+  it('leaves nothing under a temporary name once a restore runs again', async () => {
+    const source = path.join(scratch, 'source');
+    for (const folder of ['letters', 'photos']) {
+      mkdirSync(path.join(source, folder), { recursive: true });
+      for (let i = 0; i < 20; i += 1)
+        writeFileSync(path.join(source, folder, `item-${i}.bin`), randomBytes(64 * 1024));
+    }
+    writeFileSync(path.join(source, 'photos', 'large.bin'), randomBytes(3 << 20));
+    const home = path.join(scratch, 'home');
+    const engine = () =>
+      createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    const setup = engine();
+    await setup.loginLocal({});
+    await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
+    await setup.backup({ dir: source, bucket: 'Crash' });
+    await setup.close();
+
+    const target = path.join(scratch, 'restored');
+    const crashed = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        path.join(here, '..', 'helpers', 'crashing-restore.ts'),
+        home,
+        'Crash',
+        target,
+        '12',
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(crashed.signal).toBe('SIGKILL');
+    const temporaries = (): string[] =>
+      filesBelow(target).filter((file) => path.basename(file).startsWith('.canopy-restore-'));
+    const left = temporaries();
+    expect(left.length).toBeGreaterThan(0);
+
+    const again = engine();
+    try {
+      const result = await again.restore({ bucket: 'Crash', to: target, overwrite: true });
+      expect(result.leftoversRemoved).toBe(left.length);
+    } finally {
+      await again.close();
+    }
+    expect(temporaries()).toEqual([]);
+    expect(filesBelow(target)).toEqual(filesBelow(source));
+    for (const file of filesBelow(source))
+      expect(
+        readFileSync(path.join(target, file)).equals(readFileSync(path.join(source, file))),
+      ).toBe(true);
+    // The stopped restore's mark went with its leftovers, and the second's with its end.
+    expect(
+      readdirSync(path.join(home, 'locks')).filter((name) => name.startsWith('restore-')),
+    ).toEqual([]);
+  });
+});
