@@ -393,6 +393,11 @@ async function run(
       });
       out.print(
         [
+          ...(result.leftoversRemoved === 0
+            ? []
+            : [
+                `removed ${result.leftoversRemoved} unfinished ${result.leftoversRemoved === 1 ? 'file' : 'files'} left by a restore that was stopped`,
+              ]),
           `restored ${result.files} files (${result.bytes} bytes), ${result.directories} folders, ${result.symlinks} symlinks`,
           ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
           ...(result.modesNotKept === 0
