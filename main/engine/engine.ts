@@ -759,8 +759,9 @@ export class Engine {
 
   /**
    * Removes the files that restores killed part-way left under their temporary names, wherever
-   * they were restoring to, and returns how many. A stopped restore's mark stays while any of
-   * its target's folders cannot be read, so a later run looks again.
+   * they were restoring to, and returns how many. A stopped restore's mark stays while some may
+   * be left (its target's disk is not mounted, or a folder cannot be read), so a later restore
+   * looks again; none of that stops this one.
    */
   private removeStoppedRestoresLeftovers(): number {
     let removed = 0;
@@ -768,7 +769,7 @@ export class Engine {
       try {
         const left = removeLeftTemporaries(target, mark.token);
         removed += left.removed;
-        if (left.unread === 0) mark.end();
+        if (!left.someLeft) mark.end();
       } finally {
         mark.release();
       }

@@ -13,15 +13,24 @@ export function temporaryPrefix(token: string): string {
 export interface LeftTemporaries {
   /** Temporaries removed. */
   readonly removed: number;
-  /** Folders that could not be read (permissions changed since): what they hold is left. */
-  readonly unread: number;
+  /**
+   * Whether some may be left: the folder is not there (a disk not mounted now), or a folder
+   * could not be read or a temporary removed (permissions changed since, a read-only disk).
+   */
+  readonly someLeft: boolean;
+}
+
+/** Whether a failed read or removal is the disk's or its permissions', rather than a bug. */
+function isOutOfReach(error: unknown): boolean {
+  const { code } = error as NodeJS.ErrnoException;
+  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS';
 }
 
 /** Removes the files under `token`'s temporary names anywhere in `target`. */
 export function removeLeftTemporaries(target: string, token: string): LeftTemporaries {
   const prefix = temporaryPrefix(token);
   let removed = 0;
-  let unread = 0;
+  let someLeft = false;
   const folders = [target];
   for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
     let entries;
@@ -29,22 +38,29 @@ export function removeLeftTemporaries(target: string, token: string): LeftTempor
       entries = readdirSync(folder, { withFileTypes: true });
     } catch (error) {
       const { code } = error as NodeJS.ErrnoException;
-      // Gone since (the user moved or deleted it): nothing of ours is left there.
-      if (code === 'ENOENT' || code === 'ENOTDIR') continue;
-      if (code === 'EACCES' || code === 'EPERM') {
-        unread += 1;
+      if (code === 'ENOENT' || code === 'ENOTDIR') {
+        // A folder below the target gone since (moved or deleted): nothing of ours is there.
+        // The target itself may be on a disk not mounted now.
+        if (folder === target) someLeft = true;
         continue;
       }
-      throw error;
+      if (!isOutOfReach(error)) throw error;
+      someLeft = true;
+      continue;
     }
     for (const entry of entries) {
       const file = path.join(folder, entry.name);
       if (entry.isDirectory()) folders.push(file);
       else if (entry.isFile() && entry.name.startsWith(prefix)) {
-        rmSync(file, { force: true });
-        removed += 1;
+        try {
+          rmSync(file, { force: true });
+          removed += 1;
+        } catch (error) {
+          if (!isOutOfReach(error)) throw error;
+          someLeft = true;
+        }
       }
     }
   }
-  return { removed, unread };
+  return { removed, someLeft };
 }

@@ -1,6 +1,14 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,7 +33,7 @@ function filesBelow(dir: string): string[] {
 }
 
 describe('a restore killed part-way', () => {
-  it('leaves nothing under a temporary name once a restore runs again', async () => {
+  it('leaves nothing under a temporary name once a restore runs again, even after its disk was away', async () => {
     const source = path.join(scratch, 'source');
     for (const folder of ['letters', 'photos']) {
       mkdirSync(path.join(source, folder), { recursive: true });
@@ -64,6 +72,19 @@ describe('a restore killed part-way', () => {
 
     const again = engine();
     try {
+      // Its folder out of reach, as on a disk not mounted now: a restore elsewhere goes on,
+      // and the stopped one's mark stays for when it is back.
+      renameSync(target, `${target}-unmounted`);
+      const elsewhere = await again.restore({
+        bucket: 'Crash',
+        path: 'letters',
+        to: path.join(scratch, 'elsewhere'),
+        overwrite: false,
+      });
+      expect(elsewhere).toMatchObject({ files: 20, leftoversRemoved: 0 });
+      renameSync(`${target}-unmounted`, target);
+      expect(temporaries()).toEqual(left);
+
       const result = await again.restore({ bucket: 'Crash', to: target, overwrite: true });
       expect(result.leftoversRemoved).toBe(left.length);
     } finally {
