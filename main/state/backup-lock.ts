@@ -1,13 +1,13 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { takeFileLock } from './file-lock.ts';
 
 // One backup per bucket at a time, across processes (two `canopy backup` commands, or a
 // command beside the app). A second would resume the first's upload under it (the upload queue
 // is shared through the state database), race it for the same previous version, and drop the
-// file-index entries it is staging. The lock is SQLite's own, an exclusive transaction on a
-// file per bucket: a file lock the kernel drops with its process, so a killed backup leaves
-// none behind.
+// file-index entries it is staging. The lock is a file lock per bucket (takeFileLock): the
+// kernel drops it with its process, so a killed backup leaves none behind.
 
 const SAFE_NAME = /^[0-9A-Za-z-]{1,64}$/;
 
@@ -19,18 +19,8 @@ export class BackupLock {
     if (!SAFE_NAME.test(bucketId)) throw new Error(`not a bucket id: ${JSON.stringify(bucketId)}`);
     const dir = path.join(home, 'locks');
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const db = new Database(path.join(dir, `backup-${bucketId}.lock`), { timeout: 0 });
-    try {
-      // Nothing is ever written (no journal file; closing rolls back), so the lock needs no
-      // free space.
-      db.pragma('journal_mode = MEMORY');
-      db.exec('BEGIN EXCLUSIVE');
-      return new BackupLock(db);
-    } catch (error) {
-      db.close();
-      if ((error as { code?: unknown }).code === 'SQLITE_BUSY') return null;
-      throw error;
-    }
+    const db = takeFileLock(path.join(dir, `backup-${bucketId}.lock`));
+    return db ? new BackupLock(db) : null;
   }
 
   release(): void {

@@ -1,15 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { takeFileLock } from './file-lock.ts';
 
 // A mark in the Canopy home that a restore is under way: its token (in its temporary names)
 // and its target folder. A restore writes each file to a temporary name beside its target and
 // renames it once whole; one killed part-way leaves those temporaries behind. Its mark stays
 // too, so a later restore knows where to look and which names are its to remove.
 //
-// A mark is held as BackupLock is, by an exclusive SQLite transaction on its lock file: the
-// kernel drops the lock with its process, so a mark that can be taken belongs to a restore
+// A mark is held as BackupLock is, by a file lock (takeFileLock): the kernel drops the lock
+// with its process, so a mark that can be taken belongs to a restore
 // that stopped, and one that cannot belongs to a restore still running (in this process or
 // another), whose temporaries must stay. The lock file is made under a name no one looks at
 // and renamed into place once locked, so no one can take a mark between its making and its
@@ -37,15 +38,14 @@ export class RestoreMark {
     const token = randomBytes(4).toString('hex');
     const stem = path.join(dir, `restore-${token}`);
     writeFileSync(`${stem}.json`, JSON.stringify({ target }), { mode: 0o600 });
-    const db = new Database(`${stem}.lock.new`, { timeout: 0 });
+    let db: Database.Database | null = null;
     try {
-      // Nothing is ever written (no journal file; closing rolls back), so the lock needs no
-      // free space.
-      db.pragma('journal_mode = MEMORY');
-      db.exec('BEGIN EXCLUSIVE');
+      // Nobody else knows a `.new` name, so no one else can hold it.
+      db = takeFileLock(`${stem}.lock.new`);
+      if (!db) throw new Error(`the new restore mark ${stem}.lock.new is locked already`);
       renameSync(`${stem}.lock.new`, `${stem}.lock`);
     } catch (error) {
-      db.close();
+      db?.close();
       rmSync(`${stem}.lock.new`, { force: true });
       rmSync(`${stem}.json`, { force: true });
       throw error;
@@ -70,27 +70,15 @@ export class RestoreMark {
     for (const name of names) {
       const token = MARK_NAME.exec(name)?.[1];
       if (token === undefined) continue;
-      const mark = RestoreMark.take(dir, path.join(dir, name), token);
-      if (!mark) continue;
+      // Held by its restore, still running: left to it.
+      const db = takeFileLock(path.join(dir, name));
+      if (!db) continue;
+      const mark = new RestoreMark(dir, db, token);
       const target = targetOf(path.join(dir, `restore-${token}.json`));
       if (target === undefined) mark.end();
       else stopped.push({ mark, target });
     }
     return stopped;
-  }
-
-  /** The mark in `file`, held here; null while its restore still holds it. */
-  private static take(dir: string, file: string, token: string): RestoreMark | null {
-    const db = new Database(file, { timeout: 0 });
-    try {
-      db.pragma('journal_mode = MEMORY');
-      db.exec('BEGIN EXCLUSIVE');
-      return new RestoreMark(dir, db, token);
-    } catch (error) {
-      db.close();
-      if ((error as { code?: unknown }).code === 'SQLITE_BUSY') return null;
-      throw error;
-    }
   }
 
   /** The restore ended, whole or not, and left nothing under temporary names: the mark goes. */
