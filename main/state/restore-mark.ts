@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import type Database from 'better-sqlite3';
 import { takeFileLock } from './file-lock.ts';
@@ -16,10 +24,17 @@ import { takeFileLock } from './file-lock.ts';
 // and renamed into place once locked, so no one can take a mark between its making and its
 // locking.
 
-// A kill in the moment between making a lock file and renaming it leaves it under its `.new`
-// name, with its target file: a few bytes, before anything was restored, so they are left.
+// A kill in the moment between writing a mark's target file and renaming its lock file into
+// place leaves the target file, and maybe the lock under its `.new` name: before anything was
+// restored, so there are no temporaries to look for. (So does a kill between removing an ended
+// mark's lock file and its target file.) They go once they are an hour old and no
+// one holds them; a younger one may be a mark being made right now.
 
 const MARK_NAME = /^restore-([0-9a-f]{8})\.lock$/;
+/** The files a mark is made of, under their names while it is made. */
+const PART_NAME = /^restore-([0-9a-f]{8})\.(json|lock\.new)$/;
+/** How old a part of a mark that was never made whole must be before it is removed. */
+const UNMADE_MARK_AGE_MS = 60 * 60 * 1000;
 
 export class RestoreMark {
   private released = false;
@@ -67,18 +82,54 @@ export class RestoreMark {
       throw error;
     }
     const stopped: Array<{ mark: RestoreMark; target: string }> = [];
+    const made = new Set<string>();
     for (const name of names) {
       const token = MARK_NAME.exec(name)?.[1];
       if (token === undefined) continue;
-      // Held by its restore, still running: left to it.
-      const db = takeFileLock(path.join(dir, name));
-      if (!db) continue;
-      const mark = new RestoreMark(dir, db, token);
-      const target = targetOf(path.join(dir, `restore-${token}.json`));
-      if (target === undefined) mark.end();
-      else stopped.push({ mark, target });
+      made.add(token);
+      const found = RestoreMark.takeStopped(dir, token);
+      if (found === 'unmarked') continue;
+      if (found) stopped.push(found);
     }
+    const unmade = new Set<string>();
+    for (const name of names) {
+      const token = PART_NAME.exec(name)?.[1];
+      if (token !== undefined && !made.has(token)) unmade.add(token);
+    }
+    const present = new Set(names);
+    for (const token of unmade) removeUnmadeMark(dir, token, present);
     return stopped;
+  }
+
+  /**
+   * The mark of `token`, held here, with its target, if its restore stopped; undefined when it
+   * stopped with no target to look in (the mark is gone then); 'unmarked' when it is left:
+   * its restore is still running (it holds the mark), or the mark cannot be read now (its
+   * files' permissions were changed, say), and a later run looks at it again. A mark that cannot
+   * be read does not stop the restore that found it.
+   */
+  private static takeStopped(
+    dir: string,
+    token: string,
+  ): { mark: RestoreMark; target: string } | undefined | 'unmarked' {
+    let db: Database.Database | null;
+    try {
+      db = takeFileLock(path.join(dir, `restore-${token}.lock`));
+    } catch {
+      return 'unmarked';
+    }
+    if (!db) return 'unmarked';
+    const mark = new RestoreMark(dir, db, token);
+    let target: string | undefined;
+    try {
+      target = targetOf(path.join(dir, `restore-${token}.json`));
+    } catch {
+      mark.release();
+      return 'unmarked';
+    }
+    if (target !== undefined) return { mark, target };
+    mark.end();
+    return undefined;
   }
 
   /** The restore ended, whole or not, and left nothing under temporary names: the mark goes. */
@@ -97,6 +148,28 @@ export class RestoreMark {
     if (this.released) return;
     this.released = true;
     this.db.close();
+  }
+}
+
+/**
+ * Removes the parts of the mark of `token` that was never made whole, once they are old and no
+ * one holds its lock file. Any failure leaves them for a later run: a few bytes must not stop
+ * the restore that found them.
+ */
+function removeUnmadeMark(dir: string, token: string, names: ReadonlySet<string>): void {
+  const parts = [`restore-${token}.lock.new`, `restore-${token}.json`]
+    .filter((name) => names.has(name))
+    .map((name) => path.join(dir, name));
+  try {
+    if (parts.some((part) => Date.now() - statSync(part).mtimeMs < UNMADE_MARK_AGE_MS)) return;
+    const lockFile = parts.find((part) => part.endsWith('.lock.new'));
+    const db = lockFile === undefined ? undefined : takeFileLock(lockFile);
+    // Held: a restore is making this mark right now (or is stopped while it does).
+    if (db === null) return;
+    db?.close();
+    for (const part of parts) rmSync(part, { force: true });
+  } catch {
+    // Gone meanwhile (another run removed them), or out of reach now: looked at again next time.
   }
 }
 

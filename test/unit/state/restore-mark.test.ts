@@ -1,8 +1,9 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RestoreMark } from '../../../main/state/index.ts';
+import { takeFileLock } from '../../../main/state/file-lock.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-restore-mark-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -29,5 +30,64 @@ describe('RestoreMark', () => {
     other.end();
     expect(RestoreMark.stopped(home)).toEqual([]);
     expect(readdirSync(path.join(home, 'locks'))).toEqual([]);
+  });
+});
+
+describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => {
+  const twoHoursAgo = new Date(Date.now() - 2 * 60 * 60 * 1000);
+  const makeOld = (file: string): void => utimesSync(file, twoHoursAgo, twoHoursAgo);
+
+  it('removes the parts of a mark never made whole once they are old and no one holds them', () => {
+    const home = path.join(scratch, 'unmade');
+    const locks = path.join(home, 'locks');
+    mkdirSync(locks, { recursive: true });
+    // A kill after the target file, and one after the lock file was made too.
+    writeFileSync(path.join(locks, 'restore-0000000a.json'), '{"target":"/x"}');
+    writeFileSync(path.join(locks, 'restore-0000000b.json'), '{"target":"/x"}');
+    writeFileSync(path.join(locks, 'restore-0000000b.lock.new'), '');
+    // A mark being made right now, and one whose lock file is old but still held.
+    writeFileSync(path.join(locks, 'restore-0000000c.json'), '{"target":"/x"}');
+    writeFileSync(path.join(locks, 'restore-0000000d.json'), '{"target":"/x"}');
+    const making = takeFileLock(path.join(locks, 'restore-0000000d.lock.new'));
+    // A restore running for hours: its mark is whole and held.
+    const running = RestoreMark.start(home, '/home/me/restored');
+    for (const name of readdirSync(locks))
+      if (!name.startsWith('restore-0000000c')) makeOld(path.join(locks, name));
+
+    expect(RestoreMark.stopped(home)).toEqual([]);
+    expect(readdirSync(locks).sort()).toEqual(
+      [
+        'restore-0000000c.json',
+        'restore-0000000d.json',
+        'restore-0000000d.lock.new',
+        `restore-${running.token}.json`,
+        `restore-${running.token}.lock`,
+      ].sort(),
+    );
+    making?.close();
+    running.end();
+  });
+
+  it('leaves a mark whose target cannot be read, and still finds the others', () => {
+    const home = path.join(scratch, 'unreadable');
+    const unreadable = RestoreMark.start(home, '/media/disk/restored');
+    const readable = RestoreMark.start(home, '/home/me/restored');
+    unreadable.release();
+    readable.release();
+    // Reading it fails with EISDIR, as an unreadable file would with EACCES for a user.
+    const targetFile = path.join(home, 'locks', `restore-${unreadable.token}.json`);
+    rmSync(targetFile);
+    mkdirSync(targetFile);
+
+    const stopped = RestoreMark.stopped(home);
+    expect(stopped.map(({ mark, target }) => [mark.token, target])).toEqual([
+      [readable.token, '/home/me/restored'],
+    ]);
+    for (const { mark } of stopped) mark.end();
+    // Not held by the run that could not read it: the next run looks at it again.
+    expect(() => RestoreMark.stopped(home)).not.toThrow();
+    expect(readdirSync(path.join(home, 'locks')).sort()).toEqual(
+      [`restore-${unreadable.token}.json`, `restore-${unreadable.token}.lock`].sort(),
+    );
   });
 });
