@@ -11,6 +11,7 @@ import { notAuthorized } from '../errors.ts';
 import type { Db } from '../store/database.ts';
 import { findLiveKeyByFingerprint, touchLastSeen } from '../store/device-keys.ts';
 import type { ServiceKey } from './service-key.ts';
+import { VerifiedSignatures } from './verified-signatures.ts';
 
 // Verification of device JWTs (§5.1) and storage authorizations (§11.1). Every failure is the
 // same 401; nothing tells the caller which check failed.
@@ -41,6 +42,20 @@ function publicKeyOf(keyId: string, spki: Buffer): KeyObject {
   return key;
 }
 
+const verified = new VerifiedSignatures();
+
+/** Whether the token's signature verifies under `key`; a token that did before does again. */
+function signatureVerifies(
+  text: string,
+  token: { readonly signingInput: string; readonly signature: Uint8Array },
+  key: KeyObject,
+): boolean {
+  if (verified.has(text)) return true;
+  if (!verifyEs384(token.signingInput, token.signature, key)) return false;
+  verified.add(text);
+  return true;
+}
+
 function bearerToken(header: string | undefined): string {
   const match = header === undefined ? null : BEARER.exec(header);
   if (!match?.[1]) throw notAuthorized();
@@ -53,14 +68,14 @@ export function authenticateDevice(
   settings: AuthSettings,
   nowMs: number,
 ): DeviceCaller {
-  const token = decodeCompactJws(bearerToken(header));
+  const text = bearerToken(header);
+  const token = decodeCompactJws(text);
   if (!token) throw notAuthorized();
   const kid = es384HeaderKid(token.header);
   if (kid === undefined) throw notAuthorized();
   const key = findLiveKeyByFingerprint(db, kid);
   if (!key) throw notAuthorized();
-  if (!verifyEs384(token.signingInput, token.signature, publicKeyOf(key.id, key.spki)))
-    throw notAuthorized();
+  if (!signatureVerifies(text, token, publicKeyOf(key.id, key.spki))) throw notAuthorized();
   const claims = checkDeviceClaims(token, Math.floor(nowMs / 1000), settings.leewaySeconds);
   if (!claims || claims.sub !== key.user_id) throw notAuthorized();
   touchLastSeen(db, key.id, nowMs, settings.lastSeenGranularityMs);
@@ -74,11 +89,11 @@ export function authenticateStorage(
   settings: AuthSettings,
   nowMs: number,
 ): StorageClaims {
-  const token = decodeCompactJws(bearerToken(header));
+  const text = bearerToken(header);
+  const token = decodeCompactJws(text);
   if (!token) throw notAuthorized();
   if (es384HeaderKid(token.header) !== serviceKey.fingerprint) throw notAuthorized();
-  if (!verifyEs384(token.signingInput, token.signature, serviceKey.publicKey))
-    throw notAuthorized();
+  if (!signatureVerifies(text, token, serviceKey.publicKey)) throw notAuthorized();
   const claims = checkStorageClaims(
     token,
     Math.floor(nowMs / 1000),

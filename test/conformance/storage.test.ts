@@ -138,9 +138,20 @@ describe('§18 shard upload', () => {
   it("33: expired, forged or another version's SA is 401; malformed path ids are 404", async () => {
     const first = await pending(ann, 1000, 's33a');
     const second = await pending(ann, 1000, 's33b');
-    const shard = await shardOf([await rawBlock(new Uint8Array(10))]);
+    const block = await rawBlock(new Uint8Array(10));
+    const shard = await shardOf([block]);
     expect((await putShard(first.id, second.sa, shard.cid.toString(), shard.car)).status).toBe(401);
     expect((await complete(service, second.sa, first.id)).status).toBe(401);
+    // Accepted first, so a server that remembers verified tokens must still check the
+    // signature of the forged one below, which has the same header and claims.
+    expect(
+      (
+        await call('POST', `${service.api}/blocks/missing`, {
+          token: first.sa,
+          json: [block.cid.toString()],
+        })
+      ).status,
+    ).toBe(200);
     const claims = JSON.parse(Buffer.from(first.sa.split('.')[1] ?? '', 'base64url').toString());
     const header = JSON.parse(Buffer.from(first.sa.split('.')[0] ?? '', 'base64url').toString());
     const forged = signCompactJws(
