@@ -27,8 +27,8 @@ import { takeFileLock } from './file-lock.ts';
 // A kill in the moment between writing a mark's target file and renaming its lock file into
 // place leaves the target file, and maybe the lock under its `.new` name: before anything was
 // restored, so there are no temporaries to look for. (So does a kill between removing an ended
-// mark's lock file and its target file.) They go once they are an hour old and no
-// one holds them; a younger one may be a mark being made right now.
+// mark's lock file and its target file.) They go once they are an hour old and no one holds
+// them; a younger one may be a mark being made right now.
 
 const MARK_NAME = /^restore-([0-9a-f]{8})\.lock$/;
 /** The files a mark is made of, under their names while it is made. */

@@ -68,7 +68,7 @@ describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => 
     running.end();
   });
 
-  it('leaves a mark whose target cannot be read, and still finds the others', () => {
+  it('leaves a mark whose target or lock cannot be read, and still finds the others', () => {
     const home = path.join(scratch, 'unreadable');
     const unreadable = RestoreMark.start(home, '/media/disk/restored');
     const readable = RestoreMark.start(home, '/home/me/restored');
@@ -78,6 +78,9 @@ describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => 
     const targetFile = path.join(home, 'locks', `restore-${unreadable.token}.json`);
     rmSync(targetFile);
     mkdirSync(targetFile);
+    // A lock file SQLite cannot open as a database.
+    const garbled = path.join(home, 'locks', 'restore-0000000e.lock');
+    writeFileSync(garbled, 'not a database, '.repeat(64));
 
     const stopped = RestoreMark.stopped(home);
     expect(stopped.map(({ mark, target }) => [mark.token, target])).toEqual([
@@ -87,7 +90,11 @@ describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => 
     // Not held by the run that could not read it: the next run looks at it again.
     expect(() => RestoreMark.stopped(home)).not.toThrow();
     expect(readdirSync(path.join(home, 'locks')).sort()).toEqual(
-      [`restore-${unreadable.token}.json`, `restore-${unreadable.token}.lock`].sort(),
+      [
+        'restore-0000000e.lock',
+        `restore-${unreadable.token}.json`,
+        `restore-${unreadable.token}.lock`,
+      ].sort(),
     );
   });
 });
