@@ -11,6 +11,7 @@ import {
 } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type {
+  QueuedShard,
   QueuedUpload,
   ShardToQueue,
   SourceFileIndex,
@@ -520,8 +521,17 @@ async function missingOf(
 }
 
 /**
+ * Shards sent at once. The host makes each shard durable before it confirms it (its pack file
+ * fdatasynced, its blocks recorded), and one shard at a time left the link idle meanwhile: a
+ * backup of 1.2 GiB to this machine's own service took about a tenth longer (7.9 s against
+ * 7.1 s). A second shard on its way fills that wait; each goes over a connection of its own.
+ */
+const SHARDS_IN_FLIGHT = 2;
+
+/**
  * Uploads the queued shards the host has not confirmed, then completes. Returns the bytes
- * sent. Each confirmation is recorded before the next shard goes, so a rerun never resends one.
+ * sent. Each shard's confirmation is recorded as soon as it comes, so a rerun never resends
+ * one; the shards still on their way when a run is killed are sent again.
  */
 async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<number> {
   const { client, onProgress } = input;
@@ -540,44 +550,57 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
         upload.files, // every file is packed by now
       )
     : undefined;
+  // Each shard's own time: what one shard took beside the others is what the next backup's
+  // shards, sent the same way, will take.
   const timed = { bytes: 0, ms: 0 };
   const reportTimed = (): void => {
     if (timed.bytes > 0) input.onShardsTimed?.(timed);
   };
-  /** The shard on its way, while it is; a 413 then refuses that shard as too large. */
-  let sending: { readonly bytes: number } | undefined;
-  try {
-    for (const shard of due) {
-      sending = shard;
-      const started = performance.now();
-      let sentThisShard = 0;
-      const onSent = (sentThisAttempt: number): void => {
-        // A retry starts the shard again from its first byte.
-        progress?.addBytes(sentThisAttempt - sentThisShard);
-        sentThisShard = sentThisAttempt;
-      };
-      const sourceDir = upload.source_dir;
-      const blocks =
-        sourceDir === null ? [] : input.queue.blocksOf(upload.version_id, shard.shard_cid);
-      await client.uploadShard(
-        upload.storage_host,
-        upload.storage_authorization,
-        upload.version_id,
-        shard.shard_cid,
-        sourceDir === null
-          ? { file: shard.file, bytes: shard.bytes, onSent }
-          : { stream: () => plannedShardBody(sourceDir, blocks, onSent), bytes: shard.bytes },
-      );
-      if (shard.bytes >= TIMED_SHARD_MIN_BYTES) {
-        timed.bytes += shard.bytes;
-        timed.ms += performance.now() - started;
-      }
-      sending = undefined;
-      input.queue.confirm(upload.version_id, shard.shard_cid);
-      sent += shard.bytes;
-      confirmed += 1;
-      input.afterShardConfirmed?.(confirmed);
+  const sendShard = async (shard: QueuedShard): Promise<void> => {
+    const started = performance.now();
+    let sentThisShard = 0;
+    const onSent = (sentThisAttempt: number): void => {
+      // A retry starts the shard again from its first byte.
+      progress?.addBytes(sentThisAttempt - sentThisShard);
+      sentThisShard = sentThisAttempt;
+    };
+    const sourceDir = upload.source_dir;
+    const blocks =
+      sourceDir === null ? [] : input.queue.blocksOf(upload.version_id, shard.shard_cid);
+    await client.uploadShard(
+      upload.storage_host,
+      upload.storage_authorization,
+      upload.version_id,
+      shard.shard_cid,
+      sourceDir === null
+        ? { file: shard.file, bytes: shard.bytes, onSent }
+        : { stream: () => plannedShardBody(sourceDir, blocks, onSent), bytes: shard.bytes },
+    );
+    if (shard.bytes >= TIMED_SHARD_MIN_BYTES) {
+      timed.bytes += shard.bytes;
+      timed.ms += performance.now() - started;
     }
+    input.queue.confirm(upload.version_id, shard.shard_cid);
+    sent += shard.bytes;
+    confirmed += 1;
+    input.afterShardConfirmed?.(confirmed);
+  };
+  /** The first shard that failed, and why; the shards already on their way still finish. */
+  const first: { failed?: { readonly shard: QueuedShard; readonly error: unknown } } = {};
+  let next = 0;
+  const sendInTurn = async (): Promise<void> => {
+    for (let shard = due[next]; shard !== undefined && !first.failed; shard = due[next]) {
+      next += 1;
+      try {
+        await sendShard(shard);
+      } catch (error) {
+        first.failed ??= { shard, error };
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: SHARDS_IN_FLIGHT }, sendInTurn));
+    if (first.failed) throw first.failed.error;
     progress?.finish();
     await client.completeVersion(
       upload.storage_host,
@@ -591,9 +614,12 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       // The upload's failure is what the user must see (a full disk fails this write as well).
       // Without this sample, the next backup sizes its shards by the ones before.
     }
+    // A 413 for a shard refuses that shard as too large; one for the completion is no such thing.
+    const failure = first.failed;
+    const shard = failure && failure.error === error ? failure.shard : undefined;
     const refused =
-      sending !== undefined && error instanceof EngineError && error.code === 'payload_too_large'
-        ? new ShardRefused(sending.bytes, error)
+      shard && error instanceof EngineError && error.code === 'payload_too_large'
+        ? new ShardRefused(shard.bytes, error)
         : undefined;
     // Another device stored first, a source file changed since it was packed, or a shard is too
     // large for the host: this pending version cannot be completed as it is; drop it, and the

@@ -182,6 +182,46 @@ describe('backup through a faulty network', () => {
     ]);
   });
 
+  it('keeps the shard sent beside one the host refused: the next run sends only the shards not confirmed', async () => {
+    proxy.randomFaults(0, 1);
+    const source = path.join(scratch, 'source-beside');
+    mkdirSync(source);
+    // Several shards (4.8 MB against a 1.5 MB target).
+    for (let i = 0; i < 4; i += 1)
+      writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1_200_000));
+    await engine.createBucket({ name: 'Beside', type: 'backup', storageClass: 'hot' });
+    /** The shard CIDs of the uploads the proxy has seen, in the order they arrived. */
+    const shardUploads = (): string[] =>
+      proxy.seen
+        .filter((request) => request.method === 'PUT' && request.path.includes('/upload/'))
+        .map((request) => request.path.split('/').at(-1) ?? '');
+    // The first shard upload to arrive meets a host whose disk is full (final, not retried).
+    proxy.schedule([{ status: 507 }], /\/upload\/[^/]+\/[^/]+$/);
+    const before = shardUploads().length;
+    const failure = await engine.backup({ dir: source, bucket: 'Beside' }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toMatchObject({ code: 'server_error' });
+    const [refused, ...confirmed] = shardUploads().slice(before);
+    // Another shard was on its way beside the refused one, and was let finish.
+    expect(confirmed.length).toBeGreaterThanOrEqual(1);
+
+    const result = await engine.backup({ dir: source, bucket: 'Beside' });
+    const resumed = shardUploads().slice(before + 1 + confirmed.length);
+    // The refused shard goes again; none the first run had confirmed does, and none goes twice.
+    expect(resumed).toContain(refused);
+    expect(resumed.filter((cid) => confirmed.includes(cid))).toEqual([]);
+    expect(new Set(resumed).size).toBe(resumed.length);
+    await expectOnlyActive(engine, 'Beside', result.versionId);
+    const target = path.join(scratch, 'restored-beside');
+    await engine.restore({ bucket: 'Beside', to: target, overwrite: false });
+    for (const name of readdirSync(source))
+      expect(
+        readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+      ).toBe(true);
+  });
+
   it('rebuilds when the answer to dropping a stale version breaks off', async () => {
     proxy.randomFaults(0, 1);
     // Its own user, and an engine that changes a file once a shard is confirmed: the upload

@@ -84,11 +84,11 @@ describe('shard size', () => {
       await engine.login({ server: proxy.url, code });
       await engine.createBucket({ name: 'Proxied', type: 'backup', storageClass: 'hot' });
       // Like nginx with client_max_body_size 2500k: the 6 MiB go as one shard, refused; then
-      // as two of 3 MiB, refused; then as six of one leaf each, which pass.
+      // as two of 3 MiB, sent at once and both refused; then as six of one leaf each, which pass.
       proxy.limitBodies(2_500_000);
       writeNewContent(source);
       await engine.backup({ dir: source, bucket: 'Proxied' });
-      expect(proxy.injected()).toBe(2);
+      expect(proxy.injected()).toBe(3);
       expect(counted.shards).toBe(6);
       const versions = await engine.listVersions({ bucket: 'Proxied' });
       expect(versions.map((version) => version.state)).toEqual(['active']);
@@ -103,7 +103,7 @@ describe('shard size', () => {
       counted.shards = 0;
       writeNewContent(source);
       await engine.backup({ dir: source, bucket: 'Proxied' });
-      expect(proxy.injected()).toBe(2);
+      expect(proxy.injected()).toBe(3);
       expect(counted.shards).toBe(6);
 
       // Below one 1 MiB leaf, no shard can pass: the error says what to change, and the
