@@ -186,13 +186,24 @@ interface MeasuredRun {
   readonly bytesRead?: number;
 }
 
-/** The flags the `canopy` command starts Node with: those on its `#!/usr/bin/env -S node` line. */
-function canopyNodeFlags(): string[] {
+/**
+ * How the `canopy` command starts Node: the environment and flags on its
+ * `#!/usr/bin/env -S [NAME=VALUE ...] node [--flag ...]` line.
+ */
+function canopyCommandLine(): { env: Record<string, string>; flags: string[] } {
   const shebang =
     readFileSync(path.join(repoRoot, 'bin', 'canopy.js'), 'utf8').split('\n')[0] ?? '';
-  const flags = /^#!\/usr\/bin\/env -S node((?: --[^ ]+)*)$/.exec(shebang);
-  if (!flags) throw new Error(`bin/canopy.js starts with an unexpected line: ${shebang}`);
-  return flags[1]?.trim().split(' ').filter(Boolean) ?? [];
+  const line = /^#!\/usr\/bin\/env -S((?: [A-Z_]+=[^ ]+)*) node((?: --[^ ]+)*)$/.exec(shebang);
+  if (!line) throw new Error(`bin/canopy.js starts with an unexpected line: ${shebang}`);
+  const words = (text: string | undefined): string[] =>
+    text?.trim().split(' ').filter(Boolean) ?? [];
+  const env = Object.fromEntries(
+    words(line[1]).map((assignment) => {
+      const at = assignment.indexOf('=');
+      return [assignment.slice(0, at), assignment.slice(at + 1)];
+    }),
+  );
+  return { env, flags: words(line[2]) };
 }
 
 /**
@@ -208,14 +219,12 @@ function measuredRun(
   dir: string,
 ): MeasuredRun {
   const script = path.join(repoRoot, 'dist', 'bench', 'measured-run.js');
-  const run = spawnSync(
-    process.execPath,
-    [...canopyNodeFlags(), script, operation, home, bucket, dir],
-    {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    },
-  );
+  const canopy = canopyCommandLine();
+  const run = spawnSync(process.execPath, [...canopy.flags, script, operation, home, bucket, dir], {
+    encoding: 'utf8',
+    env: { ...process.env, ...canopy.env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   if (run.status !== 0) throw new Error(`the measured ${operation} failed (exit ${run.status})`);
   return JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '') as MeasuredRun;
 }
