@@ -17,10 +17,12 @@
 // Backups took the same time.
 //
 // The thread pool has 8 threads, not libuv's 4. A restore writes and fsyncs 8 files at a time
-// there, and an fsync holds its thread until the disk has the file: with 4, the writes of the
-// other files waited behind them. Restores of the bench set took 7.06-7.48 s against 7.40-8.56 s
-// (six alternating runs each); backups took the same time. It is set here because libuv reads
-// it once, when the pool first starts, and Node's module loader starts it before any script runs.
+// there, and an fsync holds its thread until the disk has the file: with 4, four fsyncs could
+// hold the whole pool while the other files' writes waited. Restores of the bench set took
+// 7.06-7.48 s against 7.40-8.56 s (six alternating runs each); backups took the same time.
+// It is set on this line because libuv reads it once, when the pool first starts, and Node's
+// module loader starts the pool before any script runs. A UV_THREADPOOL_SIZE of the user's own
+// is overridden.
 import { register } from 'tsx/esm/api';
 
 register();
