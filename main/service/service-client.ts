@@ -36,8 +36,8 @@ import {
 } from './retry-policy.ts';
 
 // A typed client for every endpoint of the Bucket Storage Service (bucket-service.md), over
-// Node's fetch, and node:http for blocks/car (streamed-answer.ts). Retries transient failures
-// with backoff and full jitter; everything else fails at once with an EngineError.
+// Node's fetch, and undici's request for blocks/car (streamed-answer.ts). Retries transient
+// failures with backoff and full jitter; everything else fails at once with an EngineError.
 
 export interface ServiceClientOptions {
   /** The service's base URL, e.g. https://backup.example.org (no /api/v1). */
@@ -252,7 +252,7 @@ export class ServiceClient {
   }
 
   /**
-   * One request with the retry policy, over node:http (streamed-answer.ts); resolves to the
+   * One request with the retry policy, over undici (streamed-answer.ts); resolves to the
    * successful answer's body as it arrives. For JSON requests with a long binary answer.
    */
   private stream(spec: RequestSpec): Promise<AsyncIterable<Uint8Array>> {

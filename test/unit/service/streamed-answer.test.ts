@@ -2,8 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { streamedRequest } from '../../../main/service/streamed-answer.ts';
 
-// The node:http request behind blocks/car against a server that stalls: the restore must not
-// wait for it forever, before the answer or part-way through its body.
+// The request behind blocks/car against a server that stalls: the restore must not wait for it
+// forever, before the answer or part-way through its body.
 
 let server: Server;
 let url = '';
