@@ -1,6 +1,6 @@
 import { EngineError } from '../api/index.ts';
 import { type CarBlock, CarFormatError, cidText, readCar } from '../protocol/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import type { AnswerBody, ServiceClient } from '../service/index.ts';
 
 // One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar. An
 // answer that breaks off part-way (the link dropped, the host restarted) is not the end of the
@@ -34,8 +34,9 @@ export async function receiveBlocks(
   const wanted = new Set(cids);
   let cut = 0;
   while (wanted.size > 0) {
+    let answer: AnswerBody | undefined;
     try {
-      const answer = await client.blocksCar(storageHost, [...wanted]);
+      answer = await client.blocksCar(storageHost, [...wanted]);
       for await (const item of readCar(answer, { maxBlockBytes })) {
         if (item.type !== 'block') continue;
         const cid = cidText(item.cid);
@@ -43,6 +44,8 @@ export async function receiveBlocks(
       }
       break;
     } catch (error) {
+      // The rest of this answer is not read: its connection goes now, not at the idle timeout.
+      answer?.cancel();
       if (onUnavailable) {
         const damaged = error instanceof CarFormatError ? error.mismatchedCid : undefined;
         if (damaged !== undefined && wanted.delete(damaged)) {

@@ -4,3 +4,4 @@
 export * from './base-url.ts';
 export * from './retry-policy.ts';
 export * from './service-client.ts';
+export type { AnswerBody } from './streamed-answer.ts';

@@ -27,7 +27,7 @@ import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { answerCut, errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
-import { streamedRequest } from './streamed-answer.ts';
+import { type AnswerBody, streamedRequest } from './streamed-answer.ts';
 import {
   DEFAULT_RETRY_POLICY,
   parseRetryAfter,
@@ -255,7 +255,7 @@ export class ServiceClient {
    * One request with the retry policy, over undici (streamed-answer.ts); resolves to the
    * successful answer's body as it arrives. For JSON requests with a long binary answer.
    */
-  private stream(spec: RequestSpec): Promise<AsyncIterable<Uint8Array>> {
+  private stream(spec: RequestSpec): Promise<AnswerBody> {
     if (spec.body !== undefined) throw new Error('a streamed answer takes a JSON request or none');
     const url = this.urlOf(spec);
     return this.withRetries(url, async () => {
@@ -651,10 +651,7 @@ export class ServiceClient {
   }
 
   /** Streams a CAR of the requested blocks; the caller verifies every block (§16.9). */
-  async blocksCar(
-    storageHost: string,
-    cids: readonly string[],
-  ): Promise<AsyncIterable<Uint8Array>> {
+  async blocksCar(storageHost: string, cids: readonly string[]): Promise<AnswerBody> {
     return this.stream({
       method: 'POST',
       root: storageHost,

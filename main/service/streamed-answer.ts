@@ -11,12 +11,21 @@ import { EngineError } from '../api/index.ts';
 //   time with it (seven alternating pairs, each pair faster with undici).
 // Everything else stays on fetch: its answers are small.
 
+/** An answer's bytes as they arrive; a connection that breaks mid-way fails as `network`. */
+export interface AnswerBody extends AsyncIterable<Uint8Array> {
+  /**
+   * Stops the answer where it is and closes its connection, for a reader that stops before the
+   * end (a damaged block). Left unread, the answer would hold its connection, paused, until the
+   * idle timeout. Does nothing once the answer has been read to its end.
+   */
+  cancel(): void;
+}
+
 export interface StreamedAnswer {
   readonly status: number;
   /** A header's value, or null (as fetch's Headers.get). */
   header(name: string): string | null;
-  /** The body's bytes as they arrive; a connection that breaks mid-way fails as `network`. */
-  readonly body: AsyncIterable<Uint8Array>;
+  readonly body: AnswerBody;
   /** The whole body as text, for an error answer. */
   text(): Promise<string>;
 }
@@ -90,7 +99,7 @@ export async function streamedRequest(spec: StreamedRequest): Promise<StreamedAn
       const value = headers[name.toLowerCase()];
       return typeof value === 'string' ? value : (value?.join(', ') ?? null);
     },
-    body: chunksOf(body, spec.url, idleMs),
+    body: Object.assign(chunksOf(body, spec.url, idleMs), { cancel: () => body.destroy() }),
     text: () => body.text(),
   };
 }
