@@ -1,12 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
-  closeSync,
-  constants,
   fchmodSync,
   futimesSync,
   lutimesSync,
-  openSync,
   renameSync,
   rmSync,
   symlinkSync,
@@ -22,7 +19,9 @@ import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
 import { fileTime } from './file-time.ts';
-import { fsyncFully, writeFully } from './file-writes.ts';
+import { AlignedSlots } from './aligned-slots.ts';
+import { openFileOutput } from './file-output.ts';
+import { fsyncFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
@@ -225,6 +224,19 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   }
   /** A leaf's size as the tree states it, for a gap where the server could not give it. */
   const leafSize = (cid: CID): number => index.leaves.sizeOf(cid) ?? 0;
+  /** A file's size as its root states it; 0 for a damaged root (fileBytes reports that). */
+  const fileSizeOf = (cid: CID): number => {
+    if (cid.code === RAW_CODEC) return leafSize(cid);
+    const node = index.nodes.get(cid);
+    try {
+      const data = node && dagPb.decode(node).Data;
+      return data ? Number(UnixFS.unmarshal(data).fileSize()) : 0;
+    } catch {
+      return 0;
+    }
+  };
+  /** One aligned slot for each file written at once, for O_DIRECT (file-output.ts). */
+  const slots = AlignedSlots.tryCreate(FILES_IN_FLIGHT);
   const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
   const result = {
     files: 0,
@@ -301,11 +313,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     }
     temporaryCount += 1;
     const temporary = path.join(path.dirname(target), `${namePrefix}${temporaryCount}`);
-    const fd = openSync(
-      temporary,
-      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL,
-      0o600,
-    );
+    const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid), slots);
     let written = 0;
     try {
       // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way, and
@@ -319,7 +327,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       for await (const pieces of fileBytes(entry.cid, gapped)) {
         if (tooLarge || gap) continue;
         try {
-          written += await writeFully(fd, pieces);
+          written += await output.write(pieces);
         } catch (error) {
           const refusal = refusalOf(error, target, 'content');
           if (!(refusal instanceof EntryNotRestoredError)) throw error;
@@ -328,18 +336,24 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       }
       if (gap) throw gap;
       if (tooLarge) throw tooLarge;
-      if (entry.mode !== undefined) keepMode(fd, entry.mode);
+      try {
+        await output.finish();
+      } catch (error) {
+        const refusal = refusalOf(error, target, 'content');
+        throw refusal instanceof EntryNotRestoredError ? refusal : error;
+      }
+      if (entry.mode !== undefined) keepMode(output.fd, entry.mode);
       if (mtimeSeconds !== undefined) {
         const time = fileTime(mtimeSeconds);
-        futimesSync(fd, time, time);
+        futimesSync(output.fd, time, time);
       }
-      await fsyncFully(fd);
+      await fsyncFully(output.fd);
     } catch (error) {
-      closeSync(fd);
+      output.close();
       rmSync(temporary, { force: true });
       throw error;
     }
-    closeSync(fd);
+    output.close();
     return { temporary, target, bytes: written };
   }
 
