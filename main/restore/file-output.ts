@@ -9,7 +9,7 @@ import { writeFully } from './file-writes.ts';
 // one block padded and cut back.
 
 /** Files from this size on are written with O_DIRECT where they can be. */
-const DIRECT_FROM_BYTES = 256 * 1024;
+export const DIRECT_FROM_BYTES = 256 * 1024;
 
 export interface FileOutput {
   /** The file's descriptor, for its mode, times and fsync once `finish` is done. */
