@@ -7,7 +7,7 @@ import { EngineError } from '../api/index.ts';
 //   every 64 KiB; on a restore of 1 GiB that machinery cost about 6 % of the CPU.
 // - node:http's parser (Node 20) copies every piece of a body into a new buffer before handing
 //   it on, so each byte received was allocated and copied twice. undici's parser hands on
-//   views of the buffers the socket read into. Restores of the bench set took about 7 % less
+//   views of the buffers the socket read into. Restores of the bench set took about 8 % less
 //   time with it (seven alternating pairs, each pair faster with undici).
 // Everything else stays on fetch: its answers are small.
 
