@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { receiveBlocks, type UnavailableBlock } from '../../../main/restore/receive-blocks.ts';
 import { ServiceClient } from '../../../main/service/index.ts';
 import { carBytes, rawBlock, type Block } from '../../helpers/cars.ts';
+import { startLoopbackServer, type LoopbackServer } from '../../helpers/loopback-server.ts';
 
 // A storage host whose first blocks/car answer starts with a damaged block and then stalls, as
 // a host with a bad disk sector might. The restore reports that block, asks again for the
 // others, and closes the stalled answer's connection rather than hold it until the timeout.
 
-let server: Server;
+let server: LoopbackServer;
 let url = '';
 let good: Block;
 let damaged: Block;
@@ -20,7 +20,7 @@ let requests = 0;
 beforeAll(async () => {
   good = await rawBlock(randomBytes(4096));
   damaged = await rawBlock(randomBytes(4096));
-  server = createServer((request, response) => {
+  server = await startLoopbackServer((request, response) => {
     request.resume();
     requests += 1;
     response.writeHead(200, { 'content-type': 'application/vnd.ipld.car' });
@@ -36,14 +36,9 @@ beforeAll(async () => {
     }
     void carBytes([], [good]).then((car) => response.end(car));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  url = server.url;
 });
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
+afterAll(() => server.close());
 
 describe('receiveBlocks', () => {
   it('reports a damaged block, gets the others, and closes the answer it stopped reading', async () => {

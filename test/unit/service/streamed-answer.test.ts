@@ -1,27 +1,22 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type Server } from 'node:http';
 import { streamedRequest } from '../../../main/service/streamed-answer.ts';
+import { startLoopbackServer, type LoopbackServer } from '../../helpers/loopback-server.ts';
 
 // The request behind blocks/car against a server that stalls: the restore must not wait for it
 // forever, before the answer or part-way through its body.
 
-let server: Server;
+let server: LoopbackServer;
 let url = '';
 beforeAll(async () => {
-  server = createServer((request, response) => {
+  server = await startLoopbackServer((request, response) => {
     request.resume();
     if (request.url === '/stall-before-answer') return;
     response.writeHead(200, { 'content-length': '1000' });
     response.write(Buffer.alloc(10));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  url = server.url;
 });
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
+afterAll(() => server.close());
 
 describe('streamedRequest', () => {
   it('gives up on a server that never answers', async () => {
