@@ -24,8 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { FileSecretStore } from '../main/identity/index.ts';
 import { createEngine } from '../main/index.ts';
 import { packSource } from '../main/packer/index.ts';
-import { AlignedSlots } from '../main/restore/aligned-slots.ts';
-import { openDirect } from '../main/restore/direct-writer.ts';
+import { AlignedSlots, openDirect } from '../main/direct-io/index.ts';
 import { DIRECT_FROM_BYTES } from '../main/restore/file-output.ts';
 import { startLocalService } from '../cli/local-service.ts';
 

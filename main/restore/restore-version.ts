@@ -19,7 +19,7 @@ import type { ServiceClient } from '../service/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
 import { fileTime } from './file-time.ts';
-import { AlignedSlots } from './aligned-slots.ts';
+import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
 import { fsyncFully } from './file-writes.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';

@@ -4,8 +4,12 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { AlignedSlots, SLOT_BYTES } from '../../../main/restore/aligned-slots.ts';
-import { DirectWriter, openDirect } from '../../../main/restore/direct-writer.ts';
+import {
+  AlignedSlots,
+  DirectWriter,
+  openDirect,
+  SLOT_BYTES,
+} from '../../../main/direct-io/index.ts';
 import { openFileOutput, type FileOutput } from '../../../main/restore/file-output.ts';
 import { fsyncFully } from '../../../main/restore/file-writes.ts';
 

@@ -1,4 +1,4 @@
-// Page-aligned buffers for writing restored files with O_DIRECT (direct-writer.ts), which takes
+// Page-aligned buffers for writing files with O_DIRECT (direct-writer.ts), which takes
 // data only from memory aligned to the disk's blocks. JavaScript cannot learn a Buffer's
 // address, so the slots are views into one WebAssembly.Memory: V8 maps its pages for it alone,
 // so it starts on a page boundary and every view at a multiple of 4096 bytes is aligned.
@@ -29,7 +29,7 @@ export class AlignedSlots {
 
   /**
    * `count` slots, or undefined where no such memory can be had (an address-space limit: V8
-   * reserves more than it maps for WebAssembly). Restores then write through the page cache.
+   * reserves more than it maps for WebAssembly). Files are then written through the page cache.
    */
   static tryCreate(count: number): AlignedSlots | undefined {
     const pages = (count * SLOT_BYTES) / WASM_PAGE_BYTES;

@@ -1,19 +1,18 @@
 import { closeSync, constants, ftruncateSync, openSync, rmSync, write } from 'node:fs';
 import { DIRECT_ALIGN } from './aligned-slots.ts';
 
-// A restored file written with O_DIRECT: its bytes go from an aligned slot (aligned-slots.ts)
-// to the disk without a copy into the page cache. Through the page cache, writing a restore's
-// bytes cost the kernel about 2 ms of CPU time per MiB on the machines we measured (a single
-// thread writing the bench's tree used 3.1-4.0 s of system time against 1.9 s with O_DIRECT),
-// on two cores the same CPU time the restore's own work needs. Restores of the bench set took
-// 5.6-6.2 s against 6.9-8.3 s (five alternating pairs), with half the system time. A restore of
-// many gigabytes also no longer pushes the user's other files out of the cache; a restored file
-// opened soon after is read from the disk instead.
+// A file written with O_DIRECT: its bytes go from an aligned slot (aligned-slots.ts) to the
+// disk without a copy into the page cache. Through the page cache, writing cost the kernel
+// about 2 ms of CPU time per MiB on the machines we measured (a single thread writing the
+// bench's tree used 3.1-4.0 s of system time against 1.9 s with O_DIRECT), on two cores the
+// same CPU time the backup's or restore's own work needs. A restore or backup of many gigabytes
+// also no longer pushes the user's other files out of the cache; what it wrote is read from the
+// disk when it is next read.
 //
-// O_DIRECT takes only whole aligned blocks at aligned offsets. Leaves are copied into the slot
+// O_DIRECT takes only whole aligned blocks at aligned offsets. Bytes are copied into the slot
 // and written out a full slot at a time, and the last partial block goes out padded with zeros
-// before the file is cut to its length. The file is still fsynced as any other: O_DIRECT leaves
-// the data in the disk's own cache and the file's size unwritten.
+// before the file is cut to its length. The file must still be fsynced as any other: O_DIRECT
+// leaves the data in the disk's own cache and the file's size unwritten.
 //
 // Not every file system takes O_DIRECT: ramfs (and tmpfs before Linux 6.6) refuses it when the
 // file is opened, and a disk with blocks larger than 4096 bytes would refuse the writes. Either
