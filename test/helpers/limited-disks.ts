@@ -7,7 +7,9 @@ import { mkdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 //   device, mounted by exfat-fuse. Like the real thing it refuses names holding : ? * " < > |
 //   or \, cannot hold symbolic links, and compares names without regard to case;
 // - a folder seen through bindfs --chmod-deny, which refuses every chmod with EPERM, as the
-//   kernel's FAT and exFAT drivers refuse any mode but the one their mount options give.
+//   kernel's FAT and exFAT drivers refuse any mode but the one their mount options give;
+// - the kernel's own memory disks: a small tmpfs fills up as a nearly full drive does, and
+//   ramfs refuses O_DIRECT (tmpfs takes it from Linux 6.6).
 
 export interface MountedDisk {
   /** Where the disk is mounted. */
@@ -68,6 +70,20 @@ export function mountRefusingModes(dir: string): MountedDisk {
     unmount() {
       run('umount', [dir]);
       rmSync(backing, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Mounts at `dir` (made here) a tmpfs of `sizeMiB`, or a ramfs (which has no size limit).
+ */
+export function mountMemoryDisk(dir: string, type: 'tmpfs' | 'ramfs', sizeMiB = 0): MountedDisk {
+  mkdirSync(dir, { recursive: true });
+  run('mount', ['-t', type, ...(type === 'tmpfs' ? ['-o', `size=${sizeMiB}m`] : []), type, dir]);
+  return {
+    dir,
+    unmount() {
+      run('umount', [dir]);
     },
   };
 }

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -12,6 +11,7 @@ import {
 } from '../../../main/direct-io/index.ts';
 import { openFileOutput, type FileOutput } from '../../../main/restore/file-output.ts';
 import { fsyncFully } from '../../../main/restore/file-writes.ts';
+import { mountMemoryDisk } from '../../helpers/limited-disks.ts';
 
 // A restored file's bytes through O_DIRECT from aligned slots, or through the page cache where
 // the file system will not take O_DIRECT: either way the file holds exactly its bytes. The
@@ -71,13 +71,10 @@ describe('restored file output', () => {
   });
 
   it('writes through the page cache where the file system refuses O_DIRECT (ramfs)', async () => {
-    const disk = path.join(scratch, 'ramfs');
-    mkdirSync(disk);
-    const mounted = spawnSync('mount', ['-t', 'ramfs', 'ramfs', disk], { encoding: 'utf8' });
-    expect(mounted.stderr).toBe('');
+    const disk = mountMemoryDisk(path.join(scratch, 'ramfs'), 'ramfs');
     try {
       const slots = AlignedSlots.tryCreate(1);
-      const file = path.join(disk, 'large.bin');
+      const file = path.join(disk.dir, 'large.bin');
       const pieces = awkwardPieces();
       const output = openFileOutput(file, 0o600, 3 << 20, slots);
       expect(isDirect(output.fd)).toBe(false);
@@ -85,7 +82,7 @@ describe('restored file output', () => {
       expect(readFileSync(file).equals(Buffer.concat(pieces))).toBe(true);
       expect(slots?.take()).toBeDefined();
     } finally {
-      spawnSync('umount', [disk]);
+      disk.unmount();
     }
   });
 
