@@ -10,6 +10,7 @@ import {
 } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { AlignedSlots } from '../../main/direct-io/index.ts';
 import type { BlockLocation } from '../store/block-sets.ts';
 import { BlockReader } from './block-reader.ts';
 import { PackWriter } from './pack-writer.ts';
@@ -20,6 +21,12 @@ import { PackWriter } from './pack-writer.ts';
 // blocks written by earlier servers as files of their own, under `blocks/`, stay readable.
 // A pack is immutable; garbage collection deletes empty packs and rewrites mostly dead ones.
 
+/**
+ * Packs written at once with O_DIRECT, each from a 1 MiB aligned slot (pack-writer.ts). A
+ * client uploads two shards at once; packs beyond this many go through the page cache.
+ */
+const DIRECT_PACKS = 8;
+
 export class BlockStore {
   private readonly blocksDir: string;
   private readonly packsDir: string;
@@ -28,6 +35,8 @@ export class BlockStore {
   /** Readers open now; packs retired meanwhile are unlinked when the last one closes. */
   private openReaders = 0;
   private readonly retired = new Set<string>();
+  /** Made with the first pack: most runs of the embedded service (a restore, a browse) write none. */
+  private packSlots: AlignedSlots | undefined | null = null;
 
   constructor(dataDir: string) {
     this.blocksDir = path.join(dataDir, 'blocks');
@@ -85,7 +94,8 @@ export class BlockStore {
 
   /** A new pack in the staging folder; append blocks, finish it, then commit or discard it. */
   startPack(): Promise<PackWriter> {
-    return PackWriter.create(this.stagingDir);
+    if (this.packSlots === null) this.packSlots = AlignedSlots.tryCreate(DIRECT_PACKS);
+    return PackWriter.create(this.stagingDir, this.packSlots);
   }
 
   /**
