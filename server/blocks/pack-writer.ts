@@ -12,9 +12,9 @@ import { piecesAfter } from '../../main/protocol/index.ts';
 // Where the store has an aligned slot free and the file system takes it, the pack is written
 // with O_DIRECT (main/direct-io): a pack is read again only when a restore asks for its blocks,
 // mostly long after, so copying its bytes into the page cache was wasted work. Backups of the
-// bench set to the embedded service took 7.9-9.3 s against 10.0-11.3 s (three alternating
-// pairs), with 2.3-4.3 s of system time against 6.0-7.4 s. Restores from such packs, read from
-// the disk either way, took as long (5.7-6.4 s against 5.9-6.2 s).
+// bench set (1.2 GiB) to the embedded service took 7.7-9.0 s against 9.4-10.2 s (three
+// alternating pairs), with 2.5-3.4 s of system time against 4.3-6.1 s. Restores after them,
+// with the caches dropped, took 5.6-5.7 s against 5.8-6.1 s: the packs read as fast.
 
 const BATCH_BYTES = 1 << 20;
 /** Batches written or waiting to be at once: writing overlaps with reading the next blocks. */
