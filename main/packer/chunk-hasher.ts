@@ -104,9 +104,14 @@ export class ChunkHasher {
 
   /** A free slot; the caller must hold no more than it was built for. */
   takeSlot(): number {
-    const slot = this.free.pop();
+    const slot = this.tryTakeSlot();
     if (slot === undefined) throw new Error('no chunk slot is free');
     return slot;
+  }
+
+  /** A free slot, or undefined when all are held. */
+  tryTakeSlot(): number | undefined {
+    return this.free.pop();
   }
 
   giveSlot(slot: number): void {

@@ -3,6 +3,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
 import { packSource, type PackInput } from '../packer/index.ts';
+import { ChunkHasher } from '../packer/chunk-hasher.ts';
 import {
   excludingFolders,
   loadExcludeRules,
@@ -556,6 +557,10 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
   const reportTimed = (): void => {
     if (timed.bytes > 0) input.onShardsTimed?.(timed);
   };
+  // Started at the first large block. One slot for each shard on its way, and as many again
+  // for retries, whose cancelled bodies may still be reading; a body without one reads here.
+  let hasher: ChunkHasher | undefined;
+  const largeBlockHasher = (): ChunkHasher => (hasher ??= new ChunkHasher(2 * SHARDS_IN_FLIGHT));
   const sendShard = async (shard: QueuedShard): Promise<void> => {
     const started = performance.now();
     let sentThisShard = 0;
@@ -574,7 +579,10 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       shard.shard_cid,
       sourceDir === null
         ? { file: shard.file, bytes: shard.bytes, onSent }
-        : { stream: () => plannedShardBody(sourceDir, blocks, onSent), bytes: shard.bytes },
+        : {
+            stream: () => plannedShardBody(sourceDir, blocks, onSent, largeBlockHasher),
+            bytes: shard.bytes,
+          },
     );
     if (shard.bytes >= TIMED_SHARD_MIN_BYTES) {
       timed.bytes += shard.bytes;
@@ -634,6 +642,8 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       await removeStaging(upload.staging_dir);
     }
     throw refused ?? error;
+  } finally {
+    await hasher?.close();
   }
   reportTimed();
   input.queue.finish(upload.version_id);

@@ -1,20 +1,32 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
+import { ChunkHasher } from '../../../main/packer/chunk-hasher.ts';
 import { plannedShardBody } from '../../../main/uploader/planned-shard-body.ts';
 import { ShardPlanner } from '../../../main/uploader/shard-planner.ts';
 import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
 
 // A planned shard must be byte for byte the shard staging would have written: same layout,
-// same CID, and a body read back from the source that hashes to it.
+// same CID, and a body read back from the source that hashes to it, whether its large blocks
+// are read and checked on the hasher's thread or, with no slot free there, on this one.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-planner-'));
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const hasher = new ChunkHasher(1);
+afterAll(async () => {
+  rmSync(scratch, { recursive: true, force: true });
+  await hasher.close();
+});
+
+/** Where a body's large blocks are read and checked. */
+const readers = [
+  ['on this thread', undefined],
+  ['on the hasher thread', () => hasher],
+] as const;
 
 async function readAll(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
   const parts: Uint8Array[] = [];
@@ -57,15 +69,24 @@ describe('ShardPlanner and plannedShardBody', () => {
     expect(planner.shards.map((shard) => [shard.shardCid.toString(), shard.bytes])).toEqual(
       writer.shards.map((shard) => [shard.shardCid.toString(), shard.bytes]),
     );
+    const hasherReads = vi.spyOn(hasher, 'read');
     for (const [index, shard] of planner.shards.entries()) {
-      const sent: number[] = [];
-      const body = await readAll(plannedShardBody(dir, shard.blocks, (count) => sent.push(count)));
-      expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
-      expect(createHash('sha256').update(body).digest()).toEqual(
-        Buffer.from(shard.shardCid.multihash.digest),
-      );
-      expect(sent.at(-1)).toBe(shard.bytes);
+      for (const [, reader] of readers) {
+        const sent: number[] = [];
+        const body = await readAll(
+          plannedShardBody(dir, shard.blocks, (count) => sent.push(count), reader),
+        );
+        expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
+        expect(createHash('sha256').update(body).digest()).toEqual(
+          Buffer.from(shard.shardCid.multihash.digest),
+        );
+        expect(sent.at(-1)).toBe(shard.bytes);
+      }
     }
+    // The large file's three full leaves went through the hasher's thread (its short tail is
+    // read as small blocks are).
+    expect(hasherReads).toHaveBeenCalledTimes(3);
+    hasherReads.mockRestore();
   });
 
   it('keep small and large blocks in order in a body of many small files', async () => {
@@ -97,27 +118,40 @@ describe('ShardPlanner and plannedShardBody', () => {
       writer.shards.map((shard) => shard.shardCid.toString()),
     );
     for (const [index, shard] of planner.shards.entries()) {
-      const body = await readAll(plannedShardBody(dir, shard.blocks));
-      expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
+      for (const [, reader] of readers) {
+        const body = await readAll(plannedShardBody(dir, shard.blocks, undefined, reader));
+        expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
+      }
     }
   });
 
-  it.each([
-    ['rewritten', (file: string) => writeFileSync(file, randomBytes(3 << 20))],
-    ['deleted', (file: string) => rmSync(file)],
-  ])('stop with source_changed when a file was %s since it was planned', async (_, change) => {
-    const dir = mkdtempSync(path.join(scratch, 'changed-'));
-    const blocks = await source(dir);
-    const planner = new ShardPlanner(64 << 20);
-    for (const block of blocks)
-      planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset });
-    planner.seal();
-    change(path.join(dir, 'large.bin'));
-    const shard = planner.shards[0];
-    if (!shard) throw new Error('no shard planned');
-    await expect(readAll(plannedShardBody(dir, shard.blocks))).rejects.toMatchObject({
-      code: 'source_changed',
-      message: 'large.bin changed after it was read for this backup',
-    });
-  });
+  const changes: ReadonlyArray<readonly [string, (file: string) => void]> = [
+    ['rewritten', (file) => writeFileSync(file, randomBytes(3 << 20))],
+    ['cut short', (file) => truncateSync(file, (1 << 20) + 10)],
+    ['deleted', (file) => rmSync(file)],
+  ];
+  it.each(
+    changes.flatMap(([how, change]) =>
+      readers.map(([where, reader]) => [how, where, change, reader] as const),
+    ),
+  )(
+    'stop with source_changed when a file was %s since it was planned (read %s)',
+    async (_, _where, change, reader) => {
+      const dir = mkdtempSync(path.join(scratch, 'changed-'));
+      const blocks = await source(dir);
+      const planner = new ShardPlanner(64 << 20);
+      for (const block of blocks)
+        planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset });
+      planner.seal();
+      change(path.join(dir, 'large.bin'));
+      const shard = planner.shards[0];
+      if (!shard) throw new Error('no shard planned');
+      await expect(
+        readAll(plannedShardBody(dir, shard.blocks, undefined, reader)),
+      ).rejects.toMatchObject({
+        code: 'source_changed',
+        message: 'large.bin changed after it was read for this backup',
+      });
+    },
+  );
 });
