@@ -91,11 +91,22 @@ export function plannedShardBody(
     }
   };
 
-  /** Reads a large block; checked against `cid` too when it says so. */
-  const readLarge = async (
+  /** Throws `source_changed` unless `length` bytes of digest `digest` are what was planned. */
+  const checkRead = (
     block: PlannedBlock,
     cid: Buffer,
-  ): Promise<{ bytes: Buffer; checked: boolean }> => {
+    length: number,
+    digest: Uint8Array,
+  ): void => {
+    if (length !== block.length || !digestMatches(cid, digest)) throw sourceChanged(block);
+  };
+
+  const check = (block: PlannedBlock, cid: Buffer, bytes: Uint8Array): void => {
+    checkRead(block, cid, bytes.length, createHash('sha256').update(bytes).digest());
+  };
+
+  /** Reads a large block and checks it against `cid`. */
+  const readLarge = async (block: PlannedBlock, cid: Buffer): Promise<Buffer> => {
     if (large?.path !== block.path) {
       await closeLarge();
       large = {
@@ -108,11 +119,10 @@ export function plannedShardBody(
     if (hasher && slot !== undefined) {
       try {
         const chunk = await hasher.read(large.handle.fd, block.offset, block.length, slot);
-        if (chunk.bytes.length !== block.length || !digestMatches(cid, chunk.digest))
-          throw sourceChanged(block);
+        checkRead(block, cid, chunk.bytes.length, chunk.digest);
         const bytes = Buffer.allocUnsafeSlow(block.length);
         bytes.set(chunk.bytes);
-        return { bytes, checked: true };
+        return bytes;
       } finally {
         hasher.giveSlot(slot);
       }
@@ -129,7 +139,9 @@ export function plannedShardBody(
       if (bytesRead === 0) break;
       length += bytesRead;
     }
-    return { bytes: buffer.subarray(0, length), checked: false };
+    const bytes = buffer.subarray(0, length);
+    check(block, cid, bytes);
+    return bytes;
   };
 
   /** The block's CID bytes: what its section starts with, and what its bytes must hash to. */
@@ -137,11 +149,6 @@ export function plannedShardBody(
     const bytes = cidBytesOfText(block.cid);
     if (!bytes) throw new Error(`the upload plan holds a malformed CID: ${block.cid}`);
     return bytes;
-  };
-
-  const check = (block: PlannedBlock, cid: Buffer, bytes: Uint8Array): void => {
-    const digest = createHash('sha256').update(bytes).digest();
-    if (bytes.length !== block.length || !digestMatches(cid, digest)) throw sourceChanged(block);
   };
 
   return new ReadableStream<Uint8Array>(
@@ -188,14 +195,13 @@ export function plannedShardBody(
               gathered += head.length + length;
             } else {
               flushSmall();
-              let read: { bytes: Buffer; checked: boolean };
+              let bytes: Buffer;
               try {
-                read = await readLarge(block, cid);
+                bytes = await readLarge(block, cid);
               } catch (error) {
+                // A failed check is `source_changed` already, and passes through as it is.
                 throw changedOrFailed(block, error);
               }
-              const { bytes } = read;
-              if (!read.checked) check(block, cid, bytes);
               parts.push(head, bytes);
               gathered += head.length + bytes.length;
             }
