@@ -1,3 +1,4 @@
+import { createServer, type Server } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { API_PREFIX, ValidationError, type ErrorBody } from '../main/protocol/index.ts';
 import { authenticateDevice, authenticateStorage, type AuthSettings } from './auth/authenticate.ts';
@@ -18,6 +19,12 @@ export interface BucketService {
   readonly ctx: ServiceContext;
   /** Starts listening and the expiry sweep; returns the base URL. */
   listen(host: string, port: number): Promise<string>;
+  /**
+   * Also answers on a Unix socket at `socketPath` (after `listen`), for a client in the same
+   * process or on the same machine: the embedded service (cli/local-service.ts). Rejects if the
+   * socket cannot be made there.
+   */
+  listenOnSocket(socketPath: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -193,6 +200,8 @@ export function createBucketService(options: ServiceOptions): BucketService {
   for (const route of ROUTES) register(route);
 
   let sweepTimer: NodeJS.Timeout | undefined;
+  /** Hands the connections it accepts to the HTTP server, as its own listening socket does. */
+  let socketServer: Server | undefined;
   return {
     app,
     ctx,
@@ -215,12 +224,28 @@ export function createBucketService(options: ServiceOptions): BucketService {
       sweepTimer.unref();
       return base;
     },
+    async listenOnSocket(socketPath) {
+      const server = createServer((socket) => app.server.emit('connection', socket));
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(socketPath, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+      socketServer = server;
+    },
     async close() {
       if (sweepTimer) clearInterval(sweepTimer);
+      // No new connections on the socket; those it handed on close with the HTTP server's.
+      const closingSocket = socketServer
+        ? new Promise<void>((resolve) => socketServer?.close(() => resolve()))
+        : Promise.resolve();
       // Idle connections close at once; an upload still streaming gets a short grace period.
       const force = setTimeout(() => app.server.closeAllConnections(), 2_000);
       try {
         await app.close();
+        await closingSocket;
       } finally {
         clearTimeout(force);
         try {
