@@ -4,6 +4,8 @@ import type { RetryPolicy } from '../service/index.ts';
 /** Canopy's embedded Bucket Storage Service, running on loopback for one data folder. */
 export interface LocalService {
   readonly url: string;
+  /** A Unix socket the service also answers on; the engine sends its own requests there. */
+  readonly socketPath?: string;
   /** An enrollment code for the folder's one local user, creating the user on first use. */
   enrollmentCode(): Promise<string>;
   close(): Promise<void>;

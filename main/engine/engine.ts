@@ -127,10 +127,13 @@ export class Engine {
   ): ServiceClient {
     const minter =
       key && userId !== undefined ? new TokenMinter(key, userId, () => this.now()) : undefined;
+    // The embedded service's own socket, for requests to it (cli/local-service.ts).
+    const socketPath = baseUrl === this.local?.url ? this.local.socketPath : undefined;
     return new ServiceClient({
       baseUrl,
       ...(minter ? { deviceToken: () => minter.token() } : {}),
       ...(retry ? { retry } : {}),
+      ...(socketPath === undefined ? {} : { socketPath }),
     });
   }
 

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Dispatcher } from 'undici';
 import { EngineError } from '../api/index.ts';
 import {
   API_PREFIX,
@@ -27,6 +28,7 @@ import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { answerCut, errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
+import { socketDispatcher } from './socket-dispatcher.ts';
 import { type AnswerBody, streamedRequest } from './streamed-answer.ts';
 import {
   DEFAULT_RETRY_POLICY,
@@ -49,6 +51,8 @@ export interface ServiceClientOptions {
   readonly delay?: (ms: number) => Promise<void>;
   /** Called before each retry, for logs and progress. */
   readonly onRetry?: (info: { attempt: number; delayMs: number; error: EngineError }) => void;
+  /** A Unix socket that reaches the base URL's origin: the embedded service's own. */
+  readonly socketPath?: string;
 }
 
 /** What fetch accepts as a request body. */
@@ -106,11 +110,17 @@ export class ServiceClient {
   readonly baseUrl: string;
   private readonly options: ServiceClientOptions;
   private readonly retry: RetryPolicy;
+  /** Through `socketPath`, when given; else undici's global dispatcher. */
+  private readonly dispatcher: Dispatcher | undefined;
 
   constructor(options: ServiceClientOptions) {
     this.baseUrl = checkServiceUrl(options.baseUrl);
     this.options = options;
     this.retry = options.retry ?? DEFAULT_RETRY_POLICY;
+    this.dispatcher =
+      options.socketPath === undefined
+        ? undefined
+        : socketDispatcher(this.baseUrl, options.socketPath);
   }
 
   private authorization(auth: Auth): string | undefined {
@@ -210,8 +220,11 @@ export class ServiceClient {
       // A redirect could not replay a stream anyway, and with 'follow' Node's fetch tees the
       // body to keep a copy for one, holding the whole shard in memory until it is sent.
       ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
+      // Node's fetch takes an undici dispatcher (its own extension of RequestInit).
+      ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
     };
-    return fetch(url, init as RequestInit);
+    // The dispatcher is the undici package's, typed apart from the copy Node's typings carry.
+    return fetch(url, init as unknown as RequestInit);
   }
 
   /** A failed answer's outcome, for withRetries. */
@@ -265,6 +278,7 @@ export class ServiceClient {
         url,
         headers,
         ...(typeof body === 'string' ? { body } : {}),
+        ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
       });
       if (answer.status >= 200 && answer.status < 300) return { ok: true, value: answer.body };
       return {

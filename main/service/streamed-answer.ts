@@ -1,4 +1,4 @@
-import { errors, request } from 'undici';
+import { type Dispatcher, errors, request } from 'undici';
 import { EngineError } from '../api/index.ts';
 
 // A request whose answer is a long binary body (a blocks/car CAR), made with undici's request
@@ -37,6 +37,8 @@ export interface StreamedRequest {
   readonly body?: string;
   /** How long the connection may go without a byte before it is given up (default 300 s). */
   readonly idleTimeoutMs?: number;
+  /** Instead of undici's global dispatcher. */
+  readonly dispatcher?: Dispatcher;
 }
 
 /** As fetch's own (undici's headers and body timeouts): a server that stalls is let go. */
@@ -88,6 +90,7 @@ export async function streamedRequest(spec: StreamedRequest): Promise<StreamedAn
       ...(spec.body === undefined ? {} : { body: spec.body }),
       headersTimeout: idleMs,
       bodyTimeout: idleMs,
+      ...(spec.dispatcher ? { dispatcher: spec.dispatcher } : {}),
     });
   } catch (error) {
     throw stallOrAsIs(error, idleMs);
