@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -30,6 +30,7 @@ afterEach(async () => {
   if (savedTmpdir === undefined) delete process.env['TMPDIR'];
   else process.env['TMPDIR'] = savedTmpdir;
 });
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** An engine on its embedded service, with how each request reached the service. */
 function engineWatchingTransport(name: string): {
@@ -105,5 +106,3 @@ describe('the embedded service socket', () => {
     expect(new Set(watched.transports)).toEqual(new Set(['tcp']));
   });
 });
-
-process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
