@@ -11,9 +11,9 @@ import { defaultServiceOptions } from '../server/options.ts';
 // disk), on a free loopback port, in this process. No account is needed: the folder has one
 // local user, and each device enrolls with a fresh code.
 //
-// It runs on the engine's own thread. A worker thread of its own was tried: backup and restore
-// were no faster (packing and uploading are separate phases, and both are bound by the disk),
-// and the second JavaScript heap cost about 100 MB of peak memory.
+// It runs on the engine's own thread. A worker thread of its own was tried three times: backup
+// and restore were no faster, first because the disk was the limit and later because the two
+// cores were, and the second JavaScript heap cost 60-100 MB of peak memory.
 //
 // The engine's own requests go through a Unix socket beside the port, in a folder of this
 // user's only: every byte of a backup and a restore crosses the connection, both of its ends
