@@ -10,6 +10,8 @@ import { mkdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 //   kernel's FAT and exFAT drivers refuse any mode but the one their mount options give;
 // - the kernel's own memory disks: a small tmpfs fills up as a nearly full drive does, and
 //   ramfs refuses O_DIRECT (tmpfs takes it from Linux 6.6).
+// - a small ext4 disk (an image formatted by mkfs.ext4, loop-mounted): a full drive on the file
+//   system a restore flushes whole rather than file by file (file-system-flush.ts).
 
 export interface MountedDisk {
   /** Where the disk is mounted. */
@@ -84,6 +86,24 @@ export function mountMemoryDisk(dir: string, type: 'tmpfs' | 'ramfs', sizeMiB = 
     dir,
     unmount() {
       run('umount', [dir]);
+    },
+  };
+}
+
+/** Makes and mounts an ext4 disk of `sizeMiB` at `dir` (made here); its image sits beside it. */
+export function mountExt4(dir: string, sizeMiB: number): MountedDisk {
+  const image = `${dir}.img`;
+  writeFileSync(image, '');
+  truncateSync(image, sizeMiB * 1024 * 1024);
+  // No reserved blocks: as root, the restore could otherwise write into the last 5 %.
+  run('mkfs.ext4', ['-q', '-m', '0', image]);
+  mkdirSync(dir, { recursive: true });
+  run('mount', ['-o', 'loop', image, dir]);
+  return {
+    dir,
+    unmount() {
+      run('umount', [dir]);
+      rmSync(image, { force: true });
     },
   };
 }
