@@ -1,6 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  closeSync,
+  constants,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {
@@ -68,6 +76,22 @@ describe('restored file output', () => {
     await writeAll(output, [bytes]);
     expect(readFileSync(file).equals(bytes)).toBe(true);
     expect(slots?.take()).toBeDefined();
+  });
+
+  it("rejects a small file's write that the disk has no room for, as any other write", async () => {
+    const disk = mountMemoryDisk(path.join(scratch, 'full'), 'tmpfs', 1);
+    try {
+      writeFileSync(path.join(disk.dir, 'filler'), new Uint8Array(0));
+      expect(() => appendFileSync(path.join(disk.dir, 'filler'), randomBytes(2 << 20))).toThrow(
+        /ENOSPC/,
+      );
+      const output = openFileOutput(path.join(disk.dir, 'note.txt'), 0o600, 5000, undefined);
+      const writing = output.write([randomBytes(5000)]);
+      await expect(writing).rejects.toThrow(/ENOSPC/);
+      output.close();
+    } finally {
+      disk.unmount();
+    }
   });
 
   it('writes through the page cache where the file system refuses O_DIRECT (ramfs)', async () => {
