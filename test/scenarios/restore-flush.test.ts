@@ -16,7 +16,7 @@ import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExt4, mountMemoryDisk, type MountedDisk } from '../helpers/limited-disks.ts';
 
 // A restore onto ext4 makes its files durable a batch at a time, with one flush of the file
-// system (syncfs through `sync --file-system`) instead of an fsync per file. Here, on ext4 disks
+// system (syncfs through `sync -f`) instead of an fsync per file. Here, on ext4 disks
 // of their own, with the real CLI: the batches are flushed, a flush that fails leaves every file
 // fsynced by itself and restored all the same, and a disk that fills up part-way keeps the files
 // written whole before it did. The `sync` the restore runs is found on PATH, so a test can put a
@@ -137,7 +137,7 @@ describe('flushing a restore onto ext4', () => {
     // 2 501 files: two full batches and the rest at the end, each flushing the target's disk.
     expect(flushes.length).toBeGreaterThanOrEqual(3);
     expect(flushes.length).toBeLessThan(10);
-    for (const args of flushes) expect(args).toBe(`--file-system -- ${target}`);
+    for (const args of flushes) expect(args).toBe(`-f -- ${target}`);
   });
 
   it('fsyncs each file when a flush fails, and restores every one', async () => {
