@@ -102,6 +102,38 @@ export class DirectWriter {
     return total;
   }
 
+  /** Bytes the slot takes before it is written out. */
+  get room(): number {
+    return this.slot.length - this.filled;
+  }
+
+  /**
+   * Copies `pieces`, at most `room` bytes in all, into the slot as one run, and runs `alongside`
+   * on that copy while the slot is written out (if they filled it). Resolves with their byte
+   * count once both are done, so the copy stays as it is until `alongside` settles; rejects with
+   * the first failure of either. A restore hashes a leaf's copy so, as it writes it.
+   */
+  async writeAlongside(
+    pieces: readonly Uint8Array[],
+    alongside: (copy: Uint8Array) => Promise<void>,
+  ): Promise<number> {
+    let total = 0;
+    for (const piece of pieces) total += piece.length;
+    if (total > this.room) throw new RangeError(`${total} bytes do not fit in the slot`);
+    const start = this.filled;
+    for (const piece of pieces) {
+      this.slot.set(piece, this.filled);
+      this.filled += piece.length;
+    }
+    const [done, written] = await Promise.allSettled([
+      alongside(this.slot.subarray(start, this.filled)),
+      this.filled === this.slot.length ? this.writeOut(this.filled) : undefined,
+    ]);
+    if (done.status === 'rejected') throw done.reason;
+    if (written.status === 'rejected') throw written.reason;
+    return total;
+  }
+
   /** Writes what is left and leaves the file at its length. */
   async finish(): Promise<void> {
     if (this.filled === 0) return;

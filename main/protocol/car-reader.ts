@@ -2,12 +2,14 @@ import { createHash } from 'node:crypto';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { Digest } from 'multiformats/hashes/digest';
-import { cidText, isProtocolCid, PROTOCOL_CID_BYTES } from './cid.ts';
+import { cidText, isProtocolCid, PROTOCOL_CID_BYTES, RAW_CODEC } from './cid.ts';
 
 // A streaming CAR reader that treats every CAR as hostile (§16.8). @ipld/car's decoder reads a
 // section's full length before it can be judged, so a lying varint would make it buffer up to
 // the body limit; this reader checks every length against its bound before reading the bytes,
 // verifies every block against its CID as it goes, and never holds more than one block.
+// readCarCheckingLater alone hands large raw blocks on unchecked, for a caller that checks them
+// itself where it copies their bytes anyway (a restore's file writes).
 
 export type CarFaultKind = 'malformed' | 'block_too_large';
 
@@ -33,8 +35,13 @@ export interface CarReadLimits {
   readonly allowV2?: boolean;
 }
 
-export type CarItem =
-  { readonly type: 'header'; readonly roots: readonly CID[]; readonly version: 1 | 2 } | CarBlock;
+export interface CarHeaderItem {
+  readonly type: 'header';
+  readonly roots: readonly CID[];
+  readonly version: 1 | 2;
+}
+
+export type CarItem = CarHeaderItem | CarBlock;
 
 /**
  * A block read from a CAR, already checked against its CID. Its bytes come as the pieces they
@@ -59,6 +66,48 @@ export class CarBlock {
     return this.joined ?? new Uint8Array(0);
   }
 }
+
+/**
+ * A raw block read from a CAR, its bytes not yet checked against its CID: readCarCheckingLater
+ * hands large ones on so. Until its taker has checked it, by `check()` or by comparing the
+ * SHA-256 of its bytes with `expectedDigest`, it is not a block received, only bytes.
+ */
+export class UncheckedCarBlock {
+  readonly type = 'unchecked-block';
+
+  constructor(
+    readonly cid: CID,
+    readonly pieces: readonly Uint8Array[],
+    /** The bytes in all the pieces. */
+    readonly length: number,
+  ) {}
+
+  /** The SHA-256 the bytes must have: the CID's digest. */
+  get expectedDigest(): Uint8Array {
+    return this.cid.multihash.digest;
+  }
+
+  /** The block, hashed here; a CarFormatError naming its CID when the bytes do not match. */
+  check(): CarBlock {
+    return checkedBlock(this.cid, this.pieces, this.length);
+  }
+}
+
+/** The CarFormatError of a block whose bytes do not hash to its CID. */
+export function mismatchedBlock(cid: CID): CarFormatError {
+  const text = cidText(cid);
+  return new CarFormatError('malformed', `block bytes do not match ${text}`, text);
+}
+
+function checkedBlock(cid: CID, pieces: readonly Uint8Array[], length: number): CarBlock {
+  const hash = createHash('sha256');
+  for (const piece of pieces) hash.update(piece);
+  if (!Buffer.from(cid.multihash.digest).equals(hash.digest())) throw mismatchedBlock(cid);
+  return new CarBlock(cid, pieces, length);
+}
+
+/** What a section's bytes become: a checked block, or for readCarCheckingLater maybe not yet. */
+type BlockOf<Block> = (cid: CID, pieces: readonly Uint8Array[], length: number) => Block;
 
 const MAX_VARINT_BYTES = 8; // 56 bits: more than any length we accept, less than 2^53.
 /** Version, codec, hash code and digest length as varints, then a sha2-256 digest. */
@@ -294,11 +343,12 @@ export function encodeVarint(value: number): Uint8Array {
   return new Uint8Array(out);
 }
 
-async function* readSections(
+async function* readSections<Block>(
   reader: ByteReader,
   limits: CarReadLimits,
   endPosition: number | undefined,
-): AsyncGenerator<CarItem> {
+  blockOf: BlockOf<Block>,
+): AsyncGenerator<Block> {
   for (;;) {
     if (endPosition === undefined ? await reader.isAtEnd() : reader.position >= endPosition) return;
     const sectionLength = await reader.readVarint('section length');
@@ -316,14 +366,7 @@ async function* readSections(
     if (endPosition !== undefined && sectionStart + sectionLength > endPosition) {
       throw malformed('section runs past the CARv2 data');
     }
-    const pieces = await reader.readPieces(blockLength, 'block');
-    const hash = createHash('sha256');
-    for (const piece of pieces) hash.update(piece);
-    if (!Buffer.from(cid.multihash.digest).equals(hash.digest())) {
-      const text = cidText(cid);
-      throw new CarFormatError('malformed', `block bytes do not match ${text}`, text);
-    }
-    yield new CarBlock(cid, pieces, blockLength);
+    yield blockOf(cid, await reader.readPieces(blockLength, 'block'), blockLength);
   }
 }
 
@@ -331,10 +374,35 @@ async function* readSections(
  * Reads a CAR from a stream: first a `header` item, then one `block` item per section, each
  * already checked against its CID. Throws CarFormatError at the first offending byte.
  */
-export async function* readCar(
+export function readCar(
   source: AsyncIterable<Uint8Array>,
   limits: CarReadLimits,
 ): AsyncGenerator<CarItem> {
+  return readItems(source, limits, checkedBlock);
+}
+
+/**
+ * readCar, except that raw blocks of at least `uncheckedFrom` bytes come unchecked, for the
+ * caller to check (UncheckedCarBlock): it may hash them off its thread, where it copies them.
+ * Every other check (lengths, limits, CIDs, the layout) is readCar's.
+ */
+export function readCarCheckingLater(
+  source: AsyncIterable<Uint8Array>,
+  limits: CarReadLimits,
+  uncheckedFrom: number,
+): AsyncGenerator<CarItem | UncheckedCarBlock> {
+  return readItems(source, limits, (cid, pieces, length) =>
+    cid.code === RAW_CODEC && length >= uncheckedFrom
+      ? new UncheckedCarBlock(cid, pieces, length)
+      : checkedBlock(cid, pieces, length),
+  );
+}
+
+async function* readItems<Block>(
+  source: AsyncIterable<Uint8Array>,
+  limits: CarReadLimits,
+  blockOf: BlockOf<Block>,
+): AsyncGenerator<CarHeaderItem | Block> {
   const reader = new ByteReader(source);
   const maxHeader = limits.maxHeaderBytes ?? DEFAULT_MAX_HEADER;
   if (await reader.isAtEnd()) throw malformed('empty CAR');
@@ -343,7 +411,7 @@ export async function* readCar(
   const header = decodeHeader(await reader.readExactly(headerLength, 'header'));
   if (header.version === 1) {
     yield { type: 'header', roots: header.roots, version: 1 };
-    yield* readSections(reader, limits, undefined);
+    yield* readSections(reader, limits, undefined, blockOf);
     return;
   }
   if (limits.allowV2 !== true) throw malformed('CARv2 is not accepted here');
@@ -361,7 +429,7 @@ export async function* readCar(
   if (inner.version !== 1) throw malformed('CARv2 inner CAR is not CARv1');
   if (reader.position > innerStart + dataSize) throw malformed('CARv2 data size too small');
   yield { type: 'header', roots: inner.roots, version: 2 };
-  yield* readSections(reader, limits, innerStart + dataSize);
+  yield* readSections(reader, limits, innerStart + dataSize, blockOf);
   // The index after the data is ignored (§10.1), but it must be read off the stream.
   await reader.drain();
 }

@@ -2,23 +2,41 @@ import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { cidText, DAG_PB_CODEC, lengthOfPieces, RAW_CODEC } from '../protocol/index.ts';
+import {
+  cidText,
+  DAG_PB_CODEC,
+  lengthOfPieces,
+  RAW_CODEC,
+  UncheckedCarBlock,
+} from '../protocol/index.ts';
 
 // A restored file's bytes, walked from its UnixFS File node (§17.1) one leaf at a time: the
 // next leaf is asked for only once the reader has taken the previous one, so a file of any
 // size holds at most one leaf here. The library exporter walks ahead of its reader without
 // waiting and copies every block once more: on a 100 MiB file it held tens of megabytes.
 // A leaf comes as the pieces it arrived in over the network, and goes out as them: its writer
-// writes them in one call, without their being copied together first.
+// writes them in one call, without their being copied together first. A large leaf may come
+// not yet checked against its CID: its writer checks it where it copies it (file-output.ts).
 
 /** Deeper than any balanced layout of 1024-link nodes can be: a tree this deep is hostile. */
 const MAX_DEPTH = 32;
 
+/**
+ * Bytes of a file in the pieces they arrived in, already checked; or a leaf whose writer must
+ * still check it, and write nothing of it as the file's unless it matches.
+ */
+export type FilePart = readonly Uint8Array[] | UncheckedCarBlock;
+
+/** The bytes in a part. */
+export function lengthOfPart(part: FilePart): number {
+  return part instanceof UncheckedCarBlock ? part.length : lengthOfPieces(part);
+}
+
 export interface FileDag {
   /** A dag-pb node from the version's metadata; undefined when it has none by that CID. */
   node(cid: CID): Uint8Array | undefined;
-  /** A raw leaf's bytes in pieces, already checked against its CID. */
-  leaf(cid: CID): Promise<readonly Uint8Array[]>;
+  /** A raw leaf's bytes: in pieces already checked against its CID, or still to be checked. */
+  leaf(cid: CID): Promise<FilePart>;
 }
 
 function damaged(cid: CID, why: string): EngineError {
@@ -50,7 +68,7 @@ function fileNode(cid: CID, dag: FileDag) {
  * Throws a protocol EngineError when the DAG is damaged: a node missing or not a file, a
  * size that differs from the one its parent states, a link of another codec, or too deep.
  */
-export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<readonly Uint8Array[]> {
+export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<FilePart> {
   if (root.code === RAW_CODEC) {
     yield await dag.leaf(root);
     return;
@@ -72,11 +90,11 @@ export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<readon
     frame.next += 1;
     const stated = frame.unixfs.blockSizes[index] ?? 0n;
     if (link.Hash.code === RAW_CODEC) {
-      const pieces = await dag.leaf(link.Hash);
-      const length = lengthOfPieces(pieces);
+      const leaf = await dag.leaf(link.Hash);
+      const length = lengthOfPart(leaf);
       if (BigInt(length) !== stated)
         throw damaged(frame.cid, `leaf ${index} has ${length} bytes, not ${stated}`);
-      yield pieces;
+      yield leaf;
     } else if (link.Hash.code === DAG_PB_CODEC) {
       if (stack.length >= MAX_DEPTH) throw damaged(root, `deeper than ${MAX_DEPTH} levels`);
       const child = fileNode(link.Hash, dag);

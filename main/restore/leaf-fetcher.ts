@@ -1,8 +1,9 @@
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { CarFormatError, cidText } from '../protocol/index.ts';
+import { CarFormatError, cidText, UncheckedCarBlock } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
+import type { FilePart } from './file-bytes.ts';
 import { receiveBlocks } from './receive-blocks.ts';
 
 // The leaves a restore writes, fetched ahead of the writes in batches through blocks/car (each
@@ -11,11 +12,23 @@ import { receiveBlocks } from './receive-blocks.ts';
 // reads, across small files too, capped in count and bytes, and the next batch is fetched while
 // files are written from this one. A leaf read again soon (a file stored twice) is fetched once;
 // one read again much later is fetched again, so a repeated folder does not pin its leaves.
+// Leaves from LARGE_LEAF_BYTES on are handed on unchecked: the file writer hashes its copy of
+// them off the engine's thread (file-output.ts).
 
 /** At most this many leaves, and this many bytes, per blocks/car request. */
 const LEAF_BATCH = 256;
 const LEAF_BATCH_BYTES = 8 * 1024 * 1024;
 const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
+/**
+ * Leaves at least this large come unchecked, for their writer to check. Hashing a few KiB on
+ * this thread costs less than handing it to a worker.
+ */
+const LARGE_LEAF_BYTES = 64 * 1024;
+
+/** Why a file was left out: the server sent other bytes for one of its leaves. */
+export function damagedLeafReason(cid: string): string {
+  return `block ${cid} came back from the server damaged`;
+}
 /**
  * Fetched leaves a file may have waiting before it must wait for the files before it. Lower
  * (one batch) made the second of two large files wait for the first, and restores 10 % slower.
@@ -23,11 +36,11 @@ const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
 const AHEAD_BYTES = 32 * 1024 * 1024;
 interface FetchedLeaf {
   /**
-   * Its bytes in the pieces they arrived in; undefined while its batch is on the way, or when
+   * Its bytes as they arrived, checked or not; undefined while its batch is on the way, or when
    * the host could not give it back.
    */
-  pieces: readonly Uint8Array[] | undefined;
-  /** The bytes in `pieces`. */
+  bytes: FilePart | undefined;
+  /** The bytes in `bytes`. */
   size: number;
   /** Planned reads of this leaf not yet taken. */
   reads: number;
@@ -69,7 +82,7 @@ export class LeafFetcher {
    * A leaf the host sent damaged or no longer holds rejects with EntryNotRestoredError, once
    * the read counts as taken: the reads after it go on.
    */
-  async take(cid: CID, read: number): Promise<readonly Uint8Array[]> {
+  async take(cid: CID, read: number): Promise<FilePart> {
     while (this.planned <= read && this.lookahead.done !== true) {
       if (this.stopped) throw this.stopped;
       // A file far ahead of the first unfinished one waits for it, rather than have every leaf
@@ -88,9 +101,9 @@ export class LeafFetcher {
     await this.fetching;
     const key = cidText(cid);
     const leaf = this.fetched.get(key);
-    if (leaf === undefined || (leaf.pieces === undefined && leaf.unavailable === undefined))
+    if (leaf === undefined || (leaf.bytes === undefined && leaf.unavailable === undefined))
       throw new EngineError('protocol', `block ${key} did not come back from the server`);
-    const { pieces, unavailable } = leaf;
+    const { bytes, unavailable } = leaf;
     leaf.reads -= 1;
     if (leaf.reads <= 0) {
       this.fetched.delete(key);
@@ -100,8 +113,8 @@ export class LeafFetcher {
     while (this.takenAhead.delete(this.firstUntaken)) this.firstUntaken += 1;
     this.wake();
     this.prefetch();
-    if (pieces === undefined) throw new EntryNotRestoredError(unavailable ?? '');
-    return pieces;
+    if (bytes === undefined) throw new EntryNotRestoredError(unavailable ?? '');
+    return bytes;
   }
 
   /** Ends the restore early: takes waiting for earlier files fail with `reason`. */
@@ -144,7 +157,7 @@ export class LeafFetcher {
         if (batch.length > 0 && batchBytes + size > LEAF_BATCH_BYTES) break;
         batchBytes += size;
         batch.push(key);
-        this.fetched.set(key, { pieces: undefined, size: 0, reads: 1 });
+        this.fetched.set(key, { bytes: undefined, size: 0, reads: 1 });
       }
       this.planned += 1;
       this.lookahead = this.reads.next();
@@ -155,11 +168,11 @@ export class LeafFetcher {
         this.client,
         this.storageHost,
         batch,
-        MAX_BLOCK_BYTES,
+        { maxBlockBytes: MAX_BLOCK_BYTES, uncheckedFrom: LARGE_LEAF_BYTES },
         (key, block) => {
           const leaf = this.fetched.get(key);
           if (!leaf) return;
-          leaf.pieces = block.pieces;
+          leaf.bytes = block instanceof UncheckedCarBlock ? block : block.pieces;
           leaf.size = block.length;
           this.fetchedBytes += block.length;
         },
@@ -168,7 +181,7 @@ export class LeafFetcher {
           if (leaf)
             leaf.unavailable =
               why === 'damaged'
-                ? `block ${key} came back from the server damaged`
+                ? damagedLeafReason(key)
                 : `the server no longer holds block ${key}`;
         },
       );

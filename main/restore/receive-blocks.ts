@@ -1,5 +1,11 @@
 import { EngineError } from '../api/index.ts';
-import { type CarBlock, CarFormatError, cidText, readCar } from '../protocol/index.ts';
+import {
+  type CarBlock,
+  CarFormatError,
+  cidText,
+  readCarCheckingLater,
+  type UncheckedCarBlock,
+} from '../protocol/index.ts';
 import type { AnswerBody, ServiceClient } from '../service/index.ts';
 
 // One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar. An
@@ -12,6 +18,17 @@ const CUT_ANSWERS_PER_BATCH = 3;
 
 /** Why the host could not give a block back: it sent other bytes, or it holds none. */
 export type UnavailableBlock = 'damaged' | 'missing';
+
+/** How the answers' blocks are read. */
+export interface BlockReading {
+  /** A larger block is refused as hostile. */
+  readonly maxBlockBytes: number;
+  /**
+   * Raw blocks of at least this size are handed on unchecked, for the taker to check (see
+   * readCarCheckingLater); without it, every block is checked before it is handed on.
+   */
+  readonly uncheckedFrom?: number;
+}
 
 /**
  * Asks for `cids` and hands each block that comes back to `onBlock`, once per CID; blocks not
@@ -27,8 +44,8 @@ export async function receiveBlocks(
   client: ServiceClient,
   storageHost: string,
   cids: readonly string[],
-  maxBlockBytes: number,
-  onBlock: (cid: string, block: CarBlock) => void,
+  reading: BlockReading,
+  onBlock: (cid: string, block: CarBlock | UncheckedCarBlock) => void,
   onUnavailable?: (cid: string, why: UnavailableBlock) => void,
 ): Promise<Set<string>> {
   const wanted = new Set(cids);
@@ -37,8 +54,13 @@ export async function receiveBlocks(
     let answer: AnswerBody | undefined;
     try {
       answer = await client.blocksCar(storageHost, [...wanted]);
-      for await (const item of readCar(answer, { maxBlockBytes })) {
-        if (item.type !== 'block') continue;
+      const items = readCarCheckingLater(
+        answer,
+        { maxBlockBytes: reading.maxBlockBytes },
+        reading.uncheckedFrom ?? Number.POSITIVE_INFINITY,
+      );
+      for await (const item of items) {
+        if (item.type === 'header') continue;
         const cid = cidText(item.cid);
         if (wanted.delete(cid)) onBlock(cid, item);
       }
@@ -53,14 +75,7 @@ export async function receiveBlocks(
           continue;
         }
         if (error instanceof EngineError && error.code === 'not_found')
-          return receiveHalves(
-            client,
-            storageHost,
-            [...wanted],
-            maxBlockBytes,
-            onBlock,
-            onUnavailable,
-          );
+          return receiveHalves(client, storageHost, [...wanted], reading, onBlock, onUnavailable);
       }
       const broke = error instanceof EngineError && error.code === 'network';
       cut += 1;
@@ -75,8 +90,8 @@ async function receiveHalves(
   client: ServiceClient,
   storageHost: string,
   cids: readonly string[],
-  maxBlockBytes: number,
-  onBlock: (cid: string, block: CarBlock) => void,
+  reading: BlockReading,
+  onBlock: (cid: string, block: CarBlock | UncheckedCarBlock) => void,
   onUnavailable: (cid: string, why: UnavailableBlock) => void,
 ): Promise<Set<string>> {
   const [only] = cids;
@@ -87,14 +102,7 @@ async function receiveHalves(
   const half = Math.ceil(cids.length / 2);
   const notSent = new Set<string>();
   for (const part of [cids.slice(0, half), cids.slice(half)]) {
-    const left = await receiveBlocks(
-      client,
-      storageHost,
-      part,
-      maxBlockBytes,
-      onBlock,
-      onUnavailable,
-    );
+    const left = await receiveBlocks(client, storageHost, part, reading, onBlock, onUnavailable);
     for (const cid of left) notSent.add(cid);
   }
   return notSent;

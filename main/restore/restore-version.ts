@@ -14,7 +14,7 @@ import { utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isDiskFull } from '../api/index.ts';
-import { cidText, RAW_CODEC } from '../protocol/index.ts';
+import { CarFormatError, cidText, RAW_CODEC } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
@@ -25,7 +25,7 @@ import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
 import { fsyncFully } from './file-writes.ts';
 import { FileSystemFlush } from './file-system-flush.ts';
-import { LeafFetcher } from './leaf-fetcher.ts';
+import { damagedLeafReason, LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
@@ -193,6 +193,16 @@ function withGaps(
   };
 }
 
+/**
+ * Why writing a file's bytes failed, as an EntryNotRestoredError when that file alone is left
+ * out (a leaf that did not match its CID, a file too large for the disk), else as it came.
+ */
+function contentError(error: unknown, target: string): unknown {
+  if (error instanceof CarFormatError && error.mismatchedCid !== undefined)
+    return new EntryNotRestoredError(damagedLeafReason(error.mismatchedCid), { cause: error });
+  return refusalOf(error, target, 'content');
+}
+
 /** Takes a file's leaves and drops them: a file inside a folder the target refused. */
 async function discardFile(cid: CID, dag: FileDag, sizeOf: (cid: CID) => number): Promise<void> {
   const bytes = fileBytes(
@@ -352,25 +362,25 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     let written = 0;
     try {
       // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way, and
-      // one whose block the server cannot give back has a gap. Either way the rest of its leaves
-      // are still taken, unwritten: the files after it wait for them.
-      let tooLarge: EntryNotRestoredError | undefined;
+      // one whose block the server cannot give back, or gives back damaged, has a gap. Either
+      // way the rest of its leaves are still taken, unwritten: the files after it wait for them.
+      let leftOut: EntryNotRestoredError | undefined;
       let gap: EntryNotRestoredError | undefined;
       const gapped = withGaps(dag, leafSize, (error) => {
         gap ??= error;
       });
-      for await (const pieces of fileBytes(entry.cid, gapped)) {
-        if (tooLarge || gap) continue;
+      for await (const part of fileBytes(entry.cid, gapped)) {
+        if (leftOut || gap) continue;
         try {
-          written += await output.write(pieces);
+          written += await output.write(part);
         } catch (error) {
-          const refusal = refusalOf(error, target, 'content');
+          const refusal = contentError(error, target);
           if (!(refusal instanceof EntryNotRestoredError)) throw error;
-          tooLarge = refusal;
+          leftOut = refusal;
         }
       }
       if (gap) throw gap;
-      if (tooLarge) throw tooLarge;
+      if (leftOut) throw leftOut;
       try {
         await output.finish();
       } catch (error) {
@@ -663,6 +673,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     // reported: none is left running, nor left under its temporary name.
     await Promise.all(inFlight);
     await renameWritten();
+    await slots?.close();
   }
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);

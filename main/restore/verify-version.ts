@@ -41,7 +41,7 @@ export async function verifyVersion(input: {
         input.client,
         input.storageHost,
         chosen.slice(index, index + BATCH),
-        MAX_BLOCK_BYTES,
+        { maxBlockBytes: MAX_BLOCK_BYTES },
         (_cid, block) => {
           bytes += block.length;
         },

@@ -4,9 +4,11 @@ import {
   CarFormatError,
   encodeVarint,
   readCar,
+  readCarCheckingLater,
   type CarItem,
+  UncheckedCarBlock,
 } from '../../../main/protocol/index.ts';
-import { carBytes, rawBlock } from '../../helpers/cars.ts';
+import { carBytes, cborBlock, rawBlock } from '../../helpers/cars.ts';
 
 // eslint-disable-next-line @typescript-eslint/require-await -- a stream source, async by contract
 async function* chunked(bytes: Uint8Array, size: number): AsyncGenerator<Uint8Array> {
@@ -95,6 +97,39 @@ describe('readCar', () => {
         message: expect.stringContaining('do not match') as unknown,
       });
     }
+  });
+
+  it('leaves only large raw blocks unchecked when asked, and their check still catches a lie', async () => {
+    const small = await rawBlock(randomBytes(1000));
+    const large = await rawBlock(randomBytes(70_000));
+    const node = await cborBlock({ large: 'x'.repeat(70_000) });
+    const lyingBytes = Buffer.from(large.bytes);
+    lyingBytes[0] = (lyingBytes[0] ?? 0) ^ 1;
+    const lying = { cid: large.cid, bytes: lyingBytes };
+    const read = async (blocks: Parameters<typeof carBytes>[1]) => {
+      const items = [];
+      const car = await carBytes([], blocks);
+      for await (const item of readCarCheckingLater(
+        chunked(car, 4096),
+        { maxBlockBytes: 1 << 20 },
+        65_536,
+      ))
+        items.push(item);
+      return items.slice(1);
+    };
+    const [smallItem, largeItem, nodeItem, lyingItem] = await read([small, large, node, lying]);
+    expect(smallItem?.type).toBe('block');
+    // A dag-cbor block of that size is still checked here: only raw leaves are file bytes.
+    expect(nodeItem?.type).toBe('block');
+    if (!(largeItem instanceof UncheckedCarBlock) || !(lyingItem instanceof UncheckedCarBlock))
+      throw new Error('the large raw blocks came checked');
+    expect(Buffer.from(largeItem.expectedDigest).equals(large.cid.multihash.digest)).toBe(true);
+    expect(Buffer.concat(largeItem.check().pieces).equals(large.bytes)).toBe(true);
+    expect(() => lyingItem.check()).toThrow(CarFormatError);
+    expect(() => lyingItem.check()).toThrow(`block bytes do not match ${large.cid.toString()}`);
+    // A lying small block still stops the read, as readCar does.
+    const smallLie = { cid: small.cid, bytes: randomBytes(1000) };
+    await expect(read([smallLie])).rejects.toMatchObject({ mismatchedCid: small.cid.toString() });
   });
 
   it('refuses a block CID spelt with a longer varint, or of a codec §3 does not allow', async () => {

@@ -8,7 +8,12 @@ import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { describe, expect, it } from 'vitest';
 import { EngineError } from '../../../main/api/index.ts';
-import { cidText, DAG_PB_CODEC, rawCidOf } from '../../../main/protocol/index.ts';
+import {
+  cidText,
+  DAG_PB_CODEC,
+  rawCidOf,
+  UncheckedCarBlock,
+} from '../../../main/protocol/index.ts';
 import { fileBytes, type FileDag } from '../../../main/restore/file-bytes.ts';
 
 /**
@@ -54,7 +59,8 @@ async function importFile(dag: MemoryDag, content: Uint8Array): Promise<CID> {
 
 async function readAll(root: CID, dag: FileDag): Promise<Buffer> {
   const parts: Uint8Array[] = [];
-  for await (const pieces of fileBytes(root, dag)) parts.push(...pieces);
+  for await (const part of fileBytes(root, dag))
+    parts.push(...(part instanceof UncheckedCarBlock ? part.check().pieces : part));
   return Buffer.concat(parts);
 }
 

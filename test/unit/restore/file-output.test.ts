@@ -17,6 +17,12 @@ import {
   openDirect,
   SLOT_BYTES,
 } from '../../../main/direct-io/index.ts';
+import {
+  CarFormatError,
+  cidText,
+  rawCidOf,
+  UncheckedCarBlock,
+} from '../../../main/protocol/index.ts';
 import { openFileOutput, type FileOutput } from '../../../main/restore/file-output.ts';
 import { fsyncFully } from '../../../main/restore/file-writes.ts';
 import { mountMemoryDisk } from '../../helpers/limited-disks.ts';
@@ -45,6 +51,21 @@ function awkwardPieces(): Buffer[] {
   return [100_003, 4096, 1, SLOT_BYTES, 777, 1_500_000, 4095].map((size) => randomBytes(size));
 }
 
+/**
+ * `bytes` as a leaf not yet checked, in two pieces; `lying` keeps the CID and flips a byte, as
+ * a host's damaged copy would.
+ */
+async function uncheckedLeaf(bytes: Buffer, lying = false): Promise<UncheckedCarBlock> {
+  const sent = Buffer.from(bytes);
+  if (lying) sent[sent.length - 1] = (sent[sent.length - 1] ?? 0) ^ 1;
+  const half = Math.floor(sent.length / 2);
+  return new UncheckedCarBlock(
+    await rawCidOf(bytes),
+    [sent.subarray(0, half), sent.subarray(half)],
+    sent.length,
+  );
+}
+
 /** Writes `pieces` through `output`, in two calls as two leaves, then finishes and closes. */
 async function writeAll(output: FileOutput, pieces: readonly Buffer[]): Promise<number> {
   const written = (await output.write(pieces.slice(0, 3))) + (await output.write(pieces.slice(3)));
@@ -65,6 +86,50 @@ describe('restored file output', () => {
     expect(await writeAll(output, pieces)).toBe(Buffer.concat(pieces).length);
     expect(readFileSync(file).equals(Buffer.concat(pieces))).toBe(true);
     expect(slots?.take()).toBeDefined();
+  });
+
+  it('checks each unchecked leaf against its CID as it writes it, on every path', async () => {
+    const slots = AlignedSlots.tryCreate(1);
+    if (!slots) throw new Error('no aligned memory here');
+    try {
+      const leaves = [randomBytes(SLOT_BYTES), randomBytes(SLOT_BYTES), randomBytes(300_000)];
+      // Whole leaves in the slot (hashed on the worker as the slot is written).
+      const whole = path.join(scratch, 'checked-whole.bin');
+      const output = openFileOutput(whole, 0o600, 2 * SLOT_BYTES + 300_000, slots);
+      expect(isDirect(output.fd)).toBe(true);
+      for (const leaf of leaves) await output.write(await uncheckedLeaf(leaf));
+      await output.finish();
+      output.close();
+      expect(readFileSync(whole).equals(Buffer.concat(leaves))).toBe(true);
+
+      const rejected = async (file: string, size: number, before: Buffer[], leaf: Buffer) => {
+        const out = openFileOutput(path.join(scratch, file), 0o600, size, slots);
+        try {
+          for (const piece of before) await out.write([piece]);
+          const lie = await uncheckedLeaf(leaf, true);
+          const writing = out.write(lie);
+          await expect(writing).rejects.toBeInstanceOf(CarFormatError);
+          await expect(writing).rejects.toMatchObject({ mismatchedCid: cidText(lie.cid) });
+        } finally {
+          out.close();
+        }
+      };
+      // A damaged leaf that fills the slot, one that ends part-way in it, one that does not fit
+      // in what is left of it (hashed on this thread), and one in a small file (no slot).
+      await rejected('whole.bin', 2 * SLOT_BYTES, [], randomBytes(SLOT_BYTES));
+      await rejected('partial.bin', SLOT_BYTES, [randomBytes(4096)], randomBytes(300_000));
+      await rejected(
+        'straddling.bin',
+        2 * SLOT_BYTES,
+        [randomBytes(4096)],
+        randomBytes(SLOT_BYTES),
+      );
+      await rejected('small.bin', 100_000, [], randomBytes(100_000));
+      await rejected('medium.bin', 200_000, [], randomBytes(200_000));
+      expect(slots.take()).toBeDefined();
+    } finally {
+      await slots.close();
+    }
   });
 
   it('writes a small file through the page cache, without a slot', async () => {

@@ -49,7 +49,7 @@ describe('receiveBlocks', () => {
       client,
       url,
       [damaged.cid.toString(), good.cid.toString()],
-      1 << 20,
+      { maxBlockBytes: 1 << 20 },
       (cid) => received.push(cid),
       (cid, why) => unavailable.push([cid, why]),
     );
