@@ -41,6 +41,12 @@ function mbps(bytes: number, ms: number): string {
   return (bytes / MiB / (ms / 1000)).toFixed(1);
 }
 
+/** A run's time and CPU time, and how many of this machine's cores that kept busy. */
+function busy(run: { ms: number; cpuMs: number }): string {
+  const cores = os.availableParallelism();
+  return `${(run.ms / 1000).toFixed(2)} s, CPU ${(run.cpuMs / 1000).toFixed(2)} s: ${(run.cpuMs / run.ms).toFixed(2)} of ${cores} cores busy`;
+}
+
 async function filesUnder(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
@@ -211,6 +217,8 @@ function meanOf(a: DiskBaseline, b: DiskBaseline): DiskBaseline {
 /** What measured-run.js prints; a backup adds what it read. */
 interface MeasuredRun {
   readonly ms: number;
+  /** CPU time of all its threads, the engine's, the service's and the workers'. */
+  readonly cpuMs: number;
   readonly peakRssMb: number;
   readonly filesUnchanged?: number;
   readonly bytesRead?: number;
@@ -350,8 +358,8 @@ export async function runBackupBench(): Promise<void> {
       [
         `pack only           ${mbps(bytes, packMs)} MB/s   read+sha256 ${mbps(bytes, hashMs)} MB/s   ratio ${(hashMs / packMs).toFixed(2)} (target >= 0.6)`,
         `disk baselines      tree write ${mbps(bytes, before.treeMs)}, ${mbps(bytes, between.treeMs)}, ${mbps(bytes, after.treeMs)} MB/s (the ${files.length} files as they are, each fsynced); sequential ${mbps(bytes, before.rawMs)}, ${mbps(bytes, between.rawMs)}, ${mbps(bytes, after.rawMs)} MB/s (one file, one fsync): before, between and after the two runs`,
-        `backup (local)      ${mbps(bytes, backup.ms)} MB/s   ${(forBackup.treeMs / backup.ms).toFixed(2)} of the tree write around it (target >= 0.6); ${(forBackup.rawMs / backup.ms).toFixed(2)} of the sequential write`,
-        `restore             ${mbps(restoredBytes, restore.ms)} MB/s   ${(forRestore.treeMs / restore.ms).toFixed(2)} of the tree write around it (target >= 0.6); ${(forRestore.rawMs / restore.ms).toFixed(2)} of the sequential write; packs read from the disk, not the cache`,
+        `backup (local)      ${mbps(bytes, backup.ms)} MB/s   ${(forBackup.treeMs / backup.ms).toFixed(2)} of the tree write around it (target >= 0.6); ${(forBackup.rawMs / backup.ms).toFixed(2)} of the sequential write (${busy(backup)})`,
+        `restore             ${mbps(restoredBytes, restore.ms)} MB/s   ${(forRestore.treeMs / restore.ms).toFixed(2)} of the tree write around it (target >= 0.6); ${(forRestore.rawMs / restore.ms).toFixed(2)} of the sequential write; packs read from the disk, not the cache (${busy(restore)})`,
         `tree write, direct  ${mbps(bytes, directTreeMs)} MB/s with O_DIRECT for files of 256 KiB and more, as the restore writes them (once, after the runs); the restore is ${(directTreeMs / restore.ms).toFixed(2)} of it`,
         `peak RSS            ${backup.peakRssMb.toFixed(0)} MB for the backup, ${restore.peakRssMb.toFixed(0)} MB for the restore (each its own process, embedded service included; target < 300 MB)`,
       ].join('\n') + '\n',
