@@ -47,10 +47,11 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 //
 // Where the target's file system can be flushed whole (file-system-flush.ts: ext4, xfs, btrfs on
 // Linux), files are not fsynced one by one: a batch of written files waits for one flush of the
-// file system, started after the last of them was written, and is renamed once it is done. Cold
-// restores of the bench set took 5.4-6.6 s this way against 6.2-7.1 s with each file fsynced
-// (four alternating pairs, each faster). If a flush fails, that batch's files are fsynced one by
-// one, as everywhere else, and so is every file after it.
+// file system, started after the last of them was written (or RENAME_WITHIN_MS after the first
+// was, over a slow link), and is renamed once it is done. Cold restores of the bench set took
+// 5.4-6.6 s this way against 6.2-7.1 s with each file fsynced (four alternating pairs, each
+// faster). If a flush fails, that batch's files are fsynced one by one, as everywhere else, and
+// so is every file after it.
 //
 // Temporary names are `.canopy-restore-<token>-<n>`: one token per restore, a counter per file.
 // A restore killed part-way leaves its temporaries; the engine marks each restore under way,
@@ -74,6 +75,11 @@ const RENAME_BATCH = 64;
  */
 const FLUSH_BATCH_FILES = 1000;
 const FLUSH_BATCH_BYTES = 256 * 1024 * 1024;
+/**
+ * A written file waits for its batch at most this long. Over a slow link (10 MB/s), a batch of
+ * 256 MiB took about 25 s to fill, and none of its files showed under its name meanwhile.
+ */
+const RENAME_WITHIN_MS = 2000;
 
 export interface RestoreInput {
   readonly client: ServiceClient;
@@ -537,6 +543,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   /** Files written, and bytes not fsynced, since the last batch was started. */
   let waitingFiles = 0;
   let waitingBytes = 0;
+  /** Starts a batch RENAME_WITHIN_MS after the first file waiting for it was written. */
+  let renameTimer: NodeJS.Timeout | undefined;
   /** The batches started so far, each after the one before. */
   let renaming: Promise<void> = Promise.resolve();
   /**
@@ -549,6 +557,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const batch = [...unrenamed.values()];
     waitingFiles = 0;
     waitingBytes = 0;
+    clearTimeout(renameTimer);
+    renameTimer = undefined;
     renaming = renaming.then(() => renameBatch(batch)).catch(stop);
     return renaming;
   };
@@ -661,6 +671,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         if (!file.synced) waitingBytes += file.bytes;
         const batchFiles = file.synced ? RENAME_BATCH : FLUSH_BATCH_FILES;
         if (waitingFiles >= batchFiles || waitingBytes >= FLUSH_BATCH_BYTES) void renameWritten();
+        else renameTimer ??= setTimeout(() => void renameWritten(), RENAME_WITHIN_MS);
       });
       const writing = track(written, relative).finally(() =>
         // Written and waiting for its rename, or failed: `unrenamed` holds the name from here.

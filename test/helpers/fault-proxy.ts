@@ -9,7 +9,8 @@ import {
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
 // answer, the real answer cut off part-way through its body, or passing the request through to
-// the real server. It records when each request arrived, so tests can check the backoff. It
+// the real server, at once or after a stall (a slow link). It records when each request
+// arrived, so tests can check the backoff. It
 // can also refuse large bodies as a reverse proxy with a body size limit does.
 
 export type Fault =
@@ -20,6 +21,8 @@ export type Fault =
    * after a few body bytes. An answer without a body is lost whole.
    */
   | 'cut'
+  /** Passed through after this long, as over a link that stalls; not counted as injected. */
+  | { delayMs: number }
   | { status: number; retryAfter?: number };
 
 const CUT_AFTER_BYTES = 100;
@@ -122,6 +125,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     if (fault === 'pass' || fault === 'cut') {
       if (fault === 'cut') injected += 1;
       forward(incoming, outgoing, fault === 'cut');
+      return;
+    }
+    if (typeof fault === 'object' && 'delayMs' in fault) {
+      setTimeout(() => forward(incoming, outgoing), fault.delayMs);
       return;
     }
     injected += 1;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -22,7 +23,7 @@ import { usageOf } from '../../server/store/accounting.ts';
 // A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
 // 429 or a reset: both complete, and the restore is identical. A restore and a verify also
 // survive blocks/car answers that break off part-way; a restore stops cleanly when they keep
-// doing so. A backup whose push and completion answers are lost still completes, and leaves
+// doing so, and names the files it wrote while an answer stalls. A backup whose push and completion answers are lost still completes, and leaves
 // no version pending.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-faults-'));
@@ -99,6 +100,36 @@ describe('backup through a faulty network', () => {
         readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
       ).toBe(true);
     }
+  });
+
+  it('gives restored files their names as it goes when the link stalls, not only at the end', async () => {
+    proxy.randomFaults(0, 1);
+    await engine.createBucket({ name: 'Stalling', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'source-stalling');
+    mkdirSync(source);
+    // Ten leaves of 1 MiB: a first batch of eight, then two more.
+    const photos = Array.from({ length: 10 }, () => randomBytes(1 << 20));
+    photos.forEach((bytes, index) => writeFileSync(path.join(source, `p${index}.jpg`), bytes));
+    await engine.backup({ dir: source, bucket: 'Stalling' });
+    // The second batch's answer comes only after 3 s, as over a link that stalls.
+    proxy.schedule(['pass', { delayMs: 3000 }], /\/blocks\/car$/);
+    const target = path.join(scratch, 'restored-stalling');
+    let done = false;
+    const restoring = engine
+      .restore({ bucket: 'Stalling', to: target, overwrite: false })
+      .finally(() => {
+        done = true;
+      });
+    let namedWhileRunning = false;
+    while (!done && !namedWhileRunning) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      namedWhileRunning = !done && existsSync(path.join(target, 'p0.jpg'));
+    }
+    await restoring;
+    expect(namedWhileRunning).toBe(true);
+    photos.forEach((bytes, index) =>
+      expect(readFileSync(path.join(target, `p${index}.jpg`)).equals(bytes)).toBe(true),
+    );
   });
 
   it('verifies every block when blocks/car answers break off part-way', async () => {
