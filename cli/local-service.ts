@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -21,15 +21,65 @@ import { defaultServiceOptions } from '../server/options.ts';
 // Unix socket (1.2 GiB through one in 670 ms of CPU against 400 ms on the machine we measured).
 // Where no socket can be made (no writable temporary folder, or its path is too long for
 // one), the port serves alone, as it does any other client.
+//
+// The folder is removed when the service closes. A process killed outright (kill -9, a power
+// cut) leaves it behind: the folder's name holds the process id, and the next start removes
+// such folders of this user whose process is gone.
 
 export const LOCAL_USER_EMAIL = 'local@canopy.invalid';
 
+const SOCKET_FOLDER_PREFIX = 'canopy-service-';
+/** A socket folder's name: the prefix, the process id, and mkdtemp's random end. */
+const SOCKET_FOLDER = /^canopy-service-(\d+)-[A-Za-z0-9]{6}$/;
+
+/** Whether process `pid` is running (as any user). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it runs, as another user.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Removes socket folders in `tmp` that this user's processes left when they were killed. Only
+ * folders of this user whose process is gone: another user's, or a running Canopy's, stay.
+ */
+function removeLeftSocketFolders(tmp: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(tmp);
+  } catch {
+    // No temporary folder to list: no socket is made there either (see below).
+    return;
+  }
+  const uid = process.getuid?.();
+  for (const name of names) {
+    const pid = Number(SOCKET_FOLDER.exec(name)?.[1] ?? Number.NaN);
+    if (!Number.isSafeInteger(pid) || pid === process.pid || isRunning(pid)) continue;
+    const folder = path.join(tmp, name);
+    const stats = lstatSync(folder, { throwIfNoEntry: false });
+    if (!stats?.isDirectory() || (uid !== undefined && stats.uid !== uid)) continue;
+    try {
+      // force: another Canopy starting at the same moment may have removed it first.
+      rmSync(folder, { recursive: true, force: true });
+    } catch {
+      // Tidying up after another process is no reason not to start: a folder that cannot be
+      // removed now is tried again at the next start.
+    }
+  }
+}
+
 /** The socket in a fresh private folder; undefined, with nothing left behind, where it fails. */
 async function listenOnPrivateSocket(service: BucketService): Promise<string | undefined> {
+  const tmp = os.tmpdir();
+  removeLeftSocketFolders(tmp);
   let folder: string;
   try {
     // mkdtemp makes the folder 0700: no other user can reach the socket inside.
-    folder = mkdtempSync(path.join(os.tmpdir(), 'canopy-service-'));
+    folder = mkdtempSync(path.join(tmp, `${SOCKET_FOLDER_PREFIX}${process.pid}-`));
   } catch {
     return undefined;
   }

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -94,6 +95,36 @@ describe('the embedded service socket', () => {
     await engine.close();
     engine = undefined;
     expect(existsSync(path.dirname(socketPath))).toBe(false);
+  });
+
+  it('removes the socket folders that killed Canopy processes left, and no other', async () => {
+    const tmp = path.join(scratch, 'tmp-with-leftovers');
+    mkdirSync(tmp);
+    process.env['TMPDIR'] = tmp;
+    // A process that has ended: its id names no running process.
+    const ended = spawnSync(process.execPath, ['-e', '']).pid;
+    const left = {
+      killed: `canopy-service-${ended}-aB3dE9`,
+      running: `canopy-service-${process.ppid}-Xy7Zq2`,
+      unnamed: 'canopy-service-Qw8Rt1',
+      other: 'another-app-folder',
+    };
+    for (const name of Object.values(left)) {
+      mkdirSync(path.join(tmp, name));
+      writeFileSync(path.join(tmp, name, 'service.sock'), '');
+    }
+    const service = await startLocalService(path.join(scratch, 'leftovers-data'));
+    try {
+      expect(path.basename(path.dirname(service.socketPath ?? ''))).toMatch(
+        new RegExp(`^canopy-service-${process.pid}-`),
+      );
+      expect(existsSync(path.join(tmp, left.killed))).toBe(false);
+      for (const kept of [left.running, left.unnamed, left.other])
+        expect(existsSync(path.join(tmp, kept, 'service.sock'))).toBe(true);
+    } finally {
+      await service.close();
+    }
+    expect(existsSync(path.dirname(service.socketPath ?? ''))).toBe(false);
   });
 
   it('serves on its port alone where no socket can be made, and the backup still round-trips', async () => {
