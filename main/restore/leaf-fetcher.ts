@@ -43,6 +43,11 @@ const AHEAD_BYTES = 32 * 1024 * 1024;
  * batch arriving while the one before it is written.
  */
 const PREFETCH_BELOW_BYTES = 2 * LEAF_BATCH_BYTES;
+/**
+ * Batches asked for and not yet received, at most, for the next batch to be asked for ahead of
+ * the reads: with tiny files, the bytes alone would let thousands of leaves be planned ahead.
+ */
+const PREFETCH_BATCHES = 2;
 
 interface FetchedLeaf {
   /**
@@ -84,6 +89,8 @@ export class LeafFetcher {
   private planned = 0;
   /** Batches are received one after another; this is the last one asked for. */
   private fetching: Promise<void> = Promise.resolve();
+  /** Batches asked for whose answers have not yet settled. */
+  private batchesAhead = 0;
   /** The first planned read not yet taken, and reads taken after it (out of order). */
   private firstUntaken = 0;
   private readonly takenAhead = new Set<number>();
@@ -136,7 +143,8 @@ export class LeafFetcher {
     this.takenAhead.add(read);
     while (this.takenAhead.delete(this.firstUntaken)) this.firstUntaken += 1;
     this.wake();
-    if (this.heldBytes < PREFETCH_BELOW_BYTES) this.askForNextBatch();
+    if (this.heldBytes < PREFETCH_BELOW_BYTES && this.batchesAhead < PREFETCH_BATCHES)
+      this.askForNextBatch();
     if (bytes === undefined) throw new EntryNotRestoredError(unavailable ?? '');
     return bytes;
   }
@@ -179,6 +187,7 @@ export class LeafFetcher {
       this.lookahead = this.reads.next();
     }
     if (batch.size === 0) return;
+    this.batchesAhead += 1;
     this.fetching = this.fetching.then(async () => {
       try {
         // After a failure, the batches asked for behind it are not asked of the host at all.
@@ -190,6 +199,8 @@ export class LeafFetcher {
         this.stopped ??= failure;
         for (const leaf of batch.values()) leaf.settle(failure);
         this.wake();
+      } finally {
+        this.batchesAhead -= 1;
       }
     });
   }

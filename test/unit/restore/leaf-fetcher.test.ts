@@ -75,6 +75,34 @@ describe('LeafFetcher', () => {
     expect(requests).toBe(1);
   });
 
+  it('asks for only a few batches ahead of its reads, however small the files', async () => {
+    // 3 000 files of 10 bytes: their leaves' bytes alone would let every one be asked for.
+    const blocks = await Promise.all(Array.from({ length: 3000 }, () => rawBlock(randomBytes(10))));
+    const byCid = new Map(blocks.map((block) => [cidText(block.cid), block]));
+    let asked = 0;
+    server = await startLoopbackServer((request, response) => {
+      const body: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => body.push(chunk));
+      request.on('end', () => {
+        const cids = JSON.parse(Buffer.concat(body).toString()) as string[];
+        asked += cids.length;
+        const answer = cids.map((cid) => byCid.get(cid)).filter((block) => block !== undefined);
+        void carBytes([], answer).then((car) => {
+          response.writeHead(200, { 'content-type': 'application/vnd.ipld.car' });
+          response.end(car);
+        });
+      });
+    });
+    const fetcher = fetcherFor(server.url, blocks);
+    for (let read = 0; read < 300; read += 1)
+      await fetcher.take(blocks[read]?.cid ?? blocks[0]!.cid, read);
+    // Batches asked for ahead have time to be received; none is asked for beyond them.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // A batch is at most 256 leaves: the 300 taken, and at most three batches beyond them.
+    expect(asked).toBeGreaterThanOrEqual(300);
+    expect(asked).toBeLessThanOrEqual(300 + 3 * 256);
+  });
+
   it('fails the reads of a batch that fails, and asks for no batch behind it', async () => {
     // Three batches' worth of leaves (a batch holds at most 8 MiB).
     const blocks = await Promise.all(
