@@ -8,9 +8,10 @@ import {
 } from '../protocol/index.ts';
 import type { AnswerBody, ServiceClient } from '../service/index.ts';
 
-// One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar. An
-// answer that breaks off part-way (the link dropped, the host restarted) is not the end of the
-// batch: the blocks not yet received are asked for again. Failures before an answer starts are
+// One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar, or,
+// when asked (`uncheckedFrom`), large raw blocks handed on for the taker to check. An answer
+// that breaks off part-way (the link dropped, the host restarted) is not the end of the batch:
+// the blocks not yet received are asked for again. Failures before an answer starts are
 // retried by the service client, with backoff.
 
 /** Answers of one batch that may break part-way before the batch gives up. */
