@@ -10,8 +10,8 @@ import {
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
 // answer, the real answer cut off part-way through its body, or passing the request through to
 // the real server, at once or after a stall (a slow link). It records when each request
-// arrived, so tests can check the backoff. It
-// can also refuse large bodies as a reverse proxy with a body size limit does.
+// arrived, so tests can check the backoff. It can also refuse large bodies as a reverse proxy
+// with a body size limit does.
 
 export type Fault =
   | 'pass'

@@ -23,8 +23,8 @@ import { usageOf } from '../../server/store/accounting.ts';
 // A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
 // 429 or a reset: both complete, and the restore is identical. A restore and a verify also
 // survive blocks/car answers that break off part-way; a restore stops cleanly when they keep
-// doing so, and names the files it wrote while an answer stalls. A backup whose push and completion answers are lost still completes, and leaves
-// no version pending.
+// doing so, and names the files it wrote while an answer stalls. A backup whose push and
+// completion answers are lost still completes, and leaves no version pending.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-faults-'));
 let service: TestService;
