@@ -30,7 +30,7 @@ export const LOCAL_USER_EMAIL = 'local@canopy.invalid';
 
 const SOCKET_FOLDER_PREFIX = 'canopy-service-';
 /** A socket folder's name: the prefix, the process id, and mkdtemp's random end. */
-const SOCKET_FOLDER = /^canopy-service-(\d+)-[A-Za-z0-9]{6}$/;
+const SOCKET_FOLDER = new RegExp(`^${SOCKET_FOLDER_PREFIX}(\\d+)-[A-Za-z0-9]{6}$`);
 
 /** Whether process `pid` is running (as any user). */
 function isRunning(pid: number): boolean {
