@@ -2,9 +2,11 @@ import { lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { EngineError } from '../main/api/index.ts';
 import type { LocalService } from '../main/index.ts';
 import { enrollmentCodeCreatingUser } from '../server/admin.ts';
 import { createBucketService, type BucketService } from '../server/app.ts';
+import { holdsServiceData } from '../server/data-dir.ts';
 import { defaultServiceOptions } from '../server/options.ts';
 
 // Canopy's embedded Bucket Storage Service for one data folder (this computer or an external
@@ -93,11 +95,23 @@ async function listenOnPrivateSocket(service: BucketService): Promise<string | u
   }
 }
 
-/** `observe` lets tests watch the requests the service receives. */
+/**
+ * The service on `dataDir`. Without `create`, the folder must hold a service's data already:
+ * where it is missing or empty (an external disk not plugged in), nothing is made there, so
+ * that the disk can still be mounted and the device still finds its backups once it is back.
+ * `observe` lets tests watch the requests the service receives.
+ */
 export async function startLocalService(
   dataDir: string,
+  options: { readonly create: boolean } = { create: true },
   observe?: (app: FastifyInstance) => void,
 ): Promise<LocalService> {
+  if (!options.create && !holdsServiceData(dataDir)) {
+    throw new EngineError(
+      'local_data_missing',
+      `the backups of this device are not in ${dataDir}: if they are on an external disk, connect it and try again`,
+    );
+  }
   const service = createBucketService(defaultServiceOptions(dataDir));
   observe?.(service.app);
   const url = await service.listen('127.0.0.1', 0);

@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { loadOrCreateServiceKey, type ServiceKey } from './auth/service-key.ts';
 import { TokenBuckets } from './auth/token-bucket.ts';
 import { BlockStore } from './blocks/block-store.ts';
+import { SERVICE_DATABASE_FILE } from './data-dir.ts';
 import type { ServiceOptions } from './options.ts';
 import { openDatabase, type Db } from './store/database.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
@@ -28,7 +29,7 @@ export class ServiceContext {
   constructor(options: ServiceOptions) {
     this.options = options;
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-    this.db = openDatabase(path.join(options.dataDir, 'service.sqlite'));
+    this.db = openDatabase(path.join(options.dataDir, SERVICE_DATABASE_FILE));
     this.blocks = new BlockStore(options.dataDir);
     this.serviceKey = loadOrCreateServiceKey(options.dataDir);
     this.credentialLimiter = options.credentialRateLimit

@@ -1,5 +1,19 @@
+import { statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+
+/** The service's database in its data folder: a folder holding it holds a service's data. */
+export const SERVICE_DATABASE_FILE = 'service.sqlite';
+
+/**
+ * Whether `dir` holds a service's data already, as opposed to being missing or empty: an
+ * external disk that is not plugged in leaves its mount point empty, or no folder at all.
+ */
+export function holdsServiceData(dir: string): boolean {
+  return (
+    statSync(path.join(dir, SERVICE_DATABASE_FILE), { throwIfNoEntry: false })?.isFile() === true
+  );
+}
 
 /** The per-user data folder of the service when `--data` is not given. */
 export function defaultServerDataDir(): string {

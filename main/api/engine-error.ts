@@ -20,6 +20,11 @@ export type EngineErrorCode =
   | 'protocol'
   | 'secret_store'
   | 'local_server'
+  /**
+   * The embedded service's data folder is gone or empty (its external disk unplugged, most
+   * likely); nothing was made in its place.
+   */
+  | 'local_data_missing'
   | 'disk_full'
   /** The operating system refused access to a local file or folder (a source, a target). */
   | 'permission_denied'

@@ -21,7 +21,14 @@ export interface LocalService {
 export interface EngineDeps {
   readonly home: string;
   readonly secrets: SecretStore;
-  readonly startLocalService?: (dataDir: string) => Promise<LocalService>;
+  /**
+   * Starts the service on `dataDir`. With `create`, a missing or empty folder gets a new service;
+   * without, it is refused (EngineError `local_data_missing`) and left as it is.
+   */
+  readonly startLocalService?: (
+    dataDir: string,
+    options: { readonly create: boolean },
+  ) => Promise<LocalService>;
   readonly clock?: () => number;
   readonly retry?: RetryPolicy;
   /** Largest shard, fixed; by default each bucket's shards follow its upload speed (shardTargetFor). */

@@ -137,13 +137,18 @@ export class Engine {
     });
   }
 
-  private async startLocal(dataDir: string): Promise<LocalService> {
+  /**
+   * The embedded service on `dataDir`. Only `login --local` creates one (`create`): for a device
+   * enrolled already, a missing or empty folder is its disk not plugged in, and a new service
+   * there would not know the device and would fill the disk's mount point.
+   */
+  private async startLocal(dataDir: string, create: boolean): Promise<LocalService> {
     if (this.local) return this.local;
     if (!this.deps.startLocalService) {
       throw new EngineError('local_server', 'this host cannot run the local storage service');
     }
     try {
-      this.local = await this.deps.startLocalService(dataDir);
+      this.local = await this.deps.startLocalService(dataDir, { create });
     } catch (error) {
       if (error instanceof EngineError) throw error;
       const detail = error instanceof Error ? error.message : String(error);
@@ -195,7 +200,7 @@ export class Engine {
       );
     const server =
       account.mode === 'local'
-        ? (await this.startLocal(account.local_data_dir ?? '')).url
+        ? (await this.startLocal(account.local_data_dir ?? '', false)).url
         : (account.server_url ?? '');
     if (this.connected?.account === account && !options.retry) return { ...this.connected, server };
     const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
@@ -277,7 +282,7 @@ export class Engine {
     const dataDir = path.resolve(
       input.dataDir ?? this.deps.defaultLocalDataDir ?? path.join(this.deps.home, 'local-server'),
     );
-    const local = await this.startLocal(dataDir);
+    const local = await this.startLocal(dataDir, true);
     const code = await local.enrollmentCode();
     return this.enrollWith(local.url, code, input.deviceName ?? os.hostname(), 'local', dataDir);
   }

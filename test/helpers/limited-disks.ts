@@ -22,6 +22,10 @@ export interface MountedDisk {
 export interface ExfatDisk extends MountedDisk {
   /** Unmounts and mounts it again, as unplugging and plugging in a USB stick does. */
   remount(): void;
+  /** Unmounts it, leaving its mount point as an unplugged disk leaves it. */
+  unplug(): void;
+  /** Mounts it again after `unplug`; fails, as mount does, where its mount point is not empty. */
+  plugIn(): void;
 }
 
 function run(command: string, args: readonly string[]): string {
@@ -47,18 +51,29 @@ export function mountExfat(dir: string, sizeMiB: number): ExfatDisk {
     run('losetup', ['--detach', device]);
     throw error;
   }
-  return {
+  let mounted = true;
+  const disk: ExfatDisk = {
     dir,
     unmount() {
-      run('umount', [dir]);
+      if (mounted) run('umount', [dir]);
+      mounted = false;
       run('losetup', ['--detach', device]);
       rmSync(image, { force: true });
     },
     remount() {
+      disk.unplug();
+      disk.plugIn();
+    },
+    unplug() {
       run('umount', [dir]);
+      mounted = false;
+    },
+    plugIn() {
       run('mount.exfat-fuse', [device, dir]);
+      mounted = true;
     },
   };
+  return disk;
 }
 
 /** Mounts at `dir` (made here) a view of a fresh folder beside it in which no chmod succeeds. */

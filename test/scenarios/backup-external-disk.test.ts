@@ -1,14 +1,25 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
 
-// Backing up an external exFAT disk (a USB stick) with the real CLI. Its inode numbers are made
-// up at each mount, so the file index cannot know a file by them: after the stick was unplugged
-// and plugged in again, a backup must still recognise the files it read last time.
+// External exFAT disks (USB sticks) with the real CLI. Backing one up: its inode numbers are
+// made up at each mount, so the file index cannot know a file by them: after the stick was
+// unplugged and plugged in again, a backup must still recognise the files it read last time.
+// Keeping the backups on one: while it is unplugged, Canopy must say so and make nothing in its
+// place.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-external-'));
 chmodSync(scratch, 0o755);
@@ -71,5 +82,49 @@ describe('backup of an external exFAT disk', () => {
     writeOld('notes.txt', randomBytes(1000));
     const changed = await backup();
     expect(changed).toMatchObject({ unchanged: false, bytesRead: 1000, filesUnchanged: 2 });
+  });
+});
+
+describe('backups kept on an external exFAT disk', () => {
+  it('are refused clearly while the disk is unplugged, nothing is made in its place, and all is there once it is back', async () => {
+    const backupDisk = mountExfat(path.join(scratch, 'backup-disk'), 64);
+    try {
+      const deviceHome = path.join(scratch, 'home-backups-outside');
+      const data = path.join(backupDisk.dir, 'canopy');
+      await loginWithBucket(deviceHome, data, 'Docs');
+      const source = path.join(scratch, 'docs');
+      mkdirSync(source);
+      writeFileSync(path.join(source, 'report.txt'), 'quarterly numbers\n');
+      const first = await runCanopy(deviceHome, ['backup', source, '--bucket', 'Docs'], fileStore);
+      expect(first.status, first.stderr).toBe(0);
+
+      backupDisk.unplug();
+      const restoredTo = path.join(scratch, 'docs-back');
+      for (const args of [
+        ['backup', source, '--bucket', 'Docs'],
+        ['restore', '--bucket', 'Docs', '--to', restoredTo],
+      ]) {
+        const refused = await runCanopy(deviceHome, args, fileStore);
+        expect(refused.status).toBe(1);
+        expect(refused.stderr).toContain(
+          `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again`,
+        );
+      }
+      // The mount point stays empty: a service made there would keep the disk from mounting.
+      expect(readdirSync(backupDisk.dir)).toEqual([]);
+
+      backupDisk.plugIn();
+      const restored = await runCanopy(
+        deviceHome,
+        ['restore', '--bucket', 'Docs', '--to', restoredTo],
+        fileStore,
+      );
+      expect(restored.status, restored.stderr).toBe(0);
+      expect(readFileSync(path.join(restoredTo, 'report.txt'), 'utf8')).toBe('quarterly numbers\n');
+      const again = await runCanopy(deviceHome, ['backup', source, '--bucket', 'Docs'], fileStore);
+      expect(again.status, again.stderr).toBe(0);
+    } finally {
+      backupDisk.unmount();
+    }
   });
 });

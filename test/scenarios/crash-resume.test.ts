@@ -19,9 +19,11 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-crash-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** The embedded service, recording the shard uploads it receives. */
-function recordingLocalService(uploads: string[]): (dataDir: string) => Promise<LocalService> {
-  return (dataDir) =>
-    startLocalService(dataDir, (app) => {
+function recordingLocalService(
+  uploads: string[],
+): (dataDir: string, options: { readonly create: boolean }) => Promise<LocalService> {
+  return (dataDir, options) =>
+    startLocalService(dataDir, options, (app) => {
       app.addHook('onRequest', async (request) => {
         if (request.method === 'PUT' && request.url.includes('/upload/'))
           uploads.push(request.url.split('/').at(-1) ?? '');

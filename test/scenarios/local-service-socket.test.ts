@@ -52,8 +52,8 @@ function engineWatchingTransport(name: string): {
   const created = createEngine({
     home,
     secrets: new FileSecretStore(home),
-    startLocalService: async (dataDir) => {
-      const service = await startLocalService(dataDir, observe);
+    startLocalService: async (dataDir, options) => {
+      const service = await startLocalService(dataDir, options, observe);
       services.push(service);
       return service;
     },
