@@ -340,15 +340,19 @@ async function run(
     case 'ls': {
       const version = str('version');
       const snapshot = str('snapshot');
-      const { entries, versionId, offlineSince } = await engine.browse({
+      const { entries, versionId, offlineSince, offlineBecause } = await engine.browse({
         bucket: need(str('bucket'), '--bucket'),
         ...(version === undefined ? {} : { version }),
         ...(snapshot === undefined ? {} : { snapshot }),
         ...(sub === undefined ? {} : { path: sub }),
       });
       if (offlineSince !== null) {
+        const why =
+          offlineBecause === 'local_data_missing'
+            ? 'the disk holding the backups is not connected'
+            : 'the server cannot be reached';
         process.stderr.write(
-          `canopy: the server cannot be reached; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,
+          `canopy: ${why}; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,
         );
       }
       out.print(

@@ -2,7 +2,7 @@ import { createReadStream, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EngineError } from '../api/index.ts';
+import { EngineError, type EngineErrorCode } from '../api/index.ts';
 import { loadKeyPair, loadOrCreateKeyPair, TokenMinter, type KeyPair } from '../identity/index.ts';
 import type {
   Bucket,
@@ -71,11 +71,15 @@ type TreeReader<Tree extends TreeLeaves> = (
 /** A single attempt, for lookups that have a local fallback rather than a reason to wait. */
 const NO_RETRY: RetryPolicy = { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 };
 
-/** Failures that mean the service cannot be reached or cannot answer right now. */
+/**
+ * Failures that mean the service cannot be reached or cannot answer right now; for the local
+ * service, also its data folder's disk not plugged in.
+ */
 const UNREACHABLE: ReadonlySet<string> = new Set([
   'network',
   'timeout',
   'local_server',
+  'local_data_missing',
   'server_error',
 ]);
 
@@ -672,20 +676,26 @@ export class Engine {
   /**
    * A folder of a version, from the local metadata cache when it holds the version. When the
    * service cannot be reached, the bucket's active version as last seen is shown from the cache
-   * (`offlineSince` says when it was seen); a named version in the cache needs no service.
+   * (`offlineSince` says when it was seen, `offlineBecause` why the service did not answer); a
+   * named version in the cache needs no service.
    */
   async browse(input: {
     bucket: string;
     version?: string;
     snapshot?: string;
     path?: string;
-  }): Promise<{ versionId: string; offlineSince: number | null; entries: VersionEntry[] }> {
+  }): Promise<{
+    versionId: string;
+    offlineSince: number | null;
+    offlineBecause: EngineErrorCode | null;
+    entries: VersionEntry[];
+  }> {
+    const online = { offlineSince: null, offlineBecause: null };
     const list = (tree: TreeIndex): Promise<VersionEntry[]> =>
       listVersionPath(tree, input.path ?? '');
     if (input.version !== undefined) {
       const cached = await this.cachedTree(input.version, readTreeIndex);
-      if (cached)
-        return { versionId: input.version, offlineSince: null, entries: await list(cached) };
+      if (cached) return { versionId: input.version, ...online, entries: await list(cached) };
     }
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
@@ -693,7 +703,7 @@ export class Engine {
       const versionId = await this.resolveVersion(client, input);
       return {
         versionId,
-        offlineSince: null,
+        ...online,
         entries: await list(await this.versionTree(client, versionId, readTreeIndex)),
       };
     } catch (error) {
@@ -703,10 +713,11 @@ export class Engine {
         unreachable && input.version === undefined && input.snapshot === undefined && known
           ? await this.cachedTree(known.version_id, readTreeIndex)
           : undefined;
-      if (!cached || !known) throw error;
+      if (!cached || !known || !(error instanceof EngineError)) throw error;
       return {
         versionId: known.version_id,
         offlineSince: known.seen_at,
+        offlineBecause: error.code,
         entries: await list(cached),
       };
     }

@@ -86,7 +86,7 @@ describe('backup of an external exFAT disk', () => {
 });
 
 describe('backups kept on an external exFAT disk', () => {
-  it('are refused clearly while the disk is unplugged, nothing is made in its place, and all is there once it is back', async () => {
+  it('are refused clearly while the disk is unplugged, browsed from the cache, nothing is made in its place, and all is there once it is back', async () => {
     const backupDisk = mountExfat(path.join(scratch, 'backup-disk'), 64);
     try {
       const deviceHome = path.join(scratch, 'home-backups-outside');
@@ -110,6 +110,13 @@ describe('backups kept on an external exFAT disk', () => {
           `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again`,
         );
       }
+      // Browsing needs no disk: the last version seen comes from the home's metadata cache.
+      const browsed = await runCanopy(deviceHome, ['ls', '--bucket', 'Docs'], fileStore);
+      expect(browsed.status, browsed.stderr).toBe(0);
+      expect(browsed.stdout).toContain('report.txt');
+      expect(browsed.stderr).toMatch(
+        /^canopy: the disk holding the backups is not connected; showing version [0-9a-f-]+, the active one as of \d{4}-/,
+      );
       // The mount point stays empty: a service made there would keep the disk from mounting.
       expect(readdirSync(backupDisk.dir)).toEqual([]);
 
