@@ -1,4 +1,4 @@
-import { lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { accessSync, constants, lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -74,6 +74,26 @@ function removeLeftSocketFolders(tmp: string): void {
   }
 }
 
+/**
+ * Refuses a data folder on a read-only disk (an external disk the system mounted read-only,
+ * as it does after the disk was pulled out unsafely) with what to do, where SQLite would only
+ * say it is "unable to open database file". The service writes there to serve even a restore:
+ * its database, its lock, what each answer sent.
+ */
+function refuseReadOnly(dataDir: string): void {
+  try {
+    accessSync(dataDir, constants.W_OK);
+  } catch (error) {
+    // A folder still to be made, or refused for another reason: the service's own start says.
+    if ((error as NodeJS.ErrnoException).code !== 'EROFS') return;
+    throw new EngineError(
+      'local_server',
+      `the backups in ${dataDir} are on a disk mounted read-only; Canopy writes there to back up and to restore, so mount it writable (after checking it for errors) and try again`,
+      { cause: error },
+    );
+  }
+}
+
 /** The socket in a fresh private folder; undefined, with nothing left behind, where it fails. */
 async function listenOnPrivateSocket(service: BucketService): Promise<string | undefined> {
   const tmp = os.tmpdir();
@@ -112,6 +132,7 @@ export async function startLocalService(
       `the backups of this device are not in ${dataDir}: if they are on an external disk, connect it and try again`,
     );
   }
+  refuseReadOnly(dataDir);
   const service = createBucketService(defaultServiceOptions(dataDir));
   observe?.(service.app);
   const url = await service.listen('127.0.0.1', 0);

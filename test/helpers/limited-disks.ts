@@ -24,8 +24,11 @@ export interface ExfatDisk extends MountedDisk {
   remount(): void;
   /** Unmounts it, leaving its mount point as an unplugged disk leaves it. */
   unplug(): void;
-  /** Mounts it again after `unplug`; fails, as mount does, where its mount point is not empty. */
-  plugIn(): void;
+  /**
+   * Mounts it again after `unplug`, read-only if asked (as a system mounts a disk that was
+   * pulled out unsafely); fails, as mount does, where its mount point is not empty.
+   */
+  plugIn(options?: { readOnly?: boolean }): void;
 }
 
 function run(command: string, args: readonly string[]): string {
@@ -68,8 +71,8 @@ export function mountExfat(dir: string, sizeMiB: number): ExfatDisk {
       run('umount', [dir]);
       mounted = false;
     },
-    plugIn() {
-      run('mount.exfat-fuse', [device, dir]);
+    plugIn(options = {}) {
+      run('mount.exfat-fuse', [...(options.readOnly === true ? ['-o', 'ro'] : []), device, dir]);
       mounted = true;
     },
   };

@@ -130,6 +130,20 @@ describe('backups kept on an external exFAT disk', () => {
       expect(readFileSync(path.join(restoredTo, 'report.txt'), 'utf8')).toBe('quarterly numbers\n');
       const again = await runCanopy(deviceHome, ['backup', source, '--bucket', 'Docs'], fileStore);
       expect(again.status, again.stderr).toBe(0);
+
+      // Mounted read-only, the disk is named with what to do, not SQLite's "unable to open".
+      backupDisk.unplug();
+      backupDisk.plugIn({ readOnly: true });
+      const readOnly = await runCanopy(
+        deviceHome,
+        ['restore', '--bucket', 'Docs', '--to', path.join(scratch, 'docs-read-only')],
+        fileStore,
+      );
+      expect(readOnly.status).toBe(1);
+      expect(readOnly.stderr).toContain(
+        `the backups in ${data} are on a disk mounted read-only; Canopy writes there to back up and to restore, so mount it writable`,
+      );
+      expect((await runCanopy(deviceHome, ['ls', '--bucket', 'Docs'], fileStore)).status).toBe(0);
     } finally {
       backupDisk.unmount();
     }
