@@ -7,12 +7,17 @@ export const SERVICE_DATABASE_FILE = 'service.sqlite';
 
 /**
  * Whether `dir` holds a service's data already, as opposed to being missing or empty: an
- * external disk that is not plugged in leaves its mount point empty, or no folder at all.
+ * external disk that is not plugged in leaves its mount point empty, or no folder at all, and
+ * one pulled out while mounted through FUSE (exFAT, NTFS) leaves a mount whose driver is gone.
  */
 export function holdsServiceData(dir: string): boolean {
-  return (
-    statSync(path.join(dir, SERVICE_DATABASE_FILE), { throwIfNoEntry: false })?.isFile() === true
-  );
+  try {
+    const database = statSync(path.join(dir, SERVICE_DATABASE_FILE), { throwIfNoEntry: false });
+    return database?.isFile() === true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOTCONN') return false;
+    throw error;
+  }
 }
 
 /** The per-user data folder of the service when `--data` is not given. */

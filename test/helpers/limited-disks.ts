@@ -1,5 +1,13 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  statSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 
 // Disks that cannot hold everything a Linux folder holds, for restores onto them. This kernel
 // has no FAT or exFAT module, so both are FUSE file systems from Debian's packages:
@@ -29,6 +37,11 @@ export interface ExfatDisk extends MountedDisk {
    * pulled out unsafely); fails, as mount does, where its mount point is not empty.
    */
   plugIn(options?: { readOnly?: boolean }): void;
+  /**
+   * Ends its FUSE driver, as pulling the stick out while mounted does: the mount stays, and
+   * every call on it fails with ENOTCONN, until `plugIn` lifts it and mounts the disk again.
+   */
+  pullOut(): void;
 }
 
 function run(command: string, args: readonly string[]): string {
@@ -38,6 +51,33 @@ function run(command: string, args: readonly string[]): string {
       `${command} ${args.join(' ')} failed: ${result.error?.message ?? result.stderr}`,
     );
   return result.stdout.trim();
+}
+
+/** Kills the process whose command line starts with `words`. */
+function killCommand(words: readonly string[]): void {
+  const wanted = words.join('\0') + '\0';
+  const pid = readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .find((entry) => {
+      try {
+        return readFileSync(`/proc/${entry}/cmdline`, 'utf8').startsWith(wanted);
+      } catch {
+        // Gone meanwhile, or not ours to read.
+        return false;
+      }
+    });
+  if (pid === undefined) throw new Error(`no process runs ${words.join(' ')}`);
+  process.kill(Number(pid), 'SIGKILL');
+}
+
+/** Whether the FUSE mount at `dir` has lost its driver: every call on it fails with ENOTCONN. */
+function isDeadMount(dir: string): boolean {
+  try {
+    statSync(dir);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ENOTCONN';
+  }
 }
 
 /** Makes and mounts an exFAT disk of `sizeMiB` at `dir` (made here); its image sits beside it. */
@@ -55,9 +95,16 @@ export function mountExfat(dir: string, sizeMiB: number): ExfatDisk {
     throw error;
   }
   let mounted = true;
+  /** Its driver was ended under the mount (`pullOut`): the mount must be lifted lazily. */
+  let dead = false;
+  const liftDeadMount = (): void => {
+    if (dead) run('umount', ['--lazy', dir]);
+    dead = false;
+  };
   const disk: ExfatDisk = {
     dir,
     unmount() {
+      liftDeadMount();
       if (mounted) run('umount', [dir]);
       mounted = false;
       run('losetup', ['--detach', device]);
@@ -71,7 +118,18 @@ export function mountExfat(dir: string, sizeMiB: number): ExfatDisk {
       run('umount', [dir]);
       mounted = false;
     },
+    pullOut() {
+      killCommand(['mount.exfat-fuse', device, dir]);
+      const deadline = Date.now() + 5000;
+      while (!isDeadMount(dir)) {
+        if (Date.now() > deadline) throw new Error(`the mount at ${dir} outlived its driver`);
+        spawnSync('sleep', ['0.05']);
+      }
+      mounted = false;
+      dead = true;
+    },
     plugIn(options = {}) {
+      liftDeadMount();
       run('mount.exfat-fuse', [...(options.readOnly === true ? ['-o', 'ro'] : []), device, dir]);
       mounted = true;
     },

@@ -86,7 +86,7 @@ describe('backup of an external exFAT disk', () => {
 });
 
 describe('backups kept on an external exFAT disk', () => {
-  it('are refused clearly while the disk is unplugged, browsed from the cache, nothing is made in its place, and all is there once it is back', async () => {
+  it('are refused clearly while the disk is unplugged, pulled out or read-only, browsed from the cache, and all there once it is back', async () => {
     const backupDisk = mountExfat(path.join(scratch, 'backup-disk'), 64);
     try {
       const deviceHome = path.join(scratch, 'home-backups-outside');
@@ -144,6 +144,23 @@ describe('backups kept on an external exFAT disk', () => {
         `the backups in ${data} are on a disk mounted read-only; Canopy writes there to back up and to restore, so mount it writable`,
       );
       expect((await runCanopy(deviceHome, ['ls', '--bucket', 'Docs'], fileStore)).status).toBe(0);
+
+      // Pulled out while mounted: its driver is gone, and the mount answers only ENOTCONN.
+      backupDisk.unplug();
+      backupDisk.plugIn();
+      backupDisk.pullOut();
+      const pulled = await runCanopy(deviceHome, ['backup', source, '--bucket', 'Docs'], fileStore);
+      expect(pulled.status).toBe(1);
+      expect(pulled.stderr).toContain(
+        `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again`,
+      );
+      backupDisk.plugIn();
+      const plugged = await runCanopy(
+        deviceHome,
+        ['backup', source, '--bucket', 'Docs'],
+        fileStore,
+      );
+      expect(plugged.status, plugged.stderr).toBe(0);
     } finally {
       backupDisk.unmount();
     }
