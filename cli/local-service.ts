@@ -142,6 +142,15 @@ export async function startLocalService(
     ...(socketPath === undefined ? {} : { socketPath }),
     enrollmentCode: () =>
       Promise.resolve(enrollmentCodeCreatingUser(service.ctx, LOCAL_USER_EMAIL).code),
+    holdsData: () => {
+      try {
+        return holdsServiceData(dataDir);
+      } catch {
+        // A folder that cannot even be looked at (EIO from a failing disk) holds nothing the
+        // service can use either.
+        return false;
+      }
+    },
     close: async () => {
       try {
         await service.close();

@@ -8,6 +8,11 @@ export interface LocalService {
   readonly socketPath?: string;
   /** An enrollment code for the folder's one local user, creating the user on first use. */
   enrollmentCode(): Promise<string>;
+  /**
+   * Whether its data folder is still there: false once its disk was pulled out, so that a
+   * failed request can be told as that rather than as the service's failure.
+   */
+  holdsData?(): boolean;
   close(): Promise<void>;
 }
 

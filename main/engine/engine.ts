@@ -2,7 +2,7 @@ import { createReadStream, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EngineError, type EngineErrorCode } from '../api/index.ts';
+import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
 import { loadKeyPair, loadOrCreateKeyPair, TokenMinter, type KeyPair } from '../identity/index.ts';
 import type {
   Bucket,
@@ -494,9 +494,28 @@ export class Engine {
     }
     try {
       return await this.backupLocked(client, account, bucket, sourceDir, input);
+    } catch (error) {
+      throw this.toldAsLocalDiskGone(error, 'backup');
     } finally {
       lock.release();
     }
+  }
+
+  /**
+   * `error` as the embedded service's disk gone, where that is why a request failed: pulled out
+   * during a backup or restore, the service answers 500 (or no longer answers) for every write
+   * and read. Other errors pass as they are.
+   */
+  private toldAsLocalDiskGone(error: unknown, what: 'backup' | 'restore'): unknown {
+    const account = readAccount(this.db);
+    const failedRequest = isEngineError(error) && UNREACHABLE.has(error.code);
+    if (!failedRequest || account?.mode !== 'local' || this.local?.holdsData?.() !== false)
+      return error;
+    return new EngineError(
+      'local_data_missing',
+      `the disk holding the backups (${account.local_data_dir ?? ''}) went away during the ${what}: connect it and run the ${what} again; what was stored before stays`,
+      { cause: error },
+    );
   }
 
   private async backupLocked(
@@ -770,6 +789,8 @@ export class Engine {
         ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
       });
       return { ...result, leftoversRemoved };
+    } catch (error) {
+      throw this.toldAsLocalDiskGone(error, 'restore');
     } finally {
       // A restore that throws has removed its temporaries already: only a kill leaves them.
       mark.end();

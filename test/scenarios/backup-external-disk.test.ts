@@ -12,6 +12,9 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
 
@@ -161,6 +164,60 @@ describe('backups kept on an external exFAT disk', () => {
         fileStore,
       );
       expect(plugged.status, plugged.stderr).toBe(0);
+    } finally {
+      backupDisk.unmount();
+    }
+  });
+});
+
+describe('a backup disk pulled out during a backup', () => {
+  it('is named as the reason, and once it is back the next backup finishes and restores byte for byte', async () => {
+    const backupDisk = mountExfat(path.join(scratch, 'pulled-disk'), 64);
+    try {
+      const deviceHome = path.join(scratch, 'home-pulled');
+      const data = path.join(backupDisk.dir, 'canopy');
+      const source = path.join(scratch, 'pulled-source');
+      mkdirSync(source);
+      const parts = [0, 1, 2, 3].map(() => randomBytes(1 << 20));
+      parts.forEach((bytes, index) => writeFileSync(path.join(source, `part-${index}.bin`), bytes));
+      const engineWith = (afterShardConfirmed?: (confirmed: number) => void) =>
+        createEngine({
+          home: deviceHome,
+          secrets: new FileSecretStore(deviceHome),
+          startLocalService,
+          // Shards of one leaf each, so that the disk goes with shards still to send.
+          shardTargetBytes: (1 << 20) + 1024,
+          retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 },
+          ...(afterShardConfirmed ? { afterShardConfirmed } : {}),
+        });
+
+      const pulling = engineWith((confirmed) => {
+        if (confirmed === 1) backupDisk.pullOut();
+      });
+      try {
+        await pulling.loginLocal({ dataDir: data });
+        await pulling.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
+        await expect(pulling.backup({ dir: source, bucket: 'Parts' })).rejects.toMatchObject({
+          code: 'local_data_missing',
+          message: `the disk holding the backups (${data}) went away during the backup: connect it and run the backup again; what was stored before stays`,
+        });
+      } finally {
+        await pulling.close();
+      }
+
+      backupDisk.plugIn();
+      const again = engineWith();
+      try {
+        const finished = await again.backup({ dir: source, bucket: 'Parts' });
+        expect(finished.files).toBe(4);
+        const restoredTo = path.join(scratch, 'pulled-back');
+        await again.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
+        parts.forEach((bytes, index) =>
+          expect(readFileSync(path.join(restoredTo, `part-${index}.bin`)).equals(bytes)).toBe(true),
+        );
+      } finally {
+        await again.close();
+      }
     } finally {
       backupDisk.unmount();
     }
