@@ -513,7 +513,7 @@ export class Engine {
       return error;
     return new EngineError(
       'local_data_missing',
-      `the disk holding the backups (${account.local_data_dir ?? ''}) went away during the ${what}: connect it and run the ${what} again; what was stored before stays`,
+      `the disk holding the backups (${account.local_data_dir ?? ''}) went away during the ${what}: connect it and run the ${what} again${what === 'backup' ? '; what it stored before stays' : ''}`,
       { cause: error },
     );
   }

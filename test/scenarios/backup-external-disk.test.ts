@@ -170,8 +170,8 @@ describe('backups kept on an external exFAT disk', () => {
   });
 });
 
-describe('a backup disk pulled out during a backup', () => {
-  it('is named as the reason, and once it is back the next backup finishes and restores byte for byte', async () => {
+describe('a backup disk pulled out while in use', () => {
+  it('is named as the reason of a failed backup, and once it is back the next backup finishes and restores byte for byte', async () => {
     const backupDisk = mountExfat(path.join(scratch, 'pulled-disk'), 64);
     try {
       const deviceHome = path.join(scratch, 'home-pulled');
@@ -199,7 +199,7 @@ describe('a backup disk pulled out during a backup', () => {
         await pulling.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
         await expect(pulling.backup({ dir: source, bucket: 'Parts' })).rejects.toMatchObject({
           code: 'local_data_missing',
-          message: `the disk holding the backups (${data}) went away during the backup: connect it and run the backup again; what was stored before stays`,
+          message: `the disk holding the backups (${data}) went away during the backup: connect it and run the backup again; what it stored before stays`,
         });
       } finally {
         await pulling.close();
@@ -211,6 +211,65 @@ describe('a backup disk pulled out during a backup', () => {
         const finished = await again.backup({ dir: source, bucket: 'Parts' });
         expect(finished.files).toBe(4);
         const restoredTo = path.join(scratch, 'pulled-back');
+        await again.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
+        parts.forEach((bytes, index) =>
+          expect(readFileSync(path.join(restoredTo, `part-${index}.bin`)).equals(bytes)).toBe(true),
+        );
+      } finally {
+        await again.close();
+      }
+    } finally {
+      backupDisk.unmount();
+    }
+  });
+  it('is named as the reason of a failed restore, and once it is back the restore gives every byte', async () => {
+    const backupDisk = mountExfat(path.join(scratch, 'pulled-restore-disk'), 128);
+    try {
+      const deviceHome = path.join(scratch, 'home-pulled-restore');
+      const data = path.join(backupDisk.dir, 'canopy');
+      const source = path.join(scratch, 'pulled-restore-source');
+      mkdirSync(source);
+      // More than one batch of the restore's block requests, so some are asked after the pull.
+      const parts = Array.from({ length: 40 }, () => randomBytes(1 << 20));
+      parts.forEach((bytes, index) => writeFileSync(path.join(source, `part-${index}.bin`), bytes));
+      const engineWith = (afterFileRestored?: (written: number) => void) =>
+        createEngine({
+          home: deviceHome,
+          secrets: new FileSecretStore(deviceHome),
+          startLocalService,
+          retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 },
+          ...(afterFileRestored ? { afterFileRestored } : {}),
+        });
+      const setup = engineWith();
+      try {
+        await setup.loginLocal({ dataDir: data });
+        await setup.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
+        await setup.backup({ dir: source, bucket: 'Parts' });
+      } finally {
+        await setup.close();
+      }
+
+      const pulling = engineWith((written) => {
+        if (written === 1) backupDisk.pullOut();
+      });
+      try {
+        const interrupted = pulling.restore({
+          bucket: 'Parts',
+          to: path.join(scratch, 'pulled-restore-first'),
+          overwrite: false,
+        });
+        await expect(interrupted).rejects.toMatchObject({
+          code: 'local_data_missing',
+          message: `the disk holding the backups (${data}) went away during the restore: connect it and run the restore again`,
+        });
+      } finally {
+        await pulling.close();
+      }
+
+      backupDisk.plugIn();
+      const again = engineWith();
+      try {
+        const restoredTo = path.join(scratch, 'pulled-restore-again');
         await again.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
         parts.forEach((bytes, index) =>
           expect(readFileSync(path.join(restoredTo, `part-${index}.bin`)).equals(bytes)).toBe(true),
