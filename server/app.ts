@@ -1,6 +1,11 @@
 import { createServer, type Server } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { API_PREFIX, ValidationError, type ErrorBody } from '../main/protocol/index.ts';
+import {
+  API_PREFIX,
+  OUT_OF_SPACE_MSG,
+  ValidationError,
+  type ErrorBody,
+} from '../main/protocol/index.ts';
 import { authenticateDevice, authenticateStorage, type AuthSettings } from './auth/authenticate.ts';
 import type { TokenBuckets } from './auth/token-bucket.ts';
 import { ServiceContext } from './context.ts';
@@ -54,7 +59,7 @@ function errorBody(error: unknown): {
   if (isOutOfSpace(error)) {
     return {
       status: 500,
-      body: { msg: 'the service is out of storage space', code: 'internal' },
+      body: { msg: OUT_OF_SPACE_MSG, code: 'internal' },
       headers: {},
     };
   }

@@ -32,7 +32,7 @@ import {
   type TreeLeaves,
 } from '../uploader/index.ts';
 import { rename, rm, writeFile } from 'node:fs/promises';
-import type { Metadata, Snapshot } from '../protocol/index.ts';
+import { OUT_OF_SPACE_MSG, type Metadata, type Snapshot } from '../protocol/index.ts';
 import {
   checkSourceFolder,
   excludingFolders,
@@ -495,25 +495,35 @@ export class Engine {
     try {
       return await this.backupLocked(client, account, bucket, sourceDir, input);
     } catch (error) {
-      throw this.toldAsLocalDiskGone(error, 'backup');
+      throw this.toldAsLocalDisk(error, 'backup');
     } finally {
       lock.release();
     }
   }
 
   /**
-   * `error` as the embedded service's disk gone, where that is why a request failed: pulled out
-   * during a backup or restore, the service answers 500 (or no longer answers) for every write
-   * and read. Other errors pass as they are.
+   * `error` told as what happened to the embedded service's disk, where that is why a request
+   * failed: pulled out during a backup or restore, the service answers 500 (or no longer
+   * answers) for every write and read; full, it answers 500 "out of storage space", which for a
+   * server is its operator's to fix, and here is the user's own disk. Other errors pass as
+   * they are.
    */
-  private toldAsLocalDiskGone(error: unknown, what: 'backup' | 'restore'): unknown {
+  private toldAsLocalDisk(error: unknown, what: 'backup' | 'restore'): unknown {
     const account = readAccount(this.db);
     const failedRequest = isEngineError(error) && UNREACHABLE.has(error.code);
-    if (!failedRequest || account?.mode !== 'local' || this.local?.holdsData?.() !== false)
-      return error;
+    if (!failedRequest || account?.mode !== 'local') return error;
+    const dataDir = account.local_data_dir ?? '';
+    if (error.code === 'server_error' && error.message.includes(OUT_OF_SPACE_MSG)) {
+      return new EngineError(
+        'disk_full',
+        `the disk holding the backups (${dataDir}) is full: free some space on it, then run the ${what} again${what === 'backup' ? '; what it stored before stays' : ''}`,
+        { cause: error },
+      );
+    }
+    if (this.local?.holdsData?.() !== false) return error;
     return new EngineError(
       'local_data_missing',
-      `the disk holding the backups (${account.local_data_dir ?? ''}) went away during the ${what}: connect it and run the ${what} again${what === 'backup' ? '; what it stored before stays' : ''}`,
+      `the disk holding the backups (${dataDir}) went away during the ${what}: connect it and run the ${what} again${what === 'backup' ? '; what it stored before stays' : ''}`,
       { cause: error },
     );
   }
@@ -790,7 +800,7 @@ export class Engine {
       });
       return { ...result, leftoversRemoved };
     } catch (error) {
-      throw this.toldAsLocalDiskGone(error, 'restore');
+      throw this.toldAsLocalDisk(error, 'restore');
     } finally {
       // A restore that throws has removed its temporaries already: only a kill leaves them.
       mark.end();

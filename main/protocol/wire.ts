@@ -7,6 +7,12 @@ export const MEDIA_MULTIPART = 'multipart/form-data';
 export const PART_REQUEST_DATA = 'request-data';
 export const PART_CAR_UPLOAD = 'car-upload';
 
+/**
+ * The `msg` of this project's service when its disk is full (a 500, as the operator's to fix).
+ * The embedded service's client tells it as the user's own backup disk full.
+ */
+export const OUT_OF_SPACE_MSG = 'the service is out of storage space';
+
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
 

@@ -203,7 +203,7 @@ describe('backup failures', () => {
     const full = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(
-      'canopy: the server failed (the service is out of storage space, HTTP 500)\n',
+      `canopy: the disk holding the backups (${localData}) is full: free some space on it, then run the backup again; what it stored before stays\n`,
     );
     // Blocks that did not fit left no partial file, and the local disk was not used to stage.
     expect(readdirSync(path.join(localData, 'staging'))).toEqual([]);
@@ -267,7 +267,7 @@ describe('backup failures', () => {
     writeFileSync(path.join(source, 'notes.txt'), 'more notes');
     const full = await runCanopy(home, ['backup', source, '--bucket', 'Full'], fileStore);
     expect(full.stderr).toBe(
-      'canopy: the server failed (the service is out of storage space, HTTP 500)\n',
+      `canopy: the disk holding the backups (${localData}) is full: free some space on it, then run the backup again; what it stored before stays\n`,
     );
   });
 
