@@ -512,18 +512,20 @@ export class Engine {
     const account = readAccount(this.db);
     const failedRequest = isEngineError(error) && UNREACHABLE.has(error.code);
     if (!failedRequest || account?.mode !== 'local') return error;
-    const dataDir = account.local_data_dir ?? '';
+    const disk = `the disk holding the backups (${account.local_data_dir ?? ''})`;
+    // A backup's confirmed shards and earlier versions are kept; a restore promises nothing.
+    const kept = what === 'backup' ? '; what it stored before stays' : '';
     if (error.code === 'server_error' && error.message.includes(OUT_OF_SPACE_MSG)) {
       return new EngineError(
         'disk_full',
-        `the disk holding the backups (${dataDir}) is full: free some space on it, then run the ${what} again${what === 'backup' ? '; what it stored before stays' : ''}`,
+        `${disk} is full: free some space on it, then run the ${what} again${kept}`,
         { cause: error },
       );
     }
     if (this.local?.holdsData?.() !== false) return error;
     return new EngineError(
       'local_data_missing',
-      `the disk holding the backups (${dataDir}) went away during the ${what}: connect it and run the ${what} again${what === 'backup' ? '; what it stored before stays' : ''}`,
+      `${disk} went away during the ${what}: connect it and run the ${what} again${kept}`,
       { cause: error },
     );
   }
