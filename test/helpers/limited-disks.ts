@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import {
-  statSync,
   mkdirSync,
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   truncateSync,
   writeFileSync,
 } from 'node:fs';
