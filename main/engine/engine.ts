@@ -61,6 +61,7 @@ import {
   type AccountRecord,
   type StateDb,
 } from '../state/index.ts';
+import { diskGoneError } from './disk-gone-error.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** Reads a version's tree from its metadata CAR, whole or in part. */
@@ -495,7 +496,7 @@ export class Engine {
     try {
       return await this.backupLocked(client, account, bucket, sourceDir, input);
     } catch (error) {
-      throw this.toldAsLocalDisk(error, 'backup');
+      throw this.toldAsLocalDisk(diskGoneError(error, sourceDir, 'backup'), 'backup');
     } finally {
       lock.release();
     }
@@ -802,7 +803,7 @@ export class Engine {
       });
       return { ...result, leftoversRemoved };
     } catch (error) {
-      throw this.toldAsLocalDisk(error, 'restore');
+      throw this.toldAsLocalDisk(diskGoneError(error, targetDir, 'restore'), 'restore');
     } finally {
       // A restore that throws has removed its temporaries already: only a kill leaves them.
       mark.end();

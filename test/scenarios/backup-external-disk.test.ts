@@ -281,4 +281,87 @@ describe('a backup disk pulled out while in use', () => {
       backupDisk.unmount();
     }
   });
+  it('names a stick being backed up that is pulled out during the backup; plugged in again, the next backup has every file', async () => {
+    const stick = mountExfat(path.join(scratch, 'pulled-source-stick'), 64);
+    try {
+      const deviceHome = path.join(scratch, 'home-pulled-source');
+      const files = Array.from({ length: 12 }, (_, index) => ({
+        name: `photo-${index}.jpg`,
+        bytes: randomBytes(300_000),
+      }));
+      for (const file of files) writeFileSync(path.join(stick.dir, file.name), file.bytes);
+      let read = 0;
+      const engine = createEngine({
+        home: deviceHome,
+        secrets: new FileSecretStore(deviceHome),
+        startLocalService,
+        afterFileRead: () => {
+          read += 1;
+          if (read === 3) stick.pullOut();
+          return Promise.resolve();
+        },
+      });
+      try {
+        await engine.loginLocal({ dataDir: path.join(scratch, 'pulled-source-data') });
+        await engine.createBucket({ name: 'Stick', type: 'backup', storageClass: 'hot' });
+        await expect(engine.backup({ dir: stick.dir, bucket: 'Stick' })).rejects.toMatchObject({
+          code: 'disk_unavailable',
+          message: `the disk holding ${stick.dir} stopped answering during the backup (ENOTCONN): connect it, or check it for errors, and run the backup again`,
+        });
+        stick.plugIn();
+        const again = await engine.backup({ dir: stick.dir, bucket: 'Stick' });
+        expect(again).toMatchObject({ files: 12, skipped: [] });
+        const restoredTo = path.join(scratch, 'pulled-source-back');
+        await engine.restore({ bucket: 'Stick', to: restoredTo, overwrite: false });
+        for (const file of files)
+          expect(readFileSync(path.join(restoredTo, file.name)).equals(file.bytes)).toBe(true);
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      stick.unmount();
+    }
+  });
+
+  it('names a stick restored onto that is pulled out during the restore; plugged in again, the restore gives every byte', async () => {
+    const stick = mountExfat(path.join(scratch, 'pulled-target-stick'), 128);
+    try {
+      const deviceHome = path.join(scratch, 'home-pulled-target');
+      const source = path.join(scratch, 'pulled-target-source');
+      mkdirSync(source);
+      const parts = Array.from({ length: 40 }, () => randomBytes(1 << 20));
+      parts.forEach((bytes, index) => writeFileSync(path.join(source, `part-${index}.bin`), bytes));
+      let written = 0;
+      const engine = createEngine({
+        home: deviceHome,
+        secrets: new FileSecretStore(deviceHome),
+        startLocalService,
+        afterFileRestored: () => {
+          written += 1;
+          if (written === 1) stick.pullOut();
+        },
+      });
+      try {
+        await engine.loginLocal({ dataDir: path.join(scratch, 'pulled-target-data') });
+        await engine.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
+        await engine.backup({ dir: source, bucket: 'Parts' });
+        const target = path.join(stick.dir, 'parts');
+        await expect(
+          engine.restore({ bucket: 'Parts', to: target, overwrite: false }),
+        ).rejects.toMatchObject({
+          code: 'disk_unavailable',
+          message: `the disk holding ${target} stopped answering during the restore (ENOTCONN): connect it, or check it for errors, and run the restore again`,
+        });
+        stick.plugIn();
+        await engine.restore({ bucket: 'Parts', to: target, overwrite: false });
+        parts.forEach((bytes, index) =>
+          expect(readFileSync(path.join(target, `part-${index}.bin`)).equals(bytes)).toBe(true),
+        );
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      stick.unmount();
+    }
+  });
 });
