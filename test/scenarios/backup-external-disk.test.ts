@@ -13,16 +13,19 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine } from '../../main/index.ts';
+import { createEngine, type Engine, type EngineDeps } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
 
-// External exFAT disks (USB sticks) with the real CLI. Backing one up: its inode numbers are
-// made up at each mount, so the file index cannot know a file by them: after the stick was
-// unplugged and plugged in again, a backup must still recognise the files it read last time.
-// Keeping the backups on one: while it is unplugged, Canopy must say so and make nothing in its
-// place.
+// External exFAT disks (USB sticks), through FUSE on loop devices. Backing one up: its inode
+// numbers are made up at each mount, so the file index cannot know a file by them: after the
+// stick was unplugged and plugged in again, a backup must still recognise the files it read
+// last time. Keeping the backups on one: while it is unplugged, Canopy must say so and make
+// nothing in its place. Pulled out while in use (the backups' disk, a backup's source, a
+// restore's target), the disk must be named as the reason, and the next run must finish the
+// job. The command line where a user sees the message; the engine where a test seam must pull
+// the disk out at a given moment.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-external-'));
 chmodSync(scratch, 0o755);
@@ -170,29 +173,40 @@ describe('backups kept on an external exFAT disk', () => {
   });
 });
 
-describe('a backup disk pulled out while in use', () => {
-  it('is named as the reason of a failed backup, and once it is back the next backup finishes and restores byte for byte', async () => {
+describe('a disk pulled out while in use', () => {
+  /** An engine on `home` with the embedded service and the given test seams. */
+  const engineAt = (home: string, seams: Partial<EngineDeps> = {}): Engine =>
+    createEngine({ home, secrets: new FileSecretStore(home), startLocalService, ...seams });
+  /** A few retries, quickly: a disk that is gone does not come back between them. */
+  const quickRetries = { retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 } };
+
+  /** `count` files of 1 MiB of random bytes in a new folder `dir`; their bytes. */
+  const writeParts = (dir: string, count: number): Buffer[] => {
+    mkdirSync(dir, { recursive: true });
+    const parts = Array.from({ length: count }, () => randomBytes(1 << 20));
+    parts.forEach((bytes, index) => writeFileSync(path.join(dir, `part-${index}.bin`), bytes));
+    return parts;
+  };
+  const expectParts = (dir: string, parts: readonly Buffer[]): void => {
+    parts.forEach((bytes, index) =>
+      expect(readFileSync(path.join(dir, `part-${index}.bin`)).equals(bytes)).toBe(true),
+    );
+  };
+
+  it('names the backup disk as the reason of a failed backup; once it is back, the next backup finishes and restores byte for byte', async () => {
     const backupDisk = mountExfat(path.join(scratch, 'pulled-disk'), 64);
     try {
       const deviceHome = path.join(scratch, 'home-pulled');
       const data = path.join(backupDisk.dir, 'canopy');
       const source = path.join(scratch, 'pulled-source');
-      mkdirSync(source);
-      const parts = [0, 1, 2, 3].map(() => randomBytes(1 << 20));
-      parts.forEach((bytes, index) => writeFileSync(path.join(source, `part-${index}.bin`), bytes));
-      const engineWith = (afterShardConfirmed?: (confirmed: number) => void) =>
-        createEngine({
-          home: deviceHome,
-          secrets: new FileSecretStore(deviceHome),
-          startLocalService,
-          // Shards of one leaf each, so that the disk goes with shards still to send.
-          shardTargetBytes: (1 << 20) + 1024,
-          retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 },
-          ...(afterShardConfirmed ? { afterShardConfirmed } : {}),
-        });
-
-      const pulling = engineWith((confirmed) => {
-        if (confirmed === 1) backupDisk.pullOut();
+      const parts = writeParts(source, 4);
+      const pulling = engineAt(deviceHome, {
+        ...quickRetries,
+        // Shards of one leaf each, so that the disk goes with shards still to send.
+        shardTargetBytes: (1 << 20) + 1024,
+        afterShardConfirmed: (confirmed) => {
+          if (confirmed === 1) backupDisk.pullOut();
+        },
       });
       try {
         await pulling.loginLocal({ dataDir: data });
@@ -206,15 +220,12 @@ describe('a backup disk pulled out while in use', () => {
       }
 
       backupDisk.plugIn();
-      const again = engineWith();
+      const again = engineAt(deviceHome);
       try {
-        const finished = await again.backup({ dir: source, bucket: 'Parts' });
-        expect(finished.files).toBe(4);
+        expect((await again.backup({ dir: source, bucket: 'Parts' })).files).toBe(4);
         const restoredTo = path.join(scratch, 'pulled-back');
         await again.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
-        parts.forEach((bytes, index) =>
-          expect(readFileSync(path.join(restoredTo, `part-${index}.bin`)).equals(bytes)).toBe(true),
-        );
+        expectParts(restoredTo, parts);
       } finally {
         await again.close();
       }
@@ -222,25 +233,16 @@ describe('a backup disk pulled out while in use', () => {
       backupDisk.unmount();
     }
   });
-  it('is named as the reason of a failed restore, and once it is back the restore gives every byte', async () => {
+
+  it('names the backup disk as the reason of a failed restore; once it is back, the restore gives every byte', async () => {
     const backupDisk = mountExfat(path.join(scratch, 'pulled-restore-disk'), 128);
     try {
       const deviceHome = path.join(scratch, 'home-pulled-restore');
       const data = path.join(backupDisk.dir, 'canopy');
       const source = path.join(scratch, 'pulled-restore-source');
-      mkdirSync(source);
       // More than one batch of the restore's block requests, so some are asked after the pull.
-      const parts = Array.from({ length: 40 }, () => randomBytes(1 << 20));
-      parts.forEach((bytes, index) => writeFileSync(path.join(source, `part-${index}.bin`), bytes));
-      const engineWith = (afterFileRestored?: (written: number) => void) =>
-        createEngine({
-          home: deviceHome,
-          secrets: new FileSecretStore(deviceHome),
-          startLocalService,
-          retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 },
-          ...(afterFileRestored ? { afterFileRestored } : {}),
-        });
-      const setup = engineWith();
+      const parts = writeParts(source, 40);
+      const setup = engineAt(deviceHome);
       try {
         await setup.loginLocal({ dataDir: data });
         await setup.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
@@ -249,8 +251,11 @@ describe('a backup disk pulled out while in use', () => {
         await setup.close();
       }
 
-      const pulling = engineWith((written) => {
-        if (written === 1) backupDisk.pullOut();
+      const pulling = engineAt(deviceHome, {
+        ...quickRetries,
+        afterFileRestored: (written) => {
+          if (written === 1) backupDisk.pullOut();
+        },
       });
       try {
         const interrupted = pulling.restore({
@@ -267,13 +272,11 @@ describe('a backup disk pulled out while in use', () => {
       }
 
       backupDisk.plugIn();
-      const again = engineWith();
+      const again = engineAt(deviceHome);
       try {
         const restoredTo = path.join(scratch, 'pulled-restore-again');
         await again.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
-        parts.forEach((bytes, index) =>
-          expect(readFileSync(path.join(restoredTo, `part-${index}.bin`)).equals(bytes)).toBe(true),
-        );
+        expectParts(restoredTo, parts);
       } finally {
         await again.close();
       }
@@ -281,6 +284,7 @@ describe('a backup disk pulled out while in use', () => {
       backupDisk.unmount();
     }
   });
+
   it('names a stick being backed up that is pulled out during the backup; plugged in again, the next backup has every file', async () => {
     const stick = mountExfat(path.join(scratch, 'pulled-source-stick'), 64);
     try {
@@ -291,10 +295,7 @@ describe('a backup disk pulled out while in use', () => {
       }));
       for (const file of files) writeFileSync(path.join(stick.dir, file.name), file.bytes);
       let read = 0;
-      const engine = createEngine({
-        home: deviceHome,
-        secrets: new FileSecretStore(deviceHome),
-        startLocalService,
+      const engine = engineAt(deviceHome, {
         afterFileRead: () => {
           read += 1;
           if (read === 3) stick.pullOut();
@@ -327,15 +328,9 @@ describe('a backup disk pulled out while in use', () => {
     const stick = mountExfat(path.join(scratch, 'pulled-target-stick'), 128);
     try {
       const deviceHome = path.join(scratch, 'home-pulled-target');
-      const source = path.join(scratch, 'pulled-target-source');
-      mkdirSync(source);
-      const parts = Array.from({ length: 40 }, () => randomBytes(1 << 20));
-      parts.forEach((bytes, index) => writeFileSync(path.join(source, `part-${index}.bin`), bytes));
+      const parts = writeParts(path.join(scratch, 'pulled-target-source'), 40);
       let written = 0;
-      const engine = createEngine({
-        home: deviceHome,
-        secrets: new FileSecretStore(deviceHome),
-        startLocalService,
+      const engine = engineAt(deviceHome, {
         afterFileRestored: () => {
           written += 1;
           if (written === 1) stick.pullOut();
@@ -344,7 +339,7 @@ describe('a backup disk pulled out while in use', () => {
       try {
         await engine.loginLocal({ dataDir: path.join(scratch, 'pulled-target-data') });
         await engine.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
-        await engine.backup({ dir: source, bucket: 'Parts' });
+        await engine.backup({ dir: path.join(scratch, 'pulled-target-source'), bucket: 'Parts' });
         const target = path.join(stick.dir, 'parts');
         await expect(
           engine.restore({ bucket: 'Parts', to: target, overwrite: false }),
@@ -354,9 +349,7 @@ describe('a backup disk pulled out while in use', () => {
         });
         stick.plugIn();
         await engine.restore({ bucket: 'Parts', to: target, overwrite: false });
-        parts.forEach((bytes, index) =>
-          expect(readFileSync(path.join(target, `part-${index}.bin`)).equals(bytes)).toBe(true),
-        );
+        expectParts(target, parts);
       } finally {
         await engine.close();
       }
