@@ -1,5 +1,5 @@
-// Files to UnixFS blocks to CARs (§17). Deterministic; no network. May import main/protocol and
-// main/scanner.
+// Files to UnixFS blocks to CARs (§17). Deterministic; no network. May import main/api,
+// main/protocol and main/scanner.
 export * from './pack-source.ts';
 export * from './unixfs-settings.ts';
 export * from './leaf-list.ts';

@@ -1,5 +1,6 @@
 import { closeSync, fstatSync } from 'node:fs';
 import path from 'node:path';
+import { isDiskGone } from '../api/index.ts';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
@@ -354,8 +355,12 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     return { kind: 'reused', leaves: known };
   }
 
-  /** Reports a file that cannot be read, which is skipped instead of failing the pack. */
+  /**
+   * Reports a file that cannot be read, which is skipped instead of failing the pack; but a
+   * disk that is gone fails it, since every file after would be skipped as well.
+   */
   function skipUnreadable(file: ScannedFile, error: unknown): undefined {
+    if (isDiskGone(error)) throw error;
     input.onSkip({ path: file.path, reason: unreadableReason(error) });
     return undefined;
   }

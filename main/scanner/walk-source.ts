@@ -1,6 +1,7 @@
 import { lstatSync, readdirSync, readlinkSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate } from 'node:timers/promises';
+import { isDiskGone } from '../api/index.ts';
 import type { ExcludeRules } from './exclude-rules.ts';
 import { InodeNumbers } from './inode-numbers.ts';
 import { compareUtf8 } from './utf8-order.ts';
@@ -117,11 +118,20 @@ interface OpenFolder {
   next: number;
 }
 
+/**
+ * Rethrows a disk that is gone (pulled out during the walk): every entry after would be
+ * reported unreadable one by one, and the version made of what is left would be no backup.
+ */
+function throwIfDiskGone(error: unknown): void {
+  if (isDiskGone(error)) throw error;
+}
+
 /** A folder's names in UTF-8 byte order, or undefined (reported) when it cannot be listed. */
 function listFolder(root: string, relative: string, options: WalkOptions): string[] | undefined {
   try {
     return readdirSync(path.join(root, relative)).sort(compareUtf8);
   } catch (error) {
+    throwIfDiskGone(error);
     options.onSkip({ path: relative || '.', reason: `cannot list: ${reasonOf(error)}` });
     return undefined;
   }
@@ -158,6 +168,7 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
     try {
       stats = lstatSync(full, { bigint: true });
     } catch (error) {
+      throwIfDiskGone(error);
       onSkip({ path: rel, reason: lookupFailure(name, error) });
       continue;
     }
@@ -185,6 +196,7 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
       try {
         target = strictText(readlinkSync(full, { encoding: 'buffer' }));
       } catch (error) {
+        throwIfDiskGone(error);
         onSkip({ path: rel, reason: reasonOf(error) });
         continue;
       }

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine, type EngineDeps } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { walkSource } from '../../main/scanner/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
 
@@ -353,6 +354,68 @@ describe('a disk pulled out while in use', () => {
       } finally {
         await engine.close();
       }
+    } finally {
+      stick.unmount();
+    }
+  });
+  it('stops a backup whose stick is pulled out while its files are read, rather than store a version without the rest', async () => {
+    const stick = mountExfat(path.join(scratch, 'pulled-between-stick'), 64);
+    try {
+      const deviceHome = path.join(scratch, 'home-pulled-between');
+      for (let folder = 0; folder < 4; folder += 1) {
+        mkdirSync(path.join(stick.dir, `album-${folder}`));
+        for (let index = 0; index < 30; index += 1) {
+          const note = path.join(stick.dir, `album-${folder}`, `note-${index}.txt`);
+          writeFileSync(note, `${folder}/${index}`);
+        }
+      }
+      let read = 0;
+      const engine = engineAt(deviceHome, {
+        ...quickRetries,
+        afterFileRead: () => {
+          read += 1;
+          if (read === 10) stick.pullOut();
+          return Promise.resolve();
+        },
+      });
+      try {
+        await engine.loginLocal({ dataDir: path.join(scratch, 'pulled-between-data') });
+        await engine.createBucket({ name: 'Notes', type: 'backup', storageClass: 'hot' });
+        await expect(engine.backup({ dir: stick.dir, bucket: 'Notes' })).rejects.toMatchObject({
+          code: 'disk_unavailable',
+        });
+        // No version was pushed of the few files read before: the rest was not unreadable, gone.
+        expect(await engine.listVersions({ bucket: 'Notes' })).toEqual([]);
+        stick.plugIn();
+        expect(await engine.backup({ dir: stick.dir, bucket: 'Notes' })).toMatchObject({
+          files: 120,
+          skipped: [],
+        });
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      stick.unmount();
+    }
+  });
+  it('stops a walk whose stick is pulled out, rather than report each entry after as unreadable', async () => {
+    const stick = mountExfat(path.join(scratch, 'pulled-walk-stick'), 64);
+    try {
+      for (let folder = 0; folder < 3; folder += 1) {
+        mkdirSync(path.join(stick.dir, `album-${folder}`));
+        writeFileSync(path.join(stick.dir, `album-${folder}`, 'note.txt'), 'note');
+      }
+      const skipped: string[] = [];
+      const walk = walkSource(stick.dir, { onSkip: (item) => skipped.push(item.path) });
+      expect((await walk.next()).value).toMatchObject({ path: 'album-0' });
+      stick.pullOut();
+      await expect(
+        (async () => {
+          for await (const entry of walk) void entry;
+        })(),
+      ).rejects.toMatchObject({ code: 'ENOTCONN' });
+      expect(skipped).toEqual([]);
+      stick.plugIn();
     } finally {
       stick.unmount();
     }
