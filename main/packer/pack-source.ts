@@ -1,9 +1,9 @@
 import { closeSync, fstatSync } from 'node:fs';
 import path from 'node:path';
-import { isDiskGone } from '../api/index.ts';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
+import { isDiskGone } from '../api/index.ts';
 import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../protocol/index.ts';
 import {
   openSourceFile,
