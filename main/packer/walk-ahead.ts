@@ -131,11 +131,24 @@ export class WalkAhead<T> {
     await this.walk.return?.();
   }
 
+  /**
+   * Starts `entry`'s packing. A start that throws (its file's disk gone as it was opened) fails
+   * that packing, as one that fails later does: thrown here, it would escape from whichever
+   * packing's end started this one, as a rejection nothing handles, which ends the process.
+   */
+  private startOf(entry: SourceEntry): Promise<T> | undefined {
+    try {
+      return this.options.start(entry);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
   private startWaiting(): void {
     while (!this.closed && this.running.size < this.options.atOnce) {
       const item = this.waiting.shift();
       if (!item) return;
-      const made = this.options.start(item.entry);
+      const made = this.startOf(item.entry);
       item.made = made ?? null;
       if (!made) continue;
       this.running.add(made);

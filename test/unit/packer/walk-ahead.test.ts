@@ -150,4 +150,28 @@ describe('WalkAhead', () => {
     expect(state.walked).toBe(4);
     expect(ahead.inFlight.size).toBe(0);
   });
+  it('fails an entry whose start throws, for whoever waits for it, and leaves nothing unhandled', async () => {
+    const entries = [file('big1', LARGE), file('gone1', LARGE), file('gone2', LARGE)];
+    const { walk } = walkOf(entries);
+    const packings = manualPackings();
+    const ahead = new WalkAhead(walk, {
+      isEarly: (entry) => entry.kind === 'file' && entry.size >= LARGE,
+      start: (entry) => {
+        // The disk went as the file was opened.
+        if (entry.path.startsWith('gone')) throw new Error(`ENOTCONN: open ${entry.path}`);
+        return packings.start(entry);
+      },
+      aheadEntries: 10,
+      atOnce: 1,
+    });
+    const big1 = await ahead.next();
+    const gone1 = await ahead.next();
+    if (!big1 || !gone1) throw new Error('entries missing');
+    // The gone files start, and fail, as big1 ends and makes room: from its end's callback.
+    packings.finish.get('big1')?.resolve('done');
+    expect(await (await ahead.started(big1))?.made).toBe('done');
+    const started = await ahead.started(gone1);
+    await expect(started?.made).rejects.toThrow('ENOTCONN: open gone1');
+    await ahead.close();
+  });
 });
