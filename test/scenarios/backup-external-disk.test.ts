@@ -92,10 +92,23 @@ describe('backup of an external exFAT disk', () => {
   });
 });
 
+/** Runs `use` with a fresh exFAT stick named `name` in the scratch folder, unmounted after. */
+async function withStick(
+  name: string,
+  sizeMiB: number,
+  use: (stick: ExfatDisk) => Promise<void>,
+): Promise<void> {
+  const stick = mountExfat(path.join(scratch, name), sizeMiB);
+  try {
+    await use(stick);
+  } finally {
+    stick.unmount();
+  }
+}
+
 describe('backups kept on an external exFAT disk', () => {
   it('are refused clearly while the disk is unplugged, pulled out or read-only, browsed from the cache, and all there once it is back', async () => {
-    const backupDisk = mountExfat(path.join(scratch, 'backup-disk'), 64);
-    try {
+    await withStick('backup-disk', 64, async (backupDisk) => {
       const deviceHome = path.join(scratch, 'home-backups-outside');
       const data = path.join(backupDisk.dir, 'canopy');
       await loginWithBucket(deviceHome, data, 'Docs');
@@ -168,16 +181,37 @@ describe('backups kept on an external exFAT disk', () => {
         fileStore,
       );
       expect(plugged.status, plugged.stderr).toBe(0);
-    } finally {
-      backupDisk.unmount();
-    }
+    });
   });
 });
 
 describe('a disk pulled out while in use', () => {
-  /** An engine on `home` with the embedded service and the given test seams. */
-  const engineAt = (home: string, seams: Partial<EngineDeps> = {}): Engine =>
-    createEngine({ home, secrets: new FileSecretStore(home), startLocalService, ...seams });
+  /**
+   * Runs `use` with an engine on `home` (the embedded service, the given test seams), closed
+   * after; with `bucket`, logged in to a service on `dataDir` with that bucket created first.
+   */
+  async function withEngine(
+    home: string,
+    seams: Partial<EngineDeps>,
+    use: (engine: Engine) => Promise<void>,
+    login?: { readonly dataDir: string; readonly bucket: string },
+  ): Promise<void> {
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService,
+      ...seams,
+    });
+    try {
+      if (login) {
+        await engine.loginLocal({ dataDir: login.dataDir });
+        await engine.createBucket({ name: login.bucket, type: 'backup', storageClass: 'hot' });
+      }
+      await use(engine);
+    } finally {
+      await engine.close();
+    }
+  }
   /** A few retries, quickly: a disk that is gone does not come back between them. */
   const quickRetries = { retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 } };
 
@@ -195,71 +229,65 @@ describe('a disk pulled out while in use', () => {
   };
 
   it('names the backup disk as the reason of a failed backup; once it is back, the next backup finishes and restores byte for byte', async () => {
-    const backupDisk = mountExfat(path.join(scratch, 'pulled-disk'), 64);
-    try {
+    await withStick('pulled-disk', 64, async (backupDisk) => {
       const deviceHome = path.join(scratch, 'home-pulled');
       const data = path.join(backupDisk.dir, 'canopy');
       const source = path.join(scratch, 'pulled-source');
       const parts = writeParts(source, 4);
-      const pulling = engineAt(deviceHome, {
+      const pulling = {
         ...quickRetries,
         // Shards of one leaf each, so that the disk goes with shards still to send.
         shardTargetBytes: (1 << 20) + 1024,
-        afterShardConfirmed: (confirmed) => {
+        afterShardConfirmed: (confirmed: number) => {
           if (confirmed === 1) backupDisk.pullOut();
         },
-      });
-      try {
-        await pulling.loginLocal({ dataDir: data });
-        await pulling.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
-        await expect(pulling.backup({ dir: source, bucket: 'Parts' })).rejects.toMatchObject({
-          code: 'local_data_missing',
-          message: `the disk holding the backups (${data}) went away during the backup: connect it and run the backup again; what it stored before stays`,
-        });
-      } finally {
-        await pulling.close();
-      }
+      };
+      await withEngine(
+        deviceHome,
+        pulling,
+        async (engine) => {
+          await expect(engine.backup({ dir: source, bucket: 'Parts' })).rejects.toMatchObject({
+            code: 'local_data_missing',
+            message: `the disk holding the backups (${data}) went away during the backup: connect it and run the backup again; what it stored before stays`,
+          });
+        },
+        { dataDir: data, bucket: 'Parts' },
+      );
 
       backupDisk.plugIn();
-      const again = engineAt(deviceHome);
-      try {
-        expect((await again.backup({ dir: source, bucket: 'Parts' })).files).toBe(4);
+      await withEngine(deviceHome, {}, async (engine) => {
+        expect((await engine.backup({ dir: source, bucket: 'Parts' })).files).toBe(4);
         const restoredTo = path.join(scratch, 'pulled-back');
-        await again.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
+        await engine.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
         expectParts(restoredTo, parts);
-      } finally {
-        await again.close();
-      }
-    } finally {
-      backupDisk.unmount();
-    }
+      });
+    });
   });
 
   it('names the backup disk as the reason of a failed restore; once it is back, the restore gives every byte', async () => {
-    const backupDisk = mountExfat(path.join(scratch, 'pulled-restore-disk'), 128);
-    try {
+    await withStick('pulled-restore-disk', 128, async (backupDisk) => {
       const deviceHome = path.join(scratch, 'home-pulled-restore');
       const data = path.join(backupDisk.dir, 'canopy');
       const source = path.join(scratch, 'pulled-restore-source');
       // More than one batch of the restore's block requests, so some are asked after the pull.
       const parts = writeParts(source, 40);
-      const setup = engineAt(deviceHome);
-      try {
-        await setup.loginLocal({ dataDir: data });
-        await setup.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
-        await setup.backup({ dir: source, bucket: 'Parts' });
-      } finally {
-        await setup.close();
-      }
+      await withEngine(
+        deviceHome,
+        {},
+        async (engine) => {
+          await engine.backup({ dir: source, bucket: 'Parts' });
+        },
+        { dataDir: data, bucket: 'Parts' },
+      );
 
-      const pulling = engineAt(deviceHome, {
+      const pulling = {
         ...quickRetries,
-        afterFileRestored: (written) => {
+        afterFileRestored: (written: number) => {
           if (written === 1) backupDisk.pullOut();
         },
-      });
-      try {
-        const interrupted = pulling.restore({
+      };
+      await withEngine(deviceHome, pulling, async (engine) => {
+        const interrupted = engine.restore({
           bucket: 'Parts',
           to: path.join(scratch, 'pulled-restore-first'),
           overwrite: false,
@@ -268,100 +296,87 @@ describe('a disk pulled out while in use', () => {
           code: 'local_data_missing',
           message: `the disk holding the backups (${data}) went away during the restore: connect it and run the restore again`,
         });
-      } finally {
-        await pulling.close();
-      }
+      });
 
       backupDisk.plugIn();
-      const again = engineAt(deviceHome);
-      try {
+      await withEngine(deviceHome, {}, async (engine) => {
         const restoredTo = path.join(scratch, 'pulled-restore-again');
-        await again.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
+        await engine.restore({ bucket: 'Parts', to: restoredTo, overwrite: false });
         expectParts(restoredTo, parts);
-      } finally {
-        await again.close();
-      }
-    } finally {
-      backupDisk.unmount();
-    }
+      });
+    });
   });
 
   it('names a stick being backed up that is pulled out during the backup; plugged in again, the next backup has every file', async () => {
-    const stick = mountExfat(path.join(scratch, 'pulled-source-stick'), 64);
-    try {
-      const deviceHome = path.join(scratch, 'home-pulled-source');
+    await withStick('pulled-source-stick', 64, async (stick) => {
       const files = Array.from({ length: 12 }, (_, index) => ({
         name: `photo-${index}.jpg`,
         bytes: randomBytes(300_000),
       }));
       for (const file of files) writeFileSync(path.join(stick.dir, file.name), file.bytes);
       let read = 0;
-      const engine = engineAt(deviceHome, {
+      const pulling = {
         afterFileRead: () => {
           read += 1;
           if (read === 3) stick.pullOut();
           return Promise.resolve();
         },
-      });
-      try {
-        await engine.loginLocal({ dataDir: path.join(scratch, 'pulled-source-data') });
-        await engine.createBucket({ name: 'Stick', type: 'backup', storageClass: 'hot' });
-        await expect(engine.backup({ dir: stick.dir, bucket: 'Stick' })).rejects.toMatchObject({
-          code: 'disk_unavailable',
-          message: `the disk holding ${stick.dir} stopped answering during the backup (ENOTCONN): connect it, or check it for errors, and run the backup again`,
-        });
-        stick.plugIn();
-        const again = await engine.backup({ dir: stick.dir, bucket: 'Stick' });
-        expect(again).toMatchObject({ files: 12, skipped: [] });
-        const restoredTo = path.join(scratch, 'pulled-source-back');
-        await engine.restore({ bucket: 'Stick', to: restoredTo, overwrite: false });
-        for (const file of files)
-          expect(readFileSync(path.join(restoredTo, file.name)).equals(file.bytes)).toBe(true);
-      } finally {
-        await engine.close();
-      }
-    } finally {
-      stick.unmount();
-    }
+      };
+      await withEngine(
+        path.join(scratch, 'home-pulled-source'),
+        pulling,
+        async (engine) => {
+          await expect(engine.backup({ dir: stick.dir, bucket: 'Stick' })).rejects.toMatchObject({
+            code: 'disk_unavailable',
+            message: `the disk holding ${stick.dir} stopped answering during the backup (ENOTCONN): connect it, or check it for errors, and run the backup again`,
+          });
+          stick.plugIn();
+          const again = await engine.backup({ dir: stick.dir, bucket: 'Stick' });
+          expect(again).toMatchObject({ files: 12, skipped: [] });
+          const restoredTo = path.join(scratch, 'pulled-source-back');
+          await engine.restore({ bucket: 'Stick', to: restoredTo, overwrite: false });
+          for (const file of files)
+            expect(readFileSync(path.join(restoredTo, file.name)).equals(file.bytes)).toBe(true);
+        },
+        { dataDir: path.join(scratch, 'pulled-source-data'), bucket: 'Stick' },
+      );
+    });
   });
 
   it('names a stick restored onto that is pulled out during the restore; plugged in again, the restore gives every byte', async () => {
-    const stick = mountExfat(path.join(scratch, 'pulled-target-stick'), 128);
-    try {
-      const deviceHome = path.join(scratch, 'home-pulled-target');
-      const parts = writeParts(path.join(scratch, 'pulled-target-source'), 40);
+    await withStick('pulled-target-stick', 128, async (stick) => {
+      const source = path.join(scratch, 'pulled-target-source');
+      const parts = writeParts(source, 40);
       let written = 0;
-      const engine = engineAt(deviceHome, {
+      const pulling = {
         afterFileRestored: () => {
           written += 1;
           if (written === 1) stick.pullOut();
         },
-      });
-      try {
-        await engine.loginLocal({ dataDir: path.join(scratch, 'pulled-target-data') });
-        await engine.createBucket({ name: 'Parts', type: 'backup', storageClass: 'hot' });
-        await engine.backup({ dir: path.join(scratch, 'pulled-target-source'), bucket: 'Parts' });
-        const target = path.join(stick.dir, 'parts');
-        await expect(
-          engine.restore({ bucket: 'Parts', to: target, overwrite: false }),
-        ).rejects.toMatchObject({
-          code: 'disk_unavailable',
-          message: `the disk holding ${target} stopped answering during the restore (ENOTCONN): connect it, or check it for errors, and run the restore again`,
-        });
-        stick.plugIn();
-        await engine.restore({ bucket: 'Parts', to: target, overwrite: false });
-        expectParts(target, parts);
-      } finally {
-        await engine.close();
-      }
-    } finally {
-      stick.unmount();
-    }
+      };
+      await withEngine(
+        path.join(scratch, 'home-pulled-target'),
+        pulling,
+        async (engine) => {
+          await engine.backup({ dir: source, bucket: 'Parts' });
+          const target = path.join(stick.dir, 'parts');
+          await expect(
+            engine.restore({ bucket: 'Parts', to: target, overwrite: false }),
+          ).rejects.toMatchObject({
+            code: 'disk_unavailable',
+            message: `the disk holding ${target} stopped answering during the restore (ENOTCONN): connect it, or check it for errors, and run the restore again`,
+          });
+          stick.plugIn();
+          await engine.restore({ bucket: 'Parts', to: target, overwrite: false });
+          expectParts(target, parts);
+        },
+        { dataDir: path.join(scratch, 'pulled-target-data'), bucket: 'Parts' },
+      );
+    });
   });
+
   it('stops a backup whose stick is pulled out while its files are read, rather than store a version without the rest', async () => {
-    const stick = mountExfat(path.join(scratch, 'pulled-between-stick'), 64);
-    try {
-      const deviceHome = path.join(scratch, 'home-pulled-between');
+    await withStick('pulled-between-stick', 64, async (stick) => {
       for (let folder = 0; folder < 4; folder += 1) {
         mkdirSync(path.join(stick.dir, `album-${folder}`));
         for (let index = 0; index < 30; index += 1) {
@@ -370,37 +385,36 @@ describe('a disk pulled out while in use', () => {
         }
       }
       let read = 0;
-      const engine = engineAt(deviceHome, {
+      const pulling = {
         ...quickRetries,
         afterFileRead: () => {
           read += 1;
           if (read === 10) stick.pullOut();
           return Promise.resolve();
         },
-      });
-      try {
-        await engine.loginLocal({ dataDir: path.join(scratch, 'pulled-between-data') });
-        await engine.createBucket({ name: 'Notes', type: 'backup', storageClass: 'hot' });
-        await expect(engine.backup({ dir: stick.dir, bucket: 'Notes' })).rejects.toMatchObject({
-          code: 'disk_unavailable',
-        });
-        // No version was pushed of the few files read before: the rest was not unreadable, gone.
-        expect(await engine.listVersions({ bucket: 'Notes' })).toEqual([]);
-        stick.plugIn();
-        expect(await engine.backup({ dir: stick.dir, bucket: 'Notes' })).toMatchObject({
-          files: 120,
-          skipped: [],
-        });
-      } finally {
-        await engine.close();
-      }
-    } finally {
-      stick.unmount();
-    }
+      };
+      await withEngine(
+        path.join(scratch, 'home-pulled-between'),
+        pulling,
+        async (engine) => {
+          await expect(engine.backup({ dir: stick.dir, bucket: 'Notes' })).rejects.toMatchObject({
+            code: 'disk_unavailable',
+          });
+          // No version was pushed of the few files read before: the rest was not unreadable, gone.
+          expect(await engine.listVersions({ bucket: 'Notes' })).toEqual([]);
+          stick.plugIn();
+          expect(await engine.backup({ dir: stick.dir, bucket: 'Notes' })).toMatchObject({
+            files: 120,
+            skipped: [],
+          });
+        },
+        { dataDir: path.join(scratch, 'pulled-between-data'), bucket: 'Notes' },
+      );
+    });
   });
+
   it('stops a walk whose stick is pulled out, rather than report each entry after as unreadable', async () => {
-    const stick = mountExfat(path.join(scratch, 'pulled-walk-stick'), 64);
-    try {
+    await withStick('pulled-walk-stick', 64, async (stick) => {
       for (let folder = 0; folder < 3; folder += 1) {
         mkdirSync(path.join(stick.dir, `album-${folder}`));
         writeFileSync(path.join(stick.dir, `album-${folder}`, 'note.txt'), 'note');
@@ -416,8 +430,6 @@ describe('a disk pulled out while in use', () => {
       ).rejects.toMatchObject({ code: 'ENOTCONN' });
       expect(skipped).toEqual([]);
       stick.plugIn();
-    } finally {
-      stick.unmount();
-    }
+    });
   });
 });
