@@ -790,6 +790,7 @@ export class Engine {
     const leftoversRemoved = this.removeStoppedRestoresLeftovers();
     const targetDir = path.resolve(input.to);
     const mark = RestoreMark.start(this.deps.home, targetDir);
+    let finished = false;
     try {
       const result = await restoreVersion({
         client,
@@ -801,12 +802,31 @@ export class Engine {
         ...(input.path === undefined ? {} : { subPath: input.path }),
         ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
       });
+      finished = true;
       return { ...result, leftoversRemoved };
     } catch (error) {
       throw this.toldAsLocalDisk(diskGoneError(error, targetDir, 'restore'), 'restore');
     } finally {
-      // A restore that throws has removed its temporaries already: only a kill leaves them.
-      mark.end();
+      if (finished) mark.end();
+      else this.endUnlessLeft(mark, targetDir);
+    }
+  }
+
+  /**
+   * Ends the mark of a restore that failed once none of its temporaries are left. It removed
+   * those it could as it stopped, but a target whose disk was pulled out keeps the ones written
+   * before, and the mark stays so that the next restore removes them once it is back.
+   */
+  private endUnlessLeft(mark: RestoreMark, targetDir: string): void {
+    let someLeft = true;
+    try {
+      someLeft = removeLeftTemporaries(targetDir, mark.token).someLeft;
+    } catch {
+      // The restore's own failure is the one to report; the next restore looks again, and
+      // says what stops it there.
+    } finally {
+      if (someLeft) mark.release();
+      else mark.end();
     }
   }
 

@@ -1,5 +1,6 @@
 import { readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { isDiskGone } from '../api/index.ts';
 
 // The temporary names a restore writes its files under, and the removal of those a restore
 // killed part-way left behind. Its files are written beside their targets, anywhere below the
@@ -20,10 +21,13 @@ export interface LeftTemporaries {
   readonly someLeft: boolean;
 }
 
-/** Whether a failed read or removal is the disk's or its permissions', rather than a bug. */
+/**
+ * Whether a failed read or removal is the disk's or its permissions', rather than a bug: a disk
+ * pulled out (isDiskGone) answers as a folder that cannot be read.
+ */
 function isOutOfReach(error: unknown): boolean {
   const { code } = error as NodeJS.ErrnoException;
-  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS';
+  return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' || isDiskGone(error);
 }
 
 /** Removes the files under `token`'s temporary names anywhere in `target`. */

@@ -366,8 +366,22 @@ describe('a disk pulled out while in use', () => {
             code: 'disk_unavailable',
             message: `the disk holding ${target} stopped answering during the restore (ENOTCONN): connect it, or check it for errors, and run the restore again`,
           });
+          // While the stick still does not answer, a restore elsewhere goes on; what the first
+          // run left on the stick waits for it.
+          const elsewhere = await engine.restore({
+            bucket: 'Parts',
+            path: 'part-0.bin',
+            to: path.join(scratch, 'pulled-target-elsewhere'),
+            overwrite: false,
+          });
+          expect(elsewhere).toMatchObject({ files: 1, leftoversRemoved: 0 });
           stick.plugIn();
-          await engine.restore({ bucket: 'Parts', to: target, overwrite: false });
+          // Run again, it removes what the first run left under temporary names on the stick,
+          // and gives each file once: none beside a copy the first run put in place.
+          const again = await engine.restore({ bucket: 'Parts', to: target, overwrite: false });
+          expect(again).toMatchObject({ renamed: [], notRestored: [] });
+          expect(again.leftoversRemoved).toBeGreaterThan(0);
+          expect(readdirSync(target).sort()).toEqual(parts.map((_, i) => `part-${i}.bin`).sort());
           expectParts(target, parts);
         },
         { dataDir: path.join(scratch, 'pulled-target-data'), bucket: 'Parts' },
