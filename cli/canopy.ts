@@ -403,6 +403,11 @@ async function run(
                 `removed ${result.leftoversRemoved} unfinished ${result.leftoversRemoved === 1 ? 'file' : 'files'} left by a restore that was stopped`,
               ]),
           `restored ${result.files} files (${result.bytes} bytes), ${result.directories} folders, ${result.symlinks} symlinks`,
+          ...(result.alreadyThere === 0
+            ? []
+            : [
+                `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
+              ]),
           ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
           ...(result.modesNotKept === 0
             ? []

@@ -29,6 +29,7 @@ import { damagedLeafReason, LeafFetcher } from './leaf-fetcher.ts';
 import { makeFolders } from './make-folders.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
+import { entriesAlreadyThere } from './already-there.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
@@ -111,6 +112,11 @@ export interface RestoreResult {
   readonly symlinks: number;
   readonly bytes: number;
   readonly renamed: readonly string[];
+  /**
+   * Files and links the target held already, byte for byte (already-there.ts): left as they
+   * were, and not fetched. Only without `overwrite`.
+   */
+  readonly alreadyThere: number;
   /** By path; empty when everything was restored. */
   readonly notRestored: readonly NotRestored[];
   /**
@@ -250,9 +256,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   /** The leaves of a file in read order, as fileBytes reads them; none for other entries. */
-  function* leavesOf(cid: CID, depth = 0): Generator<string> {
+  function* leafCidsOf(cid: CID, depth = 0): Generator<CID> {
     if (cid.code === RAW_CODEC) {
-      yield cidText(cid);
+      yield cid;
       return;
     }
     const node = index.nodes.get(cid);
@@ -262,7 +268,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     // The node types fileBytes reads, so each file's planned reads match the reads it makes.
     const type = decoded.Data ? UnixFS.unmarshal(decoded.Data).type : undefined;
     if (type !== 'file' && type !== 'raw') return;
-    for (const link of decoded.Links) yield* leavesOf(link.Hash, depth + 1);
+    for (const link of decoded.Links) yield* leafCidsOf(link.Hash, depth + 1);
+  }
+  /** The same, as the storage host names them. */
+  function* leavesOf(cid: CID): Generator<string> {
+    for (const leaf of leafCidsOf(cid)) yield cidText(leaf);
   }
   /** A leaf's size as the tree states it, for a gap where the server could not give it. */
   const leafSize = (cid: CID): number => index.leaves.sizeOf(cid) ?? 0;
@@ -286,6 +296,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     symlinks: 0,
     bytes: 0,
     renamed: [] as string[],
+    alreadyThere: 0,
     notRestored: [] as NotRestored[],
     modesNotKept: 0,
   };
@@ -419,6 +430,29 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         yield entry;
     }
   }
+  /** An entry's path below the target: the wanted path lands in it under its own name. */
+  const relativeOf = (entry: TreeEntry): string =>
+    entry.parts.slice(Math.max(0, wanted.length - 1)).join('/');
+  // A target that was not there holds nothing yet; with `overwrite`, what it holds is replaced.
+  const alreadyThere =
+    targetExisted && !input.overwrite
+      ? await entriesAlreadyThere(
+          (function* withRelative() {
+            for (const entry of restored(root)) yield { entry, relative: relativeOf(entry) };
+          })(),
+          input.targetDir,
+          (cid) => ({
+            size: fileSizeOf(cid),
+            leaves: () => leafCidsOf(cid),
+            leafSize: (leaf) => index.leaves.sizeOf(leaf),
+          }),
+        ).catch((error: unknown) => {
+          throw restoreError(error, input.targetDir);
+        })
+      : new Set<string>();
+  /** Whether the target holds this file or link already, as the version has it. */
+  const isThere = (entry: TreeEntry): boolean =>
+    alreadyThere.size > 0 && entry.kind !== 'directory' && alreadyThere.has(relativeOf(entry));
   // The tree is walked twice, lazily: once here for the leaf reads to fetch ahead, once below
   // for the writes. Holding a plan of the whole tree instead grew with the number of files.
   const leaves = new LeafFetcher(
@@ -426,7 +460,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     input.storageHost,
     index.leaves,
     (function* leafReads(): Generator<string> {
-      for (const entry of restored(root)) if (entry.kind === 'file') yield* leavesOf(entry.cid);
+      for (const entry of restored(root))
+        if (entry.kind === 'file' && !isThere(entry)) yield* leavesOf(entry.cid);
     })(),
   );
   /** Leaf reads planned before the next file's first. */
@@ -590,7 +625,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       const parts = entry.parts;
       for (const part of parts) checkName(part);
       matched = true;
-      const relative = parts.slice(Math.max(0, wanted.length - 1)).join('/');
+      if (isThere(entry)) {
+        result.alreadyThere += 1;
+        continue;
+      }
+      const relative = relativeOf(entry);
       const parent = path.posix.dirname(relative);
       const parentKey = parent === '.' ? '' : parent;
       const underRefused = relative !== '' && refusedFolders.has(parentKey);

@@ -85,8 +85,16 @@ describe('a restore killed part-way', () => {
       renameSync(`${target}-unmounted`, target);
       expect(temporaries()).toEqual(left);
 
-      const result = await again.restore({ bucket: 'Crash', to: target, overwrite: true });
-      expect(result.leftoversRemoved).toBe(left.length);
+      // Run again as a user would, without --overwrite: any file the first run renamed into
+      // place is left as it is, and no file gets a copy beside it.
+      const renamedBefore = filesBelow(target).length - left.length;
+      const result = await again.restore({ bucket: 'Crash', to: target, overwrite: false });
+      expect(result).toMatchObject({
+        leftoversRemoved: left.length,
+        alreadyThere: renamedBefore,
+        files: 41 - renamedBefore,
+        renamed: [],
+      });
     } finally {
       await again.close();
     }

@@ -1,0 +1,108 @@
+import { createHash } from 'node:crypto';
+import { type FileHandle, open, readlink } from 'node:fs/promises';
+import path from 'node:path';
+import type { CID } from 'multiformats/cid';
+import { SHA2_256_CODE } from '../protocol/index.ts';
+import { lstatUnlessRefused } from './refused-entry.ts';
+import type { TreeEntry } from './walk-tree.ts';
+
+// What a restore finds in its target already, byte for byte: the files of a restore that was
+// stopped part way (a disk pulled out, the machine shut down) and run again, or the files of a
+// restore into the original place that did not change since. Those are left as they are and
+// not fetched again, instead of each getting a " (restored)" copy beside it.
+//
+// A file counts only when it is a regular file of the version's size and every piece of it
+// hashes to the CID of the leaf it would be restored from: its name and size alone say nothing
+// of its content. Its mode and mtime are the user's, and a file that was there keeps them, as
+// it keeps its content when it differs.
+
+/** Why a file that is there may not be opened to compare it. */
+const UNCOMPARABLE_CODES = new Set(['EACCES', 'EPERM', 'ENOENT']);
+
+/** Bytes read from a file at once while comparing it. */
+const READ_BYTES = 1024 * 1024;
+
+/** A version's file, as much of it as the comparison needs. */
+export interface VersionFile {
+  /** Its size as its root states it. */
+  readonly size: number;
+  /** Its leaves in read order. */
+  readonly leaves: () => Iterable<CID>;
+  readonly leafSize: (cid: CID) => number | undefined;
+}
+
+/** Whether `file` is a regular file holding exactly the bytes of `wanted`. */
+export async function holdsSameBytes(file: string, wanted: VersionFile): Promise<boolean> {
+  const stats = lstatUnlessRefused(file);
+  if (!stats?.isFile() || stats.size !== wanted.size) return false;
+  let handle: FileHandle;
+  try {
+    handle = await open(file, 'r');
+  } catch (error) {
+    // One this user may not read, or gone since: it cannot be told the same, so it is kept
+    // and the version's file is restored beside it, as for any other file in the way.
+    if (UNCOMPARABLE_CODES.has((error as NodeJS.ErrnoException).code ?? '')) return false;
+    throw error;
+  }
+  try {
+    const buffer = Buffer.allocUnsafe(READ_BYTES);
+    let position = 0;
+    for (const leaf of wanted.leaves()) {
+      const size = wanted.leafSize(leaf);
+      // Only SHA-256 leaves are made (§17); another could not be compared here.
+      if (size === undefined || leaf.multihash.code !== SHA2_256_CODE) return false;
+      const hash = createHash('sha256');
+      for (let left = size; left > 0;) {
+        const { bytesRead } = await handle.read(buffer, 0, Math.min(left, READ_BYTES), position);
+        // Shorter than it was a moment ago: it is being written to, so it is not the same.
+        if (bytesRead === 0) return false;
+        hash.update(buffer.subarray(0, bytesRead));
+        position += bytesRead;
+        left -= bytesRead;
+      }
+      if (!hash.digest().equals(leaf.multihash.digest)) return false;
+    }
+    return position === wanted.size;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Whether `file` is a symbolic link to `target`. */
+async function holdsSameLink(file: string, target: string): Promise<boolean> {
+  if (!lstatUnlessRefused(file)?.isSymbolicLink()) return false;
+  return (await readlink(file)) === target;
+}
+
+/**
+ * The files and links of `entries` that `targetDir` already holds as the version has them, by
+ * their path below it. Folders missing from the target are not looked into.
+ */
+export async function entriesAlreadyThere(
+  entries: Iterable<{ readonly entry: TreeEntry; readonly relative: string }>,
+  targetDir: string,
+  fileOf: (cid: CID) => VersionFile,
+): Promise<Set<string>> {
+  const there = new Set<string>();
+  /** Folders of the version that the target lacks, or holds as something else. */
+  const missing = new Set<string>();
+  for (const { entry, relative } of entries) {
+    if (relative === '') continue;
+    const parent = path.posix.dirname(relative);
+    if (missing.has(parent === '.' ? '' : parent)) {
+      if (entry.kind === 'directory') missing.add(relative);
+      continue;
+    }
+    const place = path.join(targetDir, relative);
+    if (entry.kind === 'directory') {
+      if (!lstatUnlessRefused(place)?.isDirectory()) missing.add(relative);
+      continue;
+    }
+    const same =
+      entry.kind === 'symlink'
+        ? await holdsSameLink(place, entry.target ?? '')
+        : await holdsSameBytes(place, fileOf(entry.cid));
+    if (same) there.add(relative);
+  }
+  return there;
+}

@@ -1,0 +1,167 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+
+// A restore run again into a folder that holds part of the version already (the first run was
+// stopped, or the files are restored to where they came from): what is there byte for byte is
+// left as it is and not fetched again, and only what is missing or differs is restored, a file
+// that differs beside the user's own as always.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-restore-again-'));
+const source = path.join(scratch, 'source');
+const home = path.join(scratch, 'home');
+const MiB = 1024 * 1024;
+/** The blocks/car requests the storage host received: each asks for a batch of leaves. */
+let leavesAsked = 0;
+let engine: Engine;
+
+/** Every entry below `dir` by its path, sorted. */
+function entriesBelow(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' }).sort();
+}
+
+beforeAll(async () => {
+  mkdirSync(path.join(source, 'notes'), { recursive: true });
+  writeFileSync(path.join(source, 'large.bin'), randomBytes(3 * MiB + 5));
+  writeFileSync(path.join(source, 'same-size.txt'), 'the backed-up words');
+  writeFileSync(path.join(source, 'notes', 'a.txt'), 'note a');
+  writeFileSync(path.join(source, 'notes', 'b.txt'), 'note b');
+  writeFileSync(path.join(source, 'empty'), '');
+  symlinkSync('notes/a.txt', path.join(source, 'link'));
+  engine = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    startLocalService: (dataDir, options) =>
+      startLocalService(dataDir, options, (app) => {
+        app.addHook('onRequest', async (request) => {
+          if (request.url.endsWith('/blocks/car')) leavesAsked += 1;
+          return Promise.resolve();
+        });
+      }),
+  });
+  await engine.loginLocal({});
+  await engine.createBucket({ name: 'Again', type: 'backup', storageClass: 'hot' });
+  await engine.backup({ dir: source, bucket: 'Again' });
+});
+afterAll(async () => {
+  await engine.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('a restore run again', () => {
+  it('leaves what is there byte for byte, fetches none of it, and restores only what is missing or differs', async () => {
+    const target = path.join(scratch, 'target');
+    const first = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(first).toMatchObject({ files: 5, symlinks: 1, alreadyThere: 0, renamed: [] });
+    expect(leavesAsked).toBeGreaterThan(0);
+    const whole = entriesBelow(target);
+
+    leavesAsked = 0;
+    const again = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(again).toMatchObject({ files: 0, symlinks: 0, alreadyThere: 6, renamed: [] });
+    expect(leavesAsked).toBe(0);
+    expect(entriesBelow(target)).toEqual(whole);
+
+    // The user's own changes: one file with other words of the same length, a large one with
+    // its last byte changed, one deleted, and one touched with its content as it was.
+    writeFileSync(path.join(target, 'same-size.txt'), 'the user edited it!');
+    const large = readFileSync(path.join(target, 'large.bin'));
+    large[large.length - 1] = (large[large.length - 1] ?? 0) ^ 0xff;
+    writeFileSync(path.join(target, 'large.bin'), large);
+    unlinkSync(path.join(target, 'notes', 'b.txt'));
+    const touched = new Date('2020-02-02T02:02:02Z');
+    utimesSync(path.join(target, 'notes', 'a.txt'), touched, touched);
+
+    const third = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(third).toMatchObject({ files: 3, symlinks: 0, alreadyThere: 3 });
+    expect([...third.renamed].sort()).toEqual(['large.bin (restored)', 'same-size.txt (restored)']);
+    expect(readFileSync(path.join(target, 'same-size.txt'), 'utf8')).toBe('the user edited it!');
+    expect(readFileSync(path.join(target, 'same-size.txt (restored)'), 'utf8')).toBe(
+      'the backed-up words',
+    );
+    expect(readFileSync(path.join(target, 'large.bin')).equals(large)).toBe(true);
+    expect(
+      readFileSync(path.join(target, 'large.bin (restored)')).equals(
+        readFileSync(path.join(source, 'large.bin')),
+      ),
+    ).toBe(true);
+    expect(readFileSync(path.join(target, 'notes', 'b.txt'), 'utf8')).toBe('note b');
+    // Left as the user had it: same content, their mtime.
+    expect(statSync(path.join(target, 'notes', 'a.txt')).mtime).toEqual(touched);
+  });
+
+  it('restores one wanted file beside a different one, and leaves it when it is the same', async () => {
+    const target = path.join(scratch, 'one-file');
+    mkdirSync(target);
+    writeFileSync(path.join(target, 'a.txt'), 'note A');
+    const beside = await engine.restore({
+      bucket: 'Again',
+      path: 'notes/a.txt',
+      to: target,
+      overwrite: false,
+    });
+    expect(beside).toMatchObject({ files: 1, alreadyThere: 0, renamed: ['a.txt (restored)'] });
+    writeFileSync(path.join(target, 'a.txt'), 'note a');
+    leavesAsked = 0;
+    const same = await engine.restore({
+      bucket: 'Again',
+      path: 'notes/a.txt',
+      to: target,
+      overwrite: false,
+    });
+    expect(same).toMatchObject({ files: 0, alreadyThere: 1, renamed: [] });
+    expect(leavesAsked).toBe(0);
+  });
+
+  it('restores a link beside a folder that took its name, and writes every file again when asked to overwrite', async () => {
+    const target = path.join(scratch, 'unreadable');
+    await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    // A folder where the link was: it cannot be that link, whatever it holds.
+    unlinkSync(path.join(target, 'link'));
+    mkdirSync(path.join(target, 'link'));
+    const again = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(again).toMatchObject({ files: 0, symlinks: 1, alreadyThere: 5 });
+    expect(again.renamed).toEqual(['link (restored)']);
+
+    // --overwrite writes every file again, as it always did.
+    const replaced = await engine.restore({ bucket: 'Again', to: target, overwrite: true });
+    expect(replaced).toMatchObject({ files: 5, alreadyThere: 0 });
+  });
+});
+
+describe('canopy restore run again', () => {
+  it('says how many files were there already', async () => {
+    const cliHome = path.join(scratch, 'cli-home');
+    await loginWithBucket(cliHome, path.join(scratch, 'cli-local'), 'Words');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+    const backup = await runCanopy(cliHome, ['backup', source, '--bucket', 'Words'], env);
+    expect(backup.status, backup.stderr).toBe(0);
+    const target = path.join(scratch, 'cli-target');
+    const first = await runCanopy(cliHome, ['restore', '--bucket', 'Words', '--to', target], env);
+    expect(first.status, first.stderr).toBe(0);
+    expect(first.stdout).not.toContain('there already');
+    const again = await runCanopy(cliHome, ['restore', '--bucket', 'Words', '--to', target], env);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toBe(
+      'restored 0 files (0 bytes), 2 folders, 0 symlinks\n' +
+        'already there with the same content, and left as they were: 6 files and links\n',
+    );
+  });
+});
