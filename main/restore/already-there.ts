@@ -19,6 +19,12 @@ import type { TreeEntry } from './walk-tree.ts';
 /** Why a file that is there may not be opened to compare it. */
 const UNCOMPARABLE_CODES = new Set(['EACCES', 'EPERM', 'ENOENT']);
 
+/**
+ * Files compared at once: each waits on its open, reads and close in the thread pool, and one
+ * at a time, 11 000 files already there took longer to compare than to restore.
+ */
+const CHECKS_AT_ONCE = 8;
+
 /** Bytes read from a file at once while comparing it. */
 const READ_BYTES = 1024 * 1024;
 
@@ -86,6 +92,8 @@ export async function entriesAlreadyThere(
   const there = new Set<string>();
   /** Folders of the version that the target lacks, or holds as something else. */
   const missing = new Set<string>();
+  const checks = new Set<Promise<void>>();
+  let failure: { readonly error: unknown } | undefined;
   for (const { entry, relative } of entries) {
     if (relative === '') continue;
     const parent = path.posix.dirname(relative);
@@ -98,11 +106,27 @@ export async function entriesAlreadyThere(
       if (!lstatUnlessRefused(place)?.isDirectory()) missing.add(relative);
       continue;
     }
+    if (!lstatUnlessRefused(place)) continue;
     const same =
       entry.kind === 'symlink'
-        ? await holdsSameLink(place, entry.target ?? '')
-        : await holdsSameBytes(place, fileOf(entry.cid));
-    if (same) there.add(relative);
+        ? holdsSameLink(place, entry.target ?? '')
+        : holdsSameBytes(place, fileOf(entry.cid));
+    const check: Promise<void> = same
+      .then(
+        (isSame) => {
+          if (isSame) there.add(relative);
+        },
+        (error: unknown) => {
+          failure ??= { error };
+        },
+      )
+      .finally(() => checks.delete(check));
+    checks.add(check);
+    if (checks.size >= CHECKS_AT_ONCE) await Promise.race(checks);
+    if (failure) break;
   }
+  // None is left running when the first failure is reported.
+  await Promise.all(checks);
+  if (failure) throw failure.error;
   return there;
 }
