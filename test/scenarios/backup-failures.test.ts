@@ -87,6 +87,17 @@ describe('backup failures', () => {
     const target = path.join(home, 'restored');
     expect(asNobody(['restore', 'Docs', target]).status).toBe(0);
     expect(readFileSync(path.join(target, 'secret.txt'), 'utf8')).toBe('not for nobody');
+    // Run again, the file it may no longer read cannot be told the same: the version's copy
+    // goes beside it, and the one it can read, unchanged, is left alone.
+    chmodSync(path.join(target, 'secret.txt'), 0o000);
+    const again = asNobody(['restore', 'Docs', target]);
+    expect(again.stderr).toBe('');
+    expect(readdirSync(target).sort()).toEqual([
+      'readable.txt',
+      'secret.txt',
+      'secret.txt (restored)',
+    ]);
+    expect(readFileSync(path.join(target, 'secret.txt (restored)'), 'utf8')).toBe('not for nobody');
   });
 
   it('refuses a source folder it cannot read, and a restore target it cannot write, clearly', () => {
