@@ -33,7 +33,8 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   backup DIR --bucket NAME [--dry-run] [--progress]
   versions --bucket NAME | snapshots --bucket NAME
   ls --bucket NAME [--version ID | --snapshot ID] [PATH]
-  restore --bucket NAME [--version ID | --snapshot ID] [PATH] --to DIR [--overwrite]
+  restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
+                                                    without --to, to where it was backed up from
   verify --bucket NAME [--version ID] [--all]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
@@ -387,9 +388,10 @@ async function run(
     case 'restore': {
       const snapshot = str('snapshot');
       const version = str('version');
+      const to = str('to');
       const result = await engine.restore({
         bucket: need(str('bucket'), '--bucket'),
-        to: need(str('to'), '--to'),
+        ...(to === undefined ? {} : { to }),
         overwrite: values['overwrite'] === true,
         ...(version === undefined ? {} : { version }),
         ...(snapshot === undefined ? {} : { snapshot }),
@@ -402,6 +404,7 @@ async function run(
             : [
                 `removed ${result.leftoversRemoved} unfinished ${result.leftoversRemoved === 1 ? 'file' : 'files'} left by a restore that was stopped`,
               ]),
+          ...(to === undefined ? [`into ${result.restoredInto}, where it was backed up from`] : []),
           `restored ${result.files} files (${result.bytes} bytes), ${result.directories} folders, ${result.symlinks} symlinks`,
           ...(result.alreadyThere === 0
             ? []

@@ -17,6 +17,7 @@ import { ServiceClient, type RetryPolicy } from '../service/index.ts';
 import { backupSource, type BackupProgress, type BackupResult } from '../uploader/index.ts';
 import {
   listVersionPath,
+  originalPlace,
   removeLeftTemporaries,
   restoreVersion,
   verifyVersion,
@@ -780,15 +781,21 @@ export class Engine {
     version?: string;
     snapshot?: string;
     path?: string;
-    to: string;
+    /** The folder to restore into; by default where the version was backed up from. */
+    to?: string;
     overwrite: boolean;
-  }): Promise<RestoreResult & { readonly leftoversRemoved: number }> {
+  }): Promise<
+    RestoreResult & { readonly leftoversRemoved: number; readonly restoredInto: string }
+  > {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input);
     const who = await client.whoAmI();
     const tree = await this.versionTree(client, versionId, readTreeIndex);
+    const targetDir =
+      input.to === undefined
+        ? originalPlace(tree.manifest['source_label'], input.path, os.hostname())
+        : path.resolve(input.to);
     const leftoversRemoved = this.removeStoppedRestoresLeftovers();
-    const targetDir = path.resolve(input.to);
     const mark = RestoreMark.start(this.deps.home, targetDir);
     let finished = false;
     try {
@@ -803,7 +810,7 @@ export class Engine {
         ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
       });
       finished = true;
-      return { ...result, leftoversRemoved };
+      return { ...result, leftoversRemoved, restoredInto: targetDir };
     } catch (error) {
       throw this.toldAsLocalDisk(diskGoneError(error, targetDir, 'restore'), 'restore');
     } finally {

@@ -1,6 +1,7 @@
 // Metadata CAR to a tree on disk, blocks fetched and verified. May import main/api, protocol,
 // service and uploader (for the tree index).
 export * from './left-temporaries.ts';
+export * from './original-place.ts';
 export * from './restore-version.ts';
 export * from './browse-version.ts';
 export * from './verify-version.ts';
