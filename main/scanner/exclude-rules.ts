@@ -29,6 +29,9 @@ export const DEFAULT_EXCLUDES: readonly string[] = [
   '.~lock.*#',
   'node_modules/.cache/',
   '.cache/',
+  // A restore's files while they are written (main/restore/left-temporaries.ts), seen when it
+  // restores into the folder backed up, or was stopped there.
+  '.canopy-restore-*',
 ];
 
 export const IGNORE_FILE = '.canopyignore';

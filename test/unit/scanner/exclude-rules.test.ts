@@ -33,7 +33,7 @@ async function walk(
 }
 
 describe('exclude rules', () => {
-  it('skip OS junk, temp, lock and partial downloads by default, and keep dotfiles', async () => {
+  it("skip OS junk, temp, lock and partial downloads and a restore's unfinished files by default, and keep dotfiles", async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
     dirs.push(dir);
     for (const name of [
@@ -43,6 +43,7 @@ describe('exclude rules', () => {
       'movie.mkv.crdownload',
       '~$report.docx',
       '.~lock.sheet.ods#',
+      '.canopy-restore-1a2b3c4d-7',
       '.bashrc',
       'report.docx',
     ]) {
@@ -60,6 +61,7 @@ describe('exclude rules', () => {
     ]);
     expect(excluded.sort()).toEqual([
       '.DS_Store',
+      '.canopy-restore-1a2b3c4d-7',
       '.~lock.sheet.ods#',
       'Thumbs.db',
       'draft.tmp',
