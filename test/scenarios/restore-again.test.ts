@@ -146,8 +146,51 @@ describe('a restore run again', () => {
   });
 });
 
+describe('a restore to where the files came from', () => {
+  it('brings back what was deleted, keeps what was edited beside a copy, and leaves the rest', async () => {
+    const folder = path.join(scratch, 'documents');
+    mkdirSync(path.join(folder, 'letters'), { recursive: true });
+    writeFileSync(path.join(folder, 'letters', 'may.txt'), 'dear ann');
+    writeFileSync(path.join(folder, 'letters', 'june.txt'), 'dear bob');
+    writeFileSync(path.join(folder, 'plan.txt'), 'the plan');
+    await engine.createBucket({ name: 'Documents', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: folder, bucket: 'Documents' });
+
+    rmSync(path.join(folder, 'letters', 'may.txt'));
+    writeFileSync(path.join(folder, 'plan.txt'), 'the new plan');
+    const one = await engine.restore({
+      bucket: 'Documents',
+      path: 'letters/may.txt',
+      overwrite: false,
+    });
+    expect(one).toMatchObject({ files: 1, restoredInto: path.join(folder, 'letters') });
+    expect(readFileSync(path.join(folder, 'letters', 'may.txt'), 'utf8')).toBe('dear ann');
+
+    rmSync(path.join(folder, 'letters'), { recursive: true });
+    const all = await engine.restore({ bucket: 'Documents', overwrite: false });
+    expect(all).toMatchObject({
+      files: 3,
+      alreadyThere: 0,
+      renamed: ['plan.txt (restored)'],
+      restoredInto: folder,
+    });
+    expect(entriesBelow(folder)).toEqual([
+      'letters',
+      'letters/june.txt',
+      'letters/may.txt',
+      'plan.txt',
+      'plan.txt (restored)',
+    ]);
+    expect(readFileSync(path.join(folder, 'plan.txt'), 'utf8')).toBe('the new plan');
+    expect(readFileSync(path.join(folder, 'plan.txt (restored)'), 'utf8')).toBe('the plan');
+    // The copy beside the edited file is the user's to keep, and is backed up with the rest.
+    const next = await engine.backup({ dir: folder, bucket: 'Documents' });
+    expect(next).toMatchObject({ files: 4, skipped: [] });
+  });
+});
+
 describe('canopy restore run again', () => {
-  it('says how many files were there already', async () => {
+  it('says how many files were there already, and where it restored to when no folder was named', async () => {
     const cliHome = path.join(scratch, 'cli-home');
     await loginWithBucket(cliHome, path.join(scratch, 'cli-local'), 'Words');
     const env = { CANOPY_SECRET_STORE: 'file' };
@@ -161,6 +204,14 @@ describe('canopy restore run again', () => {
     expect(again.status, again.stderr).toBe(0);
     expect(again.stdout).toBe(
       'restored 0 files (0 bytes), 2 folders, 0 symlinks\n' +
+        'already there with the same content, and left as they were: 6 files and links\n',
+    );
+    // Without --to, to the folder backed up: everything is there.
+    const home = await runCanopy(cliHome, ['restore', '--bucket', 'Words'], env);
+    expect(home.status, home.stderr).toBe(0);
+    expect(home.stdout).toBe(
+      `into ${source}, where it was backed up from\n` +
+        'restored 0 files (0 bytes), 2 folders, 0 symlinks\n' +
         'already there with the same content, and left as they were: 6 files and links\n',
     );
   });
