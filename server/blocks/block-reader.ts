@@ -47,11 +47,28 @@ export class BlockReader {
     return bytes;
   }
 
+  /**
+   * Closes every pack it opened, and tells the store it is done, even when a close fails: the
+   * descriptor is released all the same (close(2) on Linux), and a store that still counted
+   * this reader would never compact its packs. The first failure (a disk pulled out) is thrown
+   * after.
+   */
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const fd of this.fds.values()) closeSync(fd);
-    this.fds.clear();
-    this.onClose();
+    let failure: { readonly error: unknown } | undefined;
+    try {
+      for (const fd of this.fds.values()) {
+        try {
+          closeSync(fd);
+        } catch (error) {
+          failure ??= { error };
+        }
+      }
+      this.fds.clear();
+    } finally {
+      this.onClose();
+    }
+    if (failure) throw failure.error;
   }
 }

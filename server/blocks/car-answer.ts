@@ -72,10 +72,16 @@ function runsOf(blocks: readonly CarAnswerBlock[]): Run[] {
   return runs;
 }
 
+/**
+ * The answer of a blocks/car request for `blocks`. `onCloseFailed` hears of a pack that would
+ * not close once the answer was written or cut short (its disk pulled out): nothing waits for
+ * that close, so nothing else could report it.
+ */
 export function carAnswer(
   store: BlockStore,
   root: ProtocolCid,
   blocks: readonly CarAnswerBlock[],
+  onCloseFailed: (error: unknown) => void,
 ): CarAnswer {
   const header = encodeCarHeader([root]);
   const heads = blocks.map((block) => encodeCarSectionHead(block.cid, block.location.size));
@@ -144,7 +150,9 @@ export function carAnswer(
           () => undefined,
         ),
       );
-      void Promise.all(left).then(() => reader.close());
+      void Promise.all(left)
+        .then(() => reader.close())
+        .catch(onCloseFailed);
     }
   }
 

@@ -85,10 +85,14 @@ async function compactPack(ctx: ServiceContext, id: string): Promise<void> {
     copyCommitted = copyInPlace;
     ctx.blocks.retirePack(id);
   } finally {
-    reader.close();
-    if (copy && !copyCommitted) {
-      if (copyInPlace) ctx.blocks.removeUncommittedPack(copy.id);
-      else await copy.discard();
+    try {
+      if (copy && !copyCommitted) {
+        if (copyInPlace) ctx.blocks.removeUncommittedPack(copy.id);
+        else await copy.discard();
+      }
+    } finally {
+      // Last: a close that fails (the disk pulled out) must not leave an unfinished copy.
+      reader.close();
     }
   }
 }

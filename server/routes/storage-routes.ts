@@ -282,7 +282,9 @@ export const storageRoutes: RouteSpec[] = [
       }));
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
-      const answer = carAnswer(ctx.blocks, root, blocks);
+      const answer = carAnswer(ctx.blocks, root, blocks, (error) => {
+        reply.log.warn({ err: error }, 'blocks/car: a pack would not close after the answer');
+      });
       // Written by hand rather than through a stream: every answer is a few hundred block
       // writes, and the stream machinery in between cost more than the writes themselves.
       reply.hijack();

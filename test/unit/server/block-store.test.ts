@@ -1,5 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -66,6 +74,30 @@ describe('BlockStore', () => {
     const other = await committedPack(store, [block]);
     store.retirePack(other.id);
     expect(existsSync(store.packPath(other.id))).toBe(false);
+  });
+
+  it('lets a retired pack go when a reader closes, even if closing one of its files fails', async () => {
+    const { store } = newStore();
+    const block = randomBytes(5000);
+    const { id, locations } = await committedPack(store, [block]);
+    const reader = store.openReader();
+    expect((await reader.read(locations[0] as BlockLocation)).equals(block)).toBe(true);
+    store.retirePack(id);
+    // The reader's descriptor of the pack, closed behind its back: its own close then fails,
+    // as a close on a disk pulled out does.
+    const fd = readdirSync('/proc/self/fd')
+      .map(Number)
+      .find((open) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${open}`) === store.packPath(id);
+        } catch {
+          return false;
+        }
+      });
+    expect(fd).toBeDefined();
+    closeSync(fd as number);
+    expect(() => reader.close()).toThrow(expect.objectContaining({ code: 'EBADF' }));
+    expect(existsSync(store.packPath(id))).toBe(false);
   });
 
   it('says so when a block is shorter on disk than recorded', async () => {
