@@ -409,7 +409,9 @@ async function run(
           ...(result.alreadyThere === 0
             ? []
             : [
-                `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
+                result.alreadyThere === 1
+                  ? 'already there with the same content, and left as it was: 1 file or link'
+                  : `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
               ]),
           ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
           ...(result.modesNotKept === 0

@@ -206,6 +206,15 @@ describe('canopy restore run again', () => {
       'restored 0 files (0 bytes), 2 folders, 0 symlinks\n' +
         'already there with the same content, and left as they were: 6 files and links\n',
     );
+    const one = await runCanopy(
+      cliHome,
+      ['restore', '--bucket', 'Words', 'notes/a.txt', '--to', path.join(target, 'notes')],
+      env,
+    );
+    expect(one.stdout).toBe(
+      'restored 0 files (0 bytes), 0 folders, 0 symlinks\n' +
+        'already there with the same content, and left as it was: 1 file or link\n',
+    );
     // Without --to, to the folder backed up: everything is there.
     const home = await runCanopy(cliHome, ['restore', '--bucket', 'Words'], env);
     expect(home.status, home.stderr).toBe(0);
