@@ -615,13 +615,36 @@ export class Engine {
     return client.listVersions((await this.bucketByName(input.bucket)).id);
   }
 
-  /** The version a request names: --version, --snapshot, or the bucket's active version. */
+  /**
+   * The version a request names: --version, --snapshot, or the bucket's active version. A named
+   * version must be one of the bucket's; with `whole`, one whose data was all stored (active or
+   * outdated), since a restore or a verify of a version still uploading, or whose upload failed,
+   * would find blocks missing and pass them off as lost.
+   */
   private async resolveVersion(
     client: ServiceClient,
     input: { bucket: string; version?: string; snapshot?: string },
+    whole = false,
   ): Promise<string> {
     const bucket = await this.bucketByName(input.bucket, client);
-    if (input.version !== undefined) return input.version;
+    if (input.version !== undefined) {
+      const named = (await client.listVersions(bucket.id)).find(
+        (version) => version.id === input.version,
+      );
+      if (!named)
+        throw new EngineError(
+          'not_found',
+          `bucket "${input.bucket}" has no version ${input.version} (canopy versions lists them)`,
+        );
+      if (whole && (named.state === 'pending' || named.state === 'upload_failed'))
+        throw new EngineError(
+          'conflict',
+          named.state === 'pending'
+            ? `version ${named.id} is still being uploaded, so not all of its data is stored: run the backup again to finish it, or name a version stored whole`
+            : `the upload of version ${named.id} failed, so not all of its data is stored: name a version stored whole (canopy versions lists them)`,
+        );
+      return named.id;
+    }
     if (input.snapshot !== undefined)
       return (await client.getSnapshot(bucket.id, input.snapshot)).metadata_id;
     const active = (await client.listVersions(bucket.id)).find(
@@ -762,7 +785,7 @@ export class Engine {
     all: boolean;
   }): Promise<VerifyResult & { versionId: string }> {
     const { client } = await this.connect();
-    const versionId = await this.resolveVersion(client, input);
+    const versionId = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh.
     const tree = await readTreeIndex(await client.pullVersion(versionId));
     const who = await client.whoAmI();
@@ -788,7 +811,7 @@ export class Engine {
     RestoreResult & { readonly leftoversRemoved: number; readonly restoredInto: string }
   > {
     const { client } = await this.connect();
-    const versionId = await this.resolveVersion(client, input);
+    const versionId = await this.resolveVersion(client, input, true);
     const who = await client.whoAmI();
     const tree = await this.versionTree(client, versionId, readTreeIndex);
     const targetDir =

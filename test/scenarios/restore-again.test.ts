@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import {
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -186,6 +187,71 @@ describe('a restore to where the files came from', () => {
     // The copy beside the edited file is the user's to keep, and is backed up with the rest.
     const next = await engine.backup({ dir: folder, bucket: 'Documents' });
     expect(next).toMatchObject({ files: 4, skipped: [] });
+  });
+});
+
+describe('a restore of a named version', () => {
+  it('refuses a version not of the bucket, and one whose data is not all stored yet', async () => {
+    const unknown = '00000000-0000-4000-8000-000000000000';
+    await expect(
+      engine.restore({ bucket: 'Again', version: unknown, to: scratch, overwrite: false }),
+    ).rejects.toMatchObject({
+      code: 'not_found',
+      message: `bucket "Again" has no version ${unknown} (canopy versions lists them)`,
+    });
+    const otherFolder = path.join(scratch, 'other');
+    mkdirSync(otherFolder);
+    writeFileSync(path.join(otherFolder, 'other.txt'), 'another bucket');
+    await engine.createBucket({ name: 'Other', type: 'backup', storageClass: 'hot' });
+    const ofOther = await engine.backup({ dir: otherFolder, bucket: 'Other' });
+    await expect(
+      engine.restore({
+        bucket: 'Again',
+        version: ofOther.versionId,
+        to: path.join(scratch, 'not-made'),
+        overwrite: false,
+      }),
+    ).rejects.toMatchObject({ code: 'not_found' });
+
+    // A backup stopped once its version was pushed, before any of its data was stored.
+    const folder = path.join(scratch, 'half');
+    mkdirSync(folder);
+    writeFileSync(path.join(folder, 'big.bin'), randomBytes(2 * MiB));
+    const halfHome = path.join(scratch, 'half-home');
+    const stopping = createEngine({
+      home: halfHome,
+      secrets: new FileSecretStore(halfHome),
+      startLocalService,
+      afterShardConfirmed: (confirmed) => {
+        if (confirmed === 0) throw new Error('stopped before the first shard');
+      },
+    });
+    try {
+      await stopping.loginLocal({ dataDir: path.join(scratch, 'half-data') });
+      await stopping.createBucket({ name: 'Half', type: 'backup', storageClass: 'hot' });
+      await expect(stopping.backup({ dir: folder, bucket: 'Half' })).rejects.toThrow(
+        'stopped before the first shard',
+      );
+      const [pending] = await stopping.listVersions({ bucket: 'Half' });
+      expect(pending?.state).toBe('pending');
+      const id = pending?.id ?? '';
+      const to = path.join(scratch, 'half-restored');
+      await expect(
+        stopping.restore({ bucket: 'Half', version: id, to, overwrite: false }),
+      ).rejects.toMatchObject({
+        code: 'conflict',
+        message: `version ${id} is still being uploaded, so not all of its data is stored: run the backup again to finish it, or name a version stored whole`,
+      });
+      await expect(
+        stopping.verify({ bucket: 'Half', version: id, all: true }),
+      ).rejects.toMatchObject({ code: 'conflict' });
+      expect(existsSync(to)).toBe(false);
+      // Its tree can be browsed all the same.
+      const entries = await stopping.ls({ bucket: 'Half', version: id });
+      expect(entries.map((entry) => entry.name)).toEqual(['big.bin']);
+    } finally {
+      await stopping.close();
+    }
   });
 });
 
