@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import {
   API_PREFIX,
   OUT_OF_SPACE_MSG,
+  READ_ONLY_MSG,
   ValidationError,
   type ErrorBody,
 } from '../main/protocol/index.ts';
@@ -96,12 +97,15 @@ export function createBucketService(options: ServiceOptions): BucketService {
   });
   // Before the first request: what a crash left half-written in the block store goes, unless
   // another process serves this folder too and may be writing it.
-  const serving = ServingLock.acquire(options.dataDir, () => {
-    const recovered = ctx.recoverStore();
-    if (recovered.staged + recovered.orphanPacks > 0)
-      app.log.warn(recovered, 'removed staged files and uncommitted packs left by a crash');
-  });
-  if (!serving.recovered)
+  // On a read-only disk nothing can be half-written by anyone, and no lock can be made.
+  const serving = options.readOnly
+    ? null
+    : ServingLock.acquire(options.dataDir, () => {
+        const recovered = ctx.recoverStore();
+        if (recovered.staged + recovered.orphanPacks > 0)
+          app.log.warn(recovered, 'removed staged files and uncommitted packs left by a crash');
+      });
+  if (serving?.recovered === false)
     app.log.info('another process serves this data folder; crash recovery waits for a lone start');
   const settings: AuthSettings = {
     leewaySeconds: options.clockLeewaySeconds,
@@ -151,11 +155,26 @@ export function createBucketService(options: ServiceOptions): BucketService {
     });
   }
 
-  app.addHook('onRequest', async () => {
-    // State read from the clock and state recorded must agree (§10.2).
-    ctx.sweep();
-    return Promise.resolve();
-  });
+  if (options.readOnly) {
+    /** What a read-only service still answers: reads, and blocks/car, a read sent as a POST. */
+    const blocksCar = `${API_PREFIX}/blocks/car`;
+    app.addHook('onRequest', async (request) => {
+      const { method } = request;
+      const reads =
+        method === 'GET' ||
+        method === 'HEAD' ||
+        (method === 'POST' && request.routeOptions.url === blocksCar);
+      if (!reads) throw new ServiceError('conflict', READ_ONLY_MSG);
+      return Promise.resolve();
+    });
+  } else {
+    app.addHook('onRequest', async () => {
+      // State read from the clock and state recorded must agree (§10.2). A read-only service
+      // records nothing: retention would remove files from its disk.
+      ctx.sweep();
+      return Promise.resolve();
+    });
+  }
 
   function register(route: RouteSpec): void {
     app.route({
@@ -215,6 +234,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
       const url = new URL(address);
       const base = `${url.protocol}//${host.includes(':') ? `[${host}]` : host}:${url.port}`;
       if (options.publicUrl === undefined) ctx.storageHost = base;
+      if (options.readOnly) return base;
       sweepTimer = setInterval(() => {
         try {
           ctx.sweep();
@@ -257,7 +277,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
           await ctx.settle();
           ctx.close();
         } finally {
-          serving.lock.release();
+          serving?.lock.release();
         }
       }
     },

@@ -6,6 +6,7 @@ import { BlockStore } from './blocks/block-store.ts';
 import { SERVICE_DATABASE_FILE } from './data-dir.ts';
 import type { ServiceOptions } from './options.ts';
 import { openDatabase, type Db } from './store/database.ts';
+import { copyDatabase, type DatabaseCopy } from './store/database-copy.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
 import { takeUnheldBlocks } from './store/block-sets.ts';
 import { allPackIds, deletePack, releasePackBytes } from './store/packs.ts';
@@ -25,13 +26,28 @@ export class ServiceContext {
   private compaction: Promise<number> | undefined;
   /** Packs compaction failed on (a damaged file), left alone until the next start. */
   private readonly uncompactable = new Set<string>();
+  /** What a read-only service serves from (ServiceOptions.readOnly). */
+  private readonly databaseCopy: DatabaseCopy | undefined;
 
   constructor(options: ServiceOptions) {
     this.options = options;
-    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
-    this.db = openDatabase(path.join(options.dataDir, SERVICE_DATABASE_FILE));
-    this.blocks = new BlockStore(options.dataDir);
-    this.serviceKey = loadOrCreateServiceKey(options.dataDir);
+    const database = path.join(options.dataDir, SERVICE_DATABASE_FILE);
+    if (options.readOnly) {
+      this.databaseCopy = copyDatabase(database);
+      try {
+        this.db = openDatabase(this.databaseCopy.file);
+      } catch (error) {
+        this.databaseCopy.remove();
+        throw error;
+      }
+    } else {
+      mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+      this.db = openDatabase(database);
+    }
+    this.blocks = new BlockStore(options.dataDir, { readOnly: options.readOnly === true });
+    this.serviceKey = loadOrCreateServiceKey(options.dataDir, {
+      readOnly: options.readOnly === true,
+    });
     this.credentialLimiter = options.credentialRateLimit
       ? new TokenBuckets(options.credentialRateLimit)
       : null;
@@ -114,6 +130,10 @@ export class ServiceContext {
   }
 
   close(): void {
-    this.db.close();
+    try {
+      this.db.close();
+    } finally {
+      this.databaseCopy?.remove();
+    }
   }
 }

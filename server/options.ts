@@ -33,6 +33,13 @@ export interface ServiceOptions {
   readonly corsOrigins: readonly string[];
   /** Log requests (pino JSON lines to stdout). Secrets are redacted. */
   readonly logRequests: boolean;
+  /**
+   * The data folder is on a disk mounted read-only (a backup disk after an unsafe removal): the
+   * service serves reads from a copy of its database (store/database-copy.ts), refuses every
+   * other request (409, READ_ONLY_MSG), and writes nothing there: no lock, no crash recovery, no
+   * sweep or compaction.
+   */
+  readonly readOnly?: boolean;
 }
 
 const HOUR = 3_600_000;

@@ -13,6 +13,13 @@ export const PART_CAR_UPLOAD = 'car-upload';
  */
 export const OUT_OF_SPACE_MSG = 'the service is out of storage space';
 
+/**
+ * The `msg` of a 409 from this project's service when its data folder is on a disk mounted
+ * read-only: it serves reads (browsing, restores, verifies) and refuses everything else.
+ */
+export const READ_ONLY_MSG =
+  'the service data is on a disk mounted read-only: its backups can be browsed and restored, but nothing can be stored or changed until the disk is mounted writable';
+
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
 

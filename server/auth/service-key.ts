@@ -19,12 +19,16 @@ export interface ServiceKey {
 
 const KEY_FILE = 'service-key.pem';
 
-export function loadOrCreateServiceKey(dataDir: string): ServiceKey {
+export function loadOrCreateServiceKey(
+  dataDir: string,
+  options: { readonly readOnly?: boolean } = {},
+): ServiceKey {
   const file = path.join(dataDir, KEY_FILE);
   let pem: string;
   try {
     pem = readFileSync(file, 'utf8');
-    if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+    // On a disk mounted read-only nothing can be tightened, nor read by anyone new meanwhile.
+    if (!options.readOnly && (statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-384' });

@@ -38,11 +38,13 @@ export class BlockStore {
   /** Made with the first pack: most runs of the embedded service (a restore, a browse) write none. */
   private packSlots: AlignedSlots | undefined | null = null;
 
-  constructor(dataDir: string) {
+  /** `readOnly`: only read from it (its disk is mounted read-only); its folders are not made. */
+  constructor(dataDir: string, options: { readonly readOnly?: boolean } = {}) {
     this.blocksDir = path.join(dataDir, 'blocks');
     this.packsDir = path.join(dataDir, 'packs');
     this.stagingDir = path.join(dataDir, 'staging');
     this.metadataDir = path.join(dataDir, 'metadata');
+    if (options.readOnly) return;
     for (const dir of [this.blocksDir, this.packsDir, this.stagingDir, this.metadataDir])
       mkdirSync(dir, { recursive: true });
   }

@@ -1,0 +1,33 @@
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+// The service database copied, with its write-ahead log, into a private temporary folder: what
+// a service whose data folder is on a disk mounted read-only serves from (ServiceOptions
+// .readOnly). SQLite cannot open a WAL database in place there: it needs to make its index file
+// beside it, and a log left by an unsafe removal holds the last commits. The copy takes that
+// log in as any open does; what the service records while it serves (a device last seen, the
+// bytes sent) goes to the copy, and with it when the service closes.
+
+export interface DatabaseCopy {
+  readonly file: string;
+  remove(): void;
+}
+
+export function copyDatabase(file: string): DatabaseCopy {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-only-'));
+  const copy = path.join(dir, path.basename(file));
+  try {
+    copyFileSync(file, copy);
+    try {
+      copyFileSync(`${file}-wal`, `${copy}-wal`);
+    } catch (error) {
+      // Closed cleanly, the database has no log left.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+  return { file: copy, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
