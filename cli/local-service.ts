@@ -75,22 +75,17 @@ function removeLeftSocketFolders(tmp: string): void {
 }
 
 /**
- * Refuses a data folder on a read-only disk (an external disk the system mounted read-only,
- * as it does after the disk was pulled out unsafely) with what to do, where SQLite would only
- * say it is "unable to open database file". The service writes there to serve even a restore:
- * its database, its lock, what each answer sent.
+ * Whether the data folder is on a disk mounted read-only: an external disk the system mounted
+ * so, as it does after the disk was pulled out unsafely. Its backups are served for reading
+ * (ServiceOptions.readOnly); nothing can be stored there.
  */
-function refuseReadOnly(dataDir: string): void {
+function onReadOnlyDisk(dataDir: string): boolean {
   try {
     accessSync(dataDir, constants.W_OK);
+    return false;
   } catch (error) {
     // A folder still to be made, or refused for another reason: the service's own start says.
-    if ((error as NodeJS.ErrnoException).code !== 'EROFS') return;
-    throw new EngineError(
-      'local_server',
-      `the backups in ${dataDir} are on a disk mounted read-only; Canopy writes there to back up and to restore, so mount it writable (after checking it for errors) and try again`,
-      { cause: error },
-    );
+    return (error as NodeJS.ErrnoException).code === 'EROFS';
   }
 }
 
@@ -132,13 +127,20 @@ export async function startLocalService(
       `the backups of this device are not in ${dataDir}: if they are on an external disk, connect it and try again`,
     );
   }
-  refuseReadOnly(dataDir);
-  const service = createBucketService(defaultServiceOptions(dataDir));
+  const readOnly = onReadOnlyDisk(dataDir);
+  if (readOnly && options.create) {
+    throw new EngineError(
+      'local_server',
+      `${dataDir} is on a disk mounted read-only, so Canopy cannot keep backups there: mount it writable (after checking it for errors) and try again`,
+    );
+  }
+  const service = createBucketService({ ...defaultServiceOptions(dataDir), readOnly });
   observe?.(service.app);
   const url = await service.listen('127.0.0.1', 0);
   const socketPath = await listenOnPrivateSocket(service);
   return {
     url,
+    readOnly,
     ...(socketPath === undefined ? {} : { socketPath }),
     enrollmentCode: () =>
       Promise.resolve(enrollmentCodeCreatingUser(service.ctx, LOCAL_USER_EMAIL).code),

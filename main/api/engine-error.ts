@@ -26,6 +26,8 @@ export type EngineErrorCode =
    */
   | 'local_data_missing'
   | 'disk_full'
+  /** The service's data is on a disk mounted read-only: it serves reads and refuses changes. */
+  | 'read_only'
   /** A local disk (a backup's source, a restore's target) stopped answering: pulled out, or failing. */
   | 'disk_unavailable'
   /** The operating system refused access to a local file or folder (a source, a target). */

@@ -4,6 +4,11 @@ import type { RetryPolicy } from '../service/index.ts';
 /** Canopy's embedded Bucket Storage Service, running on loopback for one data folder. */
 export interface LocalService {
   readonly url: string;
+  /**
+   * Its data is on a disk mounted read-only: it serves browsing, restores and verifies, and
+   * refuses the rest (409 READ_ONLY_MSG). The engine refuses a backup before packing.
+   */
+  readonly readOnly?: boolean;
   /** A Unix socket the service also answers on; the engine sends its own requests there. */
   readonly socketPath?: string;
   /** An enrollment code for the folder's one local user, creating the user on first use. */

@@ -485,6 +485,13 @@ export class Engine {
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(sourceDir);
     const { client, account } = await this.connect();
+    if (account.mode === 'local' && this.local?.readOnly) {
+      // Told before packing: the push at the end would only be refused.
+      throw new EngineError(
+        'local_server',
+        `the backups in ${account.local_data_dir ?? ''} are on a disk mounted read-only: they can be browsed and restored, but a backup needs the disk mounted writable (after checking it for errors)`,
+      );
+    }
     const bucket = await this.bucketByName(input.bucket);
     const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
     if (!lock) {

@@ -1,4 +1,5 @@
 import { EngineError, type EngineErrorCode } from '../api/index.ts';
+import { READ_ONLY_MSG } from '../protocol/index.ts';
 
 // The one place HTTP failures become EngineErrors (ARCHITECTURE.md). Statuses that a retry can
 // fix (429, 500, 502, 503, 504) are marked retryable; every other status is final (§6).
@@ -35,6 +36,12 @@ export function errorFromResponse(
       message = 'the server stopped waiting';
       break;
     case 409:
+      if (serverMsg === READ_ONLY_MSG) {
+        // This project's service, on a disk mounted read-only: not a conflict of records.
+        code = 'read_only';
+        message = READ_ONLY_MSG;
+        break;
+      }
       code = serverCode === 'stale_previous' ? 'stale_previous' : 'conflict';
       message =
         serverCode === 'stale_previous'

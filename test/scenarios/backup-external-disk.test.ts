@@ -16,6 +16,7 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine, type EngineDeps } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { walkSource } from '../../main/scanner/index.ts';
+import { READ_ONLY_MSG } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
 
@@ -107,7 +108,7 @@ async function withStick(
 }
 
 describe('backups kept on an external exFAT disk', () => {
-  it('are refused clearly while the disk is unplugged, pulled out or read-only, browsed from the cache, and all there once it is back', async () => {
+  it('are refused clearly while the disk is unplugged or pulled out, browsed from the cache, restored from while it is read-only, and all there once it is back', async () => {
     await withStick('backup-disk', 64, async (backupDisk) => {
       const deviceHome = path.join(scratch, 'home-backups-outside');
       const data = path.join(backupDisk.dir, 'canopy');
@@ -151,19 +152,50 @@ describe('backups kept on an external exFAT disk', () => {
       const again = await runCanopy(deviceHome, ['backup', source, '--bucket', 'Docs'], fileStore);
       expect(again.status, again.stderr).toBe(0);
 
-      // Mounted read-only, the disk is named with what to do, not SQLite's "unable to open".
+      // Mounted read-only (as after an unsafe removal), its backups are still restored, listed
+      // and verified; a backup, or any change, is refused with what to do.
       backupDisk.unplug();
       backupDisk.plugIn({ readOnly: true });
+      const fromReadOnly = path.join(scratch, 'docs-read-only');
       const readOnly = await runCanopy(
         deviceHome,
-        ['restore', '--bucket', 'Docs', '--to', path.join(scratch, 'docs-read-only')],
+        ['restore', '--bucket', 'Docs', '--to', fromReadOnly],
         fileStore,
       );
-      expect(readOnly.status).toBe(1);
-      expect(readOnly.stderr).toContain(
-        `the backups in ${data} are on a disk mounted read-only; Canopy writes there to back up and to restore, so mount it writable`,
+      expect(readOnly.status, readOnly.stderr).toBe(0);
+      expect(readFileSync(path.join(fromReadOnly, 'report.txt'), 'utf8')).toBe(
+        'quarterly numbers\n',
       );
-      expect((await runCanopy(deviceHome, ['ls', '--bucket', 'Docs'], fileStore)).status).toBe(0);
+      for (const args of [
+        ['versions', '--bucket', 'Docs'],
+        ['ls', '--bucket', 'Docs'],
+        ['verify', '--bucket', 'Docs', '--all'],
+      ]) {
+        const read = await runCanopy(deviceHome, args, fileStore);
+        expect(read.status, read.stderr).toBe(0);
+        expect(read.stderr).toBe('');
+      }
+      const noBackup = await runCanopy(
+        deviceHome,
+        ['backup', source, '--bucket', 'Docs'],
+        fileStore,
+      );
+      expect(noBackup.status).toBe(1);
+      expect(noBackup.stderr).toBe(
+        `canopy: the backups in ${data} are on a disk mounted read-only: they can be browsed and restored, but a backup needs the disk mounted writable (after checking it for errors)\n`,
+      );
+      const noChange = await runCanopy(deviceHome, ['buckets', 'create', 'More'], fileStore);
+      expect(noChange.status).toBe(1);
+      expect(noChange.stderr).toBe(`canopy: ${READ_ONLY_MSG}\n`);
+      const newDevice = await runCanopy(
+        path.join(scratch, 'home-read-only-login'),
+        ['login', '--local', '--data', data],
+        fileStore,
+      );
+      expect(newDevice.status).toBe(1);
+      expect(newDevice.stderr).toContain(
+        `${data} is on a disk mounted read-only, so Canopy cannot keep backups there: mount it writable`,
+      );
 
       // Pulled out while mounted: its driver is gone, and the mount answers only ENOTCONN.
       backupDisk.unplug();
