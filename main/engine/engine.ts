@@ -1,8 +1,8 @@
-import { createReadStream, mkdirSync } from 'node:fs';
+import { createReadStream, mkdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
+import { EngineError, isDiskGone, isEngineError, type EngineErrorCode } from '../api/index.ts';
 import { loadKeyPair, loadOrCreateKeyPair, TokenMinter, type KeyPair } from '../identity/index.ts';
 import type {
   Bucket,
@@ -99,6 +99,16 @@ export interface AccountSummary {
 export interface LinkWaiting {
   readonly fingerprint: string;
   readonly pem: string;
+}
+
+/** Whether `dir` is a folder now; a disk pulled out while mounted (ENOTCONN) holds none. */
+function isFolderHere(dir: string): boolean {
+  try {
+    return statSync(dir, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch (error) {
+    if (isDiskGone(error)) return false;
+    throw error;
+  }
 }
 
 /**
@@ -823,7 +833,10 @@ export class Engine {
     const tree = await this.versionTree(client, versionId, readTreeIndex);
     const targetDir =
       input.to === undefined
-        ? originalPlace(tree.manifest['source_label'], input.path, os.hostname())
+        ? originalPlace(tree.manifest['source_label'], input.path, {
+            hostname: os.hostname(),
+            isFolder: isFolderHere,
+          })
         : path.resolve(input.to);
     const leftoversRemoved = this.removeStoppedRestoresLeftovers();
     const mark = RestoreMark.start(this.deps.home, targetDir);

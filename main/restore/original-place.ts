@@ -4,6 +4,10 @@ import { EngineError } from '../api/index.ts';
 // Where a version's files came from, for a restore that names no folder: the folder backed up,
 // as the manifest's `source_label` records it (`host:/absolute/folder`, §17.3), and below it the
 // folder that held the wanted path. A version from another machine has no such place here.
+//
+// The folder backed up must be there. One on an external disk not connected now would be made
+// anew in the disk's empty mount point, on the system disk, and would keep the disk from
+// mounting there; a folder deleted whole is restored by naming it (--to).
 
 /** The host and folder a source label names; undefined for one this client did not write. */
 function labelParts(label: unknown): { host: string; folder: string } | undefined {
@@ -23,7 +27,7 @@ function labelParts(label: unknown): { host: string; folder: string } | undefine
 export function originalPlace(
   sourceLabel: unknown,
   subPath: string | undefined,
-  hostname: string,
+  host: { readonly hostname: string; readonly isFolder: (dir: string) => boolean },
 ): string {
   const source = labelParts(sourceLabel);
   if (!source) {
@@ -32,7 +36,7 @@ export function originalPlace(
       'this version does not say which folder it was backed up from; name a folder to restore into (--to DIR)',
     );
   }
-  if (source.host !== hostname) {
+  if (source.host !== host.hostname) {
     throw new EngineError(
       'usage',
       `this version was backed up from ${source.folder} on ${source.host}, not on this computer; name a folder to restore into (--to DIR)`,
@@ -42,5 +46,11 @@ export function originalPlace(
   // No version holds such a name (the restore refuses them), and joined, they would lead out.
   if (parts.some((part) => part === '.' || part === '..'))
     throw new EngineError('not_found', `no ${subPath ?? ''} in this version`);
+  if (!host.isFolder(source.folder)) {
+    throw new EngineError(
+      'not_found',
+      `${source.folder}, where this version was backed up from, is not there: if it is on a disk, connect it; to restore it anyway, name it with --to ${source.folder}`,
+    );
+  }
   return path.join(source.folder, ...parts.slice(0, -1));
 }

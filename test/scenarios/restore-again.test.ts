@@ -6,6 +6,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -187,6 +188,14 @@ describe('a restore to where the files came from', () => {
     // The copy beside the edited file is the user's to keep, and is backed up with the rest.
     const next = await engine.backup({ dir: folder, bucket: 'Documents' });
     expect(next).toMatchObject({ files: 4, skipped: [] });
+
+    // The folder gone, as on a disk not connected: nothing is made in its place.
+    renameSync(folder, `${folder}-away`);
+    await expect(engine.restore({ bucket: 'Documents', overwrite: false })).rejects.toMatchObject({
+      code: 'not_found',
+      message: `${folder}, where this version was backed up from, is not there: if it is on a disk, connect it; to restore it anyway, name it with --to ${folder}`,
+    });
+    expect(existsSync(folder)).toBe(false);
   });
 });
 
