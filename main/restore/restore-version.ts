@@ -438,7 +438,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     targetExisted && !input.overwrite
       ? await entriesAlreadyThere(
           (function* withRelative() {
-            for (const entry of restored(root)) yield { entry, relative: relativeOf(entry) };
+            for (const entry of restored(root)) {
+              // Before any name is looked up in the target: a hostile one would lead out of it.
+              for (const part of entry.parts) checkName(part);
+              yield { entry, relative: relativeOf(entry) };
+            }
           })(),
           input.targetDir,
           (cid) => ({
