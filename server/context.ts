@@ -44,10 +44,16 @@ export class ServiceContext {
       mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
       this.db = openDatabase(database);
     }
-    this.blocks = new BlockStore(options.dataDir, { readOnly: options.readOnly === true });
-    this.serviceKey = loadOrCreateServiceKey(options.dataDir, {
-      readOnly: options.readOnly === true,
-    });
+    try {
+      this.blocks = new BlockStore(options.dataDir, { readOnly: options.readOnly === true });
+      this.serviceKey = loadOrCreateServiceKey(options.dataDir, {
+        readOnly: options.readOnly === true,
+      });
+    } catch (error) {
+      // Nothing is left open, nor a copy of the database left behind in the temporary folder.
+      this.close();
+      throw error;
+    }
     this.credentialLimiter = options.credentialRateLimit
       ? new TokenBuckets(options.credentialRateLimit)
       : null;
