@@ -89,23 +89,31 @@ function onReadOnlyDisk(dataDir: string): boolean {
   }
 }
 
-/** The socket in a fresh private folder; undefined, with nothing left behind, where it fails. */
-async function listenOnPrivateSocket(service: BucketService): Promise<string | undefined> {
+/**
+ * A fresh folder of this process's own in the temporary folder, for the socket and, on a
+ * read-only disk, the copy of the service's database; undefined where none can be made.
+ */
+function makePrivateFolder(): string | undefined {
   const tmp = os.tmpdir();
   removeLeftSocketFolders(tmp);
-  let folder: string;
   try {
     // mkdtemp makes the folder 0700: no other user can reach the socket inside.
-    folder = mkdtempSync(path.join(tmp, `${SOCKET_FOLDER_PREFIX}${process.pid}-`));
+    return mkdtempSync(path.join(tmp, `${SOCKET_FOLDER_PREFIX}${process.pid}-`));
   } catch {
     return undefined;
   }
+}
+
+/** The socket in `folder`; undefined, with nothing left behind, where it fails. */
+async function listenOnSocketIn(
+  service: BucketService,
+  folder: string,
+): Promise<string | undefined> {
   const socketPath = path.join(folder, 'service.sock');
   try {
     await service.listenOnSocket(socketPath);
     return socketPath;
   } catch {
-    rmSync(folder, { recursive: true, force: true });
     return undefined;
   }
 }
@@ -134,10 +142,36 @@ export async function startLocalService(
       `${dataDir} is on a disk mounted read-only, so Canopy cannot keep backups there: mount it writable (after checking it for errors) and try again`,
     );
   }
-  const service = createBucketService({ ...defaultServiceOptions(dataDir), readOnly });
-  observe?.(service.app);
-  const url = await service.listen('127.0.0.1', 0);
-  const socketPath = await listenOnPrivateSocket(service);
+  const folder = makePrivateFolder();
+  const removeFolder = (): void => {
+    if (folder !== undefined) rmSync(folder, { recursive: true, force: true });
+  };
+  let service: BucketService;
+  try {
+    service = createBucketService({
+      ...defaultServiceOptions(dataDir),
+      readOnly,
+      // In the folder the next start removes if this process is killed: the copy may be large.
+      ...(readOnly && folder !== undefined ? { readOnlyCopyDir: folder } : {}),
+    });
+  } catch (error) {
+    removeFolder();
+    throw error;
+  }
+  let url: string;
+  let socketPath: string | undefined;
+  try {
+    observe?.(service.app);
+    url = await service.listen('127.0.0.1', 0);
+    socketPath = folder === undefined ? undefined : await listenOnSocketIn(service, folder);
+  } catch (error) {
+    try {
+      await service.close();
+    } finally {
+      removeFolder();
+    }
+    throw error;
+  }
   return {
     url,
     readOnly,
@@ -157,8 +191,7 @@ export async function startLocalService(
       try {
         await service.close();
       } finally {
-        if (socketPath !== undefined)
-          rmSync(path.dirname(socketPath), { recursive: true, force: true });
+        removeFolder();
       }
     },
   };

@@ -33,7 +33,7 @@ export class ServiceContext {
     this.options = options;
     const database = path.join(options.dataDir, SERVICE_DATABASE_FILE);
     if (options.readOnly) {
-      this.databaseCopy = copyDatabase(database);
+      this.databaseCopy = copyDatabase(database, options.readOnlyCopyDir);
       try {
         this.db = openDatabase(this.databaseCopy.file);
       } catch (error) {

@@ -40,6 +40,11 @@ export interface ServiceOptions {
    * sweep or compaction.
    */
   readonly readOnly?: boolean;
+  /**
+   * Where a read-only service copies its database: a private folder its host removes, even
+   * after a kill. By default a folder of the service's own in the system's temporary folder.
+   */
+  readonly readOnlyCopyDir?: string;
 }
 
 const HOUR = 3_600_000;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { copyDatabase } from '../../../server/store/database-copy.ts';
@@ -44,6 +44,25 @@ describe('copyDatabase', () => {
     } finally {
       writer.close();
     }
+  });
+
+  it('copies into a folder it is given, and removes only its own files from it', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-db-copy-'));
+    const into = mkdtempSync(path.join(os.tmpdir(), 'canopy-db-into-'));
+    dirs.push(dir, into);
+    const file = path.join(dir, 'service.sqlite');
+    const writer = new Database(file);
+    writer.pragma('journal_mode = WAL');
+    writer.exec("CREATE TABLE buckets (name TEXT); INSERT INTO buckets VALUES ('Photos')");
+    writer.close();
+    writeFileSync(path.join(into, 'service.sock'), '');
+    const copy = copyDatabase(file, into);
+    expect(copy.file).toBe(path.join(into, 'service.sqlite'));
+    const reader = new Database(copy.file);
+    expect(reader.prepare('SELECT name FROM buckets').pluck().all()).toEqual(['Photos']);
+    reader.close();
+    copy.remove();
+    expect(readdirSync(into)).toEqual(['service.sock']);
   });
 
   it('copies a database closed cleanly, which has no log', () => {
