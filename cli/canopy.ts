@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { EngineError } from '../main/api/index.ts';
+import { EngineError, type EngineErrorCode } from '../main/api/index.ts';
 import { openSecretStore, secretStoreChoice } from '../main/identity/index.ts';
 import {
   createEngine,
@@ -72,6 +72,13 @@ function describeAccount(account: AccountSummary): string {
     `user ${account.userId}${account.email ? ` <${account.email}>` : ''}`,
     `device key ${account.keyId} (fingerprint ${account.fingerprint}) in the ${account.secretStore === 'keychain' ? 'OS keychain' : 'secrets file'}`,
   ].join('\n');
+}
+
+/** Why a listing shows what was seen last rather than the service's answer. */
+function offlineReason(code: EngineErrorCode | null): string {
+  return code === 'local_data_missing'
+    ? 'the disk holding the backups is not connected'
+    : 'the server cannot be reached';
 }
 
 function table(rows: readonly (readonly string[])[]): string {
@@ -302,7 +309,13 @@ async function run(
       return;
     }
     case 'versions': {
-      const versions = await engine.listVersions({ bucket: need(str('bucket'), '--bucket') });
+      const { versions, offlineSince, offlineBecause } = await engine.versionsOrLastSeen({
+        bucket: need(str('bucket'), '--bucket'),
+      });
+      if (offlineSince !== null)
+        process.stderr.write(
+          `canopy: ${offlineReason(offlineBecause)}; showing the versions as of ${new Date(offlineSince).toISOString()}\n`,
+        );
       out.print(
         versions.length === 0
           ? 'no versions yet'
@@ -348,12 +361,8 @@ async function run(
         ...(sub === undefined ? {} : { path: sub }),
       });
       if (offlineSince !== null) {
-        const why =
-          offlineBecause === 'local_data_missing'
-            ? 'the disk holding the backups is not connected'
-            : 'the server cannot be reached';
         process.stderr.write(
-          `canopy: ${why}; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,
+          `canopy: ${offlineReason(offlineBecause)}; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,
         );
       }
       out.print(

@@ -46,7 +46,9 @@ import {
   forgetAccount,
   RestoreMark,
   lastKnownActiveVersion,
+  lastKnownVersions,
   rememberActiveVersion,
+  rememberVersions,
   recordShardLimit,
   recordUploadSpeed,
   sourceFileIndex,
@@ -629,7 +631,48 @@ export class Engine {
 
   async listVersions(input: { bucket: string }): Promise<Metadata[]> {
     const { client } = await this.connect();
-    return client.listVersions((await this.bucketByName(input.bucket)).id);
+    return this.listRemembered(client, await this.bucketByName(input.bucket, client));
+  }
+
+  /** The bucket's versions, remembered for when the service cannot be reached. */
+  private async listRemembered(
+    client: ServiceClient,
+    bucket: { readonly id: string; readonly name: string },
+  ): Promise<Metadata[]> {
+    const versions = await client.listVersions(bucket.id);
+    rememberVersions(this.db, {
+      bucket_id: bucket.id,
+      bucket_name: bucket.name,
+      versions_json: JSON.stringify(versions),
+      seen_at: this.now(),
+    });
+    return versions;
+  }
+
+  /**
+   * The bucket's versions; while the service cannot be reached, the list as last seen, with
+   * when (`offlineSince`) and why (`offlineBecause`), as browse does.
+   */
+  async versionsOrLastSeen(input: { bucket: string }): Promise<{
+    versions: Metadata[];
+    offlineSince: number | null;
+    offlineBecause: EngineErrorCode | null;
+  }> {
+    try {
+      // One attempt, no backoff: the list as last seen is shown instead of waiting.
+      const { client } = await this.connect({ retry: NO_RETRY });
+      const bucket = await this.bucketByName(input.bucket, client);
+      const versions = await this.listRemembered(client, bucket);
+      return { versions, offlineSince: null, offlineBecause: null };
+    } catch (error) {
+      const known = lastKnownVersions(this.db, input.bucket);
+      if (!(error instanceof EngineError) || !UNREACHABLE.has(error.code) || !known) throw error;
+      return {
+        versions: JSON.parse(known.versions_json) as Metadata[],
+        offlineSince: known.seen_at,
+        offlineBecause: error.code,
+      };
+    }
   }
 
   /**
@@ -645,7 +688,7 @@ export class Engine {
   ): Promise<string> {
     const bucket = await this.bucketByName(input.bucket, client);
     if (input.version !== undefined) {
-      const named = (await client.listVersions(bucket.id)).find(
+      const named = (await this.listRemembered(client, bucket)).find(
         (version) => version.id === input.version,
       );
       if (!named)
@@ -664,7 +707,7 @@ export class Engine {
     }
     if (input.snapshot !== undefined)
       return (await client.getSnapshot(bucket.id, input.snapshot)).metadata_id;
-    const active = (await client.listVersions(bucket.id)).find(
+    const active = (await this.listRemembered(client, bucket)).find(
       (version) => version.state === 'active',
     );
     if (!active) throw new EngineError('not_found', `bucket "${input.bucket}" has no backup yet`);

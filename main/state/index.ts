@@ -7,6 +7,7 @@ export * from './canopy-home.ts';
 export * from './database.ts';
 export * from './file-index.ts';
 export * from './known-active-versions.ts';
+export * from './known-versions.ts';
 export * from './restore-mark.ts';
 export * from './shard-limits.ts';
 export * from './upload-queue.ts';

@@ -166,8 +166,10 @@ describe('backups kept on an external exFAT disk', () => {
       expect(readFileSync(path.join(fromReadOnly, 'report.txt'), 'utf8')).toBe(
         'quarterly numbers\n',
       );
+      const versions = await runCanopy(deviceHome, ['versions', '--bucket', 'Docs'], fileStore);
+      expect(versions.status, versions.stderr).toBe(0);
+      expect(versions.stdout).toContain(' active ');
       for (const args of [
-        ['versions', '--bucket', 'Docs'],
         ['ls', '--bucket', 'Docs'],
         ['verify', '--bucket', 'Docs', '--all'],
       ]) {
@@ -205,6 +207,13 @@ describe('backups kept on an external exFAT disk', () => {
       expect(pulled.status).toBe(1);
       expect(pulled.stderr).toContain(
         `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again`,
+      );
+      // The versions as last listed, and said to be so.
+      const lastSeen = await runCanopy(deviceHome, ['versions', '--bucket', 'Docs'], fileStore);
+      expect(lastSeen.status, lastSeen.stderr).toBe(0);
+      expect(lastSeen.stdout).toBe(versions.stdout);
+      expect(lastSeen.stderr).toMatch(
+        /^canopy: the disk holding the backups is not connected; showing the versions as of \d{4}-/,
       );
       backupDisk.plugIn();
       const plugged = await runCanopy(
