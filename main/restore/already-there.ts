@@ -51,7 +51,8 @@ export async function holdsSameBytes(file: string, wanted: VersionFile): Promise
     throw error;
   }
   try {
-    const buffer = Buffer.allocUnsafe(READ_BYTES);
+    // Most files are small: a whole READ_BYTES each was garbage for nothing.
+    const buffer = Buffer.allocUnsafe(Math.max(1, Math.min(READ_BYTES, wanted.size)));
     let position = 0;
     for (const leaf of wanted.leaves()) {
       const size = wanted.leafSize(leaf);
@@ -59,7 +60,7 @@ export async function holdsSameBytes(file: string, wanted: VersionFile): Promise
       if (size === undefined || leaf.multihash.code !== SHA2_256_CODE) return false;
       const hash = createHash('sha256');
       for (let left = size; left > 0;) {
-        const { bytesRead } = await handle.read(buffer, 0, Math.min(left, READ_BYTES), position);
+        const { bytesRead } = await handle.read(buffer, 0, Math.min(left, buffer.length), position);
         // Shorter than it was a moment ago: it is being written to, so it is not the same.
         if (bytesRead === 0) return false;
         hash.update(buffer.subarray(0, bytesRead));
