@@ -30,7 +30,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   devices [list | approve PEMFILE [--name N] | revoke ID | code]
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
-  backup DIR --bucket NAME [--dry-run] [--progress]
+  backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty]
   versions --bucket NAME | snapshots --bucket NAME
   ls --bucket NAME [--version ID | --snapshot ID] [PATH]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
@@ -270,6 +270,7 @@ async function run(
       const result = await engine.backup({
         dir: need(sub, 'DIR'),
         bucket: need(str('bucket'), '--bucket'),
+        ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
         ...(showProgress
           ? {
               onProgress: (progress: BackupProgress) => {
@@ -541,6 +542,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         to: { type: 'string' },
         overwrite: { type: 'boolean' },
         'dry-run': { type: 'boolean' },
+        'allow-empty': { type: 'boolean' },
         progress: { type: 'boolean' },
         snapshot: { type: 'string' },
         all: { type: 'boolean' },

@@ -65,6 +65,7 @@ import {
   type StateDb,
 } from '../state/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
+import { refuseEmptiedSource } from './emptied-source.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** Reads a version's tree from its metadata CAR, whole or in part. */
@@ -491,6 +492,8 @@ export class Engine {
     dir: string;
     bucket: string;
     replaceSource?: boolean;
+    /** Back up the folder even when it is empty and its last backup was not (emptied-source.ts). */
+    allowEmpty?: boolean;
     onProgress?: (progress: BackupProgress) => void;
   }): Promise<BackupResult> {
     const sourceDir = path.resolve(input.dir);
@@ -514,6 +517,8 @@ export class Engine {
       );
     }
     try {
+      if (input.allowEmpty !== true)
+        refuseEmptiedSource(sourceDir, sourceFileIndex(this.db, bucket.id, sourceDir).entryCount);
       return await this.backupLocked(client, account, bucket, sourceDir, input);
     } catch (error) {
       throw this.toldAsLocalDisk(diskGoneError(error, sourceDir, 'backup'), 'backup');

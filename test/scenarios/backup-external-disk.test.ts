@@ -91,6 +91,46 @@ describe('backup of an external exFAT disk', () => {
     const changed = await backup();
     expect(changed).toMatchObject({ unchanged: false, bytesRead: 1000, filesUnchanged: 2 });
   });
+
+  it('refuses to back up its empty mount point while it is unplugged, and an emptied folder unless asked', async () => {
+    await backup();
+    const listed = async (bucket: string) =>
+      (await runCanopy(home, ['versions', '--bucket', bucket], fileStore)).stdout;
+    const before = await listed('Stick');
+    disk.unplug();
+    try {
+      const refused = await runCanopy(home, ['backup', disk.dir, '--bucket', 'Stick'], fileStore);
+      expect(refused.status).toBe(1);
+      expect(refused.stderr).toBe(
+        `canopy: ${disk.dir} is empty, but its last backup held 4 files and folders: if it is on a disk, connect it; to back up the empty folder anyway, add --allow-empty\n`,
+      );
+      expect(await listed('Stick')).toBe(before);
+    } finally {
+      disk.plugIn();
+    }
+    expect((await backup()).files).toBe(3);
+
+    // A folder emptied on purpose is backed up when asked.
+    const folder = path.join(scratch, 'emptied');
+    mkdirSync(folder);
+    writeFileSync(path.join(folder, 'only.txt'), 'the one file');
+    // Dated back, so that the index keeps it (a file written the moment before is read again).
+    const aMinuteAgo = new Date(Date.now() - 60_000);
+    utimesSync(path.join(folder, 'only.txt'), aMinuteAgo, aMinuteAgo);
+    const created = await runCanopy(home, ['buckets', 'create', 'Emptied'], fileStore);
+    expect(created.status, created.stderr).toBe(0);
+    const args = ['backup', folder, '--bucket', 'Emptied', '--json'];
+    expect((await runCanopy(home, args, fileStore)).status).toBe(0);
+    rmSync(path.join(folder, 'only.txt'));
+    const notAsked = await runCanopy(home, args, fileStore);
+    expect(notAsked.status).toBe(1);
+    expect(notAsked.stderr).toContain('its last backup held 1 file or folder');
+    const asked = await runCanopy(home, [...args, '--allow-empty'], fileStore);
+    expect(asked.status, asked.stderr).toBe(0);
+    expect(JSON.parse(asked.stdout)).toMatchObject({ files: 0 });
+    // The index now knows the folder empty: the next backup needs no asking.
+    expect((await runCanopy(home, args, fileStore)).status).toBe(0);
+  });
 });
 
 /** Runs `use` with a fresh exFAT stick named `name` in the scratch folder, unmounted after. */
