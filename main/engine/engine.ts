@@ -517,8 +517,6 @@ export class Engine {
       );
     }
     try {
-      if (input.allowEmpty !== true)
-        refuseEmptiedSource(sourceDir, sourceFileIndex(this.db, bucket.id, sourceDir).entryCount);
       return await this.backupLocked(client, account, bucket, sourceDir, input);
     } catch (error) {
       throw this.toldAsLocalDisk(diskGoneError(error, sourceDir, 'backup'), 'backup');
@@ -561,8 +559,14 @@ export class Engine {
     account: AccountRecord,
     bucket: Bucket,
     sourceDir: string,
-    input: { replaceSource?: boolean; onProgress?: (progress: BackupProgress) => void },
+    input: {
+      replaceSource?: boolean;
+      allowEmpty?: boolean;
+      onProgress?: (progress: BackupProgress) => void;
+    },
   ): Promise<BackupResult> {
+    const fileIndex = sourceFileIndex(this.db, bucket.id, sourceDir);
+    if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
     const result = await backupSource({
       client,
       bucketId: bucket.id,
@@ -573,7 +577,7 @@ export class Engine {
       stagingRoot: path.join(this.deps.home, 'staging'),
       now: () => this.now(),
       queue: uploadQueue(this.db),
-      fileIndex: sourceFileIndex(this.db, bucket.id, sourceDir),
+      fileIndex,
       ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
       // A minute's upload, and no more than the host took after refusing a larger one.
       shardTargetBytes: Math.min(
