@@ -295,6 +295,17 @@ describe('a disk pulled out while in use', () => {
   }
   /** A few retries, quickly: a disk that is gone does not come back between them. */
   const quickRetries = { retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 10 } };
+  /** A backup's seam that pulls `stick` out once the `count`th file was read. */
+  const pullAfterReading = (stick: ExfatDisk, count: number): Partial<EngineDeps> => {
+    let read = 0;
+    return {
+      afterFileRead: () => {
+        read += 1;
+        if (read === count) stick.pullOut();
+        return Promise.resolve();
+      },
+    };
+  };
 
   /** `count` files of 1 MiB of random bytes in a new folder `dir`; their bytes. */
   const writeParts = (dir: string, count: number): Buffer[] => {
@@ -395,17 +406,9 @@ describe('a disk pulled out while in use', () => {
         bytes: randomBytes(300_000),
       }));
       for (const file of files) writeFileSync(path.join(stick.dir, file.name), file.bytes);
-      let read = 0;
-      const pulling = {
-        afterFileRead: () => {
-          read += 1;
-          if (read === 3) stick.pullOut();
-          return Promise.resolve();
-        },
-      };
       await withEngine(
         path.join(scratch, 'home-pulled-source'),
-        pulling,
+        pullAfterReading(stick, 3),
         async (engine) => {
           await expect(engine.backup({ dir: stick.dir, bucket: 'Stick' })).rejects.toMatchObject({
             code: 'disk_unavailable',
@@ -479,18 +482,9 @@ describe('a disk pulled out while in use', () => {
           writeFileSync(note, `${folder}/${index}`);
         }
       }
-      let read = 0;
-      const pulling = {
-        ...quickRetries,
-        afterFileRead: () => {
-          read += 1;
-          if (read === 10) stick.pullOut();
-          return Promise.resolve();
-        },
-      };
       await withEngine(
         path.join(scratch, 'home-pulled-between'),
-        pulling,
+        { ...quickRetries, ...pullAfterReading(stick, 10) },
         async (engine) => {
           await expect(engine.backup({ dir: stick.dir, bucket: 'Notes' })).rejects.toMatchObject({
             code: 'disk_unavailable',
