@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -87,6 +87,52 @@ describe('the file index', () => {
       expect(sourceFileIndex(db, 'bucket', '/other').lookup('a')).toBeUndefined();
       expect(sourceFileIndex(db, 'other', '/src').lookup('a')).toBeUndefined();
     } finally {
+      db.close();
+    }
+  });
+
+  it('reads each folder once in a walk, however many subfolders the folders above it hold', () => {
+    const db = openStateDatabase(stateFile());
+    try {
+      // A walk's order: a folder, then what it holds, depth first. The top folder holds more
+      // subfolders than the lookups keep entries for, and the chain under `deep` holds three
+      // folders of 9 000 entries, more than may be kept at once.
+      const walk: IndexedEntry[] = [entry('', 'directory', 0)];
+      for (let i = 0; i < 5_000; i += 1) {
+        walk.push(entry(`s${i}`, 'directory', i));
+        walk.push(entry(`s${i}/a`, 'file', i), entry(`s${i}/b`, 'file', i + 1));
+      }
+      const chain = ['deep', 'deep/d', 'deep/d/d'];
+      walk.push(entry('deep', 'directory', 1));
+      for (const [level, folder] of chain.entries()) {
+        for (let i = 0; i < 9_000; i += 1) walk.push(entry(`${folder}/f${i}`, 'file', i));
+        if (level < chain.length - 1) walk.push(entry(`${folder}/d`, 'directory', level));
+      }
+      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+      for (const staging of walk) staged.add(staging);
+      staged.commit('version-1', { paths: [], filesModifiedFromNs: 2n ** 62n });
+
+      // Counts the index's reads of a folder's entries.
+      const folderReads = new Map<unknown, number>();
+      const prepare = db.prepare.bind(db);
+      vi.spyOn(db, 'prepare').mockImplementation((sql: string) => {
+        const statement = prepare(sql);
+        if (!sql.includes('dir = ?')) return statement;
+        const all = statement.all.bind(statement);
+        statement.all = (...params: unknown[]) => {
+          folderReads.set(params[1], (folderReads.get(params[1]) ?? 0) + 1);
+          return all(...params);
+        };
+        return statement;
+      });
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      // Lookups in the walk's order, each folder's entries interleaved with its subfolders'.
+      for (const expected of walk)
+        expect(comparable(index.lookup(expected.path))).toEqual(comparable(expected));
+      expect(folderReads.size).toBe(1 + 5_000 + chain.length);
+      expect([...folderReads.values()].every((reads) => reads === 1)).toBe(true);
+    } finally {
+      vi.restoreAllMocks();
       db.close();
     }
   });
