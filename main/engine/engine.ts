@@ -856,7 +856,7 @@ export class Engine {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh.
-    const tree = await readTreeIndex(await client.pullVersion(versionId));
+    const tree = await readTreeLeaves(await client.pullVersion(versionId));
     const who = await client.whoAmI();
     const result = await verifyVersion({
       client,

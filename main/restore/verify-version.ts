@@ -2,12 +2,18 @@ import { randomInt } from 'node:crypto';
 import { EngineError } from '../api/index.ts';
 import { CarFormatError, cidText } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import type { TreeIndex } from '../uploader/index.ts';
+import type { TreeLeaves } from '../uploader/index.ts';
+import type { LeafSizes } from '../packer/index.ts';
+import type { CID } from 'multiformats/cid';
 import { receiveBlocks } from './receive-blocks.ts';
 
 // Re-fetches a sample (or all) of a version's data blocks and checks every one against its CID,
 // trusting nothing local: the proof that the version can be restored. An answer cut off on the
 // way is asked again for the rest, as a restore does, so a flaky link is not taken for loss.
+//
+// Blocks are asked for many at a time, up to a count and a size: a device may make 200 requests
+// at once and 50 a second after (§5.2), and in batches of 64 a verify of 100 000 small files
+// made 1 563 requests and spent 27 of its 29 s waiting for the limit.
 
 export interface VerifyResult {
   readonly checked: number;
@@ -16,31 +22,63 @@ export interface VerifyResult {
   readonly verifiedAt: number;
 }
 
-const BATCH = 64;
+/** At most this many blocks, and this many bytes as the tree states them, per request. */
+const BATCH_BLOCKS = 1024;
+const BATCH_BYTES = 64 * 1024 * 1024;
 const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
+
+/** `leaves` in order, by CID text, in batches of at most BATCH_BLOCKS and (beyond one) BATCH_BYTES. */
+function* batchesOf(leaves: Iterable<{ cid: CID; size: number }>): Generator<string[]> {
+  let batch: string[] = [];
+  let bytes = 0;
+  for (const { cid, size } of leaves) {
+    if (batch.length > 0 && (batch.length === BATCH_BLOCKS || bytes + size > BATCH_BYTES)) {
+      yield batch;
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(cidText(cid));
+    bytes += size;
+  }
+  if (batch.length > 0) yield batch;
+}
+
+/** `count` leaves of `leaves` picked at random, each once; all of them, in order, for 'all'. */
+function* chosenLeaves(
+  leaves: LeafSizes,
+  count: number | 'all',
+): Generator<{ cid: CID; size: number }> {
+  if (count === 'all' || count >= leaves.count) {
+    yield* leaves;
+    return;
+  }
+  const picked = new Set<number>();
+  while (picked.size < count) picked.add(randomInt(leaves.count));
+  for (const index of picked) {
+    const cid = leaves.cidAt(index);
+    yield { cid, size: leaves.sizeOf(cid) ?? MAX_BLOCK_BYTES };
+  }
+}
 
 export async function verifyVersion(input: {
   client: ServiceClient;
   storageHost: string;
-  tree: TreeIndex;
+  /** The version's leaves; its nodes are not needed, and a large tree's cost 90 MB. */
+  tree: TreeLeaves;
   sample: number | 'all';
   now: () => number;
 }): Promise<VerifyResult> {
-  const all = Array.from(input.tree.leaves, (leaf) => cidText(leaf.cid));
-  let chosen = all;
-  if (input.sample !== 'all' && input.sample < all.length) {
-    const picked = new Set<string>();
-    while (picked.size < input.sample) picked.add(all[randomInt(all.length)] ?? '');
-    chosen = [...picked];
-  }
+  const { leaves } = input.tree;
   let bytes = 0;
-  for (let index = 0; index < chosen.length; index += BATCH) {
+  let checked = 0;
+  for (const batch of batchesOf(chosenLeaves(leaves, input.sample))) {
+    checked += batch.length;
     let missing: Set<string>;
     try {
       missing = await receiveBlocks(
         input.client,
         input.storageHost,
-        chosen.slice(index, index + BATCH),
+        batch,
         { maxBlockBytes: MAX_BLOCK_BYTES },
         (_cid, block) => {
           bytes += block.length;
@@ -62,5 +100,5 @@ export async function verifyVersion(input: {
         `verification failed: ${missing.size} blocks did not come back`,
       );
   }
-  return { checked: chosen.length, total: all.length, bytes, verifiedAt: input.now() };
+  return { checked, total: leaves.count, bytes, verifiedAt: input.now() };
 }
