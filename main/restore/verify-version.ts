@@ -63,7 +63,7 @@ function* chosenLeaves(
 export async function verifyVersion(input: {
   client: ServiceClient;
   storageHost: string;
-  /** The version's leaves; its nodes are not needed, and a large tree's cost 90 MB. */
+  /** The version's leaves; its nodes are not needed (about 90 MB for 400 000 files). */
   tree: TreeLeaves;
   sample: number | 'all';
   now: () => number;
