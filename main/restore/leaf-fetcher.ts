@@ -44,6 +44,13 @@ const AHEAD_BYTES = 32 * 1024 * 1024;
  */
 const PREFETCH_BELOW_BYTES = 2 * LEAF_BATCH_BYTES;
 /**
+ * What a leaf held counts as, at least, in those bytes: its promise, closures and buffer cost
+ * about a kilobyte of heap whatever its size. Counted by its size alone, a small file's leaf
+ * cost nearly nothing, and a restore of 100 000 small files fetched every leaf ahead of the
+ * writes: 70 000 held 8 s in, and a peak RSS of 354-451 MB.
+ */
+const HELD_LEAF_MIN_BYTES = 4096;
+/**
  * Batches asked for and not yet received, at most, for the next batch to be asked for ahead of
  * the reads: with tiny files, the bytes alone would let thousands of leaves be planned ahead.
  */
@@ -55,8 +62,11 @@ interface FetchedLeaf {
    * could not give it back.
    */
   bytes: FilePart | undefined;
-  /** Its size as the tree states it, counted in `heldBytes` until its last read is taken. */
-  readonly size: number;
+  /**
+   * What it counts in `heldBytes` until its last read is taken: its size as the tree states it,
+   * at least HELD_LEAF_MIN_BYTES.
+   */
+  readonly held: number;
   /** Planned reads of this leaf not yet taken. */
   reads: number;
   /** Why the host could not give it back, for the user; the file needing it is left out. */
@@ -69,14 +79,14 @@ interface FetchedLeaf {
   readonly settle: (error?: Error) => void;
 }
 
-function pendingLeaf(size: number): FetchedLeaf {
+function pendingLeaf(held: number): FetchedLeaf {
   let settle: (error?: Error) => void = () => undefined;
   const settled = new Promise<void>((resolve, reject) => {
     settle = (error) => (error ? reject(error) : resolve());
   });
   // Handled by the read that takes it; a leaf no read waits for yet must not count as unhandled.
   settled.catch(() => undefined);
-  return { bytes: undefined, size, reads: 1, settled, settle };
+  return { bytes: undefined, held, reads: 1, settled, settle };
 }
 
 export class LeafFetcher {
@@ -138,7 +148,7 @@ export class LeafFetcher {
     leaf.reads -= 1;
     if (leaf.reads <= 0) {
       this.fetched.delete(key);
-      this.heldBytes -= leaf.size;
+      this.heldBytes -= leaf.held;
     }
     this.takenAhead.add(read);
     while (this.takenAhead.delete(this.firstUntaken)) this.firstUntaken += 1;
@@ -178,10 +188,11 @@ export class LeafFetcher {
         const size = this.leafSizes.sizeOfText(key) ?? 0;
         if (batch.size > 0 && batchBytes + size > LEAF_BATCH_BYTES) break;
         batchBytes += size;
-        const leaf = pendingLeaf(size);
+        const held = Math.max(size, HELD_LEAF_MIN_BYTES);
+        const leaf = pendingLeaf(held);
         batch.set(key, leaf);
         this.fetched.set(key, leaf);
-        this.heldBytes += size;
+        this.heldBytes += held;
       }
       this.planned += 1;
       this.lookahead = this.reads.next();

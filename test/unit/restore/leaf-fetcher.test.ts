@@ -103,6 +103,39 @@ describe('LeafFetcher', () => {
     expect(asked).toBeLessThanOrEqual(300 + 3 * 256);
   });
 
+  it('holds a bounded number of small leaves ahead of reads that come slower than the host answers', async () => {
+    // 10 000 files of 10 bytes, written more slowly than their leaves arrive: counted by their
+    // bytes alone, every leaf was fetched ahead and held.
+    const blocks = await Promise.all(
+      Array.from({ length: 10_000 }, () => rawBlock(randomBytes(10))),
+    );
+    const byCid = new Map(blocks.map((block) => [cidText(block.cid), block]));
+    let asked = 0;
+    server = await startLoopbackServer((request, response) => {
+      const body: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => body.push(chunk));
+      request.on('end', () => {
+        const cids = JSON.parse(Buffer.concat(body).toString()) as string[];
+        asked += cids.length;
+        const answer = cids.map((cid) => byCid.get(cid)).filter((block) => block !== undefined);
+        void carBytes([], answer).then((car) => {
+          response.writeHead(200, { 'content-type': 'application/vnd.ipld.car' });
+          response.end(car);
+        });
+      });
+    });
+    const fetcher = fetcherFor(server.url, blocks);
+    for (let read = 0; read < 300; read += 1) {
+      await fetcher.take(blocks[read]?.cid ?? blocks[0]!.cid, read);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // A held leaf counts as 4 KiB, and batches are asked for ahead below 16 MiB held: 4 096
+    // leaves, and the two batches of 256 that may be on the way when that is reached.
+    expect(asked).toBeGreaterThanOrEqual(300);
+    expect(asked).toBeLessThanOrEqual(300 + 4096 + 2 * 256);
+  });
+
   it('fails the reads of a batch that fails, and asks for no batch behind it', async () => {
     // Three batches' worth of leaves (a batch holds at most 8 MiB).
     const blocks = await Promise.all(
