@@ -89,6 +89,38 @@ describe('walkTree', () => {
     });
   });
 
+  it("reads a sharded folder's sub-shards only as the walk comes to them", async () => {
+    const candidates: ImportCandidate[] = [{ path: 'root' }, { path: 'root/many' }];
+    for (let index = 0; index < 400; index += 1)
+      candidates.push({ path: `root/many/f${index}`, content: Buffer.from(`file ${index}`) });
+    const { root, nodes } = await importTree(candidates);
+    const shards = new Set(
+      [...nodes.sorted()]
+        .filter(({ bytes }) => {
+          const data = dagPb.decode(bytes).Data;
+          return data !== undefined && UnixFS.unmarshal(data).type === 'hamt-sharded-directory';
+        })
+        .map(({ cid }) => cid.toString()),
+    );
+    let shardsRead = 0;
+    const counted = {
+      get: (cid: CID) => {
+        if (shards.has(cid.toString())) shardsRead += 1;
+        return nodes.get(cid);
+      },
+    };
+    const walk = walkTree(root, counted);
+    let first = walk.next();
+    while (first.done !== true && first.value.parts.length < 2) first = walk.next();
+    // The folder's own shard, and the few sub-shards on the way to its first entry.
+    expect(first.value?.parts[0]).toBe('many');
+    expect(shards.size).toBeGreaterThan(10);
+    expect(shardsRead).toBeLessThanOrEqual(3);
+    const rest = [...walk];
+    expect(rest.length + 1).toBe(400);
+    expect(shardsRead).toBe(shards.size);
+  });
+
   it('refuses a folder that links a bare leaf or a node the metadata lacks', async () => {
     const nodes = new MetadataNodes();
     const directory = (name: string, hash: CID) =>
