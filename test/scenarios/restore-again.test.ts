@@ -19,6 +19,10 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import {
+  engineCountingBlockRequests,
+  type BlockRequestCount,
+} from '../helpers/counted-block-requests.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 
 // A restore run again into a folder that holds part of the version already (the first run was
@@ -30,9 +34,9 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-restore-again-'));
 const source = path.join(scratch, 'source');
 const home = path.join(scratch, 'home');
 const MiB = 1024 * 1024;
-/** The blocks/car requests the storage host received: each asks for a batch of leaves. */
-let leavesAsked = 0;
 let engine: Engine;
+/** The blocks/car requests the storage host received: each asks for a batch of leaves. */
+let leavesAsked: BlockRequestCount;
 
 /** Every entry below `dir` by its path, sorted. */
 function entriesBelow(dir: string): string[] {
@@ -47,17 +51,7 @@ beforeAll(async () => {
   writeFileSync(path.join(source, 'notes', 'b.txt'), 'note b');
   writeFileSync(path.join(source, 'empty'), '');
   symlinkSync('notes/a.txt', path.join(source, 'link'));
-  engine = createEngine({
-    home,
-    secrets: new FileSecretStore(home),
-    startLocalService: (dataDir, options) =>
-      startLocalService(dataDir, options, (app) => {
-        app.addHook('onRequest', async (request) => {
-          if (request.url.endsWith('/blocks/car')) leavesAsked += 1;
-          return Promise.resolve();
-        });
-      }),
-  });
+  ({ engine, count: leavesAsked } = engineCountingBlockRequests(home));
   await engine.loginLocal({});
   await engine.createBucket({ name: 'Again', type: 'backup', storageClass: 'hot' });
   await engine.backup({ dir: source, bucket: 'Again' });
@@ -72,13 +66,13 @@ describe('a restore run again', () => {
     const target = path.join(scratch, 'target');
     const first = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
     expect(first).toMatchObject({ files: 5, symlinks: 1, alreadyThere: 0, renamed: [] });
-    expect(leavesAsked).toBeGreaterThan(0);
+    expect(leavesAsked.blocksCar).toBeGreaterThan(0);
     const whole = entriesBelow(target);
 
-    leavesAsked = 0;
+    leavesAsked.blocksCar = 0;
     const again = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
     expect(again).toMatchObject({ files: 0, symlinks: 0, alreadyThere: 6, renamed: [] });
-    expect(leavesAsked).toBe(0);
+    expect(leavesAsked.blocksCar).toBe(0);
     expect(entriesBelow(target)).toEqual(whole);
 
     // The user's own changes: one file with other words of the same length, a large one with
@@ -121,7 +115,7 @@ describe('a restore run again', () => {
     });
     expect(beside).toMatchObject({ files: 1, alreadyThere: 0, renamed: ['a.txt (restored)'] });
     writeFileSync(path.join(target, 'a.txt'), 'note a');
-    leavesAsked = 0;
+    leavesAsked.blocksCar = 0;
     const same = await engine.restore({
       bucket: 'Again',
       path: 'notes/a.txt',
@@ -129,7 +123,7 @@ describe('a restore run again', () => {
       overwrite: false,
     });
     expect(same).toMatchObject({ files: 0, alreadyThere: 1, renamed: [] });
-    expect(leavesAsked).toBe(0);
+    expect(leavesAsked.blocksCar).toBe(0);
   });
 
   it('restores a link beside a folder that took its name, and writes every file again when asked to overwrite', async () => {
