@@ -145,7 +145,16 @@ async function run(
     }
     case 'whoami': {
       const account = await engine.whoami();
-      out.print(`${describeAccount(account)}\nstorage host ${account.storageHost}`, account);
+      if (account.offlineBecause !== null)
+        process.stderr.write(
+          `canopy: ${offlineReason(account.offlineBecause)}; showing the account as this device enrolled it\n`,
+        );
+      out.print(
+        account.storageHost === null
+          ? describeAccount(account)
+          : `${describeAccount(account)}\nstorage host ${account.storageHost}`,
+        account,
+      );
       return;
     }
     case 'logout':

@@ -353,13 +353,31 @@ export class Engine {
     return this.summary(account, server);
   }
 
-  async whoami(): Promise<AccountSummary & { storageHost: string }> {
-    const { client, account, server } = await this.connect();
-    const who = await client.whoAmI();
-    return {
-      ...this.summary({ ...account, email: who.email }, server),
-      storageHost: who.storage_host,
-    };
+  /**
+   * The account as the service tells it. While the service cannot be reached (offline, or the
+   * disk holding the backups unplugged), the account as this device enrolled it, without the
+   * storage host, and why (`offlineBecause`): which account a device is on is no less true then.
+   */
+  async whoami(): Promise<
+    AccountSummary & { storageHost: string | null; offlineBecause: EngineErrorCode | null }
+  > {
+    try {
+      // One attempt, no backoff: the enrolled account is shown instead of waiting.
+      const { client, account, server } = await this.connect({ retry: NO_RETRY });
+      const who = await client.whoAmI();
+      return {
+        ...this.summary({ ...account, email: who.email }, server),
+        storageHost: who.storage_host,
+        offlineBecause: null,
+      };
+    } catch (error) {
+      const account = readAccount(this.db);
+      if (!account || !(error instanceof EngineError) || !UNREACHABLE.has(error.code)) throw error;
+      // The embedded service's address is made when it starts; its data folder is where it is.
+      const server =
+        account.mode === 'local' ? (account.local_data_dir ?? '') : (account.server_url ?? '');
+      return { ...this.summary(account, server), storageHost: null, offlineBecause: error.code };
+    }
   }
 
   /** Forgets the account locally and deletes this device's key. */

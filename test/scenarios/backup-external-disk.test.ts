@@ -171,6 +171,14 @@ describe('backups kept on an external exFAT disk', () => {
           `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again`,
         );
       }
+      // Which account this device is on needs no disk either.
+      const who = await runCanopy(deviceHome, ['whoami'], fileStore);
+      expect(who.status, who.stderr).toBe(0);
+      expect(who.stdout.startsWith(`logged in to this computer (${data})\n`)).toBe(true);
+      expect(who.stdout).toMatch(/\nuser [0-9a-f-]+ <local@canopy\.invalid>\ndevice key /);
+      expect(who.stderr).toBe(
+        'canopy: the disk holding the backups is not connected; showing the account as this device enrolled it\n',
+      );
       // Browsing needs no disk: the last version seen comes from the home's metadata cache.
       const browsed = await runCanopy(deviceHome, ['ls', '--bucket', 'Docs'], fileStore);
       expect(browsed.status, browsed.stderr).toBe(0);

@@ -11,7 +11,8 @@ import {
 
 // A version's tree comes from the local metadata cache: once the server is gone, `canopy ls`
 // still lists the last active version (and says so), a named version needs no server at all,
-// and what does need the server fails with one clear line.
+// `whoami` tells the account this device enrolled with, and what does need the server fails
+// with one clear line.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-offline-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -55,6 +56,19 @@ describe('browsing while the server is unreachable', () => {
       new RegExp(
         `^canopy: the server cannot be reached; showing version ${versionId}, the active one as of \\d{4}-`,
       ),
+    );
+    // The account this device enrolled with, said to be as it enrolled: no storage host.
+    const who = await runCanopy(home, ['whoami', '--json']);
+    expect(who.status, who.stderr).toBe(0);
+    expect(JSON.parse(who.stdout)).toMatchObject({
+      mode: 'remote',
+      server: server.url,
+      email: 'ann@example.org',
+      storageHost: null,
+      offlineBecause: 'network',
+    });
+    expect(who.stderr).toBe(
+      'canopy: the server cannot be reached; showing the account as this device enrolled it\n',
     );
     const named = await runCanopy(home, [
       'ls',
