@@ -24,6 +24,7 @@ import {
   type BlockRequestCount,
 } from '../helpers/counted-block-requests.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { firstBackup } from '../helpers/first-backup.ts';
 
 // A restore run again into a folder that holds part of the version already (the first run was
 // stopped, or the files are restored to where they came from): what is there byte for byte is
@@ -52,9 +53,7 @@ beforeAll(async () => {
   writeFileSync(path.join(source, 'empty'), '');
   symlinkSync('notes/a.txt', path.join(source, 'link'));
   ({ engine, count: leavesAsked } = engineCountingBlockRequests(home));
-  await engine.loginLocal({});
-  await engine.createBucket({ name: 'Again', type: 'backup', storageClass: 'hot' });
-  await engine.backup({ dir: source, bucket: 'Again' });
+  await firstBackup(engine, source, 'Again');
 });
 afterAll(async () => {
   await engine.close();

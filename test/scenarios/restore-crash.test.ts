@@ -16,6 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { firstBackup } from '../helpers/first-backup.ts';
 
 // kill -9 in the middle of a restore, then restore again: nothing is left under a temporary
 // name, and the folder holds the version as it is.
@@ -45,9 +46,7 @@ describe('a restore killed part-way', () => {
     const engine = () =>
       createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
     const setup = engine();
-    await setup.loginLocal({});
-    await setup.createBucket({ name: 'Crash', type: 'backup', storageClass: 'hot' });
-    await setup.backup({ dir: source, bucket: 'Crash' });
+    await firstBackup(setup, source, 'Crash');
     await setup.close();
 
     const target = path.join(scratch, 'restored');

@@ -7,6 +7,7 @@ import {
   engineCountingBlockRequests,
   type BlockRequestCount,
 } from '../helpers/counted-block-requests.ts';
+import { firstBackup } from '../helpers/first-backup.ts';
 
 // `verify` of a version of many small files: a device may make 200 requests at once and 50 a
 // second after (§5.2), so blocks are asked for a thousand at a time, not a few dozen. In
@@ -27,9 +28,7 @@ beforeAll(async () => {
     writeFileSync(path.join(folder, `note-${i}.txt`), `note number ${i}\n`);
   }
   ({ engine, count: blockRequests } = engineCountingBlockRequests(home));
-  await engine.loginLocal({});
-  await engine.createBucket({ name: 'Notes', type: 'backup', storageClass: 'hot' });
-  await engine.backup({ dir: source, bucket: 'Notes' });
+  await firstBackup(engine, source, 'Notes');
 });
 afterAll(async () => {
   await engine.close();
