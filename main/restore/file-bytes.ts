@@ -43,8 +43,23 @@ function damaged(cid: CID, why: string): EngineError {
   return new EngineError('protocol', `file node ${cid.toString()} is damaged (${why})`);
 }
 
+/** A node of a file's DAG, decoded: its own data, its links and their byte counts. */
+interface FileNode {
+  readonly links: readonly dagPb.PBLink[];
+  readonly unixfs: UnixFS;
+}
+
+/** `decoded` as a node of a file's DAG; throws if it is not one. */
+function checkedFileNode(cid: CID, decoded: FileNode): FileNode {
+  const { unixfs, links } = decoded;
+  if (unixfs.type !== 'file' && unixfs.type !== 'raw') throw damaged(cid, `a ${unixfs.type}`);
+  if (links.length !== unixfs.blockSizes.length)
+    throw damaged(cid, 'its links and block sizes differ in number');
+  return decoded;
+}
+
 /** A dag-pb node of a file's DAG: its own data, its links and their byte counts. */
-function fileNode(cid: CID, dag: FileDag) {
+function fileNode(cid: CID, dag: FileDag): FileNode {
   const bytes = dag.node(cid);
   if (!bytes) throw new EngineError('protocol', `the metadata lacks node ${cidText(cid)}`);
   let node: dagPb.PBNode;
@@ -56,10 +71,7 @@ function fileNode(cid: CID, dag: FileDag) {
   } catch (error) {
     throw damaged(cid, error instanceof Error ? error.message : String(error));
   }
-  if (unixfs.type !== 'file' && unixfs.type !== 'raw') throw damaged(cid, `a ${unixfs.type}`);
-  if (node.Links.length !== unixfs.blockSizes.length)
-    throw damaged(cid, 'its links and block sizes differ in number');
-  return { unixfs, links: node.Links };
+  return checkedFileNode(cid, { unixfs, links: node.Links });
 }
 
 /**
@@ -68,12 +80,17 @@ function fileNode(cid: CID, dag: FileDag) {
  * Throws a protocol EngineError when the DAG is damaged: a node missing or not a file, a
  * size that differs from the one its parent states, a link of another codec, or too deep.
  */
-export async function* fileBytes(root: CID, dag: FileDag): AsyncGenerator<FilePart> {
+export async function* fileBytes(
+  root: CID,
+  dag: FileDag,
+  /** The root node, decoded already (TreeEntry.fileNode). */
+  decodedRoot?: FileNode,
+): AsyncGenerator<FilePart> {
   if (root.code === RAW_CODEC) {
     yield await dag.leaf(root);
     return;
   }
-  const top = fileNode(root, dag);
+  const top = decodedRoot ? checkedFileNode(root, decodedRoot) : fileNode(root, dag);
   // Every leaf must have the size its parent states, and every inner node the size its parent
   // states for it; a node's size is its own data plus those. So what is yielded adds up to the
   // File node's size exactly, without a running count.

@@ -31,7 +31,7 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
-import { walkTree, type TreeEntry } from './walk-tree.ts';
+import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
 // leaves from the storage host, each verified against its CID; files are written (several at
@@ -256,29 +256,38 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   /** The leaves of a file in read order, as fileBytes reads them; none for other entries. */
-  function* leafCidsOf(cid: CID, depth = 0): Generator<CID> {
+  function* leafCidsOf(cid: CID, depth = 0, decodedRoot?: DecodedNode): Generator<CID> {
     if (cid.code === RAW_CODEC) {
       yield cid;
       return;
     }
-    const node = index.nodes.get(cid);
-    // Too deep for any real layout: fileBytes refuses such a file when it comes to it.
-    if (!node || depth > 32) return;
-    const decoded = dagPb.decode(node);
+    let type: string | undefined;
+    let links: readonly dagPb.PBLink[];
+    if (decodedRoot) {
+      type = decodedRoot.unixfs.type;
+      links = decodedRoot.links;
+    } else {
+      const node = index.nodes.get(cid);
+      // Too deep for any real layout: fileBytes refuses such a file when it comes to it.
+      if (!node || depth > 32) return;
+      const decoded = dagPb.decode(node);
+      type = decoded.Data ? UnixFS.unmarshal(decoded.Data).type : undefined;
+      links = decoded.Links;
+    }
     // The node types fileBytes reads, so each file's planned reads match the reads it makes.
-    const type = decoded.Data ? UnixFS.unmarshal(decoded.Data).type : undefined;
     if (type !== 'file' && type !== 'raw') return;
-    for (const link of decoded.Links) yield* leafCidsOf(link.Hash, depth + 1);
+    for (const link of links) yield* leafCidsOf(link.Hash, depth + 1);
   }
   /** The same, as the storage host names them. */
-  function* leavesOf(cid: CID): Generator<string> {
-    for (const leaf of leafCidsOf(cid)) yield cidText(leaf);
+  function* leavesOf(cid: CID, decodedRoot?: DecodedNode): Generator<string> {
+    for (const leaf of leafCidsOf(cid, 0, decodedRoot)) yield cidText(leaf);
   }
   /** A leaf's size as the tree states it, for a gap where the server could not give it. */
   const leafSize = (cid: CID): number => index.leaves.sizeOf(cid) ?? 0;
   /** A file's size as its root states it; 0 for a damaged root (fileBytes reports that). */
-  const fileSizeOf = (cid: CID): number => {
+  const fileSizeOf = (cid: CID, decodedRoot?: DecodedNode): number => {
     if (cid.code === RAW_CODEC) return leafSize(cid);
+    if (decodedRoot) return Number(decodedRoot.unixfs.fileSize());
     const node = index.nodes.get(cid);
     try {
       const data = node && dagPb.decode(node).Data;
@@ -375,7 +384,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const folder = path.dirname(target);
     const temporary = path.join(folder, `${namePrefix}${temporaryCount}`);
     const flushed = flush?.covers(folder) === true;
-    const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid), slots);
+    const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid, entry.fileNode), slots);
     let written = 0;
     try {
       // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way, and
@@ -386,7 +395,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       const gapped = withGaps(dag, leafSize, (error) => {
         gap ??= error;
       });
-      for await (const part of fileBytes(entry.cid, gapped)) {
+      for await (const part of fileBytes(entry.cid, gapped, entry.fileNode)) {
         if (leftOut || gap) continue;
         try {
           written += await output.write(part);
@@ -465,7 +474,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     index.leaves,
     (function* leafReads(): Generator<string> {
       for (const entry of restored(root))
-        if (entry.kind === 'file' && !isThere(entry)) yield* leavesOf(entry.cid);
+        if (entry.kind === 'file' && !isThere(entry)) yield* leavesOf(entry.cid, entry.fileNode);
     })(),
   );
   /** Leaf reads planned before the next file's first. */
@@ -685,7 +694,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
       if (failure !== undefined) break;
       let read = readsBefore;
-      if (entry.kind === 'file') readsBefore += countOf(leavesOf(entry.cid));
+      if (entry.kind === 'file') readsBefore += countOf(leafCidsOf(entry.cid, 0, entry.fileNode));
       const dag: FileDag = {
         node: (cid) => index.nodes.get(cid),
         leaf: (cid) => leaves.take(cid, read++),

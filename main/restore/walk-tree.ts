@@ -19,6 +19,17 @@ export interface TreeEntry {
   readonly mtimeSeconds: number | undefined;
   /** A symlink's target. */
   readonly target?: string;
+  /**
+   * A file's File node, as the walk decoded it: what restoring the file reads of it, without
+   * decoding it again (a restore of 100 000 small files decoded each node six times).
+   */
+  readonly fileNode?: DecodedNode;
+}
+
+/** A dag-pb node's links and its UnixFS data, decoded. */
+export interface DecodedNode {
+  readonly links: readonly dagPb.PBLink[];
+  readonly unixfs: UnixFS;
 }
 
 /** A tree's dag-pb nodes by CID (a MetadataNodes). */
@@ -34,7 +45,7 @@ function damaged(cid: CID, why: string, cause?: unknown): EngineError {
   );
 }
 
-function decodeNode(cid: CID, nodes: NodeLookup) {
+function decodeNode(cid: CID, nodes: NodeLookup): DecodedNode {
   if (cid.code !== DAG_PB_CODEC)
     throw damaged(cid, 'an entry that is not a dag-pb node; every file must be a File node');
   const bytes = nodes.get(cid);
@@ -123,7 +134,7 @@ export function* walkTree(root: CID, nodes: NodeLookup): Generator<TreeEntry> {
     switch (unixfs.type) {
       case 'file':
       case 'raw':
-        yield { ...common, kind: 'file' };
+        yield { ...common, kind: 'file', fileNode: { links, unixfs } };
         break;
       case 'symlink':
         yield { ...common, kind: 'symlink', target: new TextDecoder().decode(unixfs.data) };
