@@ -88,7 +88,7 @@ async function holdsSameLink(file: string, target: string): Promise<boolean> {
 export async function entriesAlreadyThere(
   entries: Iterable<{ readonly entry: TreeEntry; readonly relative: string }>,
   targetDir: string,
-  fileOf: (cid: CID) => VersionFile,
+  fileOf: (entry: TreeEntry) => VersionFile,
 ): Promise<Set<string>> {
   const there = new Set<string>();
   /** Folders of the version that the target lacks, or holds as something else. */
@@ -111,7 +111,7 @@ export async function entriesAlreadyThere(
     const same =
       entry.kind === 'symlink'
         ? holdsSameLink(place, entry.target ?? '')
-        : holdsSameBytes(place, fileOf(entry.cid));
+        : holdsSameBytes(place, fileOf(entry));
     const check: Promise<void> = same
       .then(
         (isSame) => {

@@ -454,9 +454,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
             }
           })(),
           input.targetDir,
-          (cid) => ({
-            size: fileSizeOf(cid),
-            leaves: () => leafCidsOf(cid),
+          (entry) => ({
+            size: fileSizeOf(entry.cid, entry.fileNode),
+            leaves: () => leafCidsOf(entry.cid, 0, entry.fileNode),
             leafSize: (leaf) => index.leaves.sizeOf(leaf),
           }),
         ).catch((error: unknown) => {

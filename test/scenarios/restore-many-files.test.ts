@@ -21,6 +21,8 @@ const FOLDERS = 20;
 const SMALL_FILES = 600;
 /** Three leaves and a File node above them, so not every file is a single leaf. */
 const large = randomBytes(3 * 1024 * 1024 - 5);
+/** The version's root, its folders and its files. */
+const ENTRIES = 1 + FOLDERS + SMALL_FILES + 1;
 let engine: Engine;
 
 beforeAll(async () => {
@@ -39,15 +41,14 @@ afterAll(async () => {
 });
 
 describe('a restore of many small files', () => {
-  it('writes every file, reading each node of the tree once per walk', async () => {
+  it('writes every file, and finds them there when run again, reading each node of the tree once per walk', async () => {
     const target = path.join(scratch, 'restored');
     const nodeReads = vi.spyOn(MetadataNodes.prototype, 'get');
     try {
       const restored = await engine.restore({ bucket: 'Notes', to: target, overwrite: false });
       expect(restored).toMatchObject({ files: SMALL_FILES + 1, notRestored: [] });
       // The root, the folders and the files, each read by the two walks and by nothing else.
-      const entries = 1 + FOLDERS + SMALL_FILES + 1;
-      expect(nodeReads.mock.calls.length).toBe(2 * entries);
+      expect(nodeReads.mock.calls.length).toBe(2 * ENTRIES);
     } finally {
       nodeReads.mockRestore();
     }
@@ -57,5 +58,15 @@ describe('a restore of many small files', () => {
         readFileSync(path.join(target, `folder-${i % FOLDERS}`, `note-${i}.txt`), 'utf8'),
       ).toBe(`note number ${i}\n`);
     expect(readFileSync(path.join(target, 'folder-3', 'scan.pdf')).equals(large)).toBe(true);
+
+    // Run again, it finds every file there already: one more walk, to compare what is there.
+    const again = vi.spyOn(MetadataNodes.prototype, 'get');
+    try {
+      const restored = await engine.restore({ bucket: 'Notes', to: target, overwrite: false });
+      expect(restored).toMatchObject({ files: 0, alreadyThere: SMALL_FILES + 1, renamed: [] });
+      expect(again.mock.calls.length).toBe(3 * ENTRIES);
+    } finally {
+      again.mockRestore();
+    }
   });
 });
