@@ -2,6 +2,7 @@ import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
+import type { DecodedNode } from './walk-tree.ts';
 import {
   cidText,
   DAG_PB_CODEC,
@@ -43,14 +44,8 @@ function damaged(cid: CID, why: string): EngineError {
   return new EngineError('protocol', `file node ${cid.toString()} is damaged (${why})`);
 }
 
-/** A node of a file's DAG, decoded: its own data, its links and their byte counts. */
-interface FileNode {
-  readonly links: readonly dagPb.PBLink[];
-  readonly unixfs: UnixFS;
-}
-
 /** `decoded` as a node of a file's DAG; throws if it is not one. */
-function checkedFileNode(cid: CID, decoded: FileNode): FileNode {
+function checkedFileNode(cid: CID, decoded: DecodedNode): DecodedNode {
   const { unixfs, links } = decoded;
   if (unixfs.type !== 'file' && unixfs.type !== 'raw') throw damaged(cid, `a ${unixfs.type}`);
   if (links.length !== unixfs.blockSizes.length)
@@ -59,7 +54,7 @@ function checkedFileNode(cid: CID, decoded: FileNode): FileNode {
 }
 
 /** A dag-pb node of a file's DAG: its own data, its links and their byte counts. */
-function fileNode(cid: CID, dag: FileDag): FileNode {
+function fileNode(cid: CID, dag: FileDag): DecodedNode {
   const bytes = dag.node(cid);
   if (!bytes) throw new EngineError('protocol', `the metadata lacks node ${cidText(cid)}`);
   let node: dagPb.PBNode;
@@ -84,7 +79,7 @@ export async function* fileBytes(
   root: CID,
   dag: FileDag,
   /** The root node, decoded already (TreeEntry.fileNode). */
-  decodedRoot?: FileNode,
+  decodedRoot?: DecodedNode,
 ): AsyncGenerator<FilePart> {
   if (root.code === RAW_CODEC) {
     yield await dag.leaf(root);
