@@ -34,6 +34,7 @@ import {
   addToBlockSet,
   type BlockLocation,
   findBlock,
+  findHeldBlocks,
   insertBlock,
   isHeldByUser,
   isInBlockSet,
@@ -274,12 +275,14 @@ export const storageRoutes: RouteSpec[] = [
       const body = await readJsonBody(request.raw, ctx.options.limits.jsonBodyBytes);
       const requested = parseCidListBody(body, 1, ctx.options.limits.cidsPerRequest);
       const userId = request.device.userId;
-      const unique = [...new Map(requested.map((cid) => [cidText(cid), cid])).values()];
+      const unique = new Map(requested.map((cid) => [cidText(cid), cid]));
       // Every CID is checked before the first byte goes out (§11.5).
-      const blocks = unique.map((cid) => ({
-        cid,
-        location: readableBlock(ctx, userId, cidText(cid)),
-      }));
+      const held = findHeldBlocks(ctx.db, userId, [...unique.keys()]);
+      const blocks = [...unique].map(([text, cid]) => {
+        const location = held.get(text);
+        if (!location) throw notFound();
+        return { cid, location };
+      });
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
       const answer = carAnswer(ctx.blocks, root, blocks, (error) => {

@@ -265,6 +265,13 @@ describe('§18 reading blocks', () => {
       json: order,
     });
     expect(foreign.status).toBe(404);
+    // One CID the caller does not hold, after its own: the whole request is refused.
+    const unheld = (await rawBlock()).cid.toString();
+    const mixed = await call('POST', `${service.api}/blocks/car`, {
+      token: ann.token(),
+      json: [...order, unheld],
+    });
+    expect(mixed.status).toBe(404);
     expect(
       (await call('POST', `${service.api}/blocks/car`, { token: ann.token(), json: [] })).status,
     ).toBe(400);
