@@ -39,7 +39,8 @@ import { startLocalService } from '../cli/local-service.ts';
 // Figures taken within minutes after many files were deleted on the same disk are low: ext4
 // without a journal, as on the machine we measure on, passes over recently freed inodes when it
 // creates a file: a restore of the bench set took 6.9-7.7 s right after a restored copy was
-// removed, and 5.6 s into a new folder with nothing removed in the minute before. Hence nothing is deleted before the runs, and nothing between them.
+// removed, and 5.6 s into a new folder with nothing removed in the minute before. Hence nothing
+// is deleted before the runs, and nothing between them.
 
 const MiB = 1 << 20;
 const scale = Number(process.env['BENCH_BACKUP_SCALE'] ?? 1);
@@ -263,23 +264,23 @@ function median(values: readonly number[]): number {
 }
 
 /** A line per round, then the rounds' median ratios to the tree write and the sequential write. */
-function roundLines(label: string, rounds: readonly RoundFigures[], note?: string): string[] {
+function roundLines(label: string, figures: readonly RoundFigures[], note?: string): string[] {
   const head = label.padEnd(20);
-  const treeRatios = rounds.map((round) => round.disk.treeMs / round.run.ms);
-  const rawRatios = rounds.map((round) => round.disk.rawMs / round.run.ms);
+  const treeRatios = figures.map((round) => round.disk.treeMs / round.run.ms);
+  const rawRatios = figures.map((round) => round.disk.rawMs / round.run.ms);
   const range = (ratios: readonly number[]): string =>
     `${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`;
   return [
-    ...rounds.map(
+    ...figures.map(
       (round, at) =>
         `${head}round ${at + 1}: ${mbps(round.bytes, round.run.ms)} MB/s, ${(treeRatios[at] ?? 0).toFixed(2)} of the tree write around it, ${(rawRatios[at] ?? 0).toFixed(2)} of the sequential write (${busy(round.run)})`,
     ),
-    `${head}median of ${rounds.length}: ${median(treeRatios).toFixed(2)} of the tree write (rounds ${range(treeRatios)}; target >= 0.6), ${median(rawRatios).toFixed(2)} of the sequential write (rounds ${range(rawRatios)})${note ? `; ${note}` : ''}`,
+    `${head}median of ${figures.length}: ${median(treeRatios).toFixed(2)} of the tree write (rounds ${range(treeRatios)}; target >= 0.6), ${median(rawRatios).toFixed(2)} of the sequential write (rounds ${range(rawRatios)})${note ? `; ${note}` : ''}`,
   ];
 }
 
-function highestRss(rounds: readonly RoundFigures[]): string {
-  return Math.max(...rounds.map((round) => round.run.peakRssMb)).toFixed(0);
+function highestRss(figures: readonly RoundFigures[]): string {
+  return Math.max(...figures.map((round) => round.run.peakRssMb)).toFixed(0);
 }
 
 /**
