@@ -144,8 +144,9 @@ async function rescanBench(home: string, work: string): Promise<void> {
  * `dd conv=fsync` does): the disk's raw sequential write, with no per-file cost. An earlier
  * version rewrote 64 files of 1 MiB in turn, and this VM's disk took those 64 MiB again and
  * again at about twice its real speed. Then the file is dropped from the page cache and read
- * back a MiB at a time: the disk's raw read of bytes written moments before, as a restore reads
- * the packs the backup before it wrote.
+ * back a MiB at a time: the disk's raw read of bytes written moments before. A VM's host may
+ * still hold them in its own cache: on the machine we measure on, this read ran at 2.2-2.9 GB/s,
+ * and the packs a restore reads are slower to come back the first time (evictFromPageCache).
  */
 function rawWriteAndReadMs(work: string, bytes: number): { writeMs: number; readMs: number } {
   const rawFile = path.join(work, 'raw.bin');
