@@ -4,6 +4,7 @@ import {
   closeSync,
   readFileSync,
   readSync,
+  renameSync,
   fsyncSync,
   ftruncateSync,
   mkdirSync,
@@ -139,16 +140,30 @@ async function rescanBench(home: string, work: string): Promise<void> {
   );
 }
 
+/** How long the disk takes to write the data set's bytes as one file, and to read them back. */
+interface SequentialFigures {
+  /** Written through the page cache, fsynced once at the end. */
+  readonly writeMs: number;
+  /** Written with O_DIRECT, then fsynced; undefined where the file system refuses it. */
+  readonly directWriteMs: number | undefined;
+  /** The file written with O_DIRECT (else the other) read back from the disk. */
+  readonly readMs: number;
+}
+
 /**
  * Writes `bytes` of fresh data as one new file, a MiB at a time, fsynced once at the end (as
  * `dd conv=fsync` does): the disk's raw sequential write, with no per-file cost. An earlier
  * version rewrote 64 files of 1 MiB in turn, and this VM's disk took those 64 MiB again and
- * again at about twice its real speed. Then the file is dropped from the page cache and read
- * back a MiB at a time: the disk's raw read of bytes written moments before. A VM's host may
- * still hold them in its own cache: on the machine we measure on, this read ran at 2.2-2.9 GB/s,
- * and the packs a restore reads are slower to come back the first time (evictFromPageCache).
+ * again at about twice its real speed.
+ *
+ * Then the same with O_DIRECT (as `dd oflag=direct conv=fsync`), which bypasses the page cache
+ * as the packs and a restore's large files do: on the machine we measure on, 1.1-1.9 GB/s
+ * against 0.36-0.97 GB/s through the page cache (dd, 1.2 and 3.5 GiB). That file is then
+ * dropped from the page cache and read back a MiB at a time: the disk's raw read. A VM's host
+ * may still hold the bytes in a cache of its own: there, a file read back so came at anything
+ * from 0.6 to 2.7 GB/s (dd, 1.2 GiB, either way of writing it).
  */
-function rawWriteAndReadMs(work: string, bytes: number): { writeMs: number; readMs: number } {
+function sequentialFigures(work: string, bytes: number): SequentialFigures {
   const rawFile = path.join(work, 'raw.bin');
   const blob = randomBytes(MiB);
   const start = performance.now();
@@ -158,6 +173,7 @@ function rawWriteAndReadMs(work: string, bytes: number): { writeMs: number; read
   fsyncSync(fd);
   closeSync(fd);
   const writeMs = performance.now() - start;
+  const directWriteMs = directWriteMsOver(rawFile, bytes);
   evictFileFromPageCache(rawFile);
   const readStart = performance.now();
   const readFd = openSync(rawFile, 'r');
@@ -168,7 +184,33 @@ function rawWriteAndReadMs(work: string, bytes: number): { writeMs: number; read
   }
   const readMs = performance.now() - readStart;
   rmSync(rawFile, { force: true });
-  return { writeMs, readMs };
+  return { writeMs, directWriteMs, readMs };
+}
+
+/**
+ * Replaces `file` by `bytes` of fresh data written with O_DIRECT from an aligned buffer, a MiB
+ * at a time, and fsynced; undefined (the file left as it was) where the file system refuses
+ * O_DIRECT.
+ */
+function directWriteMsOver(file: string, bytes: number): number | undefined {
+  const aligned = AlignedSlots.tryCreate(1)?.take();
+  if (!aligned) return undefined;
+  randomFillSync(aligned);
+  const directFile = `${file}.direct`;
+  const start = performance.now();
+  const fd = openDirect(directFile, 0o644);
+  if (fd === undefined) return undefined;
+  for (let written = 0; written < bytes; written += MiB) {
+    const length = Math.min(MiB, bytes - written);
+    // O_DIRECT takes whole blocks: the last one padded, then cut back.
+    writeSync(fd, aligned, 0, Math.ceil(length / 4096) * 4096);
+  }
+  ftruncateSync(fd, bytes);
+  fsyncSync(fd);
+  closeSync(fd);
+  const ms = performance.now() - start;
+  renameSync(directFile, file);
+  return ms;
 }
 
 /**
@@ -253,6 +295,8 @@ function buildDist(): void {
  */
 interface DiskBaseline {
   readonly rawMs: number;
+  /** NaN where the file system refuses O_DIRECT. */
+  readonly rawDirectMs: number;
   readonly rawReadMs: number;
   readonly treeMs: number;
 }
@@ -260,6 +304,7 @@ interface DiskBaseline {
 function meanOf(a: DiskBaseline, b: DiskBaseline): DiskBaseline {
   return {
     rawMs: (a.rawMs + b.rawMs) / 2,
+    rawDirectMs: (a.rawDirectMs + b.rawDirectMs) / 2,
     rawReadMs: (a.rawReadMs + b.rawReadMs) / 2,
     treeMs: (a.treeMs + b.treeMs) / 2,
   };
@@ -292,11 +337,15 @@ function median(values: readonly number[]): number {
     : ((sorted[middle - 1] ?? Number.NaN) + (sorted[middle] ?? Number.NaN)) / 2;
 }
 
-/** A line per round, then the rounds' median ratios to the tree write and the sequential write. */
+/**
+ * A line per round, then the rounds' median ratios to the tree write and the sequential write,
+ * through the page cache and with O_DIRECT (NaN where the file system refuses it).
+ */
 function roundLines(label: string, figures: readonly RoundFigures[], note?: string): string[] {
   const head = label.padEnd(20);
   const treeRatios = figures.map((round) => round.disk.treeMs / round.run.ms);
   const rawRatios = figures.map((round) => round.disk.rawMs / round.run.ms);
+  const directRatios = figures.map((round) => round.disk.rawDirectMs / round.run.ms);
   const range = (ratios: readonly number[]): string =>
     `${Math.min(...ratios).toFixed(2)}-${Math.max(...ratios).toFixed(2)}`;
   return [
@@ -304,7 +353,7 @@ function roundLines(label: string, figures: readonly RoundFigures[], note?: stri
       (round, at) =>
         `${head}round ${at + 1}: ${mbps(round.bytes, round.run.ms)} MB/s, ${(treeRatios[at] ?? 0).toFixed(2)} of the tree write around it, ${(rawRatios[at] ?? 0).toFixed(2)} of the sequential write (${busy(round.run)})`,
     ),
-    `${head}median of ${figures.length}: ${median(treeRatios).toFixed(2)} of the tree write (rounds ${range(treeRatios)}; target >= 0.6), ${median(rawRatios).toFixed(2)} of the sequential write (rounds ${range(rawRatios)})${note ? `; ${note}` : ''}`,
+    `${head}median of ${figures.length}: ${median(treeRatios).toFixed(2)} of the tree write (rounds ${range(treeRatios)}; target >= 0.6), ${median(rawRatios).toFixed(2)} of the sequential write (rounds ${range(rawRatios)}), ${median(directRatios).toFixed(2)} of it with O_DIRECT${note ? `; ${note}` : ''}`,
   ];
 }
 
@@ -416,9 +465,10 @@ export async function runBackupBench(): Promise<void> {
     // to the target, so the rounds are repeated and their median is the figure.
     const baselines: DiskBaseline[] = [];
     const baseline = (): DiskBaseline => {
-      const sequential = rawWriteAndReadMs(work, bytes);
+      const sequential = sequentialFigures(work, bytes);
       const taken = {
         rawMs: sequential.writeMs,
+        rawDirectMs: sequential.directWriteMs ?? Number.NaN,
         rawReadMs: sequential.readMs,
         treeMs: rawTreeWriteMs(work, source, files, `baseline-${baselines.length}`),
       };
@@ -466,11 +516,13 @@ export async function runBackupBench(): Promise<void> {
     const directTreeMs = rawTreeWriteMs(work, source, files, 'direct', true);
     const hashMs = (hashBeforeMs + hashAllMs(files)) / 2;
     const speeds = (pick: (disk: DiskBaseline) => number): string =>
-      baselines.map((disk) => mbps(bytes, pick(disk))).join(', ');
+      baselines
+        .map((disk) => (Number.isNaN(pick(disk)) ? 'refused' : mbps(bytes, pick(disk))))
+        .join(', ');
     process.stdout.write(
       [
         `pack only           ${mbps(bytes, packMs)} MB/s   read+sha256 ${mbps(bytes, hashMs)} MB/s   ratio ${(hashMs / packMs).toFixed(2)} (target >= 0.6)`,
-        `disk baselines      tree write ${speeds((disk) => disk.treeMs)} MB/s (the ${files.length} files as they are, each fsynced); sequential ${speeds((disk) => disk.rawMs)} MB/s (one file, one fsync), read back ${speeds((disk) => disk.rawReadMs)} MB/s (dropped from the cache first): before the first run, then after each`,
+        `disk baselines      tree write ${speeds((disk) => disk.treeMs)} MB/s (the ${files.length} files as they are, each fsynced); sequential ${speeds((disk) => disk.rawMs)} MB/s (one file, one fsync), with O_DIRECT ${speeds((disk) => disk.rawDirectMs)} MB/s, read back ${speeds((disk) => disk.rawReadMs)} MB/s (dropped from the cache first): before the first run, then after each`,
         ...roundLines('backup (local)', backups),
         ...roundLines('restore', restores, 'packs read from the disk, not the cache'),
         `tree write, direct  ${mbps(bytes, directTreeMs)} MB/s with O_DIRECT for files of 256 KiB and more, as the restore writes them (once, after the runs); the last restore is ${(directTreeMs / lastRestore.run.ms).toFixed(2)} of it`,
