@@ -32,6 +32,7 @@ import {
   type MadeNode,
 } from './folder-node.ts';
 import { ChunkHasher } from './chunk-hasher.ts';
+import { SlowReads, SmallFileReadAhead } from './small-file-read-ahead.ts';
 import { largeFileChunks } from './large-file-chunks.ts';
 import { WalkAhead } from './walk-ahead.ts';
 import { LeafMarks } from './leaf-marks.ts';
@@ -347,6 +348,18 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     }
   }
 
+  /** How long the packer's own reads of small files take. */
+  const slowReads = new SlowReads();
+  /** The small files walked; read ahead once the packer's reads wait on the disk. */
+  const readAhead = new SmallFileReadAhead(
+    input.sourceDir,
+    SMALL_FILE_BYTES,
+    (file) => input.reuse?.(file) === undefined,
+  );
+  const onWalked = (entry: SourceEntry): void => {
+    if (entry.kind === 'file' && entry.size < SMALL_FILE_BYTES) readAhead.walked(entry);
+  };
+
   /** A file's known leaves, when the caller knows it unchanged: it is not read. */
   function reusedSourceOf(file: ScannedFile): FileSource | undefined {
     const known = input.reuse?.(file);
@@ -368,16 +381,22 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   /**
    * Where a small file's leaf comes from: read whole now; undefined when it is skipped.
    * A small file costs more in thread-pool round trips than in reading: it is read in
-   * synchronous calls, a few microseconds each when it is in the page cache.
+   * synchronous calls, a few microseconds each when it is in the page cache. Once such reads
+   * are seen waiting on the disk, the files after it are read ahead (small-file-read-ahead.ts).
    */
   async function smallSourceOf(file: ScannedFile): Promise<FileSource | undefined> {
+    readAhead.taken(file);
     const reused = reusedSourceOf(file);
     if (reused) return reused;
     let bytes: Uint8Array;
     try {
-      bytes = await readSmallFile(path.join(input.sourceDir, file.path), file, () =>
+      const readStart = performance.now();
+      // Its open and read are synchronous: they are done when the call returns.
+      const reading = readSmallFile(path.join(input.sourceDir, file.path), file, () =>
         input.afterFileRead ? input.afterFileRead(file.path) : undefined,
       );
+      if (slowReads.note(performance.now() - readStart)) readAhead.start();
+      bytes = await reading;
     } catch (error) {
       if (!(error instanceof ChangedWhileRead)) return skipUnreadable(file, error);
       changedWhileRead.push(file.path);
@@ -474,6 +493,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       },
       aheadEntries: WALK_AHEAD_ENTRIES,
       atOnce: LARGE_FILES_AT_ONCE,
+      onWalked,
     },
   );
   let rootNode: MadeNode;
@@ -541,6 +561,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     // close their files as they end, and their failures are this one's.
     await Promise.allSettled([...packing, ...ahead.inFlight]);
     await hasher?.close();
+    await readAhead.close();
   }
 
   const manifestBytes = dagCbor.encode({

@@ -33,6 +33,8 @@ export interface WalkAheadOptions<T> {
   readonly aheadEntries: number;
   /** Early entries being packed at once, at most. */
   readonly atOnce: number;
+  /** Hears of each entry as it is walked, in walk order, before it is taken. */
+  readonly onWalked?: (entry: SourceEntry) => void;
 }
 
 /** A first-in, first-out queue whose taking does not move the rest. */
@@ -94,6 +96,7 @@ export class WalkAhead<T> {
         this.walkEnded = true;
         break;
       }
+      this.options.onWalked?.(step.value);
       const item: AheadEntry<T> = { entry: step.value, early: this.options.isEarly(step.value) };
       this.walked.push(item);
       if (item.early) this.waiting.push(item);

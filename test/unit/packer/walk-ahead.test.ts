@@ -54,16 +54,20 @@ describe('WalkAhead', () => {
     ];
     const { walk } = walkOf(entries);
     const packings = manualPackings();
+    const heard: string[] = [];
     const ahead = new WalkAhead(walk, {
       isEarly: (entry) => entry.kind === 'file' && entry.size >= LARGE,
       start: packings.start,
       aheadEntries: 100,
       atOnce: 4,
+      onWalked: (entry) => heard.push(entry.path),
     });
     const first = await ahead.next();
-    // Before the first small file is taken, both large files are under way.
+    // Before the first small file is taken, both large files are under way, and every entry
+    // walked was heard of (the small files' read ahead starts there), in walk order.
     expect(first?.entry.path).toBe('a');
     expect(packings.started).toEqual(['big1', 'big2']);
+    expect(heard).toEqual(['a', 'b', 'big1', 'c', 'big2']);
     const order = [first?.entry.path];
     for (let item = await ahead.next(); item; item = await ahead.next()) {
       order.push(item.entry.path);
