@@ -215,10 +215,11 @@ function directWriteMsOver(file: string, bytes: number): number | undefined {
 
 /**
  * Writes a copy of the source's file tree (same folders, same file sizes), each file fsynced:
- * what a plain program copying that tree does. Next to the sequential write it shows what thousands of
- * small files cost this disk apart from their bytes. With `direct`, files from 256 KiB on are
- * written with O_DIRECT from an aligned buffer, as a restore writes them (file-output.ts), and
- * so without the kernel's copy into the page cache: the least a restore of the tree has to do.
+ * what a plain program copying that tree does. Next to the sequential write it shows what
+ * thousands of small files cost this disk apart from their bytes. With `direct`, files from
+ * 256 KiB on are written with O_DIRECT from an aligned buffer, as a restore writes them
+ * (file-output.ts), and so without the kernel's copy into the page cache: the least a restore
+ * of the tree has to do.
  *
  * The copy stays until the bench ends (`copy` names it). Removed at once, it would slow down
  * whatever creates files next: ext4 passes over recently freed inodes when it allocates one,
@@ -272,10 +273,10 @@ function evictFileFromPageCache(file: string): void {
  * refusing O_DIRECT, or before) would flatter the restore.
  *
  * Only this machine's cache: a VM's host may hold the disk's blocks in its own. Packs read
- * before, even dropped here, are read faster (on the machine we measure on, a pack read took
- * half as long on average; restores of the bench set from a home restored from before took
- * 4.8-5.4 s, the first restore from a fresh backup 5.8-7.3 s). Hence each round restores from
- * the backup it just made, as a user's restore reads packs no restore has read.
+ * before, even dropped here, are read faster. On the machine we measure on, a pack read took
+ * half as long on average under strace; restores of the bench set from a home restored from
+ * before took 4.8-5.4 s, the first restore from a fresh backup 5.8-7.3 s. Hence each round
+ * restores from the backup it just made, as a user's restore reads packs no restore has read.
  */
 async function evictFromPageCache(dir: string): Promise<void> {
   for (const file of await filesUnder(dir)) evictFileFromPageCache(file);
@@ -353,7 +354,7 @@ function roundLines(label: string, figures: readonly RoundFigures[], note?: stri
       (round, at) =>
         `${head}round ${at + 1}: ${mbps(round.bytes, round.run.ms)} MB/s, ${(treeRatios[at] ?? 0).toFixed(2)} of the tree write around it, ${(rawRatios[at] ?? 0).toFixed(2)} of the sequential write (${busy(round.run)})`,
     ),
-    `${head}median of ${figures.length}: ${median(treeRatios).toFixed(2)} of the tree write (rounds ${range(treeRatios)}; target >= 0.6), ${median(rawRatios).toFixed(2)} of the sequential write (rounds ${range(rawRatios)}), ${median(directRatios).toFixed(2)} of it with O_DIRECT${note ? `; ${note}` : ''}`,
+    `${head}median of ${figures.length}: ${median(treeRatios).toFixed(2)} of the tree write (rounds ${range(treeRatios)}; target >= 0.6), ${median(rawRatios).toFixed(2)} of the sequential write (rounds ${range(rawRatios)}), ${directRatios.some(Number.isNaN) ? 'O_DIRECT refused' : `${median(directRatios).toFixed(2)} of it with O_DIRECT`}${note ? `; ${note}` : ''}`,
   ];
 }
 
