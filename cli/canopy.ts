@@ -319,12 +319,15 @@ async function run(
       return;
     }
     case 'versions': {
-      const { versions, offlineSince, offlineBecause } = await engine.versionsOrLastSeen({
-        bucket: need(str('bucket'), '--bucket'),
-      });
+      const { versions, offlineSince, offlineBecause, keptForOffline } =
+        await engine.versionsOrLastSeen({ bucket: need(str('bucket'), '--bucket') });
       if (offlineSince !== null)
         process.stderr.write(
           `canopy: ${offlineReason(offlineBecause)}; showing the versions as of ${new Date(offlineSince).toISOString()}\n`,
+        );
+      if (!keptForOffline)
+        process.stderr.write(
+          `canopy: not enough free space in ${canopyHome()}, where Canopy keeps its state, to keep this list for when the service cannot be reached\n`,
         );
       out.print(
         versions.length === 0

@@ -2,7 +2,13 @@ import { createReadStream, mkdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EngineError, isDiskGone, isEngineError, type EngineErrorCode } from '../api/index.ts';
+import {
+  EngineError,
+  isDiskFull,
+  isDiskGone,
+  isEngineError,
+  type EngineErrorCode,
+} from '../api/index.ts';
 import { loadKeyPair, loadOrCreateKeyPair, TokenMinter, type KeyPair } from '../identity/index.ts';
 import type {
   Bucket,
@@ -112,6 +118,26 @@ function isFolderHere(dir: string): boolean {
     if (isDiskGone(error)) return false;
     throw error;
   }
+}
+
+/**
+ * Runs `write`, a record in the state database that only serves later requests: true once it
+ * is written, false when the home's disk had no room for it. Other errors are thrown.
+ */
+function keptUnlessDiskFull(write: () => void): boolean {
+  try {
+    write();
+    return true;
+  } catch (error) {
+    if (!isDiskFull(error)) throw error;
+    return false;
+  }
+}
+
+function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
+  const bucket = buckets.find((candidate) => candidate.name === name);
+  if (!bucket) throw new EngineError('not_found', `no bucket named "${name}"`);
+  return bucket;
 }
 
 /**
@@ -427,26 +453,35 @@ export class Engine {
 
   /** The account's buckets from the service, recorded locally. */
   private async refreshBuckets(client: ServiceClient): Promise<Bucket[]> {
+    return (await this.fetchBuckets(client)).buckets;
+  }
+
+  /**
+   * The account's buckets from the service, recorded locally; `kept` is false when the home's
+   * disk had no room to record them. They are given all the same: the record only serves later
+   * requests, and a full home disk is no reason not to see what is backed up.
+   */
+  private async fetchBuckets(client: ServiceClient): Promise<{ buckets: Bucket[]; kept: boolean }> {
     const buckets = await client.listBuckets();
-    for (const bucket of buckets) {
-      upsertBucket(this.db, {
-        id: bucket.id,
-        name: bucket.name,
-        type: bucket.type,
-        storage_class: bucket.storage_class,
-        bucket_key_account: null,
-        bucket_key_fingerprint: null,
-        updated_at: this.now(),
-      });
-    }
-    return buckets;
+    const kept = keptUnlessDiskFull(() => {
+      for (const bucket of buckets) {
+        upsertBucket(this.db, {
+          id: bucket.id,
+          name: bucket.name,
+          type: bucket.type,
+          storage_class: bucket.storage_class,
+          bucket_key_account: null,
+          bucket_key_fingerprint: null,
+          updated_at: this.now(),
+        });
+      }
+    });
+    return { buckets, kept };
   }
 
   private async bucketByName(name: string, client?: ServiceClient): Promise<Bucket> {
     const buckets = client ? await this.refreshBuckets(client) : await this.listBuckets();
-    const bucket = buckets.find((candidate) => candidate.name === name);
-    if (!bucket) throw new EngineError('not_found', `no bucket named "${name}"`);
-    return bucket;
+    return bucketNamed(buckets, name);
   }
 
   async createBucket(input: {
@@ -658,22 +693,29 @@ export class Engine {
 
   async listVersions(input: { bucket: string }): Promise<Metadata[]> {
     const { client } = await this.connect();
-    return this.listRemembered(client, await this.bucketByName(input.bucket, client));
+    return (await this.listRemembered(client, await this.bucketByName(input.bucket, client)))
+      .versions;
   }
 
-  /** The bucket's versions, remembered for when the service cannot be reached. */
+  /**
+   * The bucket's versions, remembered for when the service cannot be reached; `kept` is false
+   * when the home's disk had no room to remember them. The list is given all the same: a full
+   * home disk is no reason not to see, and restore, what is backed up.
+   */
   private async listRemembered(
     client: ServiceClient,
     bucket: { readonly id: string; readonly name: string },
-  ): Promise<Metadata[]> {
+  ): Promise<{ versions: Metadata[]; kept: boolean }> {
     const versions = await client.listVersions(bucket.id);
-    rememberVersions(this.db, {
-      bucket_id: bucket.id,
-      bucket_name: bucket.name,
-      versions_json: JSON.stringify(versions),
-      seen_at: this.now(),
-    });
-    return versions;
+    const kept = keptUnlessDiskFull(() =>
+      rememberVersions(this.db, {
+        bucket_id: bucket.id,
+        bucket_name: bucket.name,
+        versions_json: JSON.stringify(versions),
+        seen_at: this.now(),
+      }),
+    );
+    return { versions, kept };
   }
 
   /**
@@ -684,13 +726,21 @@ export class Engine {
     versions: Metadata[];
     offlineSince: number | null;
     offlineBecause: EngineErrorCode | null;
+    /** False when the home's disk is full: the list could not be kept for offline use. */
+    keptForOffline: boolean;
   }> {
     try {
       // One attempt, no backoff: the list as last seen is shown instead of waiting.
       const { client } = await this.connect({ retry: NO_RETRY });
-      const bucket = await this.bucketByName(input.bucket, client);
-      const versions = await this.listRemembered(client, bucket);
-      return { versions, offlineSince: null, offlineBecause: null };
+      const { buckets, kept: bucketsKept } = await this.fetchBuckets(client);
+      const bucket = bucketNamed(buckets, input.bucket);
+      const { versions, kept } = await this.listRemembered(client, bucket);
+      return {
+        versions,
+        offlineSince: null,
+        offlineBecause: null,
+        keptForOffline: bucketsKept && kept,
+      };
     } catch (error) {
       const known = lastKnownVersions(this.db, input.bucket);
       if (!(error instanceof EngineError) || !UNREACHABLE.has(error.code) || !known) throw error;
@@ -698,6 +748,8 @@ export class Engine {
         versions: JSON.parse(known.versions_json) as Metadata[],
         offlineSince: known.seen_at,
         offlineBecause: error.code,
+        // Kept already: it is the list shown.
+        keptForOffline: true,
       };
     }
   }
@@ -715,7 +767,7 @@ export class Engine {
   ): Promise<string> {
     const bucket = await this.bucketByName(input.bucket, client);
     if (input.version !== undefined) {
-      const named = (await this.listRemembered(client, bucket)).find(
+      const named = (await this.listRemembered(client, bucket)).versions.find(
         (version) => version.id === input.version,
       );
       if (!named)
@@ -734,7 +786,7 @@ export class Engine {
     }
     if (input.snapshot !== undefined)
       return (await client.getSnapshot(bucket.id, input.snapshot)).metadata_id;
-    const active = (await this.listRemembered(client, bucket)).find(
+    const active = (await this.listRemembered(client, bucket)).versions.find(
       (version) => version.state === 'active',
     );
     if (!active) throw new EngineError('not_found', `bucket "${input.bucket}" has no backup yet`);

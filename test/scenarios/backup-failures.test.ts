@@ -360,6 +360,32 @@ describe('backup failures', () => {
     );
   });
 
+  it('lists the versions from a home disk too full to keep the list, and says it could not keep it', async () => {
+    // Engine-level: the engine holds its database open while something else takes the disk's
+    // last byte, so the list comes back from the service and only remembering it has no room.
+    const home = mountTmpfs('full-home-listing', '16m');
+    const source = path.join(scratch, 'listing-source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'note.txt'), 'kept\n');
+    const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    try {
+      await engine.loginLocal({ dataDir: path.join(scratch, 'listing-data') });
+      await engine.createBucket({ name: 'Listed', type: 'backup', storageClass: 'hot' });
+      const { versionId } = await engine.backup({ dir: source, bucket: 'Listed' });
+      const free = statfsSync(home);
+      writeFileSync(path.join(home, 'filler'), Buffer.alloc(free.bavail * free.bsize));
+      const listed = await engine.versionsOrLastSeen({ bucket: 'Listed' });
+      expect(listed.versions.map((version) => [version.id, version.state])).toEqual([
+        [versionId, 'active'],
+      ]);
+      expect(listed.keptForOffline).toBe(false);
+      rmSync(path.join(home, 'filler'));
+      expect((await engine.versionsOrLastSeen({ bucket: 'Listed' })).keptForOffline).toBe(true);
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('reports a full disk while restoring clearly, keeps the files it wrote whole, and leaves no half-written file', async () => {
     const source = path.join(scratch, 'restore-source');
     // Small files that fit, then a large file that does not, then small ones that wait for its
