@@ -50,8 +50,11 @@ export interface UploadQueue {
   confirm(versionId: string, shardCid: string): void;
   pendingFor(bucketId: string): QueuedUpload | undefined;
   shardsOf(versionId: string): QueuedShard[];
-  /** The blocks of a shard planned from the source, in order. */
-  blocksOf(versionId: string, shardCid: string): QueuedBlock[];
+  /**
+   * Up to `count` blocks of a shard planned from the source, in order from `from` (0 is its
+   * first block); fewer only at its end. A shard of small files holds hundreds of thousands.
+   */
+  blocksOf(versionId: string, shardCid: string, from: number, count: number): QueuedBlock[];
   finish(versionId: string): void;
   /** The staging folders of every queued upload. */
   stagingDirs(): Set<string>;
@@ -117,12 +120,13 @@ export function uploadQueue(db: StateDb): UploadQueue {
         )
         .all(versionId);
     },
-    blocksOf(versionId, shardCid) {
+    blocksOf(versionId, shardCid, from, count) {
       return db
-        .prepare<[string, string], QueuedBlock>(
-          'SELECT cid, path, offset, length FROM upload_blocks WHERE version_id = ? AND shard_cid = ? ORDER BY position',
+        .prepare<[string, string, number, number], QueuedBlock>(
+          `SELECT cid, path, offset, length FROM upload_blocks
+           WHERE version_id = ? AND shard_cid = ? AND position >= ? ORDER BY position LIMIT ?`,
         )
-        .all(versionId, shardCid);
+        .all(versionId, shardCid, from, count);
     },
     finish(versionId) {
       db.prepare('DELETE FROM uploads WHERE version_id = ?').run(versionId);

@@ -29,7 +29,7 @@ import {
 } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile } from './metadata-car-file.ts';
-import { plannedShardBody } from './planned-shard-body.ts';
+import { plannedShardBody, type PlannedBlockPages } from './planned-shard-body.ts';
 import { ShardPlanner } from './shard-planner.ts';
 import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
@@ -570,8 +570,8 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       sentThisShard = sentThisAttempt;
     };
     const sourceDir = upload.source_dir;
-    const blocks =
-      sourceDir === null ? [] : input.queue.blocksOf(upload.version_id, shard.shard_cid);
+    const blocksFrom: PlannedBlockPages = (from, count) =>
+      input.queue.blocksOf(upload.version_id, shard.shard_cid, from, count);
     await client.uploadShard(
       upload.storage_host,
       upload.storage_authorization,
@@ -580,7 +580,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       sourceDir === null
         ? { file: shard.file, bytes: shard.bytes, onSent }
         : {
-            stream: () => plannedShardBody(sourceDir, blocks, onSent, largeBlockHasher),
+            stream: () => plannedShardBody(sourceDir, blocksFrom, onSent, largeBlockHasher),
             bytes: shard.bytes,
           },
     );

@@ -7,8 +7,12 @@ import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { ChunkHasher } from '../../../main/packer/chunk-hasher.ts';
-import { plannedShardBody } from '../../../main/uploader/planned-shard-body.ts';
-import { ShardPlanner } from '../../../main/uploader/shard-planner.ts';
+import { openStateDatabase, uploadQueue } from '../../../main/state/index.ts';
+import {
+  plannedShardBody,
+  type PlannedBlockPages,
+} from '../../../main/uploader/planned-shard-body.ts';
+import { ShardPlanner, type PlannedBlock } from '../../../main/uploader/shard-planner.ts';
 import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
 
 // A planned shard must be byte for byte the shard staging would have written: same layout,
@@ -27,6 +31,11 @@ const readers = [
   ['on this thread', undefined],
   ['on the hasher thread', () => hasher],
 ] as const;
+
+/** A plan's blocks as the upload queue gives them, a page at a time. */
+function pagesOf(blocks: readonly PlannedBlock[]): PlannedBlockPages {
+  return (from, count) => blocks.slice(from, from + count);
+}
 
 async function readAll(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
   const parts: Uint8Array[] = [];
@@ -74,7 +83,7 @@ describe('ShardPlanner and plannedShardBody', () => {
       for (const [, reader] of readers) {
         const sent: number[] = [];
         const body = await readAll(
-          plannedShardBody(dir, shard.blocks, (count) => sent.push(count), reader),
+          plannedShardBody(dir, pagesOf(shard.blocks), (count) => sent.push(count), reader),
         );
         expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
         expect(createHash('sha256').update(body).digest()).toEqual(
@@ -119,9 +128,60 @@ describe('ShardPlanner and plannedShardBody', () => {
     );
     for (const [index, shard] of planner.shards.entries()) {
       for (const [, reader] of readers) {
-        const body = await readAll(plannedShardBody(dir, shard.blocks, undefined, reader));
+        const body = await readAll(plannedShardBody(dir, pagesOf(shard.blocks), undefined, reader));
         expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
       }
+    }
+  });
+
+  it('send a shard of 10 000 small files from the upload queue, never holding its whole plan', async () => {
+    const dir = mkdtempSync(path.join(scratch, 'many-'));
+    const writer = new ShardWriter(path.join(dir, '.staging'), 64 << 20);
+    const planner = new ShardPlanner(64 << 20);
+    for (let index = 0; index < 10_000; index += 1) {
+      const name = `f${index}.txt`;
+      const bytes = Buffer.from(`file ${index} ${'x'.repeat(index % 300)}`);
+      writeFileSync(path.join(dir, name), bytes);
+      const cid = CID.createV1(raw.code, await sha256.digest(bytes));
+      await writer.add(cid, bytes);
+      planner.add(cid, bytes, { path: name, offset: 0 });
+    }
+    await writer.seal();
+    planner.seal();
+    const [shard] = planner.shards;
+    if (!shard || planner.shards.length !== 1) throw new Error('expected one shard');
+    const db = openStateDatabase(path.join(dir, 'state.sqlite'));
+    try {
+      const queue = uploadQueue(db);
+      const shardCid = shard.shardCid.toString();
+      queue.record(
+        {
+          version_id: 'v1',
+          bucket_id: 'b1',
+          storage_host: 'http://127.0.0.1:1',
+          storage_authorization: 'token',
+          staging_dir: '',
+          source_dir: dir,
+          files: 10_000,
+          bytes_scanned: shard.bytes,
+          new_bytes: shard.bytes,
+          created_at: 0,
+        },
+        [{ shardCid, file: '', bytes: shard.bytes, needed: true, blocks: shard.blocks }],
+      );
+      const asked: number[] = [];
+      const body = await readAll(
+        plannedShardBody(dir, (from, count) => {
+          const page = queue.blocksOf('v1', shardCid, from, count);
+          asked.push(page.length);
+          return page;
+        }),
+      );
+      expect(body.equals(readFileSync(writer.shards[0]?.file ?? ''))).toBe(true);
+      expect(asked.reduce((sum, count) => sum + count, 0)).toBe(10_000);
+      expect(Math.max(...asked)).toBeLessThanOrEqual(5_000);
+    } finally {
+      db.close();
     }
   });
 
@@ -147,7 +207,7 @@ describe('ShardPlanner and plannedShardBody', () => {
       const shard = planner.shards[0];
       if (!shard) throw new Error('no shard planned');
       await expect(
-        readAll(plannedShardBody(dir, shard.blocks, undefined, reader)),
+        readAll(plannedShardBody(dir, pagesOf(shard.blocks), undefined, reader)),
       ).rejects.toMatchObject({
         code: 'source_changed',
         message: 'large.bin changed after it was read for this backup',
