@@ -32,6 +32,11 @@ export class LeafSizes {
     return this.cids.indexOf(cid);
   }
 
+  /** indexOf, for a CID's text. */
+  indexOfText(text: string): number {
+    return this.cids.indexOfText(text);
+  }
+
   /** The leaf numbered `index`, its CID made anew. */
   cidAt(index: number): CID {
     return this.cids.cidAt(index);
@@ -40,6 +45,11 @@ export class LeafSizes {
   /** The size of the leaf `cid`, undefined when it is not held. */
   sizeOf(cid: CID): number | undefined {
     return this.sizes[this.cids.indexOf(cid)];
+  }
+
+  /** The size of the leaf numbered `index`; undefined when there is no such leaf. */
+  sizeAt(index: number): number | undefined {
+    return this.sizes[index];
   }
 
   /** sizeOf, for a CID's text. */

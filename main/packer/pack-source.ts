@@ -65,11 +65,18 @@ export interface PackInput {
   readonly knownLeaves?: LeafSizes;
   /**
    * Called once per distinct leaf of the new tree that `knownLeaves` lacks, with where its bytes
-   * were first read and its CID's text (spelled once here, for callers that keep leaves by text).
-   * The bytes are lent: their buffer is read into again once the returned promise settles,
-   * so a callee that keeps them past that must copy them.
+   * were first read, its CID's text (spelled once here, for callers that keep leaves by text)
+   * and its number among the packed tree's `leaves`. The bytes are lent: their buffer is read
+   * into again once the returned promise settles, so a callee that keeps them past that must
+   * copy them.
    */
-  readonly onLeaf: (cid: CID, bytes: Uint8Array, origin: LeafOrigin, text: string) => Promise<void>;
+  readonly onLeaf: (
+    cid: CID,
+    bytes: Uint8Array,
+    origin: LeafOrigin,
+    text: string,
+    leaf: number,
+  ) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
   /**
    * Takes every entry of the tree, the source folder first, for the file index; a file comes
@@ -243,7 +250,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   /** Records a leaf the first time the tree holds it, and hands a new one to the caller. */
   async function putLeaf(cid: CID, bytes: Uint8Array, origin: LeafOrigin): Promise<void> {
     if (!holdLeaf(cid, bytes.length)) return;
-    await input.onLeaf(cid, bytes, origin, cidText(cid));
+    await input.onLeaf(cid, bytes, origin, cidText(cid), leaves.count - 1);
   }
 
   /** A file's leaves, each made (read, hashed, handed on) when the file builder asks for it. */

@@ -10,5 +10,6 @@ export * from './known-active-versions.ts';
 export * from './known-versions.ts';
 export * from './restore-mark.ts';
 export * from './shard-limits.ts';
+export * from './shard-plan.ts';
 export * from './upload-queue.ts';
 export * from './upload-speeds.ts';

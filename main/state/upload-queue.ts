@@ -1,4 +1,5 @@
 import type { StateDb } from './database.ts';
+import { startShardPlan, type ShardPlan } from './shard-plan.ts';
 
 // The persisted upload queue. The storage authorization is a credential: it lives here only
 // while its upload is in flight (it expires with the upload window), never in logs.
@@ -37,16 +38,21 @@ export interface QueuedBlock {
 
 export interface ShardToQueue {
   readonly shardCid: string;
-  /** The staged file, or '' when `blocks` say where in the source the shard's blocks are. */
+  /** The staged file, or '' for a shard planned from the source (its blocks are in a plan). */
   readonly file: string;
   readonly bytes: number;
   readonly needed: boolean;
-  readonly blocks?: readonly QueuedBlock[];
 }
 
 export interface UploadQueue {
-  /** Records a pushed version and its shards; a planned shard's blocks only when needed. */
-  record(upload: QueuedUpload, shards: readonly ShardToQueue[]): void;
+  /**
+   * Records a pushed version and its shards. Shards planned from the source take their blocks
+   * from `plan`, the shard numbered i there being `shards[i]`, when they are needed; the plan
+   * goes in the same transaction.
+   */
+  record(upload: QueuedUpload, shards: readonly ShardToQueue[], plan?: ShardPlan): void;
+  /** A new plan for the shards of the next upload to `bucketId` (startShardPlan). */
+  startPlan(bucketId: string): ShardPlan;
   confirm(versionId: string, shardCid: string): void;
   pendingFor(bucketId: string): QueuedUpload | undefined;
   shardsOf(versionId: string): QueuedShard[];
@@ -62,7 +68,8 @@ export interface UploadQueue {
 
 export function uploadQueue(db: StateDb): UploadQueue {
   return {
-    record(upload, shards) {
+    record(upload, shards, plan) {
+      plan?.flush();
       db.transaction(() => {
         db.prepare(
           `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
@@ -73,8 +80,10 @@ export function uploadQueue(db: StateDb): UploadQueue {
         const insert = db.prepare(
           'INSERT INTO upload_shards (version_id, shard_cid, file, bytes, needed, position) VALUES (?, ?, ?, ?, ?, ?)',
         );
-        const insertBlock = db.prepare(
-          'INSERT INTO upload_blocks (version_id, shard_cid, position, cid, path, offset, length) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        const copyPlanned = db.prepare(
+          `INSERT INTO upload_blocks (version_id, shard_cid, position, cid, path, offset, length)
+           SELECT ?, ?, position, cid, path, offset, length FROM planned_blocks
+           WHERE plan_id = ? AND shard = ?`,
         );
         shards.forEach((shard, position) => {
           insert.run(
@@ -86,20 +95,14 @@ export function uploadQueue(db: StateDb): UploadQueue {
             position,
           );
           // A shard the host does not need is never read again; its plan would be dead weight.
-          if (!shard.needed) return;
-          shard.blocks?.forEach((block, index) =>
-            insertBlock.run(
-              upload.version_id,
-              shard.shardCid,
-              index,
-              block.cid,
-              block.path,
-              block.offset,
-              block.length,
-            ),
-          );
+          if (shard.needed && shard.file === '' && plan)
+            copyPlanned.run(upload.version_id, shard.shardCid, plan.id, position);
         });
+        if (plan) db.prepare('DELETE FROM shard_plans WHERE id = ?').run(plan.id);
       })();
+    },
+    startPlan(bucketId) {
+      return startShardPlan(db, bucketId);
     },
     confirm(versionId, shardCid) {
       db.prepare(

@@ -2,7 +2,7 @@ import { openAsBlob } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
-import { packSource, type PackInput } from '../packer/index.ts';
+import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
 import { ChunkHasher } from '../packer/chunk-hasher.ts';
 import {
   excludingFolders,
@@ -14,6 +14,7 @@ import type { ServiceClient } from '../service/index.ts';
 import type {
   QueuedShard,
   QueuedUpload,
+  ShardPlan,
   ShardToQueue,
   SourceFileIndex,
   StagedEntries,
@@ -30,10 +31,11 @@ import {
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile } from './metadata-car-file.ts';
 import { plannedShardBody, type PlannedBlockPages } from './planned-shard-body.ts';
-import { ShardPlanner } from './shard-planner.ts';
+import { ShardPlanner, type PlannedShard } from './shard-planner.ts';
 import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
-import { ShardWriter } from './shard-writer.ts';
+import { ShardWriter, type StagedShard } from './shard-writer.ts';
+import type { LeafShards } from './leaf-shards.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 import { indexVouchesFor, surveySource } from './unchanged-source.ts';
@@ -335,14 +337,18 @@ async function packAndPush(
   const shardTarget = input.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES;
   let shardSource = firstShardSource;
   let staging = '';
+  /** Where planned shards' blocks are written; the queue takes it when it records the upload. */
+  let plan: ShardPlan | undefined;
   const newShards = (): ShardWriter | ShardPlanner => {
-    if (shardSource === 'planned') return new ShardPlanner(shardTarget);
+    if (shardSource === 'planned') {
+      plan = input.queue.startPlan(input.bucketId);
+      return new ShardPlanner(shardTarget, plan);
+    }
     staging = newStagingDir(input.stagingRoot);
     return new ShardWriter(staging, shardTarget);
   };
   let shards = newShards();
   let skipped: SkippedItem[] = [];
-  let candidates = new Map<string, number>();
   let keepStaging = false;
   // Set by newMetadata, in packOnce: declared wide, or the checks below would think it null.
   let metadata = null as MetadataCarFile | null;
@@ -384,10 +390,9 @@ async function packAndPush(
         onSkip: (item) => skipped.push(item),
         onEntry: (entry) => staged.add(entry),
         ...(previous ? { knownLeaves: previous.tree.leaves } : {}),
-        onLeaf: async (cid, bytes, origin, text) => {
-          candidates.set(text, bytes.length);
-          if (shards instanceof ShardWriter) await shards.add(cid, bytes);
-          else shards.add(cid, bytes, origin, text);
+        onLeaf: async (cid, bytes, origin, text, leaf) => {
+          if (shards instanceof ShardWriter) await shards.add(cid, bytes, leaf);
+          else shards.add(cid, bytes, origin, leaf, text);
         },
       });
       progress?.finish();
@@ -400,10 +405,11 @@ async function packAndPush(
       // changes again is reported, and the next backup picks up its settled content. Files that
       // change this often would not read back the same at upload time: stage this pass.
       await removeStaging(staging);
+      dropPlan(plan);
+      plan = undefined;
       shardSource = 'staged';
       shards = newShards();
       skipped = [];
-      candidates = new Map();
       staged.clear();
       tree = await packOnce();
       await shards.seal();
@@ -433,7 +439,7 @@ async function packAndPush(
         newBytes: 0,
       };
     }
-    const expected = [...candidates.values()].reduce((sum, size) => sum + size, 0);
+    const expected = bytesInShards(tree.leaves, shards.leafShards);
     const deleted = tree.knownLeavesDropped(MAX_DELETED_IN_REQUEST).map(cidText);
     if (!metadata) throw new Error('packed without a metadata file');
     const metadataFile: string = metadata.file;
@@ -452,7 +458,7 @@ async function packAndPush(
     });
     let upload: QueuedUpload | null = null;
     if (pushed.state === 'pending') {
-      const missing = await missingOf(input, pushed, candidates);
+      const needed = await shardsNeeded(input, pushed, tree.leaves, shards.leafShards);
       upload = {
         version_id: pushed.id,
         bucket_id: input.bucketId,
@@ -465,22 +471,16 @@ async function packAndPush(
         new_bytes: expected,
         created_at: input.now(),
       };
-      const queued: ShardToQueue[] =
-        shards instanceof ShardWriter
-          ? shards.shards.map((shard) => ({
-              shardCid: shard.shardCid.toString(),
-              file: shard.file,
-              bytes: shard.bytes,
-              needed: shard.blocks.some((cid) => missing.has(cid)),
-            }))
-          : shards.shards.map((shard) => ({
-              shardCid: shard.shardCid.toString(),
-              file: '',
-              bytes: shard.bytes,
-              needed: shard.blocks.some((block) => missing.has(block.cid)),
-              blocks: shard.blocks,
-            }));
-      input.queue.record(upload, queued);
+      const sealed: ReadonlyArray<StagedShard | PlannedShard> = shards.shards;
+      const queued: ShardToQueue[] = sealed.map((shard, number) => ({
+        shardCid: shard.shardCid.toString(),
+        file: 'file' in shard ? shard.file : '',
+        bytes: shard.bytes,
+        needed: needed.has(number),
+      }));
+      input.queue.record(upload, queued, plan);
+      // Recorded, the plan is the queue's, and gone.
+      plan = undefined;
       keepStaging = true;
       input.afterShardConfirmed?.(0);
     }
@@ -498,27 +498,62 @@ async function packAndPush(
     if (!keepStaging) await removeStaging(staging);
     // Once returned, the metadata file is the caller's to keep or remove.
     if (!returned) await metadata?.abandon();
+    dropPlan(plan);
   }
 }
 
-/** The candidate leaves the host lacks, asked in lists of 10 000 (§11.3). */
-async function missingOf(
+/**
+ * Drops a plan no upload took. One left behind is only rows, which the next plan for the
+ * bucket drops: its failure (a full disk fails this delete too) must not hide the backup's own
+ * outcome.
+ */
+function dropPlan(plan: ShardPlan | undefined): void {
+  try {
+    plan?.discard();
+  } catch {
+    // See above: the next backup to this bucket drops what is left.
+  }
+}
+
+/** The bytes of the new leaves laid out in shards: what the version expects to receive. */
+function bytesInShards(leaves: LeafSizes, leafShards: LeafShards): number {
+  let bytes = 0;
+  for (let leaf = 0; leaf < leaves.count; leaf++)
+    if (leafShards.shardOf(leaf) !== undefined) bytes += leaves.sizeAt(leaf) ?? 0;
+  return bytes;
+}
+
+/**
+ * The numbers of the shards holding a leaf the host lacks. The leaves laid out in shards are
+ * asked about in lists of 10 000 (§11.3), their CID text made for each list and dropped after.
+ */
+async function shardsNeeded(
   input: BackupInput,
   pushed: { readonly storage_host: string; readonly storage_authorization: string },
-  candidates: ReadonlyMap<string, number>,
-): Promise<Set<string>> {
-  const cids = [...candidates.keys()];
-  const missing = new Set<string>();
-  for (let index = 0; index < cids.length; index += 10_000) {
-    for (const cid of await input.client.missingBlocks(
+  leaves: LeafSizes,
+  leafShards: LeafShards,
+): Promise<Set<number>> {
+  const needed = new Set<number>();
+  let asking: string[] = [];
+  const ask = async (): Promise<void> => {
+    const missing = await input.client.missingBlocks(
       pushed.storage_host,
       pushed.storage_authorization,
-      cids.slice(index, index + 10_000),
-    )) {
-      missing.add(cid);
+      asking,
+    );
+    asking = [];
+    for (const cid of missing) {
+      const shard = leafShards.shardOf(leaves.indexOfText(cid));
+      if (shard !== undefined) needed.add(shard);
     }
+  };
+  for (let leaf = 0; leaf < leaves.count; leaf++) {
+    if (leafShards.shardOf(leaf) === undefined) continue;
+    asking.push(cidText(leaves.cidAt(leaf)));
+    if (asking.length === 10_000) await ask();
   }
-  return missing;
+  if (asking.length > 0) await ask();
+  return needed;
 }
 
 /**

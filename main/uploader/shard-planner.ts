@@ -9,6 +9,7 @@ import {
 } from '../protocol/index.ts';
 import type { LeafOrigin } from '../packer/index.ts';
 import type { QueuedBlock } from '../state/index.ts';
+import { LeafShards } from './leaf-shards.ts';
 
 // Lays data blocks out into shards (CARv1, roots = [first block], at most `targetBytes` of
 // blocks each) without writing them anywhere: each shard is a list of where its blocks lie in
@@ -17,44 +18,59 @@ import type { QueuedBlock } from '../state/index.ts';
 //
 // Staging the shards instead writes every new byte to the local disk once more, and needs as
 // much free space as the backup sends; reading the source twice costs neither.
+//
+// The lists go to a sink as they are made (the state database's ShardPlan), not into memory:
+// a backup of 400 000 small files plans as many blocks.
 
 /** One block of a planned shard: its CID and where its bytes lie in the source. */
 export type PlannedBlock = QueuedBlock;
+
+/** Takes each planned block: its shard's number (0, 1, …) and its position in that shard. */
+export interface PlannedBlockSink {
+  add(shard: number, position: number, block: PlannedBlock): void;
+}
 
 export interface PlannedShard {
   /** CIDv1 raw sha2-256 of the exact CAR bytes (§11.2). */
   readonly shardCid: CID;
   readonly bytes: number;
-  readonly blocks: readonly PlannedBlock[];
 }
 
 export class ShardPlanner {
-  private readonly targetBytes: number;
   private current:
-    { hash: ReturnType<typeof createHash>; bytes: number; blocks: PlannedBlock[] } | undefined;
+    { hash: ReturnType<typeof createHash>; bytes: number; blocks: number } | undefined;
+  /** The shards sealed, numbered by their index here. */
   readonly shards: PlannedShard[] = [];
+  readonly leafShards = new LeafShards();
 
-  constructor(targetBytes: number) {
-    this.targetBytes = targetBytes;
-  }
+  constructor(
+    private readonly targetBytes: number,
+    private readonly sink: PlannedBlockSink,
+  ) {}
 
-  /** `text` is the CID's text, passed in when the caller holds it already. */
-  add(cid: CID, bytes: Uint8Array, origin: LeafOrigin, text = cidText(cid)): void {
+  /**
+   * `text` is the CID's text, passed in when the caller holds it already; `leaf` is the block's
+   * number among the packed tree's leaves.
+   */
+  add(cid: CID, bytes: Uint8Array, origin: LeafOrigin, leaf: number, text = cidText(cid)): void {
     if (this.current && this.current.bytes + bytes.length > this.targetBytes) this.seal();
     let current = this.current;
     if (!current) {
-      current = { hash: createHash('sha256'), bytes: 0, blocks: [] };
+      current = { hash: createHash('sha256'), bytes: 0, blocks: 0 };
       this.current = current;
       this.write(encodeCarHeader([cid]));
     }
     this.write(encodeCarSectionHead(cid, bytes.length));
     this.write(bytes);
-    current.blocks.push({
+    const shard = this.shards.length;
+    this.sink.add(shard, current.blocks, {
       cid: text,
       path: origin.path,
       offset: origin.offset,
       length: bytes.length,
     });
+    current.blocks += 1;
+    this.leafShards.record(leaf, shard);
   }
 
   /** Closes the open shard and records its CID. */
@@ -65,7 +81,6 @@ export class ShardPlanner {
     this.shards.push({
       shardCid: cidFromSha256(RAW_CODEC, current.hash.digest()),
       bytes: current.bytes,
-      blocks: current.blocks,
     });
   }
 

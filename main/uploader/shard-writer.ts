@@ -9,8 +9,8 @@ import {
   encodeCarSectionHead,
   RAW_CODEC,
   cidFromSha256,
-  cidText,
 } from '../protocol/index.ts';
+import { LeafShards } from './leaf-shards.ts';
 
 // Writes data blocks into staged shard files (CARv1, roots = [first block]) of at most
 // `targetBytes`, on disk, so memory does not grow with the data and a shard can be resent.
@@ -20,7 +20,6 @@ export interface StagedShard {
   /** CIDv1 raw sha2-256 of the exact file bytes (§11.2). */
   readonly shardCid: CID;
   readonly bytes: number;
-  readonly blocks: readonly string[];
 }
 
 /** A full disk is a clear, final error: retrying in a loop would not free space (§2 R11). */
@@ -50,10 +49,11 @@ export class ShardWriter {
         file: string;
         hash: ReturnType<typeof createHash>;
         bytes: number;
-        blocks: string[];
       }
     | undefined;
+  /** The shards sealed, numbered by their index here. */
   readonly shards: StagedShard[] = [];
+  readonly leafShards = new LeafShards();
 
   constructor(dir: string, targetBytes: number) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -123,19 +123,22 @@ export class ShardWriter {
     throw this.failure;
   }
 
-  /** Adds a block to the open shard; its bytes are needed only until the promise settles. */
-  add(cid: CID, bytes: Uint8Array): Promise<void> {
+  /**
+   * Adds a block to the open shard; its bytes are needed only until the promise settles. `leaf`
+   * is its number among the packed tree's leaves.
+   */
+  add(cid: CID, bytes: Uint8Array, leaf: number): Promise<void> {
     const next = this.queue
       .then(() => {
         if (this.failure !== undefined) throw this.failure;
-        return this.append(cid, bytes);
+        return this.append(cid, bytes, leaf);
       })
       .catch((error: unknown) => this.fail(error));
     this.queue = next.catch(() => undefined);
     return next;
   }
 
-  private async append(cid: CID, bytes: Uint8Array): Promise<void> {
+  private async append(cid: CID, bytes: Uint8Array, leaf: number): Promise<void> {
     if (this.current && this.current.bytes + bytes.length > this.targetBytes)
       await this.sealCurrent();
     if (!this.current) {
@@ -145,7 +148,6 @@ export class ShardWriter {
         file,
         hash: createHash('sha256'),
         bytes: 0,
-        blocks: [],
       };
       this.write(encodeCarHeader([cid]));
     }
@@ -154,7 +156,7 @@ export class ShardWriter {
     // writev as a copy, a large one goes to the file before the add returns.
     const large = bytes.length >= COPY_BELOW_BYTES;
     this.write(large ? bytes : new Uint8Array(bytes));
-    this.current.blocks.push(cidText(cid));
+    this.leafShards.record(leaf, this.shards.length);
     if (large || this.pendingBytes >= FLUSH_BYTES || this.pending.length >= FLUSH_BUFFERS)
       await this.flush();
   }
@@ -181,7 +183,6 @@ export class ShardWriter {
       file: current.file,
       shardCid: cidFromSha256(RAW_CODEC, current.hash.digest()),
       bytes: current.bytes,
-      blocks: current.blocks,
     });
   }
 }

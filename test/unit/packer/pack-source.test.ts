@@ -55,10 +55,10 @@ async function pack(dir: string, extra: Partial<PackInput> = {}) {
     sourceLabel: 'test:/src',
     deviceFingerprint: 'a'.repeat(40),
     createdAtSeconds: 1_800_000_000,
-    onLeaf: (cid, bytes, origin, text) => {
+    onLeaf: (cid, bytes, origin, text, leaf) => {
       // Lent bytes: the packer reads the next chunk into the same buffer.
       blocks.set(cid.toString(), new Uint8Array(bytes));
-      return extra.onLeaf?.(cid, bytes, origin, text) ?? Promise.resolve();
+      return extra.onLeaf?.(cid, bytes, origin, text, leaf) ?? Promise.resolve();
     },
     onSkip: (item) => skipped.push(item),
   });
@@ -87,7 +87,18 @@ describe('packSource', () => {
       new Date('2001-02-03T04:05:06Z'),
     );
 
-    const { tree, blocks } = await pack(dir);
+    const numbered: Array<[string, number]> = [];
+    const { tree, blocks } = await pack(dir, {
+      onLeaf: (_cid, _bytes, _origin, text, leaf) => {
+        numbered.push([text, leaf]);
+        return Promise.resolve();
+      },
+    });
+    // Each leaf handed on is numbered as the packed tree's leaves number it.
+    expect(numbered.map(([text]) => tree.leaves.indexOfText(text))).toEqual(
+      numbered.map(([, leaf]) => leaf),
+    );
+    expect(numbered.map(([, leaf]) => leaf).sort()).toEqual([0, 1, 2, 3, 4]);
     expect(tree.fileCount).toBe(4);
     expect(tree.totalBytes).toBe(big.length + 5 + 6);
     // The empty file is a File node over one empty raw leaf, as the standard importer makes it.

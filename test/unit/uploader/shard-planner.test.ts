@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import type Database from 'better-sqlite3';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -12,7 +13,7 @@ import {
   plannedShardBody,
   type PlannedBlockPages,
 } from '../../../main/uploader/planned-shard-body.ts';
-import { ShardPlanner, type PlannedBlock } from '../../../main/uploader/shard-planner.ts';
+import { ShardPlanner } from '../../../main/uploader/shard-planner.ts';
 import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
 
 // A planned shard must be byte for byte the shard staging would have written: same layout,
@@ -21,7 +22,9 @@ import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-planner-'));
 const hasher = new ChunkHasher(1);
+const databases: Database.Database[] = [];
 afterAll(async () => {
+  for (const db of databases) db.close();
   rmSync(scratch, { recursive: true, force: true });
   await hasher.close();
 });
@@ -32,9 +35,57 @@ const readers = [
   ['on the hasher thread', () => hasher],
 ] as const;
 
-/** A plan's blocks as the upload queue gives them, a page at a time. */
-function pagesOf(blocks: readonly PlannedBlock[]): PlannedBlockPages {
-  return (from, count) => blocks.slice(from, from + count);
+/**
+ * A planner writing its blocks into a plan of a state database in `dir`. `record` seals it and
+ * records it as an upload whose shards are all needed, as a backup does, and gives each
+ * shard's blocks as the upload reads them: from the upload queue, a page at a time.
+ */
+function plannerIn(dir: string, target: number) {
+  const db = openStateDatabase(path.join(dir, 'state.sqlite'));
+  databases.push(db);
+  const queue = uploadQueue(db);
+  const plan = queue.startPlan('bucket-1');
+  const planner = new ShardPlanner(target, plan);
+  return {
+    planner,
+    record: (): PlannedBlockPages[] => {
+      planner.seal();
+      const shards = planner.shards.map((shard) => ({
+        shardCid: shard.shardCid.toString(),
+        file: '',
+        bytes: shard.bytes,
+        needed: true,
+      }));
+      queue.record(
+        {
+          version_id: 'v1',
+          bucket_id: 'bucket-1',
+          storage_host: 'http://127.0.0.1:1',
+          storage_authorization: 'token',
+          staging_dir: '',
+          source_dir: dir,
+          files: 0,
+          bytes_scanned: 0,
+          new_bytes: 0,
+          created_at: 0,
+        },
+        shards,
+        plan,
+      );
+      return shards.map(
+        ({ shardCid }) =>
+          (from, count) =>
+            queue.blocksOf('v1', shardCid, from, count),
+      );
+    },
+  };
+}
+
+/** The pages of the shard numbered `index`; one not planned fails the test. */
+function shardPages(pages: readonly PlannedBlockPages[], index: number): PlannedBlockPages {
+  const found = pages[index];
+  if (!found) throw new Error(`no shard ${index} was planned`);
+  return found;
 }
 
 async function readAll(stream: ReadableStream<Uint8Array>): Promise<Buffer> {
@@ -67,13 +118,13 @@ describe('ShardPlanner and plannedShardBody', () => {
     const blocks = await source(dir);
     const target = (2 << 20) + 100;
     const writer = new ShardWriter(path.join(dir, '.staging'), target);
-    const planner = new ShardPlanner(target);
-    for (const block of blocks) {
-      await writer.add(block.cid, block.bytes);
-      planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset });
+    const { planner, record } = plannerIn(dir, target);
+    for (const [leaf, block] of blocks.entries()) {
+      await writer.add(block.cid, block.bytes, leaf);
+      planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset }, leaf);
     }
     await writer.seal();
-    planner.seal();
+    const pages = record();
     expect(planner.shards.length).toBeGreaterThan(1);
     expect(planner.shards.map((shard) => [shard.shardCid.toString(), shard.bytes])).toEqual(
       writer.shards.map((shard) => [shard.shardCid.toString(), shard.bytes]),
@@ -83,7 +134,7 @@ describe('ShardPlanner and plannedShardBody', () => {
       for (const [, reader] of readers) {
         const sent: number[] = [];
         const body = await readAll(
-          plannedShardBody(dir, pagesOf(shard.blocks), (count) => sent.push(count), reader),
+          plannedShardBody(dir, shardPages(pages, index), (count) => sent.push(count), reader),
         );
         expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
         expect(createHash('sha256').update(body).digest()).toEqual(
@@ -114,21 +165,23 @@ describe('ShardPlanner and plannedShardBody', () => {
       }
     }
     const writer = new ShardWriter(path.join(dir, '.staging'), 1 << 20);
-    const planner = new ShardPlanner(1 << 20);
-    for (const block of blocks) {
+    const { planner, record } = plannerIn(dir, 1 << 20);
+    for (const [leaf, block] of blocks.entries()) {
       const cid = CID.createV1(raw.code, await sha256.digest(block.bytes));
-      await writer.add(cid, block.bytes);
-      planner.add(cid, block.bytes, { path: block.path, offset: block.offset });
+      await writer.add(cid, block.bytes, leaf);
+      planner.add(cid, block.bytes, { path: block.path, offset: block.offset }, leaf);
     }
     await writer.seal();
-    planner.seal();
+    const pages = record();
     expect(planner.shards.length).toBeGreaterThan(1);
     expect(planner.shards.map((shard) => shard.shardCid.toString())).toEqual(
       writer.shards.map((shard) => shard.shardCid.toString()),
     );
-    for (const [index, shard] of planner.shards.entries()) {
+    for (const index of planner.shards.keys()) {
       for (const [, reader] of readers) {
-        const body = await readAll(plannedShardBody(dir, pagesOf(shard.blocks), undefined, reader));
+        const body = await readAll(
+          plannedShardBody(dir, shardPages(pages, index), undefined, reader),
+        );
         expect(body.equals(readFileSync(writer.shards[index]?.file ?? ''))).toBe(true);
       }
     }
@@ -137,52 +190,29 @@ describe('ShardPlanner and plannedShardBody', () => {
   it('send a shard of 10 000 small files from the upload queue, never holding its whole plan', async () => {
     const dir = mkdtempSync(path.join(scratch, 'many-'));
     const writer = new ShardWriter(path.join(dir, '.staging'), 64 << 20);
-    const planner = new ShardPlanner(64 << 20);
+    const { planner, record } = plannerIn(dir, 64 << 20);
     for (let index = 0; index < 10_000; index += 1) {
       const name = `f${index}.txt`;
       const bytes = Buffer.from(`file ${index} ${'x'.repeat(index % 300)}`);
       writeFileSync(path.join(dir, name), bytes);
       const cid = CID.createV1(raw.code, await sha256.digest(bytes));
-      await writer.add(cid, bytes);
-      planner.add(cid, bytes, { path: name, offset: 0 });
+      await writer.add(cid, bytes, index);
+      planner.add(cid, bytes, { path: name, offset: 0 }, index);
     }
     await writer.seal();
-    planner.seal();
-    const [shard] = planner.shards;
-    if (!shard || planner.shards.length !== 1) throw new Error('expected one shard');
-    const db = openStateDatabase(path.join(dir, 'state.sqlite'));
-    try {
-      const queue = uploadQueue(db);
-      const shardCid = shard.shardCid.toString();
-      queue.record(
-        {
-          version_id: 'v1',
-          bucket_id: 'b1',
-          storage_host: 'http://127.0.0.1:1',
-          storage_authorization: 'token',
-          staging_dir: '',
-          source_dir: dir,
-          files: 10_000,
-          bytes_scanned: shard.bytes,
-          new_bytes: shard.bytes,
-          created_at: 0,
-        },
-        [{ shardCid, file: '', bytes: shard.bytes, needed: true, blocks: shard.blocks }],
-      );
-      const asked: number[] = [];
-      const body = await readAll(
-        plannedShardBody(dir, (from, count) => {
-          const page = queue.blocksOf('v1', shardCid, from, count);
-          asked.push(page.length);
-          return page;
-        }),
-      );
-      expect(body.equals(readFileSync(writer.shards[0]?.file ?? ''))).toBe(true);
-      expect(asked.reduce((sum, count) => sum + count, 0)).toBe(10_000);
-      expect(Math.max(...asked)).toBeLessThanOrEqual(5_000);
-    } finally {
-      db.close();
-    }
+    const [pages, ...others] = record();
+    if (!pages || others.length > 0) throw new Error('expected one shard');
+    const asked: number[] = [];
+    const body = await readAll(
+      plannedShardBody(dir, (from, count) => {
+        const page = pages(from, count);
+        asked.push(page.length);
+        return page;
+      }),
+    );
+    expect(body.equals(readFileSync(writer.shards[0]?.file ?? ''))).toBe(true);
+    expect(asked.reduce((sum, count) => sum + count, 0)).toBe(10_000);
+    expect(Math.max(...asked)).toBeLessThanOrEqual(5_000);
   });
 
   const changes: ReadonlyArray<readonly [string, (file: string) => void]> = [
@@ -199,15 +229,13 @@ describe('ShardPlanner and plannedShardBody', () => {
     async (_, _where, change, reader) => {
       const dir = mkdtempSync(path.join(scratch, 'changed-'));
       const blocks = await source(dir);
-      const planner = new ShardPlanner(64 << 20);
-      for (const block of blocks)
-        planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset });
-      planner.seal();
+      const { planner, record } = plannerIn(dir, 64 << 20);
+      for (const [leaf, block] of blocks.entries())
+        planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset }, leaf);
+      const pages = record();
       change(path.join(dir, 'large.bin'));
-      const shard = planner.shards[0];
-      if (!shard) throw new Error('no shard planned');
       await expect(
-        readAll(plannedShardBody(dir, pagesOf(shard.blocks), undefined, reader)),
+        readAll(plannedShardBody(dir, shardPages(pages, 0), undefined, reader)),
       ).rejects.toMatchObject({
         code: 'source_changed',
         message: 'large.bin changed after it was read for this backup',

@@ -1,0 +1,108 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  openStateDatabase,
+  uploadQueue,
+  type QueuedBlock,
+  type QueuedUpload,
+  type StateDb,
+} from '../../../main/state/index.ts';
+
+// A backup writes its planned shards' blocks into the state database as it plans them; the
+// upload queue takes those of the shards the host needs, and nothing of a plan outlives it.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-shard-plan-'));
+const databases: StateDb[] = [];
+afterAll(() => {
+  for (const db of databases) db.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+function freshDatabase(): StateDb {
+  const db = openStateDatabase(path.join(mkdtempSync(path.join(scratch, 'db-')), 'state.sqlite'));
+  databases.push(db);
+  return db;
+}
+
+function plannedRows(db: StateDb): number {
+  return db.prepare<[], { rows: number }>('SELECT COUNT(*) AS rows FROM planned_blocks').get()
+    ?.rows as number;
+}
+
+function upload(versionId: string, bucketId: string): QueuedUpload {
+  return {
+    version_id: versionId,
+    bucket_id: bucketId,
+    storage_host: 'http://127.0.0.1:1',
+    storage_authorization: 'token',
+    staging_dir: '',
+    source_dir: '/src',
+    files: 3,
+    bytes_scanned: 30,
+    new_bytes: 30,
+    created_at: 0,
+  };
+}
+
+const block = (name: string): QueuedBlock => ({
+  cid: `cid-${name}`,
+  path: name,
+  offset: 0,
+  length: 10,
+});
+
+describe('a shard plan', () => {
+  it('gives the upload queue the blocks of the needed shards, in order, and goes', () => {
+    const db = freshDatabase();
+    const queue = uploadQueue(db);
+    const plan = queue.startPlan('bucket-1');
+    // Shard 0 holds a and b, shard 1 holds c; the host already holds c.
+    plan.add(0, 0, block('a'));
+    plan.add(0, 1, block('b'));
+    plan.add(1, 0, block('c'));
+    queue.record(
+      upload('v1', 'bucket-1'),
+      [
+        { shardCid: 'shard-0', file: '', bytes: 20, needed: true },
+        { shardCid: 'shard-1', file: '', bytes: 10, needed: false },
+      ],
+      plan,
+    );
+    expect(queue.blocksOf('v1', 'shard-0', 0, 10)).toEqual([block('a'), block('b')]);
+    expect(queue.blocksOf('v1', 'shard-0', 1, 10)).toEqual([block('b')]);
+    expect(queue.blocksOf('v1', 'shard-1', 0, 10)).toEqual([]);
+    expect(queue.shardsOf('v1').map((shard) => [shard.shard_cid, shard.needed])).toEqual([
+      ['shard-0', 1],
+      ['shard-1', 0],
+    ]);
+    expect(plannedRows(db)).toBe(0);
+  });
+
+  it('left by a killed backup is dropped when the next backup to its bucket plans, not before', () => {
+    const db = freshDatabase();
+    const queue = uploadQueue(db);
+    const left = queue.startPlan('bucket-1');
+    left.add(0, 0, block('a'));
+    left.flush();
+    const otherBucket = queue.startPlan('bucket-2');
+    otherBucket.add(0, 0, block('z'));
+    otherBucket.flush();
+    expect(plannedRows(db)).toBe(2);
+
+    const next = queue.startPlan('bucket-1');
+    expect(plannedRows(db)).toBe(1);
+    next.add(0, 0, block('b'));
+    queue.record(
+      upload('v2', 'bucket-1'),
+      [{ shardCid: 'shard-0', file: '', bytes: 10, needed: true }],
+      next,
+    );
+    expect(queue.blocksOf('v2', 'shard-0', 0, 10)).toEqual([block('b')]);
+    // The other bucket's backup may still be running: its plan is untouched.
+    expect(plannedRows(db)).toBe(1);
+    otherBucket.discard();
+    expect(plannedRows(db)).toBe(0);
+  });
+});
