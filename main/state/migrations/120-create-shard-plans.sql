@@ -1,7 +1,7 @@
 -- The blocks of a backup's planned shards, written as they are planned rather than held in
--- memory until the version is pushed (400 000 small files held about 70 MB of heap for them). Once the
--- upload is recorded, the blocks of the shards the host needs move to upload_blocks and the
--- plan goes, in the same transaction. A plan left by a killed backup goes when the next backup
+-- memory until the version is pushed (400 000 small files held about 70 MB of heap for them).
+-- Once the upload is recorded, the blocks of the shards the host needs move to upload_blocks
+-- and the plan goes, in the same transaction. A plan left by a killed backup goes when the next backup
 -- to the same bucket starts one.
 CREATE TABLE shard_plans (
   id INTEGER PRIMARY KEY,
