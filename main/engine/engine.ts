@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,7 +39,7 @@ import {
   type TreeIndex,
   type TreeLeaves,
 } from '../uploader/index.ts';
-import { rename, rm, writeFile } from 'node:fs/promises';
+import { open, rename, rm } from 'node:fs/promises';
 import { OUT_OF_SPACE_MSG, type Metadata, type Snapshot } from '../protocol/index.ts';
 import {
   checkSourceFolder,
@@ -819,25 +820,51 @@ export class Engine {
     }
   }
 
-  /** Keeps a version's metadata CAR: versions never change, so it stays valid. */
-  private async cacheMetadata(versionId: string, car: Uint8Array): Promise<void> {
-    const staged = `${this.metadataCacheFile(versionId)}.${process.pid}.tmp`;
-    mkdirSync(path.dirname(staged), { recursive: true, mode: 0o700 });
-    try {
-      await writeFile(staged, car);
-      await this.cacheMetadataFile(versionId, staged);
-    } catch (error) {
-      // A half-written CAR (a full disk) would hold space under a name nothing reads again.
-      await rm(staged, { force: true });
-      throw error;
-    }
-  }
-
-  /** cacheMetadata for a CAR written to a file already (on the same file system), moved in. */
+  /**
+   * Keeps a version's metadata CAR, written to `carFile` on the same file system, by moving it
+   * in: versions never change, so it stays valid. Its bytes reach the disk first, so a crash
+   * cannot leave a cached CAR cut short.
+   */
   private async cacheMetadataFile(versionId: string, carFile: string): Promise<void> {
+    const handle = await open(carFile, 'r');
+    try {
+      await handle.datasync();
+    } finally {
+      await handle.close();
+    }
     const cached = this.metadataCacheFile(versionId);
     mkdirSync(path.dirname(cached), { recursive: true, mode: 0o700 });
     await rename(carFile, cached);
+  }
+
+  /**
+   * Pulls a version's metadata CAR into a file of the metadata cache's folder, and reads it
+   * with `read`; `keep` says whether it goes into the cache after, or is removed.
+   */
+  private async pulledTree<Tree extends TreeLeaves>(
+    client: ServiceClient,
+    versionId: string,
+    read: TreeReader<Tree>,
+    keep: boolean,
+  ): Promise<Tree> {
+    // Named apart from any other pull of the same version under way (a daemon answers several
+    // requests at once).
+    const pulled = `${this.metadataCacheFile(versionId)}.${randomBytes(6).toString('hex')}.tmp`;
+    mkdirSync(path.dirname(pulled), { recursive: true, mode: 0o700 });
+    let kept = false;
+    try {
+      await client.pullVersionToFile(versionId, pulled);
+      // Streamed: a tree of many files has a metadata CAR of tens of megabytes.
+      const tree = await read(createReadStream(pulled, { highWaterMark: 1 << 20 }));
+      if (keep) {
+        await this.cacheMetadataFile(versionId, pulled);
+        kept = true;
+      }
+      return tree;
+    } finally {
+      // A half-written CAR (a full disk) would hold space under a name nothing reads again.
+      if (!kept) await rm(pulled, { force: true });
+    }
   }
 
   /** A version's tree as `read` gives it, from the local cache when possible. */
@@ -846,12 +873,15 @@ export class Engine {
     versionId: string,
     read: TreeReader<Tree>,
   ): Promise<Tree> {
-    const cached = await this.cachedTree(versionId, read);
-    if (cached) return cached;
-    const car = await client.pullVersion(versionId);
-    const tree = await read(car);
-    await this.cacheMetadata(versionId, car);
-    return tree;
+    try {
+      const cached = await this.cachedTree(versionId, read);
+      if (cached) return cached;
+    } catch (error) {
+      // A cached CAR that does not read back (damaged on the disk) is pulled again, and
+      // replaced.
+      if (!isEngineError(error, 'protocol')) throw error;
+    }
+    return this.pulledTree(client, versionId, read, true);
   }
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
@@ -926,7 +956,7 @@ export class Engine {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh.
-    const tree = await readTreeLeaves(await client.pullVersion(versionId));
+    const tree = await this.pulledTree(client, versionId, readTreeLeaves, false);
     const who = await client.whoAmI();
     const result = await verifyVersion({
       client,

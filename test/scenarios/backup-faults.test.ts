@@ -143,6 +143,18 @@ describe('backup through a faulty network', () => {
     expect(verified.bytes).toBe(5 * 700_000 + 10 + 'small'.length);
   });
 
+  it('verifies when the answer to pulling the version breaks off part-way, leaving no partial copy', async () => {
+    proxy.randomFaults(0, 1);
+    const before = proxy.injected();
+    // Verification pulls the version's metadata afresh, whatever the cache holds.
+    proxy.schedule(['cut'], /\/pull$/);
+    const verified = await engine.verify({ bucket: 'Faulty', all: true });
+    expect(proxy.injected() - before).toBe(1);
+    expect(verified.checked).toBe(6);
+    const cache = path.join(scratch, 'home', 'metadata');
+    expect(readdirSync(cache).filter((name) => !name.endsWith('.car'))).toEqual([]);
+  });
+
   it('stops with a network error, and leaves no partial file, when answers keep breaking off', async () => {
     proxy.randomFaults(0, 1);
     proxy.schedule(['cut', 'cut', 'cut'], /\/blocks\/car$/);

@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+import { firstBackup } from '../helpers/first-backup.ts';
+
+// A version's metadata CAR is kept in the home's metadata cache, for browsing offline. One
+// missing there is pulled into it (written to a file as it arrives, never held whole); one
+// damaged there (cut short) is pulled again and replaced, rather than make the version
+// unreadable on this device.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-cache-'));
+const source = path.join(scratch, 'source');
+const home = path.join(scratch, 'home');
+const cacheDir = path.join(home, 'metadata');
+let engine: Engine;
+let versionId: string;
+let cached: string;
+/** The cached CAR as the backup left it. */
+let whole: Buffer;
+
+beforeAll(async () => {
+  mkdirSync(path.join(source, 'letters'), { recursive: true });
+  for (let i = 0; i < 200; i += 1)
+    writeFileSync(path.join(source, 'letters', `letter-${i}.txt`), `Dear reader, number ${i}`);
+  writeFileSync(path.join(source, 'todo.txt'), 'water the plants');
+  engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+  ({ versionId } = await firstBackup(engine, source, 'Cached'));
+  cached = path.join(cacheDir, `${versionId}.car`);
+  whole = readFileSync(cached);
+});
+afterAll(async () => {
+  await engine.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('the metadata cache', () => {
+  it('pulls a version it lacks, keeps it, and the restore reads it', async () => {
+    rmSync(cached);
+    const target = path.join(scratch, 'restored');
+    const restored = await engine.restore({ bucket: 'Cached', to: target, overwrite: false });
+    expect(restored).toMatchObject({ files: 201 });
+    expect(readFileSync(path.join(target, 'letters', 'letter-7.txt'), 'utf8')).toBe(
+      'Dear reader, number 7',
+    );
+    expect(readFileSync(cached).equals(whole)).toBe(true);
+    expect(readdirSync(cacheDir)).toEqual([`${versionId}.car`]);
+  });
+
+  it('pulls again, and replaces, a cached version cut short', async () => {
+    truncateSync(cached, Math.floor(whole.length / 2));
+    const listed = await engine.ls({ bucket: 'Cached' });
+    expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
+    expect(readFileSync(cached).equals(whole)).toBe(true);
+    expect(readdirSync(cacheDir)).toEqual([`${versionId}.car`]);
+  });
+});
