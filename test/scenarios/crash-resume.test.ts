@@ -112,16 +112,22 @@ describe('crash and resume', () => {
         .map((row) => row.shard_cid);
       const queued =
         state.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM upload_shards').get()?.n ?? 0;
+      const plans =
+        state.prepare<[], { n: number }>('SELECT COUNT(*) AS n FROM shard_plans').get()?.n ?? 0;
       state.close();
       if (confirmedAtCrash === null) {
         // Killed while packing: nothing was pushed, and no shard was staged. The metadata CAR
         // being written is left behind, a file, for the next run to remove (checked below).
         expect(queued).toBe(0);
+        // The plan of its shards is left too, rows the next backup to the bucket drops.
+        expect(plans).toBe(1);
         for (const left of stagedLeftovers(home))
           expect(statSync(path.join(home, 'staging', left)).isFile()).toBe(true);
       } else {
         expect(confirmed).toHaveLength(confirmedAtCrash);
         expect(queued).toBeGreaterThan(confirmedAtCrash);
+        // Recorded with the upload, the plan went in the same transaction.
+        expect(plans).toBe(0);
       }
 
       const engine = openEngine();
@@ -148,12 +154,18 @@ describe('crash and resume', () => {
         expect(stagedLeftovers(home)).toEqual([]);
         // The finished upload leaves no plan behind in the state database.
         const after = new Database(path.join(home, 'state.sqlite'), { readonly: true });
-        const left = ['uploads', 'upload_shards', 'upload_blocks'].map(
+        const left = [
+          'uploads',
+          'upload_shards',
+          'upload_blocks',
+          'shard_plans',
+          'planned_blocks',
+        ].map(
           (table) =>
             after.prepare<[], { n: number }>(`SELECT COUNT(*) AS n FROM ${table}`).get()?.n,
         );
         after.close();
-        expect(left).toEqual([0, 0, 0]);
+        expect(left).toEqual([0, 0, 0, 0, 0]);
         // Another run finds the same source: no new version. (It reads the files again: they
         // were written moments before the first run, too recently for the index to vouch.)
         expect(await engine.backup({ dir: source, bucket: 'Crash' })).toMatchObject({
