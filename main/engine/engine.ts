@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { createReadStream, mkdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,6 +32,7 @@ import {
   type VersionEntry,
 } from '../restore/index.ts';
 import {
+  newStagingDir,
   readTreeIndex,
   readTreeLeaves,
   shardTargetFor,
@@ -628,7 +628,7 @@ export class Engine {
       sourceLabel: `${os.hostname()}:${sourceDir}`,
       ownFolders: this.ownFolders(account),
       deviceFingerprint: account.fingerprint,
-      stagingRoot: path.join(this.deps.home, 'staging'),
+      stagingRoot: this.stagingRoot(),
       now: () => this.now(),
       queue: uploadQueue(this.db),
       fileIndex,
@@ -800,6 +800,11 @@ export class Engine {
     return active.id;
   }
 
+  /** Where backups stage what they write, and pulls what they fetch, before it is kept. */
+  private stagingRoot(): string {
+    return path.join(this.deps.home, 'staging');
+  }
+
   private metadataCacheFile(versionId: string): string {
     return path.join(this.deps.home, 'metadata', `${versionId}.car`);
   }
@@ -838,8 +843,11 @@ export class Engine {
   }
 
   /**
-   * Pulls a version's metadata CAR into a file of the metadata cache's folder, and reads it
-   * with `read`; `keep` says whether it goes into the cache after, or is removed.
+   * Pulls a version's metadata CAR into a file of the staging folder, and reads it with `read`;
+   * `keep` says whether it goes into the cache after, or is removed. Named as staging folders
+   * are, by process: one left by a killed run goes at the next backup (removeAbandonedStaging),
+   * and another pull of the same version under way (a daemon answers several requests at
+   * once) has a name of its own.
    */
   private async pulledTree<Tree extends TreeLeaves>(
     client: ServiceClient,
@@ -847,9 +855,7 @@ export class Engine {
     read: TreeReader<Tree>,
     keep: boolean,
   ): Promise<Tree> {
-    // Named apart from any other pull of the same version under way (a daemon answers several
-    // requests at once).
-    const pulled = `${this.metadataCacheFile(versionId)}.${randomBytes(6).toString('hex')}.tmp`;
+    const pulled = newStagingDir(this.stagingRoot());
     mkdirSync(path.dirname(pulled), { recursive: true, mode: 0o700 });
     let kept = false;
     try {

@@ -334,6 +334,7 @@ describe('backup failures', () => {
     const browse = await runCanopy(home, ['ls', '--bucket', 'Notes'], fileStore);
     expect(browse.stderr).toBe(full.stderr);
     expect(readdirSync(path.join(home, 'metadata'))).toEqual([]);
+    expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
     // Not a byte left: the state database cannot even open (no room for its WAL index).
     fill('last-filler', 0);
     const listed = await runCanopy(home, ['versions', '--bucket', 'Notes'], fileStore);

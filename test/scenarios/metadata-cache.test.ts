@@ -16,9 +16,9 @@ import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 
 // A version's metadata CAR is kept in the home's metadata cache, for browsing offline. One
-// missing there is pulled into it (written to a file as it arrives, never held whole); one
-// damaged there (cut short) is pulled again and replaced, rather than make the version
-// unreadable on this device.
+// missing there is pulled into it (written to a staging file as it arrives, never held whole,
+// then moved in); one damaged there (cut short) is pulled again and replaced, rather than make
+// the version unreadable on this device.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-cache-'));
 const source = path.join(scratch, 'source');
@@ -56,6 +56,7 @@ describe('the metadata cache', () => {
     );
     expect(readFileSync(cached).equals(whole)).toBe(true);
     expect(readdirSync(cacheDir)).toEqual([`${versionId}.car`]);
+    expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
   it('pulls again, and replaces, a cached version cut short', async () => {
@@ -64,5 +65,6 @@ describe('the metadata cache', () => {
     expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
     expect(readFileSync(cached).equals(whole)).toBe(true);
     expect(readdirSync(cacheDir)).toEqual([`${versionId}.car`]);
+    expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 });
