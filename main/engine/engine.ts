@@ -33,10 +33,11 @@ import {
 } from '../restore/index.ts';
 import {
   newStagingDir,
-  readTreeIndex,
+  readTreeIndexOfFile,
   readTreeLeaves,
   shardTargetFor,
   type TreeIndex,
+  type TreeIndexOfFile,
   type TreeLeaves,
 } from '../uploader/index.ts';
 import { open, rename, rm } from 'node:fs/promises';
@@ -75,10 +76,26 @@ import { diskGoneError } from './disk-gone-error.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
-/** Reads a version's tree from its metadata CAR, whole or in part. */
-type TreeReader<Tree extends TreeLeaves> = (
-  car: Uint8Array | AsyncIterable<Uint8Array>,
-) => Promise<Tree>;
+/** Reads a version's tree from the file of its metadata CAR, whole or in part. */
+type TreeReader<Tree extends TreeLeaves> = (file: string) => Promise<Tree>;
+
+/** The manifest and leaves of a version's tree, from the file of its metadata CAR. */
+function readTreeLeavesOfFile(file: string): Promise<TreeLeaves> {
+  // Streamed: a tree of many files has a metadata CAR of tens of megabytes.
+  return readTreeLeaves(createReadStream(file, { highWaterMark: 1 << 20 }));
+}
+
+/** Runs `use` on `tree`, then closes the metadata CAR file its nodes are read from. */
+async function usingTree<T>(
+  tree: TreeIndexOfFile,
+  use: (tree: TreeIndexOfFile) => Promise<T>,
+): Promise<T> {
+  try {
+    return await use(tree);
+  } finally {
+    tree.close();
+  }
+}
 
 /** A single attempt, for lookups that have a local fallback rather than a reason to wait. */
 const NO_RETRY: RetryPolicy = { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 };
@@ -621,36 +638,46 @@ export class Engine {
   ): Promise<BackupResult> {
     const fileIndex = sourceFileIndex(this.db, bucket.id, sourceDir);
     if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
-    const result = await backupSource({
-      client,
-      bucketId: bucket.id,
-      sourceDir,
-      sourceLabel: `${os.hostname()}:${sourceDir}`,
-      ownFolders: this.ownFolders(account),
-      deviceFingerprint: account.fingerprint,
-      stagingRoot: this.stagingRoot(),
-      now: () => this.now(),
-      queue: uploadQueue(this.db),
-      fileIndex,
-      ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
-      // A minute's upload, and no more than the host took after refusing a larger one.
-      shardTargetBytes: Math.min(
-        this.deps.shardTargetBytes ?? shardTargetFor(uploadSpeedOf(this.db, bucket.id)),
-        shardLimitOf(this.db, bucket.id, this.now()) ?? Number.POSITIVE_INFINITY,
-      ),
-      onShardsTimed: (sample) => recordUploadSpeed(this.db, bucket.id, sample, this.now()),
-      onShardLimit: (maxBytes) => recordShardLimit(this.db, bucket.id, maxBytes, this.now()),
-      ...(this.deps.afterShardConfirmed
-        ? { afterShardConfirmed: this.deps.afterShardConfirmed }
-        : {}),
-      ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
-      ...(input.onProgress ? { onProgress: input.onProgress } : {}),
-      keepMetadata: (versionId, carFile) => this.cacheMetadataFile(versionId, carFile),
-      loadTree: (versionId, withNodes) =>
-        withNodes
-          ? this.versionTree(client, versionId, readTreeIndex)
-          : this.versionTree(client, versionId, readTreeLeaves),
-    });
+    /** Trees read with their nodes for this backup: their files are closed when it ends. */
+    const opened: TreeIndexOfFile[] = [];
+    const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
+      if (!withNodes) return this.versionTree(client, versionId, readTreeLeavesOfFile);
+      const tree = await this.versionTree(client, versionId, readTreeIndexOfFile);
+      opened.push(tree);
+      return tree;
+    };
+    let result: BackupResult;
+    try {
+      result = await backupSource({
+        client,
+        bucketId: bucket.id,
+        sourceDir,
+        sourceLabel: `${os.hostname()}:${sourceDir}`,
+        ownFolders: this.ownFolders(account),
+        deviceFingerprint: account.fingerprint,
+        stagingRoot: this.stagingRoot(),
+        now: () => this.now(),
+        queue: uploadQueue(this.db),
+        fileIndex,
+        ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
+        // A minute's upload, and no more than the host took after refusing a larger one.
+        shardTargetBytes: Math.min(
+          this.deps.shardTargetBytes ?? shardTargetFor(uploadSpeedOf(this.db, bucket.id)),
+          shardLimitOf(this.db, bucket.id, this.now()) ?? Number.POSITIVE_INFINITY,
+        ),
+        onShardsTimed: (sample) => recordUploadSpeed(this.db, bucket.id, sample, this.now()),
+        onShardLimit: (maxBytes) => recordShardLimit(this.db, bucket.id, maxBytes, this.now()),
+        ...(this.deps.afterShardConfirmed
+          ? { afterShardConfirmed: this.deps.afterShardConfirmed }
+          : {}),
+        ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
+        ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+        keepMetadata: (versionId, carFile) => this.cacheMetadataFile(versionId, carFile),
+        loadTree,
+      });
+    } finally {
+      for (const tree of opened) tree.close();
+    }
     rememberActiveVersion(this.db, {
       bucket_id: bucket.id,
       bucket_name: bucket.name,
@@ -815,10 +842,7 @@ export class Engine {
     read: TreeReader<Tree>,
   ): Promise<Tree | undefined> {
     try {
-      // Streamed: a tree of many files has a metadata CAR of tens of megabytes.
-      return await read(
-        createReadStream(this.metadataCacheFile(versionId), { highWaterMark: 1 << 20 }),
-      );
+      return await read(this.metadataCacheFile(versionId));
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
@@ -860,10 +884,15 @@ export class Engine {
     let kept = false;
     try {
       await client.pullVersionToFile(versionId, pulled);
-      // Streamed: a tree of many files has a metadata CAR of tens of megabytes.
-      const tree = await read(createReadStream(pulled, { highWaterMark: 1 << 20 }));
+      const tree = await read(pulled);
       if (keep) {
-        await this.cacheMetadataFile(versionId, pulled);
+        try {
+          await this.cacheMetadataFile(versionId, pulled);
+        } catch (error) {
+          // Not returned, the tree would keep its CAR file open.
+          (tree as Partial<TreeIndexOfFile>).close?.();
+          throw error;
+        }
         kept = true;
       }
       return tree;
@@ -922,10 +951,10 @@ export class Engine {
     entries: VersionEntry[];
   }> {
     const online = { offlineSince: null, offlineBecause: null };
-    const list = (tree: TreeIndex): Promise<VersionEntry[]> =>
-      listVersionPath(tree, input.path ?? '');
+    const list = (tree: TreeIndexOfFile): Promise<VersionEntry[]> =>
+      usingTree(tree, (open) => listVersionPath(open, input.path ?? ''));
     if (input.version !== undefined) {
-      const cached = await this.cachedTree(input.version, readTreeIndex);
+      const cached = await this.cachedTree(input.version, readTreeIndexOfFile);
       if (cached) return { versionId: input.version, ...online, entries: await list(cached) };
     }
     try {
@@ -935,16 +964,19 @@ export class Engine {
       return {
         versionId,
         ...online,
-        entries: await list(await this.versionTree(client, versionId, readTreeIndex)),
+        entries: await list(await this.versionTree(client, versionId, readTreeIndexOfFile)),
       };
     } catch (error) {
       const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
       const known = lastKnownActiveVersion(this.db, input.bucket);
       const cached =
         unreachable && input.version === undefined && input.snapshot === undefined && known
-          ? await this.cachedTree(known.version_id, readTreeIndex)
+          ? await this.cachedTree(known.version_id, readTreeIndexOfFile)
           : undefined;
-      if (!cached || !known || !(error instanceof EngineError)) throw error;
+      if (!cached || !known || !(error instanceof EngineError)) {
+        cached?.close();
+        throw error;
+      }
       return {
         versionId: known.version_id,
         offlineSince: known.seen_at,
@@ -962,7 +994,7 @@ export class Engine {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh.
-    const tree = await this.pulledTree(client, versionId, readTreeLeaves, false);
+    const tree = await this.pulledTree(client, versionId, readTreeLeavesOfFile, false);
     const who = await client.whoAmI();
     const result = await verifyVersion({
       client,
@@ -988,7 +1020,17 @@ export class Engine {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input, true);
     const who = await client.whoAmI();
-    const tree = await this.versionTree(client, versionId, readTreeIndex);
+    return usingTree(await this.versionTree(client, versionId, readTreeIndexOfFile), (tree) =>
+      this.restoreTree(client, who.storage_host, tree, input),
+    );
+  }
+
+  private async restoreTree(
+    client: ServiceClient,
+    storageHost: string,
+    tree: TreeIndex,
+    input: Parameters<Engine['restore']>[0],
+  ): Promise<RestoreResult & { readonly leftoversRemoved: number; readonly restoredInto: string }> {
     const targetDir =
       input.to === undefined
         ? originalPlace(tree.manifest['source_label'], input.path, {
@@ -1002,7 +1044,7 @@ export class Engine {
     try {
       const result = await restoreVersion({
         client,
-        storageHost: who.storage_host,
+        storageHost,
         tree,
         targetDir,
         overwrite: input.overwrite,

@@ -58,6 +58,8 @@ export class CarBlock {
     readonly pieces: readonly Uint8Array[],
     /** The bytes in all the pieces. */
     readonly length: number,
+    /** Where the bytes start in the stream read, counted from its first byte. */
+    readonly offset: number,
   ) {}
 
   /** The bytes as one buffer: the only piece, or the pieces copied together, once. */
@@ -80,6 +82,8 @@ export class UncheckedCarBlock {
     readonly pieces: readonly Uint8Array[],
     /** The bytes in all the pieces. */
     readonly length: number,
+    /** Where the bytes start in the stream read, counted from its first byte. */
+    readonly offset: number,
   ) {}
 
   /** The SHA-256 the bytes must have: the CID's digest. */
@@ -89,7 +93,7 @@ export class UncheckedCarBlock {
 
   /** The block, hashed here; a CarFormatError naming its CID when the bytes do not match. */
   check(): CarBlock {
-    return checkedBlock(this.cid, this.pieces, this.length);
+    return checkedBlock(this.cid, this.pieces, this.length, this.offset);
   }
 }
 
@@ -99,15 +103,25 @@ export function mismatchedBlock(cid: CID): CarFormatError {
   return new CarFormatError('malformed', `block bytes do not match ${text}`, text);
 }
 
-function checkedBlock(cid: CID, pieces: readonly Uint8Array[], length: number): CarBlock {
+function checkedBlock(
+  cid: CID,
+  pieces: readonly Uint8Array[],
+  length: number,
+  offset: number,
+): CarBlock {
   const hash = createHash('sha256');
   for (const piece of pieces) hash.update(piece);
   if (!Buffer.from(cid.multihash.digest).equals(hash.digest())) throw mismatchedBlock(cid);
-  return new CarBlock(cid, pieces, length);
+  return new CarBlock(cid, pieces, length, offset);
 }
 
 /** What a section's bytes become: a checked block, or for readCarCheckingLater maybe not yet. */
-type BlockOf<Block> = (cid: CID, pieces: readonly Uint8Array[], length: number) => Block;
+type BlockOf<Block> = (
+  cid: CID,
+  pieces: readonly Uint8Array[],
+  length: number,
+  offset: number,
+) => Block;
 
 const MAX_VARINT_BYTES = 8; // 56 bits: more than any length we accept, less than 2^53.
 /** Version, codec, hash code and digest length as varints, then a sha2-256 digest. */
@@ -366,7 +380,8 @@ async function* readSections<Block>(
     if (endPosition !== undefined && sectionStart + sectionLength > endPosition) {
       throw malformed('section runs past the CARv2 data');
     }
-    yield blockOf(cid, await reader.readPieces(blockLength, 'block'), blockLength);
+    const offset = reader.position;
+    yield blockOf(cid, await reader.readPieces(blockLength, 'block'), blockLength, offset);
   }
 }
 
@@ -391,10 +406,10 @@ export function readCarCheckingLater(
   limits: CarReadLimits,
   uncheckedFrom: number,
 ): AsyncGenerator<CarItem | UncheckedCarBlock> {
-  return readItems(source, limits, (cid, pieces, length) =>
+  return readItems(source, limits, (cid, pieces, length, offset) =>
     cid.code === RAW_CODEC && length >= uncheckedFrom
-      ? new UncheckedCarBlock(cid, pieces, length)
-      : checkedBlock(cid, pieces, length),
+      ? new UncheckedCarBlock(cid, pieces, length, offset)
+      : checkedBlock(cid, pieces, length, offset),
   );
 }
 

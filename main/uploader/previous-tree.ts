@@ -1,6 +1,7 @@
 import * as dagPb from '@ipld/dag-pb';
 import { EngineError } from '../api/index.ts';
 import {
+  type CarBlock,
   CarFormatError,
   cidText,
   DAG_CBOR_CODEC,
@@ -10,13 +11,22 @@ import {
 } from '../protocol/index.ts';
 import * as dagCbor from '@ipld/dag-cbor';
 import { UnixFS } from 'ipfs-unixfs';
+import { createReadStream } from 'node:fs';
 import { leavesOfList, LeafSizes, MetadataNodes } from '../packer/index.ts';
 import type { CID } from 'multiformats/cid';
+import { CarFileNodes } from './car-file-nodes.ts';
 
 // Reads a version's metadata CAR (§17.2): the manifest, its dag-pb nodes, and every leaf its
-// File nodes list. The nodes are copied out of the CAR as it streams in, so the CAR itself is
-// never held whole. A backup keeps the tree it builds on for as long as it packs; it needs the
-// nodes only when its file index does not list the files' leaves (readTreeLeaves).
+// File nodes list. The CAR streams in and is never held whole. From a file, the nodes are read
+// from it again when asked for (readTreeIndexOfFile); from a stream, they are copied out as they
+// pass (readTreeIndex). A backup keeps the tree it builds on for as long as it packs; it needs
+// the nodes only when its file index does not list the files' leaves (readTreeLeaves).
+
+/** A tree's dag-pb nodes by CID: held in memory (MetadataNodes), or read from its CAR file. */
+export interface TreeNodes {
+  get(cid: CID): Uint8Array | undefined;
+  getByText(text: string): Uint8Array | undefined;
+}
 
 /** What a backup needs of the version it builds on: its manifest, and every leaf it holds. */
 export interface TreeLeaves {
@@ -24,12 +34,17 @@ export interface TreeLeaves {
   /** Every leaf the File nodes link to, with its size. */
   readonly leaves: LeafSizes;
   /** The tree's dag-pb nodes, when they were kept. */
-  readonly nodes?: MetadataNodes;
+  readonly nodes?: TreeNodes;
 }
 
 /** A version's tree whole: enough to browse, restore or verify it. */
 export interface TreeIndex extends TreeLeaves {
-  readonly nodes: MetadataNodes;
+  readonly nodes: TreeNodes;
+}
+
+/** A TreeIndex whose nodes are read from its metadata CAR file, open until `close`. */
+export interface TreeIndexOfFile extends TreeIndex {
+  close(): void;
 }
 
 async function* once(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
@@ -40,7 +55,24 @@ export async function readTreeIndex(
   car: Uint8Array | AsyncIterable<Uint8Array>,
 ): Promise<TreeIndex> {
   const nodes = new MetadataNodes();
-  return { ...(await readTree(car, nodes)), nodes };
+  return { ...(await readTree(car, (block) => nodes.put(block.cid, block.bytes))), nodes };
+}
+
+/**
+ * readTreeIndex for a metadata CAR in a file, whose nodes are read from it when asked for
+ * (CarFileNodes) rather than held: the caller closes it once done with the tree.
+ */
+export async function readTreeIndexOfFile(file: string): Promise<TreeIndexOfFile> {
+  const nodes = new CarFileNodes(file);
+  try {
+    const tree = await readTree(createReadStream(file, { highWaterMark: 1 << 20 }), (block) =>
+      nodes.put(block.cid, block.offset, block.length),
+    );
+    return { ...tree, nodes, close: () => nodes.close() };
+  } catch (error) {
+    nodes.close();
+    throw error;
+  }
 }
 
 /** The manifest and the leaves of a version's tree, without keeping its nodes. */
@@ -50,7 +82,8 @@ export function readTreeLeaves(car: Uint8Array | AsyncIterable<Uint8Array>): Pro
 
 async function readTree(
   car: Uint8Array | AsyncIterable<Uint8Array>,
-  nodes: MetadataNodes | undefined,
+  /** Takes each dag-pb node, when the nodes are kept. */
+  keepNode: ((block: CarBlock) => void) | undefined,
 ): Promise<{ manifest: Record<string, unknown>; leaves: LeafSizes }> {
   const leaves = new LeafSizes();
   let manifest: Record<string, unknown> | undefined;
@@ -67,7 +100,7 @@ async function readTree(
       if (item.cid.code === DAG_CBOR_CODEC && cidText(item.cid) === manifestCid) {
         manifest = dagCbor.decode(item.bytes);
       } else if (item.cid.code === DAG_PB_CODEC) {
-        nodes?.put(item.cid, item.bytes);
+        keepNode?.(item);
         for (const link of dagPb.decode(item.bytes).Links) {
           if (link.Hash.code === RAW_CODEC) leaves.add(link.Hash, link.Tsize ?? 0);
         }

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
-import { MetadataNodes } from '../../main/packer/index.ts';
+import { CarFileNodes } from '../../main/uploader/car-file-nodes.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 
@@ -43,7 +43,7 @@ afterAll(async () => {
 describe('a restore of many small files', () => {
   it('writes every file, and finds them there when run again, reading each node of the tree once per walk', async () => {
     const target = path.join(scratch, 'restored');
-    const nodeReads = vi.spyOn(MetadataNodes.prototype, 'get');
+    const nodeReads = vi.spyOn(CarFileNodes.prototype, 'get');
     try {
       const restored = await engine.restore({ bucket: 'Notes', to: target, overwrite: false });
       expect(restored).toMatchObject({ files: SMALL_FILES + 1, notRestored: [] });
@@ -60,7 +60,7 @@ describe('a restore of many small files', () => {
     expect(readFileSync(path.join(target, 'folder-3', 'scan.pdf')).equals(large)).toBe(true);
 
     // Run again, it finds every file there already: one more walk, to compare what is there.
-    const again = vi.spyOn(MetadataNodes.prototype, 'get');
+    const again = vi.spyOn(CarFileNodes.prototype, 'get');
     try {
       const restored = await engine.restore({ bucket: 'Notes', to: target, overwrite: false });
       expect(restored).toMatchObject({ files: 0, alreadyThere: SMALL_FILES + 1, renamed: [] });

@@ -63,6 +63,7 @@ async function uncheckedLeaf(bytes: Buffer, lying = false): Promise<UncheckedCar
     await rawCidOf(bytes),
     [sent.subarray(0, half), sent.subarray(half)],
     sent.length,
+    0,
   );
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
@@ -8,7 +8,7 @@ import { sha256 } from 'multiformats/hashes/sha2';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cidText, DAG_PB_CODEC, readCar } from '../../../main/protocol/index.ts';
 import { MetadataCarFile } from '../../../main/uploader/metadata-car-file.ts';
-import { readTreeIndex } from '../../../main/uploader/index.ts';
+import { readTreeIndex, readTreeIndexOfFile } from '../../../main/uploader/index.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-car-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -73,5 +73,32 @@ describe('MetadataCarFile', () => {
     await expect(MetadataCarFile.create(finished)).rejects.toMatchObject({ code: 'EEXIST' });
     await done.abandon();
     expect(existsSync(finished)).toBe(false);
+  });
+});
+
+describe('readTreeIndexOfFile', () => {
+  it('reads each node from the CAR file when asked, as it was put, until closed', async () => {
+    const file = path.join(scratch, 'read-back.car');
+    const car = await MetadataCarFile.create(file);
+    const nodes = await Promise.all(
+      Array.from({ length: 2000 }, (_, index) => pbNode(Buffer.alloc(300 + index, index % 251))),
+    );
+    nodes.push(await pbNode(Buffer.alloc(1_500_000, 9)));
+    for (const node of nodes) await car.put(node.cid, node.bytes);
+    const manifestBytes = dagCbor.encode({ version: 1, root: nodes[0]?.cid });
+    await car.finish(CID.createV1(dagCbor.code, await sha256.digest(manifestBytes)), manifestBytes);
+
+    const tree = await readTreeIndexOfFile(file);
+    // Moved, as a pulled CAR is moved into the cache once read: the open file still serves.
+    const moved = path.join(scratch, 'read-back-moved.car');
+    renameSync(file, moved);
+    for (const node of nodes) {
+      expect(Buffer.from(tree.nodes.get(node.cid) ?? []).equals(node.bytes)).toBe(true);
+      expect(tree.nodes.getByText(cidText(node.cid))?.length).toBe(node.bytes.length);
+    }
+    const absent = await pbNode(Buffer.from('not in this tree'));
+    expect(tree.nodes.get(absent.cid)).toBeUndefined();
+    tree.close();
+    expect(() => tree.nodes.get(nodes[0]?.cid ?? absent.cid)).toThrow(/after closing/);
   });
 });
