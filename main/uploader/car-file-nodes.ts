@@ -40,10 +40,6 @@ export class CarFileNodes {
     this.locations.push(offset, length);
   }
 
-  get size(): number {
-    return this.cids.size;
-  }
-
   /** The bytes of the node `cid`, read from the file; undefined when it is not there. */
   get(cid: CID): Uint8Array | undefined {
     return this.at(this.cids.indexOf(cid));
