@@ -1,4 +1,4 @@
-import { createReadStream, mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -34,7 +34,7 @@ import {
 import {
   newStagingDir,
   readTreeIndexOfFile,
-  readTreeLeaves,
+  readTreeLeavesOfFile,
   shardTargetFor,
   type TreeIndex,
   type TreeIndexOfFile,
@@ -78,12 +78,6 @@ import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** Reads a version's tree from the file of its metadata CAR, whole or in part. */
 type TreeReader<Tree extends TreeLeaves> = (file: string) => Promise<Tree>;
-
-/** The manifest and leaves of a version's tree, from the file of its metadata CAR. */
-function readTreeLeavesOfFile(file: string): Promise<TreeLeaves> {
-  // Streamed: a tree of many files has a metadata CAR of tens of megabytes.
-  return readTreeLeaves(createReadStream(file, { highWaterMark: 1 << 20 }));
-}
 
 /** Runs `use` on `tree`, then closes the metadata CAR file its nodes are read from. */
 async function usingTree<T>(
@@ -672,7 +666,9 @@ export class Engine {
           : {}),
         ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
-        keepMetadata: (versionId, carFile) => this.cacheMetadataFile(versionId, carFile),
+        keepMetadata: async (versionId, carFile) => {
+          await this.cacheMetadataFile(versionId, carFile);
+        },
         loadTree,
       });
     } finally {
@@ -852,9 +848,9 @@ export class Engine {
   /**
    * Keeps a version's metadata CAR, written to `carFile` on the same file system, by moving it
    * in: versions never change, so it stays valid. Its bytes reach the disk first, so a crash
-   * cannot leave a cached CAR cut short.
+   * cannot leave a cached CAR cut short. Returns where it is kept.
    */
-  private async cacheMetadataFile(versionId: string, carFile: string): Promise<void> {
+  private async cacheMetadataFile(versionId: string, carFile: string): Promise<string> {
     const handle = await open(carFile, 'r');
     try {
       await handle.datasync();
@@ -864,6 +860,7 @@ export class Engine {
     const cached = this.metadataCacheFile(versionId);
     mkdirSync(path.dirname(cached), { recursive: true, mode: 0o700 });
     await rename(carFile, cached);
+    return cached;
   }
 
   /**
@@ -881,24 +878,20 @@ export class Engine {
   ): Promise<Tree> {
     const pulled = newStagingDir(this.stagingRoot());
     mkdirSync(path.dirname(pulled), { recursive: true, mode: 0o700 });
-    let kept = false;
     try {
       await client.pullVersionToFile(versionId, pulled);
-      const tree = await read(pulled);
-      if (keep) {
-        try {
-          await this.cacheMetadataFile(versionId, pulled);
-        } catch (error) {
-          // Not returned, the tree would keep its CAR file open.
-          (tree as Partial<TreeIndexOfFile>).close?.();
-          throw error;
-        }
-        kept = true;
+      const file = keep ? await this.cacheMetadataFile(versionId, pulled) : pulled;
+      try {
+        return await read(file);
+      } catch (error) {
+        // A CAR that does not read back is not kept for the next request to trip on.
+        if (keep) await rm(file, { force: true });
+        throw error;
       }
-      return tree;
     } finally {
-      // A half-written CAR (a full disk) would hold space under a name nothing reads again.
-      if (!kept) await rm(pulled, { force: true });
+      // Moved into the cache, or not: a half-written CAR (a full disk), or one only verified,
+      // would hold space under a name nothing reads again.
+      await rm(pulled, { force: true });
     }
   }
 

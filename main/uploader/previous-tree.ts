@@ -65,7 +65,7 @@ export async function readTreeIndex(
 export async function readTreeIndexOfFile(file: string): Promise<TreeIndexOfFile> {
   const nodes = new CarFileNodes(file);
   try {
-    const tree = await readTree(createReadStream(file, { highWaterMark: 1 << 20 }), (block) =>
+    const tree = await readTree(streamOf(file), (block) =>
       nodes.put(block.cid, block.offset, block.length),
     );
     return { ...tree, nodes, close: () => nodes.close() };
@@ -78,6 +78,16 @@ export async function readTreeIndexOfFile(file: string): Promise<TreeIndexOfFile
 /** The manifest and the leaves of a version's tree, without keeping its nodes. */
 export function readTreeLeaves(car: Uint8Array | AsyncIterable<Uint8Array>): Promise<TreeLeaves> {
   return readTree(car, undefined);
+}
+
+/** readTreeLeaves for a metadata CAR in a file. */
+export function readTreeLeavesOfFile(file: string): Promise<TreeLeaves> {
+  return readTree(streamOf(file), undefined);
+}
+
+/** A metadata CAR file as a stream: a tree of many files has one of tens of megabytes. */
+function streamOf(file: string): AsyncIterable<Uint8Array> {
+  return createReadStream(file, { highWaterMark: 1 << 20 });
 }
 
 async function readTree(
