@@ -1,9 +1,10 @@
 import { closeSync, fstatSync } from 'node:fs';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
+import * as dagPb from '@ipld/dag-pb';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { isDiskGone } from '../api/index.ts';
+import { EngineError, isDiskGone } from '../api/index.ts';
 import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../protocol/index.ts';
 import {
   openSourceFile,
@@ -79,10 +80,26 @@ export interface PackInput {
   ) => Promise<void>;
   readonly onSkip: (item: SkippedItem) => void;
   /**
-   * Takes every entry of the tree, the source folder first, for the file index; a file comes
-   * once its node is made, so a skipped one does not.
+   * Takes every entry of the tree for the file index, a file or a folder once its node is made
+   * (so a skipped file does not come). Under a reused folder, nothing comes: see
+   * onFolderReused.
    */
   readonly onEntry?: (entry: PackedEntry) => void;
+  /**
+   * A folder the caller knows unchanged, with everything under it, since the version whose
+   * tree `previousNodes` holds; undefined to walk it. Asked once per folder the walk finds
+   * (not the source folder itself), before the walk would go into it: a folder reused is not
+   * walked, its node and every node under it are copied from `previousNodes`, and its leaves
+   * are marked held again. Needs `knownLeaves` of the same version.
+   */
+  readonly reuseFolder?: (folder: ScannedFolder) => ReusedFolder | undefined;
+  /** The dag-pb nodes of the version `knownLeaves` come from, which reused folders copy. */
+  readonly previousNodes?: { get(cid: CID): Uint8Array | undefined };
+  /**
+   * Called once a reused folder is in the tree (after its own entry went to onEntry), with the
+   * number of files under it: the caller keeps their index entries as they were.
+   */
+  readonly onFolderReused?: (folder: ScannedFolder, files: number) => void;
   /** Where the tree's dag-pb nodes go as they are made (a MetadataNodes, or a CAR file). */
   readonly nodes: NodeSink;
   readonly rules?: ExcludeRules;
@@ -100,6 +117,19 @@ export interface PackInput {
 }
 
 export type ScannedFile = Extract<SourceEntry, { kind: 'file' }>;
+export type ScannedFolder = Extract<SourceEntry, { kind: 'directory' }>;
+
+/** A folder as the version it is reused from holds it. */
+export interface ReusedFolder {
+  /** Its node, and the node's Tsize as its parent links to it. */
+  readonly cid: CID;
+  readonly size: number;
+  /** The regular files under it, and their bytes. */
+  readonly files: number;
+  readonly bytes: number;
+  /** Whether it holds any entry at all. */
+  readonly hasEntries: boolean;
+}
 
 /** Where a leaf's bytes lie in the source: a file relative to the source folder, and an offset. */
 export interface LeafOrigin {
@@ -121,19 +151,24 @@ export interface PackedEntry {
   readonly ino: bigint;
   readonly mode: number;
   readonly target: string | null;
-  /** A file's File node; null for folders and symlinks. */
+  /** A file's File node, or a folder's node; null for symlinks. */
   readonly cid: string | null;
+  /** A folder's node's Tsize, as its parent links to it; null for files and symlinks. */
+  readonly nodeSize: number | null;
   /** A file's leaves, in order (leaf-list.ts); null for folders and symlinks. */
   readonly leaves: Uint8Array | null;
 }
 
 /**
- * What the file index keeps of a walked entry; a file's node and leaves are added once it is
- * packed.
+ * What the file index keeps of a walked entry; a file's node and leaves, or a folder's node,
+ * are added once made.
  */
 export function packedEntryOf(
   entry: SourceEntry,
-  packed: { readonly cid: string; readonly leaves: Uint8Array } | null = null,
+  packed:
+    | { readonly cid: string; readonly leaves: Uint8Array }
+    | { readonly cid: string; readonly nodeSize: number }
+    | null = null,
 ): PackedEntry {
   return {
     path: entry.path,
@@ -144,7 +179,8 @@ export function packedEntryOf(
     mode: entry.mode,
     target: entry.kind === 'symlink' ? entry.target : null,
     cid: packed?.cid ?? null,
-    leaves: packed?.leaves ?? null,
+    nodeSize: packed && 'nodeSize' in packed ? packed.nodeSize : null,
+    leaves: packed && 'leaves' in packed ? packed.leaves : null,
   };
 }
 
@@ -196,8 +232,8 @@ const WALK_AHEAD_ENTRIES = 16_384;
 
 /** A folder of the walk whose entries are still coming. */
 interface OpenFolder {
-  /** Relative to the source folder; '' for the source folder itself. */
-  readonly path: string;
+  /** As walked; the source folder's has the path ''. */
+  readonly entry: ScannedFolder;
   readonly meta: FolderMeta;
   /** Its entries in walk order, each made or being made. */
   readonly entries: Array<{ readonly name: string; readonly made: Promise<FolderEntry> }>;
@@ -434,10 +470,57 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     const made: FolderEntry[] = [];
     for (const entry of folder.entries) made.push(await entry.made);
     const node = await makeFolderNode(folder.meta, made, blockstore);
+    onEntry(packedEntryOf(folder.entry, { cid: cidText(node.cid), nodeSize: node.size }));
     return {
-      name: nameOf(folder.path),
+      name: nameOf(folder.entry.path),
       node,
       folder: { emptySize: emptyFolderSize(folder.meta), hasEntries: made.length > 0 },
+    };
+  }
+
+  const { previousNodes, reuseFolder } = input;
+  if (reuseFolder && (!previousNodes || !known))
+    throw new Error("reusing folders needs the previous version's nodes and leaves");
+
+  /**
+   * Copies a reused folder's nodes into the tree, and marks its leaves held again: left
+   * unmarked, they would be listed as no longer referenced, and the host would drop them
+   * from the new version's block set.
+   */
+  async function copyNodes(top: CID): Promise<void> {
+    const pending = [top];
+    for (let cid = pending.pop(); cid; cid = pending.pop()) {
+      const bytes = previousNodes?.get(cid);
+      if (!bytes)
+        throw new EngineError(
+          'protocol',
+          `the previous version's metadata lacks node ${cidText(cid)}`,
+        );
+      await input.nodes.put(cid, bytes);
+      for (const link of dagPb.decode(bytes).Links) {
+        if (link.Hash.code === DAG_PB_CODEC) pending.push(link.Hash);
+        else if (link.Hash.code !== RAW_CODEC || holdLeaf(link.Hash, link.Tsize ?? 0))
+          throw new EngineError(
+            'protocol',
+            `the previous version's node ${cidText(cid)} links to a block it does not hold`,
+          );
+      }
+    }
+  }
+
+  /** A folder reused whole: its entry in its parent. */
+  async function reuse(entry: ScannedFolder, reused: ReusedFolder): Promise<FolderEntry> {
+    await copyNodes(reused.cid);
+    fileCount += reused.files;
+    totalBytes += reused.bytes;
+    filesReused += reused.files;
+    onEntry(packedEntryOf(entry, { cid: cidText(reused.cid), nodeSize: reused.size }));
+    input.onFolderReused?.(entry, reused.files);
+    const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
+    return {
+      name: nameOf(entry.path),
+      node: { cid: reused.cid, size: reused.size },
+      folder: { emptySize: emptyFolderSize(meta), hasEntries: reused.hasEntries },
     };
   }
 
@@ -455,7 +538,6 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   };
 
   const rootEntry = sourceRootEntry(input.sourceDir);
-  onEntry(packedEntryOf(rootEntry));
   let settleRoot: (made: Promise<FolderEntry>) => void = () => undefined;
   const rootMade = new Promise<FolderEntry>((resolve) => {
     settleRoot = resolve;
@@ -463,7 +545,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   watch(rootMade);
   const openFolders: OpenFolder[] = [
     {
-      path: '',
+      entry: rootEntry,
       meta: { mode: rootEntry.mode, mtime: mtimeOf(rootEntry.mtimeNs) },
       entries: [],
       settle: settleRoot,
@@ -477,14 +559,25 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     for (;;) {
       const folder = openFolders[openFolders.length - 1];
       if (!folder) throw new Error(`no open folder holds ${relativePath}`);
-      if (folder.path === parent) return folder;
+      if (folder.entry.path === parent) return folder;
       openFolders.pop();
       folder.settle(makeFolder(folder));
     }
   };
+  /** Folders the walk did not go into, by path, until the packing reaches them. */
+  const reusedFolders = new Map<string, ReusedFolder>();
   const ahead = new WalkAhead<FolderEntry>(
     walkSource(input.sourceDir, {
       onSkip: input.onSkip,
+      ...(reuseFolder
+        ? {
+            enters: (folder: ScannedFolder) => {
+              const reused = reuseFolder(folder);
+              if (reused) reusedFolders.set(folder.path, reused);
+              return !reused;
+            },
+          }
+        : {}),
       ...(input.rules ? { rules: input.rules } : {}),
       ...(input.onExcluded ? { onExcluded: input.onExcluded } : {}),
     }),
@@ -513,14 +606,19 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
       switch (entry.kind) {
         case 'directory': {
-          onEntry(packedEntryOf(entry));
+          const reused = reusedFolders.get(entry.path);
+          if (reused) {
+            reusedFolders.delete(entry.path);
+            folder.entries.push({ name, made: Promise.resolve(await reuse(entry, reused)) });
+            break;
+          }
           let settle: (made: Promise<FolderEntry>) => void = () => undefined;
           const made = new Promise<FolderEntry>((resolve) => {
             settle = resolve;
           });
           watch(made);
           folder.entries.push({ name, made });
-          openFolders.push({ path: entry.path, meta, entries: [], settle });
+          openFolders.push({ entry, meta, entries: [], settle });
           break;
         }
         case 'symlink': {

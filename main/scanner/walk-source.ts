@@ -92,6 +92,11 @@ export interface WalkOptions {
   /** Paths excluded by rules are reported here, not as skipped items. */
   readonly onExcluded?: (relativePath: string) => void;
   readonly rules?: ExcludeRules;
+  /**
+   * Whether to walk into a folder the walk found; by default every one. A folder not entered
+   * is still reported, and nothing under it is looked at.
+   */
+  readonly enters?: (folder: Extract<SourceEntry, { kind: 'directory' }>) => boolean;
 }
 
 const ENTRIES_BETWEEN_YIELDS = 256;
@@ -179,7 +184,12 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
     }
     if (stats.isDirectory()) {
       const ino = inodes.of(stats, full);
-      yield { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs, ino };
+      const found = { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs, ino } as const;
+      // Asked before the folder is reported: a caller running ahead of its consumer decides
+      // now, and the consumer may not see the entry until later.
+      const entering = options.enters?.(found) ?? true;
+      yield found;
+      if (!entering) continue;
       const names = listFolder(root, rel, options);
       if (names) open.push({ relative: rel, absolute: full, names, next: 0 });
     } else if (stats.isFile()) {

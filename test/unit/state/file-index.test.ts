@@ -30,7 +30,8 @@ function entry(relativePath: string, kind: IndexedEntry['kind'] = 'file', n = 1)
     ino: 2n ** 60n + BigInt(n),
     mode: kind === 'file' ? 0o644 : 0o755,
     target: kind === 'symlink' ? `../target-${n}` : null,
-    cid: kind === 'file' ? `bafy-file-${n}` : null,
+    cid: kind === 'symlink' ? null : `bafy-${kind}-${n}`,
+    nodeSize: kind === 'directory' ? 1000 + n : null,
     // One to three leaves' digests, told apart by their bytes.
     leaves: kind === 'file' ? Buffer.alloc(32 * (1 + (n % 3)), n % 256) : null,
   };
@@ -184,6 +185,103 @@ describe('the file index', () => {
     }
   });
 
+  it("counts a folder's entries and the files under it, and stages a folder's entries as they are", () => {
+    const db = openStateDatabase(stateFile());
+    try {
+      const entries = sampleEntries();
+      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+      for (const staging of entries) staged.add(staging);
+      staged.commit('version-1', { paths: [], filesModifiedFromNs: 2n ** 62n });
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      // Right in the folder only; `big` is too large to be kept, and is counted all the same.
+      expect(
+        ['', 'a', 'a/b', 'x', 'big', 'mid1', 'a/z', 'nowhere'].map((folder) =>
+          index.entriesIn(folder),
+        ),
+      ).toEqual([7, 2, 1, 2, 12_000, 8_000, 0, 0]);
+      // Files at any depth; `a.txt` sorts between `a` and `a/…` and is not under `a`.
+      expect(index.filesUnder('a')).toEqual({ files: 2, bytes: 3 + 5 });
+      expect(index.filesUnder('x')).toEqual({ files: 1, bytes: 9 });
+      expect(index.filesUnder('a/b/c.txt')).toEqual({ files: 0, bytes: 0 });
+
+      // The next backup walks the source folder and `a`, and keeps what is under `a` as it was.
+      const next = index.stage();
+      next.add(entry('', 'directory', 0));
+      next.add(entry('a', 'directory', 1));
+      next.keepUnder('a');
+      next.commit('version-2', { paths: [], filesModifiedFromNs: 2n ** 62n });
+      const after = sourceFileIndex(db, 'bucket', '/src');
+      expect(after.entryCount).toBe(5);
+      for (const kept of entries.slice(0, 4).concat(entries[5] ?? []))
+        expect(comparable(after.lookup(kept.path))).toEqual(comparable(kept));
+      expect(['a.txt', 'x', 'x/x', 'big/f1'].map((p) => after.lookup(p))).toEqual([
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+      ]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('keeps the entries under kept folders whatever their names, and replaces all others', () => {
+    const db = openStateDatabase(stateFile());
+    try {
+      // Names around the bounds of a folder's range: `a.b/` and `a b/` sort before `a/`, and
+      // U+E000 before U+1F600 in UTF-8 (JavaScript's UTF-16 order has them the other way).
+      const folders = ['a', 'a.b', 'a b', '\uE000', '\u{1F600}', 'z'];
+      const first: IndexedEntry[] = [entry('', 'directory', 0), entry('a.txt', 'file', 1)];
+      for (const [n, folder] of folders.entries()) {
+        first.push(entry(folder, 'directory', 10 * n));
+        first.push(entry(`${folder}/f0`, 'file', 10 * n + 1));
+        first.push(entry(`${folder}/sub`, 'directory', 10 * n + 2));
+        first.push(entry(`${folder}/sub/f1`, 'file', 10 * n + 3));
+      }
+      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+      for (const staging of first) staged.add(staging);
+      staged.commit('version-1', { paths: [], filesModifiedFromNs: 2n ** 62n });
+
+      // The next backup keeps four folders (told in walk order), walks `a b` and `z` again,
+      // and finds a top file gone, one new, and `z/f0` gone.
+      const keptFolders = ['a', 'a.b', '\uE000', '\u{1F600}'];
+      const next = sourceFileIndex(db, 'bucket', '/src').stage();
+      next.add(entry('', 'directory', 0));
+      next.add(entry('new.txt', 'file', 2));
+      for (const folder of keptFolders) {
+        next.add(entry(folder, 'directory', 100));
+        next.keepUnder(folder);
+      }
+      next.add(entry('a b', 'directory', 101));
+      next.add(entry('z', 'directory', 102));
+      next.add(entry('z/sub', 'directory', 103));
+      next.add(entry('z/sub/f1', 'file', 104));
+      next.commit('version-2', { paths: [], filesModifiedFromNs: 2n ** 62n });
+
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      expect(index.versionId).toBe('version-2');
+      const under = first.filter((e) =>
+        keptFolders.some((folder) => e.path.startsWith(`${folder}/`)),
+      );
+      expect(under).toHaveLength(12);
+      for (const kept of under)
+        expect(comparable(index.lookup(kept.path))).toEqual(comparable(kept));
+      for (const folder of keptFolders)
+        expect(comparable(index.lookup(folder))).toEqual(
+          comparable(entry(folder, 'directory', 100)),
+        );
+      expect(comparable(index.lookup('z/sub/f1'))).toEqual(
+        comparable(entry('z/sub/f1', 'file', 104)),
+      );
+      for (const gone of ['a.txt', 'a b/f0', 'a b/sub', 'a b/sub/f1', 'z/f0'])
+        expect(index.lookup(gone)).toBeUndefined();
+      // The source folder, new.txt, 4 kept folders and their 12 entries, `a b`, z, z/sub, z/sub/f1.
+      expect(index.entryCount).toBe(2 + 4 + 12 + 4);
+    } finally {
+      db.close();
+    }
+  });
+
   it('finds the entries of a database written before the folder and leaves columns existed', () => {
     const file = stateFile();
     // The schema as it was before migration 070, with one source indexed.
@@ -226,10 +324,11 @@ describe('the file index', () => {
     const db = openStateDatabase(file);
     try {
       const index = sourceFileIndex(db, 'bucket', '/src');
-      // Its files have no leaves, and it says so: a backup then finds them in the tree.
+      // Its files have no leaves, and it says so: a backup then finds them in the tree. Its
+      // folders have no node size, so a backup walks them rather than reusing them.
       expect(index.leavesRecorded).toBe(false);
       for (const expected of entries)
-        expect(index.lookup(expected.path)).toEqual({ ...expected, leaves: null });
+        expect(index.lookup(expected.path)).toEqual({ ...expected, nodeSize: null, leaves: null });
     } finally {
       db.close();
     }
