@@ -1,7 +1,8 @@
 import { openAsBlob } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
-import { cidText } from '../protocol/index.ts';
+import { CID } from 'multiformats/cid';
+import { cidText, DAG_PB_CODEC } from '../protocol/index.ts';
 import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
 import { ChunkHasher } from '../packer/chunk-hasher.ts';
 import {
@@ -38,7 +39,7 @@ import { ShardWriter, type StagedShard } from './shard-writer.ts';
 import type { LeafShards } from './leaf-shards.ts';
 import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
-import { indexVouchesFor, surveySource } from './unchanged-source.ts';
+import { indexVouchesFor, sameEntry, surveySource } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
 // version lacks into shards, push, ask which of those the user already holds, upload the shards
@@ -148,6 +149,37 @@ function reuseUnchanged(
 }
 
 /**
+ * Reuse a folder the survey did not find changed, when the walk finds it again as the index
+ * describes it (it may have changed since the survey), the index has its node, and the active
+ * version's tree holds that node: the index describes that version.
+ */
+function reuseUnchangedFolders(
+  index: SourceFileIndex,
+  previous: TreeLeaves | undefined,
+  changedFolders: ReadonlySet<string> | null,
+): Pick<PackInput, 'reuseFolder' | 'previousNodes'> | undefined {
+  const nodes = previous?.nodes;
+  if (!nodes || !changedFolders) return undefined;
+  return {
+    previousNodes: nodes,
+    reuseFolder: (folder) => {
+      if (changedFolders.has(folder.path)) return undefined;
+      const known = index.lookup(folder.path);
+      if (!known || !sameEntry(folder, known) || known.cid === null || known.nodeSize === null)
+        return undefined;
+      const cid = CID.parse(known.cid);
+      if (cid.code !== DAG_PB_CODEC || !nodes.get(cid)) return undefined;
+      return {
+        cid,
+        size: known.nodeSize,
+        ...index.filesUnder(folder.path),
+        hasEntries: index.entriesIn(folder.path) > 0,
+      };
+    },
+  };
+}
+
+/**
  * The entries the next backup must not trust: torn files, and files modified right before the
  * scan. Folders and symlinks may be fresh: a symlink cannot change in place (replacing it makes
  * a new inode), and a change to a folder's entries shows in the entries.
@@ -188,9 +220,9 @@ async function attempt(
   // With progress to report, the walk that looks for changes also counts what to read.
   const survey =
     indexIsActive || input.onProgress
-      ? await surveySource(input.sourceDir, rules, input.fileIndex, !input.onProgress)
-      : 'changed';
-  if (indexIsActive && survey !== 'changed' && survey.unchanged) {
+      ? await surveySource(input.sourceDir, rules, input.fileIndex)
+      : undefined;
+  if (indexIsActive && survey?.unchanged === true) {
     return {
       versionId: active.id,
       files: survey.files,
@@ -212,11 +244,13 @@ async function attempt(
       const car = await client.pullVersion(versionId);
       return withNodes ? readTreeIndex(car) : readTreeLeaves(car);
     });
+  // Folders found unchanged reuse the active version's nodes, when the index describes it.
+  const changedFolders = indexIsActive ? (survey?.changedFolders ?? null) : null;
   const previous = active
     ? {
         id: active.id,
         rootCid: active.root_cid,
-        tree: await loadTree(active.id, !input.fileIndex.leavesRecorded),
+        tree: await loadTree(active.id, !input.fileIndex.leavesRecorded || changedFolders !== null),
       }
     : null;
   const label = previous?.tree.manifest['source_label'];
@@ -232,10 +266,9 @@ async function attempt(
     );
   }
   // Reading's totals: the files packing must read; with no previous version, every file.
-  const readingTotals =
-    survey === 'changed'
-      ? undefined
-      : { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes };
+  const readingTotals = survey
+    ? { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes }
+    : undefined;
   const garbage = new GarbageAtPhaseSwitch();
   const staged = input.fileIndex.stage();
   let pushed: PushedVersion | undefined;
@@ -250,6 +283,7 @@ async function attempt(
         readingTotals,
         garbage,
         staged,
+        changedFolders,
       );
       // What packing held is garbage now, before the upload makes its own.
       garbage.collect();
@@ -332,6 +366,8 @@ async function packAndPush(
   garbage: GarbageAtPhaseSwitch,
   /** Takes the packed entries for the file index; cleared when the source is packed again. */
   staged: StagedEntries,
+  /** Folders the survey found changed; every other is reused. Null: none is. */
+  changedFolders: ReadonlySet<string> | null,
 ): Promise<PushedVersion> {
   const { client } = input;
   const shardTarget = input.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES;
@@ -362,6 +398,7 @@ async function packAndPush(
   let returned = false;
   try {
     const reuse = reuseUnchanged(input.fileIndex, previous?.tree);
+    const reuseFolder = reuseUnchangedFolders(input.fileIndex, previous?.tree, changedFolders);
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
     const { onProgress } = input;
@@ -376,6 +413,15 @@ async function packAndPush(
         rules,
         nodes,
         ...(reuse ? { reuse } : {}),
+        ...(reuseFolder
+          ? {
+              ...reuseFolder,
+              onFolderReused: (folder, files) => {
+                staged.keepUnder(folder.path);
+                progress?.addFiles(files);
+              },
+            }
+          : {}),
         ...(progress
           ? {
               onBytesRead: (count: number) => progress.addBytes(count),

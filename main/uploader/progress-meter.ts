@@ -83,7 +83,11 @@ export class PhaseProgress {
   }
 
   addFile(): void {
-    this.filesDone += 1;
+    this.addFiles(1);
+  }
+
+  addFiles(count: number): void {
+    this.filesDone += count;
     this.maybeReport();
   }
 

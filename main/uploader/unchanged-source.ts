@@ -1,16 +1,18 @@
 import type { ExcludeRules } from '../scanner/index.ts';
 import { sourceRootEntry, walkSource, type SourceEntry } from '../scanner/index.ts';
-import type { IndexedEntry, SourceFileIndex } from '../state/index.ts';
+import { folderOf, type IndexedEntry, type SourceFileIndex } from '../state/index.ts';
 
 // Compares a source with its file index in one walk. A source has not changed since the
 // version the index describes when every entry the walk finds is in the index with the same
 // kind, mode, mtime and inode (and a file's size, a symlink's target), and nothing else is.
-// Without progress to report, the walk stops at the first difference, so a changed source pays
-// for the check only up to there. With progress, it goes on to the end: the same walk then
-// gives the reading phase its totals, which took a second walk of the whole source (and an
-// index lookup per file) before.
+//
+// The walk goes on to the end, and notes each folder that holds a difference, however deep:
+// packing then walks only those, and reuses every other folder's node from the version the
+// index describes (one changed file among 100 000 cost 8-9 s when packing walked them all).
+// The same walk gives the reading phase its totals.
 
-function sameEntry(found: SourceEntry, known: IndexedEntry | undefined): boolean {
+/** Whether the walk found `found` as the index describes it. */
+export function sameEntry(found: SourceEntry, known: IndexedEntry | undefined): boolean {
   if (!known || known.kind !== found.kind) return false;
   if (known.mode !== found.mode || known.mtimeNs !== found.mtimeNs || known.ino !== found.ino)
     return false;
@@ -45,42 +47,63 @@ export interface SourceSurvey {
   readonly bytes: number;
   /** Bytes of the files packing must read: those the index cannot vouch for. */
   readonly bytesToRead: number;
+  /**
+   * The folders holding a difference somewhere under them ('' the source folder), or null
+   * when the index describes no version. Any other folder the walk found is, with everything
+   * under it, as the index describes it.
+   */
+  readonly changedFolders: ReadonlySet<string> | null;
 }
 
-/**
- * Walks the source against the index. `stopAtChange`: return 'changed' at the first
- * difference instead of walking on for the totals.
- */
+/** Walks the source against the index. */
 export async function surveySource(
   sourceDir: string,
   rules: ExcludeRules,
   index: SourceFileIndex,
-  stopAtChange: boolean,
-): Promise<SourceSurvey | 'changed'> {
+): Promise<SourceSurvey> {
   // An index of no version vouches for nothing; its lookups would all miss.
   const indexed = index.versionId !== null;
-  let unchanged = indexed && sameEntry(sourceRootEntry(sourceDir), index.lookup(''));
-  if (!unchanged && stopAtChange) return 'changed';
+  const changed = indexed ? new Set<string>() : null;
+  /** Notes a difference in `folder`, and so in every folder above it. */
+  const changeIn = (folder: string | null): void => {
+    for (let at = folder; at !== null && changed && !changed.has(at); at = folderOf(at))
+      changed.add(at);
+  };
+  if (!indexed || !sameEntry(sourceRootEntry(sourceDir), index.lookup(''))) changeIn('');
+  /** The folders the walk is in, the deepest last, and how many entries it found in each. */
+  const open: Array<{ readonly path: string; found: number }> = [{ path: '', found: 0 }];
+  /** Closes the folders the walk has left: one that lost an entry differs too. */
+  const closeFoldersDownTo = (parent: string | null): void => {
+    for (let folder = open.at(-1); folder && folder.path !== parent; folder = open.at(-1)) {
+      open.pop();
+      if (indexed && folder.found !== index.entriesIn(folder.path)) changeIn(folder.path);
+    }
+  };
   let seen = 1;
   let files = 0;
   let bytes = 0;
   let bytesToRead = 0;
   for await (const entry of walkSource(sourceDir, {
     rules,
-    onSkip: () => {
-      unchanged = false;
-    },
+    // Whatever could not be looked at may be anything; its own path is noted too, for a folder
+    // that could not be listed.
+    onSkip: (item) => changeIn(item.path === '.' ? '' : item.path),
   })) {
+    const parent = folderOf(entry.path);
+    closeFoldersDownTo(parent);
+    const folder = open.at(-1);
+    if (folder) folder.found += 1;
     const known = indexed ? index.lookup(entry.path) : undefined;
-    if (unchanged && !sameEntry(entry, known)) unchanged = false;
-    if (!unchanged && stopAtChange) return 'changed';
+    if (indexed && !sameEntry(entry, known))
+      changeIn(entry.kind === 'directory' ? entry.path : parent);
+    if (entry.kind === 'directory') open.push({ path: entry.path, found: 0 });
     seen += 1;
     if (entry.kind !== 'file') continue;
     files += 1;
     bytes += entry.size;
     if (!indexVouchesFor(entry, known)) bytesToRead += entry.size;
   }
-  unchanged &&= seen === index.entryCount;
-  if (!unchanged && stopAtChange) return 'changed';
-  return { unchanged, files, bytes, bytesToRead };
+  closeFoldersDownTo(null);
+  const unchanged = changed !== null && changed.size === 0 && seen === index.entryCount;
+  return { unchanged, files, bytes, bytesToRead, changedFolders: changed };
 }

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
@@ -7,7 +7,9 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  readlinkSync,
   rmSync,
+  symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
@@ -17,6 +19,7 @@ import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { CarFileNodes } from '../../main/uploader/car-file-nodes.ts';
 
 // The file index: an unchanged source makes no version and reads nothing; a changed one reads
 // only what changed; and the index is never trusted beyond the version the bucket holds. Nor is
@@ -100,6 +103,59 @@ describe('the file index', () => {
 
     const versions = await engine.listVersions({ bucket: 'Index' });
     expect(versions).toHaveLength(4);
+  });
+
+  it('walks again only the folders holding a change, and stores the tree and blocks a full walk would', async () => {
+    await engine.createBucket({ name: 'Folders', type: 'backup', storageClass: 'hot' });
+    await engine.createBucket({ name: 'Walked', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'folders');
+    for (const top of ['a', 'b', 'c'])
+      for (const sub of ['x', 'y'])
+        for (let i = 0; i < 3; i += 1)
+          writeSettled(path.join(source, top, sub, `f${i}.txt`), `${top}/${sub}/${i}`);
+    // A file of three leaves, the same content in two folders, a symlink and an empty folder.
+    writeSettled(path.join(source, 'b', 'big.bin'), randomBytes(2 * 1024 * 1024 + 5));
+    writeSettled(path.join(source, 'a', 'y', 'same.txt'), 'same');
+    writeSettled(path.join(source, 'c', 'x', 'same.txt'), 'same');
+    symlinkSync('../x/f0.txt', path.join(source, 'c', 'y', 'link'));
+    mkdirSync(path.join(source, 'c', 'empty'));
+    const first = await engine.backup({ dir: source, bucket: 'Folders' });
+    expect(first).toMatchObject({ files: 21 });
+
+    // One file changes: the other folders' nodes come from the version before, not a walk.
+    const nodesCopied = vi.spyOn(CarFileNodes.prototype, 'get');
+    writeSettled(path.join(source, 'a', 'x', 'f1.txt'), 'changed');
+    const changed = await engine.backup({ dir: source, bucket: 'Folders' });
+    expect(changed).toMatchObject({ files: 21, filesUnchanged: 20, bytesRead: 'changed'.length });
+    expect(nodesCopied).toHaveBeenCalled();
+    nodesCopied.mockRestore();
+    // The same tree as a backup that walks it all (another bucket, no index), and the same
+    // block set: the leaves of the folders not walked are still the version's.
+    const walked = await engine.backup({ dir: source, bucket: 'Walked' });
+    expect(walked.filesUnchanged).toBe(0);
+    const rootOf = async (bucket: string, id: string) =>
+      (await engine.listVersions({ bucket })).find((version) => version.id === id)?.root_cid;
+    expect(await rootOf('Folders', changed.versionId)).toBe(
+      await rootOf('Walked', walked.versionId),
+    );
+    const [folderSnapshot] = await engine.listSnapshots({ bucket: 'Folders' });
+    const [walkedSnapshot] = await engine.listSnapshots({ bucket: 'Walked' });
+    expect(folderSnapshot?.metadata_id).toBe(changed.versionId);
+    expect(folderSnapshot?.size).toBe(walkedSnapshot?.size);
+
+    // The index kept what was under the folders not walked: a change there is seen, and the
+    // rest is known.
+    writeSettled(path.join(source, 'b', 'y', 'f2.txt'), 'again');
+    const deeper = await engine.backup({ dir: source, bucket: 'Folders' });
+    expect(deeper).toMatchObject({ files: 21, filesUnchanged: 20, bytesRead: 'again'.length });
+    const still = await engine.backup({ dir: source, bucket: 'Folders' });
+    expect(still).toMatchObject({ unchanged: true, versionId: deeper.versionId });
+    const target = path.join(scratch, 'restored-folders');
+    await engine.restore({ bucket: 'Folders', to: target, overwrite: false });
+    for (const file of ['a/x/f1.txt', 'b/y/f2.txt', 'b/big.bin', 'c/x/same.txt', 'a/y/f0.txt'])
+      expect(readFileSync(path.join(target, file))).toEqual(readFileSync(path.join(source, file)));
+    expect(readlinkSync(path.join(target, 'c', 'y', 'link'))).toBe('../x/f0.txt');
+    expect(lstatSync(path.join(target, 'c', 'empty')).isDirectory()).toBe(true);
   });
 
   it('re-reads every file when the bucket no longer holds the version the index describes', async () => {
