@@ -48,9 +48,10 @@ export interface SourceSurvey {
   /** Bytes of the files packing must read: those the index cannot vouch for. */
   readonly bytesToRead: number;
   /**
-   * The folders holding a difference somewhere under them ('' the source folder), or null
-   * when the index describes no version. Any other folder the walk found is, with everything
-   * under it, as the index describes it.
+   * The folders holding a difference somewhere under them ('' the source folder), and the
+   * paths the walk skipped (a folder it could not list is one); null when the index describes
+   * no version. Any other folder the walk found is, with everything under it, as the index
+   * describes it.
    */
   readonly changedFolders: ReadonlySet<string> | null;
 }
