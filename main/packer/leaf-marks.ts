@@ -16,7 +16,15 @@ export class LeafMarks {
 
   /** Marks `cid` when it is a known leaf; false, and nothing marked, when it is not. */
   mark(cid: CID): boolean {
-    const index = this.known.indexOf(cid);
+    return this.markAt(this.known.indexOf(cid));
+  }
+
+  /** mark, for a leaf given by its SHA-256 digest. */
+  markDigest(digest: Uint8Array): boolean {
+    return this.markAt(this.known.indexOfDigest(digest));
+  }
+
+  private markAt(index: number): boolean {
     if (index < 0) return false;
     this.marks[index >> 3] = (this.marks[index >> 3] ?? 0) | (1 << (index & 7));
     return true;

@@ -23,6 +23,15 @@ export class LeafSizes {
     return true;
   }
 
+  /** add, for a leaf given by its SHA-256 digest (copied in). */
+  addDigest(digest: Uint8Array, size: number): boolean {
+    const before = this.cids.size;
+    this.cids.addDigest(digest);
+    if (this.cids.size === before) return false;
+    this.sizes.push(size);
+    return true;
+  }
+
   has(cid: CID): boolean {
     return this.cids.indexOf(cid) >= 0;
   }
@@ -30,6 +39,11 @@ export class LeafSizes {
   /** The number of `cid`, in the order leaves were added; -1 when it is not held. */
   indexOf(cid: CID): number {
     return this.cids.indexOf(cid);
+  }
+
+  /** indexOf, for a leaf given by its SHA-256 digest. */
+  indexOfDigest(digest: Uint8Array): number {
+    return this.cids.indexOfDigest(digest);
   }
 
   /** indexOf, for a CID's text. */

@@ -5,7 +5,14 @@ import * as dagPb from '@ipld/dag-pb';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { EngineError, isDiskGone } from '../api/index.ts';
-import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../protocol/index.ts';
+import {
+  cidFromSha256,
+  cidText,
+  DAG_PB_CODEC,
+  DagPbLinks,
+  RAW_CODEC,
+  sha256CidOf,
+} from '../protocol/index.ts';
 import {
   openSourceFile,
   sourceRootEntry,
@@ -488,6 +495,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
    * from the new version's block set.
    */
   async function copyNodes(top: CID): Promise<void> {
+    const links = new DagPbLinks();
     const pending = [top];
     for (let cid = pending.pop(); cid; cid = pending.pop()) {
       const bytes = previousNodes?.get(cid);
@@ -497,14 +505,26 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           `the previous version's metadata lacks node ${cidText(cid)}`,
         );
       await input.nodes.put(cid, bytes);
-      for (const link of dagPb.decode(bytes).Links) {
-        if (link.Hash.code === DAG_PB_CODEC) pending.push(link.Hash);
-        else if (link.Hash.code !== RAW_CODEC || holdLeaf(link.Hash, link.Tsize ?? 0))
-          throw new EngineError(
-            'protocol',
-            `the previous version's node ${cidText(cid)} links to a block it does not hold`,
-          );
+      const count = links.read(bytes);
+      let held = true;
+      if (count >= 0) {
+        for (let link = 0; link < count && held; link++) {
+          const codec = links.codecs[link];
+          if (codec === DAG_PB_CODEC) pending.push(cidFromSha256(codec, links.digest(link)));
+          else held = codec === RAW_CODEC && known?.markDigest(links.digest(link)) === true;
+        }
+      } else {
+        // Not a node this client writes: decoded the slow way.
+        for (const link of dagPb.decode(bytes).Links) {
+          if (link.Hash.code === DAG_PB_CODEC) pending.push(link.Hash);
+          else held &&= link.Hash.code === RAW_CODEC && known?.mark(link.Hash) === true;
+        }
       }
+      if (!held)
+        throw new EngineError(
+          'protocol',
+          `the previous version's node ${cidText(cid)} links to a block it does not hold`,
+        );
     }
   }
 

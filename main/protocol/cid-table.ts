@@ -43,6 +43,11 @@ export class CidTable {
     return this.find(bytes.subarray(bytes.length - DIGEST_BYTES));
   }
 
+  /** indexOf, for a CID of this table's codec given by its SHA-256 digest. */
+  indexOfDigest(digest: Uint8Array): number {
+    return digest.length === DIGEST_BYTES ? this.find(digest) : -1;
+  }
+
   has(cid: CID): boolean {
     return this.indexOf(cid) >= 0;
   }
@@ -50,7 +55,12 @@ export class CidTable {
   /** The number of `cid`, which is added first when it is not in the table yet. */
   add(cid: CID): number {
     if (!this.fits(cid)) throw new Error(`a table of codec ${this.codec} cannot hold ${cid.code}`);
-    const digest = cid.multihash.digest;
+    return this.addDigest(cid.multihash.digest);
+  }
+
+  /** add, for a CID of this table's codec given by its SHA-256 digest (copied in). */
+  addDigest(digest: Uint8Array): number {
+    if (digest.length !== DIGEST_BYTES) throw new Error('a SHA-256 digest has 32 bytes');
     const found = this.find(digest);
     if (found >= 0) return found;
     if (this.count * DIGEST_BYTES === this.digests.length) this.grow();

@@ -7,6 +7,7 @@ export * from './car-reader.ts';
 export * from './car-writer.ts';
 export * from './cid.ts';
 export * from './cid-table.ts';
+export * from './dag-pb-links.ts';
 export * from './compact-jws.ts';
 export * from './device-jwt.ts';
 export * from './enrollment-code.ts';

@@ -6,6 +6,7 @@ import {
   cidText,
   DAG_CBOR_CODEC,
   DAG_PB_CODEC,
+  DagPbLinks,
   RAW_CODEC,
   readCar,
 } from '../protocol/index.ts';
@@ -96,6 +97,7 @@ async function readTree(
   keepNode: ((block: CarBlock) => void) | undefined,
 ): Promise<{ manifest: Record<string, unknown>; leaves: LeafSizes }> {
   const leaves = new LeafSizes();
+  const links = new DagPbLinks();
   let manifest: Record<string, unknown> | undefined;
   let manifestCid: string | undefined;
   try {
@@ -111,9 +113,16 @@ async function readTree(
         manifest = dagCbor.decode(item.bytes);
       } else if (item.cid.code === DAG_PB_CODEC) {
         keepNode?.(item);
-        for (const link of dagPb.decode(item.bytes).Links) {
-          if (link.Hash.code === RAW_CODEC) leaves.add(link.Hash, link.Tsize ?? 0);
+        const count = links.read(item.bytes);
+        for (let link = 0; link < count; link++) {
+          if (links.codecs[link] === RAW_CODEC)
+            leaves.addDigest(links.digest(link), links.tsizes[link] ?? 0);
         }
+        // Not a node this client writes: decoded the slow way.
+        if (count < 0)
+          for (const link of dagPb.decode(item.bytes).Links) {
+            if (link.Hash.code === RAW_CODEC) leaves.add(link.Hash, link.Tsize ?? 0);
+          }
       }
     }
   } catch (error) {

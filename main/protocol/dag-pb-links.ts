@@ -1,0 +1,113 @@
+import { SHA2_256_CODE } from './cid.ts';
+
+// The links of a dag-pb node, read straight from its bytes: each link's codec, where its
+// SHA-256 digest lies, and its Tsize. @ipld/dag-pb's decode makes a CID, a link object and a
+// name string for every link, and reading a version's tree (its leaves, its nodes to reuse)
+// spent most of its time there: about 2 s of each kind on a tree of 400 000 files.
+//
+// Only the shape this client writes and §3 allows is read here: every link a CIDv1 of one
+// byte's codec and a sha2-256 multihash of 32 bytes, fields in dag-pb's order. Anything else
+// reads as "not understood" (-1), and the caller decodes the node with @ipld/dag-pb instead.
+
+const DIGEST_BYTES = 32;
+/** A CIDv1's bytes: version, codec, multihash code and length, digest. */
+const CID_BYTES = 4 + DIGEST_BYTES;
+/** PBNode: Data (field 1) and Links (field 2), both length-delimited. */
+const NODE_DATA_TAG = 0x0a;
+const NODE_LINK_TAG = 0x12;
+/** PBLink: Hash (1) and Name (2) length-delimited, Tsize (3) a varint. */
+const LINK_HASH_TAG = 0x0a;
+const LINK_NAME_TAG = 0x12;
+const LINK_TSIZE_TAG = 0x18;
+
+export class DagPbLinks {
+  /** Per link read: its CID's codec, where its digest starts in the bytes, and its Tsize. */
+  readonly codecs: number[] = [];
+  readonly digestAt: number[] = [];
+  readonly tsizes: number[] = [];
+  private bytes: Uint8Array = new Uint8Array(0);
+  private at = 0;
+
+  /**
+   * Reads the links of the node `bytes` into this reader's arrays, replacing those of the node
+   * before: the number of links, or -1 when the node is not of the shape read here.
+   */
+  read(bytes: Uint8Array): number {
+    this.bytes = bytes;
+    this.at = 0;
+    this.codecs.length = 0;
+    this.digestAt.length = 0;
+    this.tsizes.length = 0;
+    while (this.at < bytes.length) {
+      const tag = this.varint();
+      const length = this.varint();
+      const end = this.at + length;
+      if (length < 0 || end > bytes.length) return -1;
+      if (tag === NODE_LINK_TAG) {
+        if (!this.link(end)) return -1;
+      } else if (tag !== NODE_DATA_TAG) {
+        return -1;
+      }
+      this.at = end;
+    }
+    return this.codecs.length;
+  }
+
+  /** The digest of link `index` of the node read last: a view of its bytes. */
+  digest(index: number): Uint8Array {
+    const start = this.digestAt[index] ?? 0;
+    return this.bytes.subarray(start, start + DIGEST_BYTES);
+  }
+
+  private link(end: number): boolean {
+    let digestAt = -1;
+    let codec = -1;
+    let tsize = 0;
+    while (this.at < end) {
+      const tag = this.varint();
+      if (tag === LINK_TSIZE_TAG) {
+        tsize = this.varint();
+        if (tsize < 0) return false;
+        continue;
+      }
+      const length = this.varint();
+      if (length < 0 || this.at + length > end) return false;
+      if (tag === LINK_HASH_TAG) {
+        const at = this.at;
+        const b = this.bytes;
+        if (
+          length !== CID_BYTES ||
+          b[at] !== 1 ||
+          (b[at + 1] ?? 0x80) >= 0x80 ||
+          b[at + 2] !== SHA2_256_CODE ||
+          b[at + 3] !== DIGEST_BYTES
+        )
+          return false;
+        codec = b[at + 1] ?? -1;
+        digestAt = at + 4;
+      } else if (tag !== LINK_NAME_TAG) {
+        return false;
+      }
+      this.at += length;
+    }
+    if (digestAt < 0 || this.at !== end) return false;
+    this.codecs.push(codec);
+    this.digestAt.push(digestAt);
+    this.tsizes.push(tsize);
+    return true;
+  }
+
+  /** A varint at the read position, moved past; -1 when cut short or past 2^53. */
+  private varint(): number {
+    let value = 0;
+    let scale = 1;
+    for (;;) {
+      const byte = this.bytes[this.at];
+      if (byte === undefined || scale > 2 ** 49) return -1;
+      this.at += 1;
+      value += (byte & 0x7f) * scale;
+      if (byte < 0x80) return value;
+      scale *= 128;
+    }
+  }
+}
