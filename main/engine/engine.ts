@@ -34,6 +34,7 @@ import {
 import {
   newStagingDir,
   readTreeIndexOfFile,
+  removeAbandonedStaging,
   readTreeLeavesOfFile,
   shardTargetFor,
   type TreeIndex,
@@ -866,9 +867,9 @@ export class Engine {
   /**
    * Pulls a version's metadata CAR into a file of the staging folder, and reads it with `read`;
    * `keep` says whether it goes into the cache after, or is removed. Named as staging folders
-   * are, by process: one left by a killed run goes at the next backup (removeAbandonedStaging),
-   * and another pull of the same version under way (a daemon answers several requests at
-   * once) has a name of its own.
+   * are, by process: another pull of the same version under way (a daemon answers several
+   * requests at once) has a name of its own, and what a killed run left there goes first, as
+   * at each backup: a device that only restores and browses never backs up to remove it.
    */
   private async pulledTree<Tree extends TreeLeaves>(
     client: ServiceClient,
@@ -876,6 +877,7 @@ export class Engine {
     read: TreeReader<Tree>,
     keep: boolean,
   ): Promise<Tree> {
+    await removeAbandonedStaging(this.stagingRoot(), uploadQueue(this.db).stagingDirs());
     const pulled = newStagingDir(this.stagingRoot());
     mkdirSync(path.dirname(pulled), { recursive: true, mode: 0o700 });
     try {

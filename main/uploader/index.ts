@@ -4,5 +4,5 @@ export * from './previous-tree.ts';
 export * from './progress-meter.ts';
 export * from './shard-target.ts';
 export * from './shard-writer.ts';
-export { newStagingDir } from './staging-dirs.ts';
+export { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 export * from './unchanged-source.ts';

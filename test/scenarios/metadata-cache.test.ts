@@ -8,6 +8,8 @@ import {
   truncateSync,
   writeFileSync,
 } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -66,5 +68,20 @@ describe('the metadata cache', () => {
     expect(readFileSync(cached).equals(whole)).toBe(true);
     expect(readdirSync(cacheDir)).toEqual([`${versionId}.car`]);
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
+  });
+
+  it("removes what a killed run's pull left in staging, and not a running one's", async () => {
+    const staging = path.join(home, 'staging');
+    // A process that has ended, and one still running (this test's parent).
+    const deadPid = spawnSync('true').pid;
+    const left = `${deadPid}-${randomUUID()}`;
+    const running = `${process.ppid}-${randomUUID()}`;
+    writeFileSync(path.join(staging, left), whole.subarray(0, 1000));
+    writeFileSync(path.join(staging, running), whole.subarray(0, 1000));
+    rmSync(cached);
+    const listed = await engine.ls({ bucket: 'Cached' });
+    expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
+    expect(readdirSync(staging)).toEqual([running]);
+    rmSync(path.join(staging, running));
   });
 });
