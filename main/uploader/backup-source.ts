@@ -22,13 +22,7 @@ import type {
   UntrustedEntries,
   UploadQueue,
 } from '../state/index.ts';
-import {
-  leavesOfFile,
-  listedLeavesInTree,
-  readTreeIndex,
-  readTreeLeaves,
-  type TreeLeaves,
-} from './previous-tree.ts';
+import { leavesOfFile, listedLeavesInTree, type TreeLeaves } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile } from './metadata-car-file.ts';
 import { plannedShardBody, type PlannedBlockPages } from './planned-shard-body.ts';
@@ -73,10 +67,10 @@ export interface BackupInput {
   /** Test seam: runs after a file was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /**
-   * A version's tree, e.g. from a local cache; by default pulled from the service. Its nodes
-   * are wanted only when the file index does not list its files' leaves.
+   * A version's tree, from the local metadata cache or pulled into it. Its nodes are wanted
+   * when the file index does not list its files' leaves, or when folders may be reused.
    */
-  readonly loadTree?: (versionId: string, withNodes: boolean) => Promise<TreeLeaves>;
+  readonly loadTree: (versionId: string, withNodes: boolean) => Promise<TreeLeaves>;
   /**
    * Called with the file that holds a stored version's metadata CAR, for the local cache that
    * browsing reads: the callee may move the file away; whatever is left there is removed.
@@ -238,12 +232,7 @@ async function attempt(
       resumedVersionId: null,
     };
   }
-  const loadTree =
-    input.loadTree ??
-    (async (versionId: string, withNodes: boolean) => {
-      const car = await client.pullVersion(versionId);
-      return withNodes ? readTreeIndex(car) : readTreeLeaves(car);
-    });
+  const { loadTree } = input;
   // Folders found unchanged reuse the active version's nodes, when the index describes it.
   const changedFolders = indexIsActive ? (survey?.changedFolders ?? null) : null;
   const previous = active
