@@ -45,18 +45,21 @@ export function inheritBlockSet(
   deleted: ReadonlySet<string>,
 ): void {
   if (parentId === null) return;
-  sql(
+  const inherited = sql(
     db,
     `INSERT INTO version_blocks (version_id, cid)
      SELECT ?, cid FROM version_blocks
      WHERE version_id = ? AND cid NOT IN (SELECT value FROM json_each(?))`,
-  ).run(versionId, parentId, JSON.stringify([...deleted]));
-  sql(
+  ).run(versionId, parentId, JSON.stringify([...deleted])).changes;
+  const counted = sql(
     db,
     `UPDATE user_blocks SET refs = refs + 1
      WHERE user_id = ? AND refs > 0
        AND cid IN (SELECT cid FROM version_blocks WHERE version_id = ?)`,
-  ).run(userId, versionId);
+  ).run(userId, versionId).changes;
+  // Every inherited block counted: none to look for (a scan of the whole set, 0.25 s of a
+  // push on 400 000 blocks).
+  if (counted === inherited) return;
   const unheld = sql<[string, string], { cid: string }>(
     db,
     `SELECT cid FROM version_blocks AS set_block WHERE version_id = ? AND NOT EXISTS (
