@@ -1,5 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as dagPb from '@ipld/dag-pb';
@@ -19,19 +27,26 @@ describe('large directories', () => {
     const source = path.join(scratch, 'source');
     const big = path.join(source, 'inbox');
     mkdirSync(big, { recursive: true });
-    for (let i = 0; i < 10_000; i += 1)
-      writeFileSync(path.join(big, `message-${i}.eml`), `message ${i}\n`);
+    // Dated a minute back: files written right before a backup are read again by the next.
+    const aMinuteAgo = new Date(Date.now() - 60_000);
+    for (let i = 0; i < 10_000; i += 1) {
+      const file = path.join(big, `message-${i}.eml`);
+      writeFileSync(file, `message ${i}\n`);
+      utimesSync(file, aMinuteAgo, aMinuteAgo);
+    }
 
     const nodes = new MetadataNodes();
-    await packSource({
-      nodes,
-      sourceDir: source,
-      sourceLabel: 'hamt',
-      deviceFingerprint: '0'.repeat(40),
-      createdAtSeconds: 0,
-      onLeaf: () => Promise.resolve(),
-      onSkip: () => undefined,
-    });
+    const walkAll = () =>
+      packSource({
+        nodes,
+        sourceDir: source,
+        sourceLabel: 'hamt',
+        deviceFingerprint: '0'.repeat(40),
+        createdAtSeconds: 0,
+        onLeaf: () => Promise.resolve(),
+        onSkip: () => undefined,
+      });
+    await walkAll();
     const types = new Set<string>();
     for (const block of nodes.sorted()) {
       const node = dagPb.decode(block.bytes);
@@ -59,6 +74,16 @@ describe('large directories', () => {
       expect(readFileSync(path.join(target, 'inbox', 'message-9999.eml'), 'utf8')).toBe(
         'message 9999\n',
       );
+
+      // A file added beside it: the sharded folder is reused whole, and the tree is the one a
+      // walk of everything makes.
+      writeFileSync(path.join(source, 'notes.txt'), 'notes');
+      const next = await engine.backup({ dir: source, bucket: 'Mail' });
+      expect(next).toMatchObject({ files: 10_001, filesUnchanged: 10_000 });
+      const stored = (await engine.listVersions({ bucket: 'Mail' })).find(
+        (version) => version.id === next.versionId,
+      );
+      expect(stored?.root_cid).toBe((await walkAll()).rootCid.toString());
     } finally {
       await engine.close();
     }
