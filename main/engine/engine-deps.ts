@@ -49,6 +49,8 @@ export interface EngineDeps {
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
   /** Test seam for crash-point tests: a restored file is written whole, before its rename. */
   readonly afterFileRestored?: (writtenSoFar: number) => void;
+  /** What the metadata cache may hold; by default METADATA_CACHE_BUDGET_BYTES (2 GiB). */
+  readonly metadataCacheBytes?: number;
   /** Where `login --local` keeps the service's data when no folder is given. */
   readonly defaultLocalDataDir?: string;
 }

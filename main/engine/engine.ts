@@ -41,7 +41,7 @@ import {
   type TreeIndexOfFile,
   type TreeLeaves,
 } from '../uploader/index.ts';
-import { open, rename, rm } from 'node:fs/promises';
+import { open, rename, rm, utimes } from 'node:fs/promises';
 import { OUT_OF_SPACE_MSG, type Metadata, type Snapshot } from '../protocol/index.ts';
 import {
   checkSourceFolder,
@@ -54,6 +54,7 @@ import {
   BackupLock,
   forgetAccount,
   RestoreMark,
+  knownActiveVersionIds,
   lastKnownActiveVersion,
   lastKnownVersions,
   rememberActiveVersion,
@@ -75,6 +76,7 @@ import {
 } from '../state/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
+import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache-trim.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** Reads a version's tree from the file of its metadata CAR, whole or in part. */
@@ -681,6 +683,8 @@ export class Engine {
       version_id: result.versionId,
       seen_at: this.now(),
     });
+    // After the new version is known active: the one it replaced may go now.
+    await this.trimMetadataCache();
     return result;
   }
 
@@ -838,12 +842,23 @@ export class Engine {
     versionId: string,
     read: TreeReader<Tree>,
   ): Promise<Tree | undefined> {
+    const file = this.metadataCacheFile(versionId);
+    let tree: Tree;
     try {
-      return await read(this.metadataCacheFile(versionId));
+      tree = await read(file);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
     }
+    try {
+      // Used now: the cache's budget removes what was used longest ago first.
+      const now = new Date();
+      await utimes(file, now, now);
+    } catch {
+      // Only the order of removal depends on it (a cache on a read-only disk is never trimmed
+      // either): the tree read is what was asked for.
+    }
+    return tree;
   }
 
   /**
@@ -865,6 +880,25 @@ export class Engine {
   }
 
   /**
+   * Keeps the metadata cache within its budget (metadata-cache-trim.ts): each bucket's active
+   * version, as last seen, stays, and so does `justUsed`.
+   */
+  private async trimMetadataCache(justUsed?: string): Promise<void> {
+    const keep = new Set(knownActiveVersionIds(this.db));
+    if (justUsed !== undefined) keep.add(justUsed);
+    try {
+      await trimMetadataCache(
+        path.join(this.deps.home, 'metadata'),
+        keep,
+        this.deps.metadataCacheBytes ?? METADATA_CACHE_BUDGET_BYTES,
+      );
+    } catch {
+      // A CAR that cannot be removed now stays until the next trim, after the next version
+      // cached: the backup or the browse that got here has done what was asked of it.
+    }
+  }
+
+  /**
    * Pulls a version's metadata CAR into a file of the staging folder, and reads it with `read`;
    * `keep` says whether it goes into the cache after, or is removed. Named as staging folders
    * are, by process: another pull of the same version under way (a daemon answers several
@@ -883,6 +917,7 @@ export class Engine {
     try {
       await client.pullVersionToFile(versionId, pulled);
       const file = keep ? await this.cacheMetadataFile(versionId, pulled) : pulled;
+      if (keep) await this.trimMetadataCache(versionId);
       try {
         return await read(file);
       } catch (error) {

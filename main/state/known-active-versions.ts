@@ -26,3 +26,8 @@ export function lastKnownActiveVersion(db: StateDb, name: string): KnownActiveVe
     )
     .get(name);
 }
+
+/** The active version of every bucket, as last seen. */
+export function knownActiveVersionIds(db: StateDb): string[] {
+  return db.prepare<[], string>('SELECT version_id FROM known_active_versions').pluck().all();
+}

@@ -70,6 +70,44 @@ describe('the metadata cache', () => {
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
+  it('keeps within its budget, dropping the versions used longest ago but never an active one', async () => {
+    // A budget smaller than any CAR: only the versions kept whatever their size stay.
+    const smallHome = path.join(scratch, 'small-home');
+    const small = createEngine({
+      home: smallHome,
+      secrets: new FileSecretStore(smallHome),
+      startLocalService,
+      metadataCacheBytes: 1,
+    });
+    const smallCache = path.join(smallHome, 'metadata');
+    const cars = () => readdirSync(smallCache).sort();
+    try {
+      const first = await firstBackup(small, source, 'Small');
+      writeFileSync(path.join(source, 'todo.txt'), 'water the plants twice');
+      const second = await small.backup({ dir: source, bucket: 'Small' });
+      // The version before is no longer active: it goes once the new one is cached.
+      expect(cars()).toEqual([`${second.versionId}.car`]);
+      // Asked for again, it is pulled, and kept while it is the one just used.
+      const old = await small.ls({ bucket: 'Small', version: first.versionId });
+      expect(old.find((entry) => entry.name === 'todo.txt')?.size).toBe('water the plants'.length);
+      expect(cars()).toEqual([`${first.versionId}.car`, `${second.versionId}.car`].sort());
+      writeFileSync(path.join(source, 'todo.txt'), 'water the plants, thrice');
+      const third = await small.backup({ dir: source, bucket: 'Small' });
+      expect(cars()).toEqual([`${third.versionId}.car`]);
+      // The active version's tree is still there to build on: the next backup reads nothing
+      // it need not, and browsing it needs no pull.
+      const fourth = await small.backup({ dir: source, bucket: 'Small' });
+      expect(fourth).toMatchObject({ unchanged: true, versionId: third.versionId });
+      expect((await small.ls({ bucket: 'Small' })).map((entry) => entry.name)).toEqual([
+        'letters',
+        'todo.txt',
+      ]);
+    } finally {
+      await small.close();
+      writeFileSync(path.join(source, 'todo.txt'), 'water the plants');
+    }
+  });
+
   it("removes what a killed run's pull left in staging, and not a running one's", async () => {
     const staging = path.join(home, 'staging');
     // A process that has ended, and one still running (this test's parent).
