@@ -1,4 +1,12 @@
-import { accessSync, constants, lstatSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  lstatSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -172,10 +180,23 @@ export async function startLocalService(
     }
     throw error;
   }
+  // The mount the service opened its files on: a disk plugged in again is another mount.
+  const openedOn = statSync(dataDir).dev;
   return {
     url,
     readOnly,
     ...(socketPath === undefined ? {} : { socketPath }),
+    matchesDisk: () => {
+      try {
+        const now = statSync(dataDir, { throwIfNoEntry: false });
+        return (
+          now?.dev === openedOn && holdsServiceData(dataDir) && onReadOnlyDisk(dataDir) === readOnly
+        );
+      } catch {
+        // A folder that cannot even be looked at (EIO, ENOTCONN) is not the one opened.
+        return false;
+      }
+    },
     enrollmentCode: () =>
       Promise.resolve(enrollmentCodeCreatingUser(service.ctx, LOCAL_USER_EMAIL).code),
     holdsData: () => {

@@ -18,6 +18,13 @@ export interface LocalService {
    * failed request can be told as that rather than as the service's failure.
    */
   holdsData?(): boolean;
+  /**
+   * Whether its data folder is still the one it opened, as it opened it: false once the folder
+   * is gone, is on another mount (its disk pulled out and plugged in again: what the service
+   * has open is on the mount that went), or is mounted with other write access. A long-lived
+   * engine (the daemon, the app) then starts the service anew.
+   */
+  matchesDisk?(): boolean;
   close(): Promise<void>;
 }
 

@@ -203,6 +203,16 @@ export class Engine {
    * there would not know the device and would fill the disk's mount point.
    */
   private async startLocal(dataDir: string, create: boolean): Promise<LocalService> {
+    if (this.local?.matchesDisk?.() === false) {
+      // Its disk went, or came back as another mount: what it has open is gone with the old one.
+      const stale = this.local;
+      this.local = undefined;
+      try {
+        await stale.close();
+      } catch {
+        // Closing files on a disk that is gone can fail; nothing of them is needed any more.
+      }
+    }
     if (this.local) return this.local;
     if (!this.deps.startLocalService) {
       throw new EngineError('local_server', 'this host cannot run the local storage service');

@@ -364,6 +364,38 @@ describe('a disk pulled out while in use', () => {
     });
   });
 
+  it('keeps one engine (the daemon, the app) working once the disk pulled out is plugged in again', async () => {
+    await withStick('long-lived-disk', 64, async (backupDisk) => {
+      const deviceHome = path.join(scratch, 'home-long-lived');
+      const data = path.join(backupDisk.dir, 'canopy');
+      const source = path.join(scratch, 'long-lived-source');
+      mkdirSync(source);
+      writeFileSync(path.join(source, 'notes.txt'), 'first');
+      await withEngine(
+        deviceHome,
+        quickRetries,
+        async (engine) => {
+          await engine.backup({ dir: source, bucket: 'Notes' });
+          // Yanked while the engine's service has its files open on it.
+          backupDisk.pullOut();
+          writeFileSync(path.join(source, 'notes.txt'), 'second');
+          await expect(engine.backup({ dir: source, bucket: 'Notes' })).rejects.toMatchObject({
+            code: 'local_data_missing',
+            message: `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again`,
+          });
+          // Back, as another mount: the same engine backs up and restores again.
+          backupDisk.plugIn();
+          const after = await engine.backup({ dir: source, bucket: 'Notes' });
+          expect(after).toMatchObject({ unchanged: false, files: 1 });
+          const restoredTo = path.join(scratch, 'long-lived-back');
+          await engine.restore({ bucket: 'Notes', to: restoredTo, overwrite: false });
+          expect(readFileSync(path.join(restoredTo, 'notes.txt'), 'utf8')).toBe('second');
+        },
+        { dataDir: data, bucket: 'Notes' },
+      );
+    });
+  });
+
   it('names the backup disk as the reason of a failed restore; once it is back, the restore gives every byte', async () => {
     await withStick('pulled-restore-disk', 128, async (backupDisk) => {
       const deviceHome = path.join(scratch, 'home-pulled-restore');
