@@ -286,7 +286,9 @@ async function run(
                 const line = progressLine(progress);
                 if (terminal) process.stderr.write(`\r${line}\x1b[K`);
                 else {
+                  // A scan's counts are always its totals so far: it is never seen to end.
                   const phaseEnded =
+                    progress.phase !== 'scanning' &&
                     progress.bytesDone === progress.bytesTotal &&
                     progress.filesDone === progress.filesTotal;
                   if (!phaseEnded && Date.now() - lastLine < 2000) return;

@@ -31,7 +31,7 @@ import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
 import { ShardWriter, type StagedShard } from './shard-writer.ts';
 import type { LeafShards } from './leaf-shards.ts';
-import { PhaseProgress, type BackupProgress } from './progress-meter.ts';
+import { PhaseProgress, ScanProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 import { indexVouchesFor, sameEntry, surveySource } from './unchanged-source.ts';
 
@@ -212,10 +212,14 @@ async function attempt(
   );
   const indexIsActive = active !== undefined && input.fileIndex.versionId === active.id;
   // With progress to report, the walk that looks for changes also counts what to read.
+  const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
   const survey =
-    indexIsActive || input.onProgress
-      ? await surveySource(input.sourceDir, rules, input.fileIndex)
+    indexIsActive || scanning
+      ? await surveySource(input.sourceDir, rules, input.fileIndex, (bytes) =>
+          scanning?.found(bytes),
+        )
       : undefined;
+  scanning?.finish();
   if (indexIsActive && survey?.unchanged === true) {
     return {
       versionId: active.id,

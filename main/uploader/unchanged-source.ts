@@ -61,6 +61,8 @@ export async function surveySource(
   sourceDir: string,
   rules: ExcludeRules,
   index: SourceFileIndex,
+  /** Called with each file found, for progress. */
+  onFile?: (bytes: number) => void,
 ): Promise<SourceSurvey> {
   // An index of no version vouches for nothing; its lookups would all miss.
   const indexed = index.versionId !== null;
@@ -102,6 +104,7 @@ export async function surveySource(
     if (entry.kind !== 'file') continue;
     files += 1;
     bytes += entry.size;
+    onFile?.(entry.size);
     if (!indexVouchesFor(entry, known)) bytesToRead += entry.size;
   }
   closeFoldersDownTo(null);

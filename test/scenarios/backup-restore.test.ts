@@ -140,7 +140,7 @@ describe('backup and restore', () => {
     expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
   });
 
-  it('reports progress in files and bytes, reading then uploading, with an ETA', async () => {
+  it('reports progress in files and bytes, scanning, then reading and uploading with an ETA', async () => {
     await engine.createBucket({ name: 'Progress', type: 'backup', storageClass: 'hot' });
     const seen: BackupProgress[] = [];
     const result = await engine.backup({
@@ -148,9 +148,19 @@ describe('backup and restore', () => {
       bucket: 'Progress',
       onProgress: (progress) => seen.push(progress),
     });
+    const scanning = seen.filter((progress) => progress.phase === 'scanning');
     const reading = seen.filter((progress) => progress.phase === 'reading');
     const uploading = seen.filter((progress) => progress.phase === 'uploading');
-    expect(seen).toEqual([...reading, ...uploading]);
+    expect(seen).toEqual([...scanning, ...reading, ...uploading]);
+    // The scan counts what it finds, with no ETA: its total is known only at its end.
+    expect(scanning.at(-1)).toEqual({
+      phase: 'scanning',
+      filesDone: 11,
+      filesTotal: 11,
+      bytesDone: result.bytesScanned,
+      bytesTotal: result.bytesScanned,
+      etaSeconds: null,
+    });
     expect(reading.at(-1)).toMatchObject({
       filesDone: 11,
       filesTotal: 11,
@@ -162,7 +172,7 @@ describe('backup and restore', () => {
       bytesDone: result.bytesUploaded,
       bytesTotal: result.bytesUploaded,
     });
-    for (const phase of [reading, uploading]) {
+    for (const phase of [scanning, reading, uploading]) {
       for (const [index, progress] of phase.entries()) {
         expect(progress.bytesDone).toBeGreaterThanOrEqual(phase[index - 1]?.bytesDone ?? 0);
         expect(progress.etaSeconds === null || progress.etaSeconds >= 0).toBe(true);

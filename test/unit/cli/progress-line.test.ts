@@ -30,5 +30,16 @@ describe('the progress line', () => {
         etaSeconds: 95,
       }),
     ).toBe('uploading: 10/10 files, 250 MB of 1.0 GB, about 2 min left');
+    // A scan knows no total until it ends: what it found so far, and no time left.
+    expect(
+      progressLine({
+        phase: 'scanning',
+        filesDone: 41_000,
+        filesTotal: 41_000,
+        bytesDone: 3_400_000_000,
+        bytesTotal: 3_400_000_000,
+        etaSeconds: null,
+      }),
+    ).toBe('scanning: 41000 files, 3.4 GB found');
   });
 });
