@@ -27,8 +27,10 @@ export function formatEta(seconds: number | null): string {
 }
 
 export function progressLine(progress: BackupProgress): string {
-  if (progress.phase === 'scanning')
-    return `scanning: ${progress.filesDone} files, ${formatBytes(progress.bytesDone)} found`;
+  if (progress.phase === 'scanning') {
+    const files = `${progress.filesDone} file${progress.filesDone === 1 ? '' : 's'}`;
+    return `scanning: ${files}, ${formatBytes(progress.bytesDone)} found`;
+  }
   const files = `${progress.filesDone}/${progress.filesTotal} files`;
   const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
   const verb = progress.phase === 'reading' ? 'reading' : 'uploading';

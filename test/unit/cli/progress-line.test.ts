@@ -41,5 +41,15 @@ describe('the progress line', () => {
         etaSeconds: null,
       }),
     ).toBe('scanning: 41000 files, 3.4 GB found');
+    expect(
+      progressLine({
+        phase: 'scanning',
+        filesDone: 1,
+        filesTotal: 1,
+        bytesDone: 7,
+        bytesTotal: 7,
+        etaSeconds: null,
+      }),
+    ).toBe('scanning: 1 file, 7 B found');
   });
 });
