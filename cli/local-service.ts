@@ -168,7 +168,10 @@ export async function startLocalService(
   }
   let url: string;
   let socketPath: string | undefined;
+  /** The mount the service opened its files on: a disk plugged in again is another mount. */
+  let openedOn: number;
   try {
+    openedOn = statSync(dataDir).dev;
     observe?.(service.app);
     url = await service.listen('127.0.0.1', 0);
     socketPath = folder === undefined ? undefined : await listenOnSocketIn(service, folder);
@@ -180,8 +183,6 @@ export async function startLocalService(
     }
     throw error;
   }
-  // The mount the service opened its files on: a disk plugged in again is another mount.
-  const openedOn = statSync(dataDir).dev;
   return {
     url,
     readOnly,

@@ -9,8 +9,8 @@ import path from 'node:path';
 // which the next backup builds on, and the one just cached). A version no longer cached is
 // pulled again when asked for, and can then not be browsed offline.
 //
-// "Used" is the file's mtime: set when the CAR is cached, and again each time it is read
-// (touchCachedMetadata). Access times are no help, as most systems update them lazily.
+// "Used" is the file's mtime: set when the CAR is written, and again each time the engine reads
+// it from the cache. Access times are no help, as most systems update them lazily.
 
 /** What the cache may hold, unless the kept versions alone are more. */
 export const METADATA_CACHE_BUDGET_BYTES = 2 * 1024 ** 3;
