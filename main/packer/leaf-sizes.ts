@@ -16,18 +16,17 @@ export class LeafSizes {
 
   /** Records a leaf; false, and nothing changed, when it was held already. */
   add(cid: CID, size: number): boolean {
-    const before = this.cids.size;
-    this.cids.add(cid);
-    if (this.cids.size === before) return false;
-    this.sizes.push(size);
-    return true;
+    return this.recorded(this.cids.size, this.cids.add(cid), size);
   }
 
   /** add, for a leaf given by its SHA-256 digest (copied in). */
   addDigest(digest: Uint8Array, size: number): boolean {
-    const before = this.cids.size;
-    this.cids.addDigest(digest);
-    if (this.cids.size === before) return false;
+    return this.recorded(this.cids.size, this.cids.addDigest(digest), size);
+  }
+
+  /** Keeps the size of the leaf numbered `index`, when it is new (numbered `before`). */
+  private recorded(before: number, index: number, size: number): boolean {
+    if (index !== before) return false;
     this.sizes.push(size);
     return true;
   }

@@ -162,7 +162,7 @@ function reuseUnchangedFolders(
       if (!known || !sameEntry(folder, known) || known.cid === null || known.nodeSize === null)
         return undefined;
       const cid = CID.parse(known.cid);
-      if (cid.code !== DAG_PB_CODEC || !nodes.get(cid)) return undefined;
+      if (cid.code !== DAG_PB_CODEC || !nodes.has(cid)) return undefined;
       return {
         cid,
         size: known.nodeSize,

@@ -45,6 +45,11 @@ export class CarFileNodes {
     return this.at(this.cids.indexOf(cid));
   }
 
+  /** Whether the node `cid` is held, without reading it. */
+  has(cid: CID): boolean {
+    return this.cids.has(cid);
+  }
+
   /** get, for a CID's text. */
   getByText(text: string): Uint8Array | undefined {
     return this.at(this.cids.indexOfText(text));

@@ -25,6 +25,7 @@ import { CarFileNodes } from './car-file-nodes.ts';
 
 /** A tree's dag-pb nodes by CID: held in memory (MetadataNodes), or read from its CAR file. */
 export interface TreeNodes {
+  has(cid: CID): boolean;
   get(cid: CID): Uint8Array | undefined;
   getByText(text: string): Uint8Array | undefined;
 }

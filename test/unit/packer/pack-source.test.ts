@@ -23,6 +23,7 @@ import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
 import {
+  LeafSizes,
   MetadataNodes,
   packSource,
   type PackedEntry,
@@ -508,5 +509,48 @@ describe('an unchanged folder', () => {
       }
     }
     expect([...metadata].length).toBe(first.metadataBlocks.length + 1);
+  });
+
+  it('fails clearly, as damaged metadata, when the previous tree lacks a node or a leaf under it', async () => {
+    const dir = sampleTree();
+    const first = await pack(dir);
+    const previous = await readTreeIndex(encodeCar([first.tree.manifestCid], first.metadataBlocks));
+    const nested = first.entries.find((entry) => entry.path === 'nested');
+    const deeper = first.entries.find((entry) => entry.path === 'nested/deeper');
+    if (!nested?.cid || !deeper?.cid) throw new Error('no node for the folders');
+    const reuseNested = () => ({
+      cid: CID.parse(nested.cid ?? ''),
+      size: nested.nodeSize ?? 0,
+      files: 3,
+      bytes: 0,
+      hasEntries: true,
+    });
+    const folder = (path: string) => (path === 'nested' ? reuseNested() : undefined);
+    // A node under the reused folder missing from the previous metadata.
+    const lacking = {
+      has: (cid: CID) => previous.nodes.has(cid),
+      get: (cid: CID) => (cid.toString() === deeper.cid ? undefined : previous.nodes.get(cid)),
+    };
+    await expect(
+      pack(dir, {
+        knownLeaves: previous.leaves,
+        previousNodes: lacking,
+        reuseFolder: (found) => folder(found.path),
+      }),
+    ).rejects.toMatchObject({
+      code: 'protocol',
+      message: `the previous version's metadata lacks node ${deeper.cid}`,
+    });
+    // A leaf under it that the previous version does not hold: the last 7 bytes of
+    // nested/deeper/3MiB-plus-7, the only leaf of that size.
+    const fewerLeaves = new LeafSizes();
+    for (const leaf of previous.leaves) if (leaf.size !== 7) fewerLeaves.add(leaf.cid, leaf.size);
+    await expect(
+      pack(dir, {
+        knownLeaves: fewerLeaves,
+        previousNodes: previous.nodes,
+        reuseFolder: (found) => folder(found.path),
+      }),
+    ).rejects.toMatchObject({ code: 'protocol', message: /links to a block it does not hold/ });
   });
 });
