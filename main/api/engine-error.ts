@@ -33,6 +33,8 @@ export type EngineErrorCode =
   /** The operating system refused access to a local file or folder (a source, a target). */
   | 'permission_denied'
   | 'source_changed'
+  /** A backup's source holds too many files and folders for one version's metadata (§14). */
+  | 'source_too_large'
   | 'busy'
   | 'usage';
 

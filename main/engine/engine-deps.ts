@@ -56,6 +56,11 @@ export interface EngineDeps {
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
   /** Test seam for crash-point tests: a restored file is written whole, before its rename. */
   readonly afterFileRestored?: (writtenSoFar: number) => void;
+  /**
+   * Test seam: the largest metadata CAR a backup makes; by default the spec's (§14, 128 MiB),
+   * which takes a source of some 800 000 files to reach.
+   */
+  readonly metadataLimitBytes?: number;
   /** What the metadata cache may hold; by default METADATA_CACHE_BUDGET_BYTES (2 GiB). */
   readonly metadataCacheBytes?: number;
   /** Where `login --local` keeps the service's data when no folder is given. */

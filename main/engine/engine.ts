@@ -667,6 +667,9 @@ export class Engine {
         queue: uploadQueue(this.db),
         fileIndex,
         ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
+        ...(this.deps.metadataLimitBytes === undefined
+          ? {}
+          : { metadataLimitBytes: this.deps.metadataLimitBytes }),
         // A minute's upload, and no more than the host took after refusing a larger one.
         shardTargetBytes: Math.min(
           this.deps.shardTargetBytes ?? shardTargetFor(uploadSpeedOf(this.db, bucket.id)),

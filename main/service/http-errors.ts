@@ -10,6 +10,28 @@ export function isRetryableStatus(status: number): boolean {
   return RETRYABLE_STATUSES.has(status);
 }
 
+/**
+ * The refusing answer behind an EngineError made here, as its `cause`: its status, and the
+ * service's own error code (§6), '' when the body was not the service's (a proxy's page).
+ */
+export class ServiceAnswer extends Error {
+  constructor(
+    readonly status: number,
+    readonly serviceCode: string,
+    msg: string,
+  ) {
+    super(`HTTP ${status}${serviceCode === '' ? '' : ` ${serviceCode}`}: ${msg}`);
+    this.name = 'ServiceAnswer';
+  }
+}
+
+/** Whether `error` is the service's own refusal with `serviceCode`, not a proxy's. */
+export function isServiceRefusal(error: unknown, serviceCode: string): boolean {
+  return error instanceof EngineError && error.cause instanceof ServiceAnswer
+    ? error.cause.serviceCode === serviceCode
+    : false;
+}
+
 export function errorFromResponse(
   status: number,
   body: { msg?: unknown; code?: unknown } | undefined,
@@ -71,7 +93,10 @@ export function errorFromResponse(
           ? `the server failed (${typeof body?.msg === 'string' ? `${body.msg}, ` : ''}HTTP ${status})`
           : `unexpected answer from the server (HTTP ${status})`;
   }
-  return new EngineError(code, message, { retryable: isRetryableStatus(status) });
+  return new EngineError(code, message, {
+    retryable: isRetryableStatus(status),
+    cause: new ServiceAnswer(status, serverCode, serverMsg),
+  });
 }
 
 export function networkError(url: string, cause: unknown): EngineError {

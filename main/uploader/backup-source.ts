@@ -2,7 +2,7 @@ import { openAsBlob } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError } from '../api/index.ts';
 import { CID } from 'multiformats/cid';
-import { cidText, DAG_PB_CODEC } from '../protocol/index.ts';
+import { cidText, DAG_PB_CODEC, DEFAULT_LIMITS } from '../protocol/index.ts';
 import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
 import { ChunkHasher } from '../packer/chunk-hasher.ts';
 import {
@@ -11,7 +11,7 @@ import {
   type ExcludeRules,
   type SkippedItem,
 } from '../scanner/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import { isServiceRefusal, type ServiceClient } from '../service/index.ts';
 import type {
   QueuedShard,
   QueuedUpload,
@@ -24,7 +24,7 @@ import type {
 } from '../state/index.ts';
 import { leavesOfFile, listedLeavesInTree, type TreeLeaves } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
-import { MetadataCarFile } from './metadata-car-file.ts';
+import { MetadataCarFile, MetadataOverLimit } from './metadata-car-file.ts';
 import { plannedShardBody, type PlannedBlockPages } from './planned-shard-body.ts';
 import { ShardPlanner, type PlannedShard } from './shard-planner.ts';
 import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
@@ -33,6 +33,7 @@ import { ShardWriter, type StagedShard } from './shard-writer.ts';
 import type { LeafShards } from './leaf-shards.ts';
 import { PhaseProgress, ScanProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
+import { sourceTooLarge } from './source-too-large.ts';
 import { indexVouchesFor, sameEntry, surveySource } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
@@ -56,6 +57,8 @@ export interface BackupInput {
   readonly now: () => number;
   /** Shards are at most this large (CAR bytes); by default MAX_SHARD_TARGET_BYTES. */
   readonly shardTargetBytes?: number;
+  /** The largest metadata CAR a version may have; by default the spec's (§14, 128 MiB). */
+  readonly metadataLimitBytes?: number;
   /** Canopy's own folders (its home, the embedded service's data): never backed up. */
   readonly ownFolders?: readonly string[];
   /** Replace a bucket whose versions come from another source (§17.1). */
@@ -385,7 +388,10 @@ async function packAndPush(
   const newMetadata = async (): Promise<MetadataCarFile> => {
     await metadata?.abandon();
     await mkdir(input.stagingRoot, { recursive: true, mode: 0o700 });
-    metadata = await MetadataCarFile.create(newStagingDir(input.stagingRoot));
+    metadata = await MetadataCarFile.create(
+      newStagingDir(input.stagingRoot),
+      input.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes,
+    );
     return metadata;
   };
   let returned = false;
@@ -485,16 +491,25 @@ async function packAndPush(
     await metadata.finish(tree.manifestCid, tree.manifestBytes);
     // Packing's garbage goes before pushing makes more, while its tree is still needed.
     garbage.collect();
-    const pushed = await client.pushVersion({
-      bucketId: input.bucketId,
-      rootCid: tree.rootCid.toString(),
-      metadataCid: tree.manifestCid.toString(),
-      expectedDataSize: expected,
-      previousId: previous?.id ?? null,
-      validKeys: [],
-      deletedBlockCids: deleted,
-      car: await openAsBlob(metadataFile),
-    });
+    const pushed = await client
+      .pushVersion({
+        bucketId: input.bucketId,
+        rootCid: tree.rootCid.toString(),
+        metadataCid: tree.manifestCid.toString(),
+        expectedDataSize: expected,
+        previousId: previous?.id ?? null,
+        validKeys: [],
+        deletedBlockCids: deleted,
+        car: await openAsBlob(metadataFile),
+      })
+      .catch((error: unknown) => {
+        // The service's own 413 for a push is its limit on the metadata CAR (request-data is
+        // kept well under its own): a service with a lower limit than the spec's. A proxy's
+        // 413 is told as such.
+        throw isServiceRefusal(error, 'payload_too_large')
+          ? sourceTooLarge(input.sourceDir)
+          : error;
+      });
     let upload: QueuedUpload | null = null;
     if (pushed.state === 'pending') {
       const needed = await shardsNeeded(input, pushed, tree.leaves, shards.leafShards);
@@ -532,6 +547,9 @@ async function packAndPush(
       upload,
       newBytes: expected,
     };
+  } catch (error) {
+    if (error instanceof MetadataOverLimit) throw sourceTooLarge(input.sourceDir, error.limitBytes);
+    throw error;
   } finally {
     // Once its upload is queued, a staged shard outlives this run: a crash must not lose it.
     if (!keepStaging) await removeStaging(staging);

@@ -18,16 +18,30 @@ import {
 // The manifest is made last, so it is the CAR's last block; the header, which names it, is
 // written over a placeholder of the same length once it is known (every CID §3 allows has
 // the same length, so every header does). Nodes come in the order they are made.
+//
+// A metadata CAR may be at most 128 MiB (§14), about 800 000 files. The file refuses the node
+// that would take it past its limit, so that a source too large for one version stops its
+// backup there, rather than after every file was read and the push was refused.
 
 const WRITE_BYTES = 1 << 20;
 
 /** A manifest's CID (dag-cbor, sha2-256), for the length of the header that will name one. */
 const PLACEHOLDER_MANIFEST = cidFromSha256(DAG_CBOR_CODEC, new Uint8Array(32));
 
+/** The metadata CAR would be larger than its limit. */
+export class MetadataOverLimit extends Error {
+  constructor(readonly limitBytes: number) {
+    super(`the metadata CAR would be larger than ${limitBytes} bytes`);
+    this.name = 'MetadataOverLimit';
+  }
+}
+
 export class MetadataCarFile {
   private readonly pending = Buffer.allocUnsafe(WRITE_BYTES);
   private used = 0;
   private written = 0;
+  /** Bytes of the CAR so far, counting what waits to be written. */
+  private size = 0;
   private readonly held = new CidTable(DAG_PB_CODEC);
   private closed = false;
   /** Writes run one after another: the packer makes several files' nodes at once. */
@@ -39,13 +53,16 @@ export class MetadataCarFile {
     readonly file: string,
     private readonly handle: FileHandle,
     private readonly headerBytes: number,
-  ) {}
+    private readonly limitBytes: number,
+  ) {
+    this.size = headerBytes;
+  }
 
-  /** Creates `file`, which must not exist. */
-  static async create(file: string): Promise<MetadataCarFile> {
+  /** Creates `file`, which must not exist, for a CAR of at most `limitBytes`. */
+  static async create(file: string, limitBytes = Infinity): Promise<MetadataCarFile> {
     const header = encodeCarHeader([PLACEHOLDER_MANIFEST]);
     const handle = await open(file, 'wx', 0o600);
-    const car = new MetadataCarFile(file, handle, header.length);
+    const car = new MetadataCarFile(file, handle, header.length, limitBytes);
     try {
       await car.append(new Uint8Array(header.length));
     } catch (error) {
@@ -55,13 +72,19 @@ export class MetadataCarFile {
     return car;
   }
 
-  /** Adds a dag-pb node; one already added is written once. */
+  /**
+   * Adds a dag-pb node; one already added is written once. Rejects with MetadataOverLimit, as
+   * every later put and finish do, once the CAR would pass its limit.
+   */
   put(cid: CID, bytes: Uint8Array): Promise<void> {
     const before = this.held.size;
     this.held.add(cid);
     if (this.held.size === before) return this.writing;
+    const head = encodeCarSectionHead(cid, bytes.length);
+    const grown = this.grow(head.length + bytes.length);
+    if (grown) return grown;
     return this.inTurn(async () => {
-      await this.append(encodeCarSectionHead(cid, bytes.length));
+      await this.append(head);
       await this.append(bytes);
     });
   }
@@ -71,7 +94,9 @@ export class MetadataCarFile {
     try {
       await this.writing;
       if (this.failure !== undefined) throw this.failure;
-      await this.append(encodeCarSectionHead(manifestCid, manifestBytes.length));
+      const head = encodeCarSectionHead(manifestCid, manifestBytes.length);
+      await this.grow(head.length + manifestBytes.length);
+      await this.append(head);
       await this.append(manifestBytes);
       await this.writeAll(this.pending.subarray(0, this.used), this.written);
       this.used = 0;
@@ -92,6 +117,18 @@ export class MetadataCarFile {
     await this.writing;
     await this.close();
     await rm(this.file, { force: true });
+  }
+
+  /**
+   * Counts `bytes` more into the CAR; past its limit, the failure every later call reports,
+   * returned rejected. Undefined when they fit.
+   */
+  private grow(bytes: number): Promise<never> | undefined {
+    if (this.failure === undefined && this.size + bytes > this.limitBytes)
+      this.failure = new MetadataOverLimit(this.limitBytes);
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    this.size += bytes;
+    return undefined;
   }
 
   /** Runs `write` after the writes before it; after a failure, fails at once. */

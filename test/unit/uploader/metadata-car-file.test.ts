@@ -7,7 +7,7 @@ import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cidText, DAG_PB_CODEC, readCar } from '../../../main/protocol/index.ts';
-import { MetadataCarFile } from '../../../main/uploader/metadata-car-file.ts';
+import { MetadataCarFile, MetadataOverLimit } from '../../../main/uploader/metadata-car-file.ts';
 import { readTreeIndex, readTreeIndexOfFile } from '../../../main/uploader/index.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-car-'));
@@ -73,6 +73,47 @@ describe('MetadataCarFile', () => {
     await expect(MetadataCarFile.create(finished)).rejects.toMatchObject({ code: 'EEXIST' });
     await done.abandon();
     expect(existsSync(finished)).toBe(false);
+  });
+});
+
+describe('MetadataCarFile, limited', () => {
+  it('makes a CAR of exactly its limit, and refuses the node that would pass it', async () => {
+    const nodes = await Promise.all(
+      Array.from({ length: 10 }, (_, index) => pbNode(Buffer.alloc(1000, index))),
+    );
+    const manifestBytes = dagCbor.encode({ version: 1, root: nodes[0]?.cid });
+    const manifestCid = CID.createV1(dagCbor.code, await sha256.digest(manifestBytes));
+    // The size of the CAR of all ten nodes, made without a limit.
+    const whole = await MetadataCarFile.create(path.join(scratch, 'whole.car'));
+    for (const node of nodes) await whole.put(node.cid, node.bytes);
+    const size = await whole.finish(manifestCid, manifestBytes);
+
+    const exact = await MetadataCarFile.create(path.join(scratch, 'exact.car'), size);
+    for (const node of nodes) await exact.put(node.cid, node.bytes);
+    expect(await exact.finish(manifestCid, manifestBytes)).toBe(size);
+
+    // One byte less: the manifest no longer fits.
+    const short = await MetadataCarFile.create(path.join(scratch, 'short.car'), size - 1);
+    for (const node of nodes) await short.put(node.cid, node.bytes);
+    await expect(short.finish(manifestCid, manifestBytes)).rejects.toBeInstanceOf(
+      MetadataOverLimit,
+    );
+
+    // Half of it: the sixth node is refused, and so is everything after it.
+    const file = path.join(scratch, 'half.car');
+    const half = await MetadataCarFile.create(file, Math.floor(size / 2));
+    const outcomes: Array<PromiseSettledResult<void>> = [];
+    for (const node of nodes)
+      outcomes.push(...(await Promise.allSettled([half.put(node.cid, node.bytes)])));
+    expect(outcomes.map((outcome) => outcome.status)).toEqual([
+      ...Array<string>(5).fill('fulfilled'),
+      ...Array<string>(5).fill('rejected'),
+    ]);
+    expect(outcomes[5]).toMatchObject({ reason: { limitBytes: Math.floor(size / 2) } });
+    await expect(half.put(nodes[0]?.cid ?? manifestCid, new Uint8Array())).resolves.toBe(undefined);
+    await expect(half.finish(manifestCid, manifestBytes)).rejects.toBeInstanceOf(MetadataOverLimit);
+    await half.abandon();
+    expect(existsSync(file)).toBe(false);
   });
 });
 
