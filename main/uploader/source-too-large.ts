@@ -8,10 +8,10 @@ const MiB = 1024 * 1024;
 /** A tree's metadata per file, as measured on trees of small files with short names. */
 const BYTES_PER_FILE = 160;
 
-/** About how many files fit in `limitBytes`: rounded down to two significant digits. */
+/** About how many files fit in `limitBytes`: rounded down to one significant digit. */
 function filesWithin(limitBytes: number): string {
   const files = limitBytes / BYTES_PER_FILE;
-  const step = 10 ** Math.max(0, Math.floor(Math.log10(Math.max(files, 1))) - 1);
+  const step = 10 ** Math.floor(Math.log10(Math.max(files, 1)));
   return (Math.floor(files / step) * step).toLocaleString('en-US');
 }
 
