@@ -71,6 +71,14 @@ export interface FilesUnder {
   readonly bytes: number;
 }
 
+/** A file the walk found, to look for elsewhere in the index. */
+export interface MovedFileQuery {
+  readonly path: string;
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly ino: bigint;
+}
+
 export interface SourceFileIndex {
   /** The version the entries describe, or null when this source was never backed up here. */
   readonly versionId: string | null;
@@ -78,6 +86,12 @@ export interface SourceFileIndex {
   /** Every file of the index has its leaves; false for an index made before they were kept. */
   readonly leavesRecorded: boolean;
   lookup(relativePath: string): IndexedEntry | undefined;
+  /**
+   * The entry `found` had at another path, for a file whose folder was renamed or moved: a file
+   * of the index with the same inode, name, size and mtime, and its File node. The name keeps a
+   * file system that hands out inode numbers again (FAT, exFAT) from pairing two files.
+   */
+  movedFile(found: MovedFileQuery): IndexedEntry | undefined;
   /** How many entries the index holds right in `folder` ('' is the source folder). */
   entriesIn(folder: string): number;
   /** The files the index holds anywhere under `folder`. */
@@ -188,6 +202,11 @@ function pathsUnder(folder: string): [string, string] {
   return [`${folder}/`, `${folder}0`];
 }
 
+/** The last name of a path. */
+function nameOf(relativePath: string): string {
+  return relativePath.slice(relativePath.lastIndexOf('/') + 1);
+}
+
 /** Whether `folder` is `inner` or one of the folders above it ('' is above every folder). */
 function isAboveOrSame(folder: string, inner: string): boolean {
   return folder === '' || folder === inner || inner.startsWith(`${folder}/`);
@@ -219,6 +238,11 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
       'SELECT count(*) FROM file_index INDEXED BY file_index_by_dir WHERE source_id = ? AND dir = ?',
     )
     .pluck();
+  // Hard links share an inode: a few rows are enough to find one of the same name.
+  const selectByInode = db.prepare<[number, string], Row>(
+    `SELECT ${columns} FROM file_index INDEXED BY file_index_by_ino
+     WHERE source_id = ? AND ino = ? AND kind = 'file' LIMIT 16`,
+  );
   const sumUnder = db.prepare<[number, string, string], { files: number; bytes: number }>(
     `SELECT count(*) AS files, coalesce(sum(size), 0) AS bytes FROM file_index
      WHERE source_id = ? AND path >= ? AND path < ? AND kind = 'file'`,
@@ -264,6 +288,21 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
       const entries = folder === null ? null : folderEntries(source.id, folder);
       if (entries) return entries.get(relativePath);
       const row = selectEntry.get(source.id, relativePath);
+      return row ? entryOf(row) : undefined;
+    },
+    movedFile(found) {
+      if (!source) return undefined;
+      const name = nameOf(found.path);
+      const row = selectByInode
+        .all(source.id, found.ino.toString())
+        .find(
+          (candidate) =>
+            candidate.path !== found.path &&
+            nameOf(candidate.path) === name &&
+            candidate.size === found.size &&
+            candidate.mtime_ns === found.mtimeNs.toString() &&
+            candidate.cid !== null,
+        );
       return row ? entryOf(row) : undefined;
     },
     entriesIn(folder) {

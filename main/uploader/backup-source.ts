@@ -34,7 +34,7 @@ import type { LeafShards } from './leaf-shards.ts';
 import { PhaseProgress, ScanProgress, type BackupProgress } from './progress-meter.ts';
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 import { sourceTooLarge } from './source-too-large.ts';
-import { indexVouchesFor, sameEntry, surveySource } from './unchanged-source.ts';
+import { sameEntry, surveySource, vouchingEntry } from './unchanged-source.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
 // version lacks into shards, push, ask which of those the user already holds, upload the shards
@@ -137,8 +137,8 @@ function reuseUnchanged(
 ): PackInput['reuse'] {
   if (!previous) return undefined;
   return (file) => {
-    const known = index.lookup(file.path);
-    if (!indexVouchesFor(file, known)) return undefined;
+    const known = vouchingEntry(index, file, index.lookup(file.path));
+    if (!known) return undefined;
     return known.leaves
       ? listedLeavesInTree(previous, known.leaves, file.size)
       : leavesOfFile(previous, known.cid, file.size);

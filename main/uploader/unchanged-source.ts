@@ -1,6 +1,11 @@
 import type { ExcludeRules } from '../scanner/index.ts';
 import { sourceRootEntry, walkSource, type SourceEntry } from '../scanner/index.ts';
-import { folderOf, type IndexedEntry, type SourceFileIndex } from '../state/index.ts';
+import {
+  folderOf,
+  type IndexedEntry,
+  type MovedFileQuery,
+  type SourceFileIndex,
+} from '../state/index.ts';
 
 // Compares a source with its file index in one walk. A source has not changed since the
 // version the index describes when every entry the walk finds is in the index with the same
@@ -38,6 +43,20 @@ export function indexVouchesFor(
     known.mtimeNs === found.mtimeNs &&
     known.ino === found.ino
   );
+}
+
+/**
+ * The index entry that vouches for the file `found`, whose own path's entry is `known`: that
+ * one, or else the entry it had before its folder was renamed or moved.
+ */
+export function vouchingEntry(
+  index: SourceFileIndex,
+  found: MovedFileQuery,
+  known: IndexedEntry | undefined,
+): (IndexedEntry & { readonly kind: 'file'; readonly cid: string }) | undefined {
+  if (indexVouchesFor(found, known)) return known;
+  const moved = index.movedFile(found);
+  return indexVouchesFor(found, moved) ? moved : undefined;
 }
 
 export interface SourceSurvey {
@@ -105,7 +124,7 @@ export async function surveySource(
     files += 1;
     bytes += entry.size;
     onFile?.(entry.size);
-    if (!indexVouchesFor(entry, known)) bytesToRead += entry.size;
+    if (!(indexed && vouchingEntry(index, entry, known))) bytesToRead += entry.size;
   }
   closeFoldersDownTo(null);
   const unchanged = changed !== null && changed.size === 0 && seen === index.entryCount;

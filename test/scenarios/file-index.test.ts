@@ -8,6 +8,7 @@ import {
   mkdtempSync,
   readFileSync,
   readlinkSync,
+  renameSync,
   rmSync,
   symlinkSync,
   utimesSync,
@@ -160,6 +161,73 @@ describe('the file index', () => {
       ).toBe(true);
     expect(readlinkSync(path.join(target, 'c', 'y', 'link'))).toBe('../x/f0.txt');
     expect(lstatSync(path.join(target, 'c', 'empty')).isDirectory()).toBe(true);
+  });
+
+  it('does not read again the files of a folder renamed or moved, and reads a file renamed', async () => {
+    await engine.createBucket({ name: 'Moved', type: 'backup', storageClass: 'hot' });
+    await engine.createBucket({ name: 'MovedWalked', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'moved');
+    writeSettled(path.join(source, '2024', 'trip', 'beach.jpg'), randomBytes(2 * 1024 * 1024 + 7));
+    writeSettled(path.join(source, '2024', 'trip', 'hill.jpg'), randomBytes(400_000));
+    writeSettled(path.join(source, '2024', 'notes.txt'), 'notes of 2024');
+    writeSettled(path.join(source, 'inbox', 'scan.pdf'), randomBytes(300_000));
+    const first = await engine.backup({ dir: source, bucket: 'Moved' });
+    expect(first).toMatchObject({ files: 4 });
+
+    // A folder renamed, with a folder moved into it: only the file renamed is read.
+    mkdirSync(path.join(source, 'archive'));
+    renameSync(path.join(source, '2024'), path.join(source, 'archive', 'year 2024'));
+    renameSync(path.join(source, 'inbox'), path.join(source, 'archive', 'year 2024', 'inbox'));
+    renameSync(
+      path.join(source, 'archive', 'year 2024', 'notes.txt'),
+      path.join(source, 'archive', 'year 2024', 'notes of 2024.txt'),
+    );
+    const read: string[] = [];
+    onFileRead = (relativePath) => read.push(relativePath);
+    try {
+      const moved = await engine.backup({ dir: source, bucket: 'Moved' });
+      expect(moved).toMatchObject({
+        files: 4,
+        filesUnchanged: 3,
+        bytesRead: 'notes of 2024'.length,
+        newBytes: 0,
+      });
+      expect(read).toEqual(['archive/year 2024/notes of 2024.txt']);
+      // The tree a backup that reads every file makes (another bucket, no index).
+      const walked = await engine.backup({ dir: source, bucket: 'MovedWalked' });
+      expect(walked.bytesRead).toBe(walked.bytesScanned);
+      const rootOf = async (bucket: string, id: string) =>
+        (await engine.listVersions({ bucket })).find((version) => version.id === id)?.root_cid;
+      expect(await rootOf('Moved', moved.versionId)).toBe(
+        await rootOf('MovedWalked', walked.versionId),
+      );
+      const again = await engine.backup({ dir: source, bucket: 'Moved' });
+      expect(again).toMatchObject({ unchanged: true, versionId: moved.versionId });
+
+      // A moved file whose mtime changed since (its bytes may have) is read.
+      read.length = 0;
+      const hill = path.join(source, 'archive', 'year 2024', 'trip', 'hill.jpg');
+      const changed = randomBytes(400_000);
+      writeSettled(hill, changed);
+      renameSync(path.join(source, 'archive', 'year 2024', 'trip'), path.join(source, 'trip'));
+      const rewritten = await engine.backup({ dir: source, bucket: 'Moved' });
+      expect(read).toEqual(['trip/hill.jpg']);
+      expect(rewritten).toMatchObject({ filesUnchanged: 3, bytesRead: 400_000 });
+    } finally {
+      onFileRead = () => undefined;
+    }
+    const target = path.join(scratch, 'restored-moved');
+    await engine.restore({ bucket: 'Moved', to: target, overwrite: false });
+    for (const file of [
+      'trip/beach.jpg',
+      'trip/hill.jpg',
+      'archive/year 2024/notes of 2024.txt',
+      'archive/year 2024/inbox/scan.pdf',
+    ])
+      expect(
+        readFileSync(path.join(target, file)).equals(readFileSync(path.join(source, file))),
+        file,
+      ).toBe(true);
   });
 
   it('re-reads every file when the bucket no longer holds the version the index describes', async () => {

@@ -92,6 +92,42 @@ describe('the file index', () => {
     }
   });
 
+  it('finds a file moved elsewhere by its inode, name, size and mtime, and nothing else', () => {
+    const db = openStateDatabase(stateFile());
+    try {
+      const photo = { ...entry('2024/trip/beach.jpg', 'file', 3), ino: 77n };
+      // Hard links share the inode: the one of the same name is found.
+      const linked = { ...entry('links/other name.jpg', 'file', 3), ino: 77n };
+      const folder = { ...entry('2024/trip', 'directory', 4), ino: 78n };
+      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+      for (const staging of [entry('', 'directory', 0), linked, folder, photo]) staged.add(staging);
+      staged.commit('version-1', { paths: [], filesModifiedFromNs: 2n ** 62n });
+      const index = sourceFileIndex(db, 'bucket', '/src');
+
+      const moved = {
+        path: 'archive/2024/trip/beach.jpg',
+        size: 3,
+        mtimeNs: photo.mtimeNs,
+        ino: 77n,
+      };
+      expect(comparable(index.movedFile(moved))).toEqual(comparable(photo));
+      for (const other of [
+        { ...moved, path: 'archive/renamed.jpg' },
+        { ...moved, size: 4 },
+        { ...moved, mtimeNs: photo.mtimeNs + 1n },
+        { ...moved, ino: 79n },
+        // Not moved: its own path's entry is the index's to give.
+        { ...moved, path: photo.path },
+        // A folder is not a file.
+        { path: 'archive/trip', size: 0, mtimeNs: folder.mtimeNs, ino: 78n },
+      ])
+        expect(index.movedFile(other)).toBeUndefined();
+      expect(sourceFileIndex(db, 'bucket', '/other').movedFile(moved)).toBeUndefined();
+    } finally {
+      db.close();
+    }
+  });
+
   it('reads each folder once in a walk, however many subfolders the folders above it hold', () => {
     const db = openStateDatabase(stateFile());
     try {
