@@ -21,6 +21,7 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { CarFileNodes } from '../../main/uploader/car-file-nodes.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
 
 // The file index: an unchanged source makes no version and reads nothing; a changed one reads
 // only what changed; and the index is never trusted beyond the version the bucket holds. Nor is
@@ -32,14 +33,6 @@ const home = path.join(scratch, 'home');
 let engine: Engine;
 /** Runs after each file is read, before it is checked for changes; tests set it. */
 let onFileRead: (relativePath: string) => void = () => undefined;
-
-/** Writes a file as if it had been written a minute ago (recent files are always re-read). */
-function writeSettled(file: string, bytes: Uint8Array | string): void {
-  mkdirSync(path.dirname(file), { recursive: true });
-  writeFileSync(file, bytes);
-  const aMinuteAgo = new Date(Date.now() - 60_000);
-  utimesSync(file, aMinuteAgo, aMinuteAgo);
-}
 
 function makeSource(name: string): string {
   const dir = path.join(scratch, name);

@@ -1,12 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, utimesSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { MetadataNodes, packSource } from '../../../main/packer/index.ts';
 import { loadExcludeRules } from '../../../main/scanner/index.ts';
 import { openStateDatabase, sourceFileIndex } from '../../../main/state/index.ts';
 import { surveySource } from '../../../main/uploader/unchanged-source.ts';
+import { writeSettled } from '../../helpers/settled-file.ts';
 
 // The survey walk against the file index: which folders hold a change, however it shows.
 
@@ -19,14 +20,6 @@ function scratchDir(): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-survey-'));
   dirs.push(dir);
   return dir;
-}
-
-/** Writes a file dated a minute back, as a settled file is. */
-function writeSettled(file: string, text: string): void {
-  mkdirSync(path.dirname(file), { recursive: true });
-  writeFileSync(file, text);
-  const aMinuteAgo = new Date(Date.now() - 60_000);
-  utimesSync(file, aMinuteAgo, aMinuteAgo);
 }
 
 /** A folder's mtime, in whole seconds: set again after a change, it is the same to the ns. */
