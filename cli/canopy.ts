@@ -8,6 +8,7 @@ import {
   type AccountSummary,
   type BackupProgress,
   type Engine,
+  type SourceExcludeRules,
 } from '../main/index.ts';
 import { progressLine } from './progress-line.ts';
 import {
@@ -31,6 +32,8 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
   backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty]
+  excludes DIR [--add RULE]... [--remove RULE]... [--clear]
+                                                    the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
   ls --bucket NAME [--version ID | --snapshot ID] [PATH]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
@@ -95,17 +98,55 @@ function table(rows: readonly (readonly string[])[]): string {
     .join('\n');
 }
 
+/** A folder's exclude rules, in the order they apply. */
+function describeExcludes(rules: SourceExcludeRules): string {
+  const lines = (list: readonly string[]): string[] =>
+    list.length === 0 ? ['  (none)'] : list.map((rule) => `  ${rule}`);
+  return [
+    `exclude rules for ${rules.dir}, in the order they apply (a later rule wins; "!" includes again):`,
+    `Canopy's defaults: ${rules.defaults.join(' ')}`,
+    'kept by Canopy for this folder (canopy excludes DIR --add RULE | --remove RULE | --clear):',
+    ...lines(rules.kept),
+    `${rules.ignoreFile}:`,
+    ...lines(rules.fileRules),
+  ].join('\n');
+}
+
 /** Runs one command; its exit status when that is not 0 without an error (a partial restore). */
 async function run(
   engine: Engine,
   positionals: string[],
-  values: Record<string, string | boolean | undefined>,
+  values: Record<string, string | boolean | string[] | undefined>,
   out: Output,
 ): Promise<number | undefined> {
   const [command, sub, ...rest] = positionals;
-  const str = (name: string): string | undefined =>
-    typeof values[name] === 'string' ? values[name] : undefined;
+  const str = (name: string): string | undefined => {
+    const value = values[name];
+    return typeof value === 'string' ? value : undefined;
+  };
+  const strings = (name: string): string[] => {
+    const value = values[name];
+    return Array.isArray(value) ? value : [];
+  };
   switch (command) {
+    case 'excludes': {
+      const dir = need(sub, 'DIR');
+      const add = strings('add');
+      const remove = strings('remove');
+      let rules = await engine.excludeRules({ dir });
+      if (values['clear'] === true || add.length > 0 || remove.length > 0) {
+        const notKept = remove.filter((rule) => !rules.kept.includes(rule));
+        if (notKept.length > 0)
+          throw new UsageError(
+            `not a rule kept for ${rules.dir}: ${notKept.map((rule) => JSON.stringify(rule)).join(', ')}`,
+          );
+        const kept =
+          values['clear'] === true ? [] : rules.kept.filter((rule) => !remove.includes(rule));
+        rules = await engine.setExcludeRules({ dir, rules: [...kept, ...add] });
+      }
+      out.print(describeExcludes(rules), rules);
+      return;
+    }
     case 'login': {
       const name = str('name');
       const dataDir = str('data');
@@ -557,6 +598,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         overwrite: { type: 'boolean' },
         'dry-run': { type: 'boolean' },
         'allow-empty': { type: 'boolean' },
+        add: { type: 'string', multiple: true },
+        remove: { type: 'string', multiple: true },
+        clear: { type: 'boolean' },
         progress: { type: 'boolean' },
         snapshot: { type: 'string' },
         all: { type: 'boolean' },

@@ -61,6 +61,7 @@ import {
   rememberVersions,
   recordShardLimit,
   recordUploadSpeed,
+  sourceExcludesOf,
   sourceFileIndex,
   uploadQueue,
   shardLimitOf,
@@ -75,6 +76,11 @@ import {
   type StateDb,
 } from '../state/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
+import {
+  excludeRulesOf,
+  setExcludeRules,
+  type SourceExcludeRules,
+} from './source-exclude-rules.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache-trim.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
@@ -666,6 +672,7 @@ export class Engine {
         now: () => this.now(),
         queue: uploadQueue(this.db),
         fileIndex,
+        excludes: sourceExcludesOf(this.db, sourceDir),
         ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
         ...(this.deps.metadataLimitBytes === undefined
           ? {}
@@ -715,7 +722,7 @@ export class Engine {
     const sourceDir = path.resolve(input.dir);
     checkSourceFolder(sourceDir);
     const rules = excludingFolders(
-      await loadExcludeRules(sourceDir),
+      await loadExcludeRules(sourceDir, sourceExcludesOf(this.db, sourceDir)),
       sourceDir,
       this.ownFolders(readAccount(this.db)),
     );
@@ -731,6 +738,22 @@ export class Engine {
       plan.bytes += entry.size;
     }
     return plan;
+  }
+
+  /**
+   * The exclude rules of the folder `dir`, in the order they apply: Canopy's defaults, those
+   * kept for the folder, its .canopyignore's. Needs no server.
+   */
+  async excludeRules(input: { dir: string }): Promise<SourceExcludeRules> {
+    return excludeRulesOf(this.db, input.dir);
+  }
+
+  /** Keeps `rules` for the folder `dir` in place of those kept before; [] keeps none. */
+  async setExcludeRules(input: {
+    dir: string;
+    rules: readonly string[];
+  }): Promise<SourceExcludeRules> {
+    return setExcludeRules(this.db, input.dir, input.rules);
   }
 
   async listVersions(input: { bucket: string }): Promise<Metadata[]> {

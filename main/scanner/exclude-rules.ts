@@ -4,8 +4,10 @@ import { EngineError } from '../api/index.ts';
 import { NotRegularFileError, openSourceHandle } from './source-file.ts';
 
 // Include/exclude rules in gitignore syntax: good defaults for OS junk, temporary, lock and
-// partial-download files, then the source's own `.canopyignore`. Dotfiles are backed up unless
-// a rule says otherwise. A `!pattern` in `.canopyignore` re-includes a default.
+// partial-download files, then the rules the user keeps in Canopy for the source, then the
+// source's own `.canopyignore`. As in git, a later rule wins over an earlier one: a `!pattern`
+// re-includes what a rule before it excluded. Dotfiles are backed up unless a rule says
+// otherwise.
 
 export const DEFAULT_EXCLUDES: readonly string[] = [
   '.DS_Store',
@@ -50,10 +52,20 @@ export interface ExcludeRules {
 export const TESTS_PER_MATCHER = 4096;
 
 /**
+ * Why `rule` cannot be kept as one rule, or undefined when it can: a rule is one line that says
+ * something. Anything else is gitignore syntax, which matches nothing where it is not valid.
+ */
+export function faultInExcludeRule(rule: string): string | undefined {
+  if (/[\r\n]/.test(rule)) return 'a rule is one line';
+  if (rule.trim() === '') return 'a rule cannot be empty';
+  return undefined;
+}
+
+/**
  * The source's own rules ('' when it has no `.canopyignore`). One that cannot be read stops the
  * backup with a clear error rather than back up what it would have excluded.
  */
-async function readOwnRules(sourceDir: string): Promise<string> {
+export async function readIgnoreFile(sourceDir: string): Promise<string> {
   const file = path.join(sourceDir, IGNORE_FILE);
   try {
     const handle = await openSourceHandle(file, { followLinks: true });
@@ -80,12 +92,18 @@ async function readOwnRules(sourceDir: string): Promise<string> {
   }
 }
 
-export async function loadExcludeRules(sourceDir: string): Promise<ExcludeRules> {
-  const own = await readOwnRules(sourceDir);
-  // Two calls: `add` splits a string into lines, but takes each item of an array as one rule.
+/** The rules for `sourceDir`: the defaults, then `kept` (the user's, kept in Canopy), then its file. */
+export async function loadExcludeRules(
+  sourceDir: string,
+  kept: readonly string[] = [],
+): Promise<ExcludeRules> {
+  const own = await readIgnoreFile(sourceDir);
+  // Separate calls: `add` splits a string into lines, but takes each item of an array as one
+  // rule.
   const fresh = (): Ignore =>
     ignore()
       .add([...DEFAULT_EXCLUDES])
+      .add([...kept])
       .add(own);
   let matcher = fresh();
   let tests = 0;

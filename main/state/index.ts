@@ -1,5 +1,5 @@
 // The engine's SQLite state: the enrolled account, known buckets, the file index, the upload
-// queue, upload speeds and shard limits. No secrets: keys live in the SecretStore. May import main/api only.
+// queue, upload speeds, shard limits and the exclude rules kept per source. No secrets: keys live in the SecretStore. May import main/api only.
 
 export * from './account-state.ts';
 export * from './backup-lock.ts';
@@ -11,5 +11,6 @@ export * from './known-versions.ts';
 export * from './restore-mark.ts';
 export * from './shard-limits.ts';
 export * from './shard-plan.ts';
+export * from './source-excludes.ts';
 export * from './upload-queue.ts';
 export * from './upload-speeds.ts';

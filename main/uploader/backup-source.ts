@@ -65,6 +65,8 @@ export interface BackupInput {
   readonly replaceSource?: boolean;
   /** Where pushed versions and confirmed shards are recorded, so a killed run resumes. */
   readonly queue: UploadQueue;
+  /** Exclude rules the user keeps for this source, after the defaults and before its file. */
+  readonly excludes?: readonly string[];
   /** What each file looked like at the last backup of this source to this bucket. */
   readonly fileIndex: SourceFileIndex;
   /** Test seam: runs after a file was read, before it is checked for changes. */
@@ -206,7 +208,7 @@ async function attempt(
 ): Promise<BackupResult> {
   const { client } = input;
   const rules = excludingFolders(
-    await loadExcludeRules(input.sourceDir),
+    await loadExcludeRules(input.sourceDir, input.excludes),
     input.sourceDir,
     input.ownFolders ?? [],
   );

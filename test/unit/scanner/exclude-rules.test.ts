@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import {
+  faultInExcludeRule,
   loadExcludeRules,
   TESTS_PER_MATCHER,
   walkSource,
@@ -17,11 +18,12 @@ afterAll(() => {
 
 async function walk(
   dir: string,
+  kept: readonly string[] = [],
 ): Promise<{ included: string[]; excluded: string[]; skipped: SkippedItem[] }> {
   const included: string[] = [];
   const excluded: string[] = [];
   const skipped: SkippedItem[] = [];
-  const rules = await loadExcludeRules(dir);
+  const rules = await loadExcludeRules(dir, kept);
   for await (const entry of walkSource(dir, {
     rules,
     onSkip: (item) => skipped.push(item),
@@ -85,6 +87,28 @@ describe('exclude rules', () => {
     expect(excluded.sort()).toEqual(['app.log', 'build']);
   });
 
+  it('put the rules kept for the source after the defaults and before its .canopyignore', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    // Kept: one rule of its own, one that re-includes a default; the file re-includes one of
+    // the kept rules' files, and a kept rule that re-includes is undone by the file.
+    writeFileSync(path.join(dir, '.canopyignore'), '!keep.iso\nnotes.tmp\n');
+    for (const name of ['disk.iso', 'keep.iso', 'Thumbs.db', 'notes.tmp', 'main.c'])
+      writeFileSync(path.join(dir, name), 'x');
+    const { included, excluded } = await walk(dir, ['*.iso', '!Thumbs.db', '!notes.tmp']);
+    expect(included.sort()).toEqual(['.canopyignore', 'Thumbs.db', 'keep.iso', 'main.c']);
+    expect(excluded.sort()).toEqual(['disk.iso', 'notes.tmp']);
+  });
+
+  it('keep a rule only when it is one line that says something', () => {
+    expect(faultInExcludeRule('*.iso')).toBeUndefined();
+    expect(faultInExcludeRule('  build/ ')).toBeUndefined();
+    expect(faultInExcludeRule('a\nb')).toBe('a rule is one line');
+    expect(faultInExcludeRule('a\r')).toBe('a rule is one line');
+    expect(faultInExcludeRule('')).toBe('a rule cannot be empty');
+    expect(faultInExcludeRule(' \t')).toBe('a rule cannot be empty');
+  });
+
   it('take a .canopyignore kept elsewhere through a symbolic link', async () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
     dirs.push(dir);
@@ -118,7 +142,7 @@ describe('exclude rules', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
     dirs.push(dir);
     writeFileSync(path.join(dir, '.canopyignore'), 'build/\n*.log\n!keep.tmp\n');
-    const rules = await loadExcludeRules(dir);
+    const rules = await loadExcludeRules(dir, ['*.iso']);
     const verdicts: boolean[] = [];
     for (let i = 0; i < TESTS_PER_MATCHER; i += 1) {
       verdicts.push(
@@ -127,12 +151,14 @@ describe('exclude rules', () => {
         rules.excludes(`d${i}/keep.tmp`, false),
         rules.excludes(`d${i}/draft.tmp`, false),
         rules.excludes(`d${i}/build`, true),
+        rules.excludes(`d${i}/disk.iso`, false),
       );
     }
     const expected = Array.from({ length: TESTS_PER_MATCHER }, () => [
       false,
       true,
       false,
+      true,
       true,
       true,
     ]).flat();

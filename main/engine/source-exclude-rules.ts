@@ -1,0 +1,64 @@
+import path from 'node:path';
+import { EngineError } from '../api/index.ts';
+import {
+  checkSourceFolder,
+  DEFAULT_EXCLUDES,
+  faultInExcludeRule,
+  IGNORE_FILE,
+  readIgnoreFile,
+} from '../scanner/index.ts';
+import { keepSourceExcludes, sourceExcludesOf, type StateDb } from '../state/index.ts';
+
+// The exclude rules of a source folder, as a user sees and edits them: Canopy's defaults, the
+// rules Canopy keeps for the folder, and the folder's own .canopyignore, applied in that order
+// (a later rule wins). The kept ones are the user's to change here; the file is theirs to edit.
+
+export interface SourceExcludeRules {
+  /** The folder, as an absolute path. */
+  readonly dir: string;
+  readonly defaults: readonly string[];
+  /** Kept in Canopy for this folder, in order. */
+  readonly kept: readonly string[];
+  /** The folder's .canopyignore. */
+  readonly ignoreFile: string;
+  /** Its lines that are rules (blank lines and # comments left out); none without the file. */
+  readonly fileRules: readonly string[];
+}
+
+/** The rules that apply to the folder `dir`. */
+export async function excludeRulesOf(db: StateDb, dir: string): Promise<SourceExcludeRules> {
+  const sourceDir = path.resolve(dir);
+  checkSourceFolder(sourceDir);
+  const file = await readIgnoreFile(sourceDir);
+  return {
+    dir: sourceDir,
+    defaults: DEFAULT_EXCLUDES,
+    kept: sourceExcludesOf(db, sourceDir),
+    ignoreFile: path.join(sourceDir, IGNORE_FILE),
+    fileRules: file.split(/\r?\n/).filter((line) => line.trim() !== '' && !line.startsWith('#')),
+  };
+}
+
+/**
+ * Keeps `rules` for the folder `dir` in place of those kept before, once each, in the order
+ * given; an empty list keeps none. A rule that is not one line of something is refused
+ * (`usage`), and nothing is changed.
+ */
+export async function setExcludeRules(
+  db: StateDb,
+  dir: string,
+  rules: readonly string[],
+): Promise<SourceExcludeRules> {
+  const sourceDir = path.resolve(dir);
+  checkSourceFolder(sourceDir);
+  for (const rule of rules) {
+    const fault = faultInExcludeRule(rule);
+    if (fault !== undefined)
+      throw new EngineError(
+        'usage',
+        `cannot keep the exclude rule ${JSON.stringify(rule)}: ${fault}`,
+      );
+  }
+  keepSourceExcludes(db, sourceDir, [...new Set(rules)]);
+  return excludeRulesOf(db, sourceDir);
+}

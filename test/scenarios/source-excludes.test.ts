@@ -1,0 +1,124 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+
+// Exclude rules a user keeps in Canopy for a source folder, besides its .canopyignore: kept
+// across runs, applied between the defaults and the file, shown by a dry run, and taken back
+// by the next backup once removed. From the engine and from the `canopy excludes` command.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-source-excludes-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+function makeSource(name: string): string {
+  const source = path.join(scratch, name);
+  writeSettled(path.join(source, 'photos', 'beach.jpg'), 'a photo');
+  writeSettled(path.join(source, 'disk.iso'), 'a disk image');
+  writeSettled(path.join(source, 'keep.iso'), 'an image to keep');
+  writeSettled(path.join(source, 'build', 'out.o'), 'built');
+  writeSettled(path.join(source, '.canopyignore'), '# mine\n!keep.iso\n');
+  return source;
+}
+
+function engineAt(home: string): Engine {
+  return createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+}
+
+describe('exclude rules kept for a source', () => {
+  it('are kept across runs, skipped by backups, and taken back once removed', async () => {
+    const home = path.join(scratch, 'home');
+    const source = makeSource('source');
+    let engine = engineAt(home);
+    try {
+      await engine.loginLocal({});
+      await engine.createBucket({ name: 'Work', type: 'backup', storageClass: 'hot' });
+      const set = await engine.setExcludeRules({ dir: source, rules: ['*.iso', 'build/'] });
+      expect(set).toMatchObject({
+        dir: source,
+        kept: ['*.iso', 'build/'],
+        ignoreFile: path.join(source, '.canopyignore'),
+        fileRules: ['!keep.iso'],
+      });
+      expect(set.defaults).toContain('Thumbs.db');
+      const plan = await engine.planBackup({ dir: source });
+      expect(plan.excluded.sort()).toEqual(['build', 'disk.iso']);
+      const first = await engine.backup({ dir: source, bucket: 'Work' });
+      expect(first.files).toBe(3);
+      expect((await engine.ls({ bucket: 'Work' })).map((entry) => entry.name)).toEqual([
+        '.canopyignore',
+        'keep.iso',
+        'photos',
+      ]);
+
+      // A rule that is not one line is refused, and what was kept stays.
+      await expect(
+        engine.setExcludeRules({ dir: source, rules: ['*.iso', 'two\nlines'] }),
+      ).rejects.toMatchObject({
+        code: 'usage',
+        message: 'cannot keep the exclude rule "two\\nlines": a rule is one line',
+      });
+      await engine.close();
+      engine = engineAt(home);
+      expect((await engine.excludeRules({ dir: source })).kept).toEqual(['*.iso', 'build/']);
+
+      // Removed, the rules no longer hold: the next backup reads what they kept out, and only
+      // that.
+      await engine.setExcludeRules({ dir: source, rules: [] });
+      const second = await engine.backup({ dir: source, bucket: 'Work' });
+      expect(second).toMatchObject({
+        files: 5,
+        filesUnchanged: 3,
+        bytesRead: 'a disk image'.length + 'built'.length,
+      });
+      expect((await engine.ls({ bucket: 'Work', path: 'build' })).map((e) => e.name)).toEqual([
+        'out.o',
+      ]);
+      expect((await engine.excludeRules({ dir: source })).kept).toEqual([]);
+    } finally {
+      await engine.close();
+    }
+  });
+
+  it('are shown and changed with `canopy excludes`, which a dry run follows', async () => {
+    const home = path.join(scratch, 'cli-home');
+    const source = makeSource('cli-source');
+    // No keychain is needed: nothing here is logged in.
+    const canopy = (args: readonly string[]) =>
+      runCanopy(home, args, { CANOPY_SECRET_STORE: 'file' });
+    const added = await canopy([
+      'excludes',
+      source,
+      '--add',
+      '*.iso',
+      '--add',
+      'build/',
+      '--add',
+      '*.iso',
+    ]);
+    expect(added.status, added.stderr).toBe(0);
+    expect(added.stdout).toContain(
+      'kept by Canopy for this folder (canopy excludes DIR --add RULE | --remove RULE | --clear):\n  *.iso\n  build/\n',
+    );
+    expect(added.stdout).toContain(`${path.join(source, '.canopyignore')}:\n  !keep.iso\n`);
+
+    const dryRun = await canopy(['backup', source, '--bucket', 'Any', '--dry-run']);
+    expect(dryRun.status, dryRun.stderr).toBe(0);
+    expect(dryRun.stdout).toContain('excluded by rules: disk.iso\n');
+    expect(dryRun.stdout).toContain('excluded by rules: build\n');
+
+    const notKept = await canopy(['excludes', source, '--remove', '*.jpg']);
+    expect(notKept.status).toBe(2);
+    expect(notKept.stderr).toBe(`canopy: not a rule kept for ${source}: "*.jpg"\n`);
+
+    const removed = await canopy(['excludes', source, '--remove', '*.iso', '--json']);
+    expect(removed.status, removed.stderr).toBe(0);
+    expect(JSON.parse(removed.stdout)).toMatchObject({ kept: ['build/'] });
+    const cleared = await canopy(['excludes', source, '--clear', '--json']);
+    expect(JSON.parse(cleared.stdout)).toMatchObject({ kept: [] });
+  });
+});
