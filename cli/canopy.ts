@@ -31,7 +31,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   devices [list | approve PEMFILE [--name N] | revoke ID | code]
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
-  backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty]
+  backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source]
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
@@ -321,6 +321,7 @@ async function run(
         dir: need(sub, 'DIR'),
         bucket: need(str('bucket'), '--bucket'),
         ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
+        ...(values['replace-source'] === true ? { replaceSource: true } : {}),
         ...(showProgress
           ? {
               onProgress: (progress: BackupProgress) => {
@@ -598,6 +599,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         overwrite: { type: 'boolean' },
         'dry-run': { type: 'boolean' },
         'allow-empty': { type: 'boolean' },
+        'replace-source': { type: 'boolean' },
         add: { type: 'string', multiple: true },
         remove: { type: 'string', multiple: true },
         clear: { type: 'boolean' },

@@ -33,6 +33,11 @@ export type EngineErrorCode =
   /** The operating system refused access to a local file or folder (a source, a target). */
   | 'permission_denied'
   | 'source_changed'
+  /**
+   * The bucket's active version is of another source folder (§17.1): the backup replaces it only
+   * when asked to.
+   */
+  | 'other_source'
   /** A backup's source holds too many files and folders for one version's metadata (§14). */
   | 'source_too_large'
   | 'busy'

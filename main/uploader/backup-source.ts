@@ -259,8 +259,8 @@ async function attempt(
     input.replaceSource !== true
   ) {
     throw new EngineError(
-      'conflict',
-      `this bucket holds backups of ${label}; choose another bucket or ask to replace it`,
+      'other_source',
+      `this bucket holds backups of ${label}, not of ${input.sourceLabel}: choose another bucket, or add --replace-source to make this folder its source from now on (the versions of ${label} stay restorable)`,
     );
   }
   // Reading's totals: the files packing must read; with no previous version, every file.

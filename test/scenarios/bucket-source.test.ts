@@ -1,0 +1,84 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+
+// A bucket holds the versions of one source folder (§17.1). A backup of another folder into it
+// is refused, naming the folder it holds and the flag that replaces it, and stores nothing;
+// asked with --replace-source, the new folder becomes the bucket's source and the versions of
+// the old one stay restorable. Through the `canopy` command, as a user runs it.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-bucket-source-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const env = { CANOPY_SECRET_STORE: 'file' };
+
+interface VersionRow {
+  readonly id: string;
+  readonly state: string;
+}
+
+async function versionsOf(home: string, bucket: string): Promise<VersionRow[]> {
+  const listed = await runCanopy(home, ['versions', '--bucket', bucket, '--json'], env);
+  expect(listed.status, listed.stderr).toBe(0);
+  return JSON.parse(listed.stdout) as VersionRow[];
+}
+
+async function namesIn(home: string, bucket: string): Promise<string[]> {
+  const listed = await runCanopy(home, ['ls', '--bucket', bucket, '--json'], env);
+  expect(listed.status, listed.stderr).toBe(0);
+  return (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name);
+}
+
+describe("a bucket's source folder", () => {
+  it('refuses another folder, naming both and the flag; --replace-source takes it and keeps the old versions', async () => {
+    const home = path.join(scratch, 'home');
+    await loginWithBucket(home, path.join(scratch, 'data'), 'Docs');
+    const documents = path.join(scratch, 'Documents');
+    const pictures = path.join(scratch, 'Pictures');
+    writeSettled(path.join(documents, 'letter.txt'), 'dear Ann');
+    writeSettled(path.join(pictures, 'beach.jpg'), 'a photo');
+
+    const first = await runCanopy(home, ['backup', documents, '--bucket', 'Docs'], env);
+    expect(first.status, first.stderr).toBe(0);
+    const [documentsVersion] = await versionsOf(home, 'Docs');
+    if (!documentsVersion) throw new Error('the first backup made no version');
+
+    const refused = await runCanopy(home, ['backup', pictures, '--bucket', 'Docs'], env);
+    expect(refused.status).toBe(1);
+    const host = os.hostname();
+    expect(refused.stderr).toBe(
+      `canopy: this bucket holds backups of ${host}:${documents}, not of ${host}:${pictures}: choose another bucket, or add --replace-source to make this folder its source from now on (the versions of ${host}:${documents} stay restorable)\n`,
+    );
+    expect(await versionsOf(home, 'Docs')).toEqual([documentsVersion]);
+    expect(await namesIn(home, 'Docs')).toEqual(['letter.txt']);
+
+    const replaced = await runCanopy(
+      home,
+      ['backup', pictures, '--bucket', 'Docs', '--replace-source'],
+      env,
+    );
+    expect(replaced.status, replaced.stderr).toBe(0);
+    expect(await namesIn(home, 'Docs')).toEqual(['beach.jpg']);
+    const versions = await versionsOf(home, 'Docs');
+    expect(versions.map((version) => version.id)).toContain(documentsVersion.id);
+    expect(versions.filter((version) => version.state === 'active')).toHaveLength(1);
+
+    // The folder it held before is now the other source, refused as the new one was.
+    const back = await runCanopy(home, ['backup', documents, '--bucket', 'Docs'], env);
+    expect(back.status).toBe(1);
+    expect(back.stderr).toContain(
+      `holds backups of ${host}:${pictures}, not of ${host}:${documents}`,
+    );
+
+    const target = path.join(scratch, 'restored');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--version', documentsVersion.id, '--to', target],
+      env,
+    );
+    expect(restored.status, restored.stderr).toBe(0);
+    expect(readFileSync(path.join(target, 'letter.txt'), 'utf8')).toBe('dear Ann');
+  });
+});
