@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
@@ -23,7 +24,7 @@ import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
-// are not UTF-8, a full backup disk while shards are written, a full disk under
+// are not UTF-8, sockets, named pipes and devices in the source, a full backup disk while shards are written, a full disk under
 // the Canopy home, and a full disk while restoring (small tmpfs mounts). Each gets a clear
 // message and loses nothing.
 
@@ -197,6 +198,50 @@ describe('backup failures', () => {
       expect((await engine.ls({ bucket: 'Latin' })).map((entry) => entry.name)).toEqual(['ok.txt']);
     } finally {
       await engine.close();
+    }
+  });
+
+  it('skips a socket, a named pipe and a device with a reason, in a dry run and a backup, and backs up the rest', async () => {
+    const source = path.join(scratch, 'specials');
+    mkdirSync(path.join(source, 'run'), { recursive: true });
+    writeFileSync(path.join(source, 'notes.txt'), 'kept');
+    const socket = createServer();
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.listen(path.join(source, 'run', 'agent.sock'), resolve);
+    });
+    const home = path.join(scratch, 'specials-home');
+    const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    try {
+      for (const [command, args] of [
+        ['mkfifo', [path.join(source, 'run', 'queue')]],
+        // As root, which the tests run as: the null device's numbers, as a disk image holds them.
+        ['mknod', [path.join(source, 'null'), 'c', '1', '3']],
+      ] as const) {
+        const made = spawnSync(command, args, { encoding: 'utf8' });
+        expect(made.status, made.stderr).toBe(0);
+      }
+      const skipped = [
+        { path: 'null', reason: 'device (not backed up)' },
+        { path: 'run/agent.sock', reason: 'socket (not backed up)' },
+        { path: 'run/queue', reason: 'named pipe (not backed up)' },
+      ];
+      const plan = await engine.planBackup({ dir: source });
+      expect(plan.files).toBe(1);
+      expect(plan.skipped).toEqual(skipped);
+      await engine.loginLocal({ dataDir: path.join(scratch, 'specials-data') });
+      await engine.createBucket({ name: 'Specials', type: 'backup', storageClass: 'hot' });
+      const result = await engine.backup({ dir: source, bucket: 'Specials' });
+      expect(result.files).toBe(1);
+      expect(result.skipped).toEqual(skipped);
+      expect((await engine.ls({ bucket: 'Specials' })).map((entry) => entry.name)).toEqual([
+        'notes.txt',
+        'run',
+      ]);
+      expect(await engine.ls({ bucket: 'Specials', path: 'run' })).toEqual([]);
+    } finally {
+      await engine.close();
+      await new Promise((resolve) => socket.close(resolve));
     }
   });
 
