@@ -24,9 +24,9 @@ import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
-// are not UTF-8, sockets, named pipes and devices in the source, a full backup disk while shards are written, a full disk under
-// the Canopy home, and a full disk while restoring (small tmpfs mounts). Each gets a clear
-// message and loses nothing.
+// are not UTF-8, sockets, named pipes and devices in the source, a full backup disk while shards
+// are written, a full disk under the Canopy home, and a full disk while restoring (small tmpfs
+// mounts). Each gets a clear message and loses nothing.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-failures-'));
 chmodSync(scratch, 0o755);
