@@ -803,6 +803,12 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
         shardSource = 'staged';
       } else if (isEngineError(error, 'stale_previous') && !rebuilt) {
         rebuilt = true;
+      } else if (isEngineError(error, 'stale_previous')) {
+        throw new EngineError(
+          'stale_previous',
+          'another device stored a version to this bucket twice while this backup ran: run the backup again',
+          { retryable: true, cause: error },
+        );
       } else if (error instanceof ShardRefused) {
         stepDown(error);
       } else throw error;
