@@ -10,6 +10,7 @@ import {
   type Engine,
   type SourceExcludeRules,
 } from '../main/index.ts';
+import { counted } from './counted.ts';
 import { progressLine } from './progress-line.ts';
 import {
   BUCKET_TYPES,
@@ -304,7 +305,7 @@ async function run(
         const plan = await engine.planBackup({ dir: need(sub, 'DIR') });
         out.print(
           [
-            `would back up ${plan.files} files, ${plan.bytes} bytes`,
+            `would back up ${counted(plan.files, 'file')}, ${counted(plan.bytes, 'byte')}`,
             ...plan.excluded.map((item) => `excluded by rules: ${item}`),
             ...plan.skipped.map((item) => `would skip ${item.path}: ${item.reason}`),
           ].join('\n'),
@@ -351,7 +352,7 @@ async function run(
           result.unchanged
             ? `nothing changed since version ${result.versionId}: no new version made`
             : `version ${result.versionId}`,
-          `${result.files} files (${result.filesUnchanged} unchanged, not read again), ${result.bytesScanned} bytes scanned, ${result.bytesRead} bytes read, ${result.newBytes} new bytes, ${result.bytesUploaded} bytes uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
+          `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${counted(result.bytesScanned, 'byte')} scanned, ${counted(result.bytesRead, 'byte')} read, ${result.newBytes} new ${result.newBytes === 1 ? 'byte' : 'bytes'}, ${counted(result.bytesUploaded, 'byte')} uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
           ...skipped,
           ...result.changedWhileRead.map(
             (item) =>
@@ -446,7 +447,7 @@ async function run(
         ...(version === undefined ? {} : { version }),
       });
       out.print(
-        `verified ${result.checked} of ${result.total} blocks (${result.bytes} bytes) of version ${result.versionId}: restorable as of ${new Date(result.verifiedAt).toISOString()}`,
+        `verified ${result.checked} of ${counted(result.total, 'block')} (${counted(result.bytes, 'byte')}) of version ${result.versionId}: restorable as of ${new Date(result.verifiedAt).toISOString()}`,
         result,
       );
       return;
@@ -471,7 +472,7 @@ async function run(
                 `removed ${result.leftoversRemoved} unfinished ${result.leftoversRemoved === 1 ? 'file' : 'files'} left by a restore that was stopped`,
               ]),
           ...(to === undefined ? [`into ${result.restoredInto}, where it was backed up from`] : []),
-          `restored ${result.files} files (${result.bytes} bytes), ${result.directories} folders, ${result.symlinks} symlinks`,
+          `restored ${counted(result.files, 'file')} (${counted(result.bytes, 'byte')}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
           ...(result.alreadyThere === 0
             ? []
             : [

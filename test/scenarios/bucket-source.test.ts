@@ -79,6 +79,7 @@ describe("a bucket's source folder", () => {
       env,
     );
     expect(restored.status, restored.stderr).toBe(0);
+    expect(restored.stdout).toContain('restored 1 file (8 bytes), 1 folder, 0 symlinks\n');
     expect(readFileSync(path.join(target, 'letter.txt'), 'utf8')).toBe('dear Ann');
   });
 });
