@@ -6,7 +6,6 @@ import {
   chmodSync,
   closeSync,
   lstatSync,
-  lutimesSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -450,25 +449,41 @@ describe('times before 1970', () => {
     mkdirSync(path.join(old, 'letters'), { recursive: true });
     writeFileSync(path.join(old, 'letters', 'from-1960.txt'), 'dear ann');
     symlinkSync('letters/from-1960.txt', path.join(old, 'latest'));
+    writeFileSync(path.join(old, 'letters', 'to-1958.txt'), 'dear bo');
+    // In nanoseconds since 1970: Linux keeps them, and a restore keeps them to the microsecond
+    // (Node's utimes takes no finer), before 1970 as after.
     const times = {
-      'letters/from-1960.txt': new Date('1960-01-01T00:00:00.500Z'),
-      latest: new Date('1969-12-31T23:59:59.250Z'),
-      letters: new Date('1969-07-20T20:17:40Z'),
+      'letters/from-1960.txt': -315_619_199_500_000_000n,
+      'letters/to-1958.txt': -378_691_199_876_543_211n,
+      latest: -749_999_999n,
+      letters: -14_182_940_000_000_000n,
     };
-    for (const [name, time] of Object.entries(times))
-      if (name === 'latest') lutimesSync(path.join(old, name), time, time);
-      else utimesSync(path.join(old, name), time, time);
+    for (const [name, ns] of Object.entries(times)) {
+      const sign = ns < 0n ? '-' : '';
+      const abs = ns < 0n ? -ns : ns;
+      const seconds = `${sign}${abs / 1_000_000_000n}.${String(abs % 1_000_000_000n).padStart(9, '0')}`;
+      const touched = spawnSync('touch', ['-h', '-d', `@${seconds}`, path.join(old, name)], {
+        encoding: 'utf8',
+      });
+      expect(touched.status, touched.stderr).toBe(0);
+      expect([name, lstatSync(path.join(old, name), { bigint: true }).mtimeNs]).toEqual([name, ns]);
+    }
     await engine.createBucket({ name: 'Old', type: 'backup', storageClass: 'hot' });
     await engine.backup({ dir: old, bucket: 'Old' });
     const listed = await engine.ls({ bucket: 'Old', path: 'letters' });
-    expect(listed.map((entry) => entry.mtime)).toEqual([Date.UTC(1960, 0, 1) / 1000]);
+    expect(listed.map((entry) => entry.mtime)).toEqual([
+      Date.UTC(1960, 0, 1) / 1000,
+      Date.UTC(1958, 0, 1) / 1000,
+    ]);
 
     const target = path.join(scratch, 'old-times-restored');
     await engine.restore({ bucket: 'Old', to: target, overwrite: false });
-    for (const [name, time] of Object.entries(times))
-      expect([name, lstatSync(path.join(target, name)).mtime.toISOString()]).toEqual([
+    // Cut to the microsecond toward 1970, as libuv cuts the fraction of a second.
+    const toMicroseconds = (ns: bigint): bigint => ns - (ns % 1000n);
+    for (const [name, ns] of Object.entries(times))
+      expect([name, lstatSync(path.join(target, name), { bigint: true }).mtimeNs]).toEqual([
         name,
-        time.toISOString(),
+        toMicroseconds(ns),
       ]);
   });
 });
