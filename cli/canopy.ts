@@ -352,7 +352,7 @@ async function run(
           result.unchanged
             ? `nothing changed since version ${result.versionId}: no new version made`
             : `version ${result.versionId}`,
-          `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${counted(result.bytesScanned, 'byte')} scanned, ${counted(result.bytesRead, 'byte')} read, ${result.newBytes} new ${result.newBytes === 1 ? 'byte' : 'bytes'}, ${counted(result.bytesUploaded, 'byte')} uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
+          `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${counted(result.bytesScanned, 'byte')} scanned, ${counted(result.bytesRead, 'byte')} read, ${counted(result.newBytes, 'new byte')}, ${counted(result.bytesUploaded, 'byte')} uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
           ...skipped,
           ...result.changedWhileRead.map(
             (item) =>
