@@ -44,9 +44,13 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   invoices
   notifications [list | dismiss ID]
 
+exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
 
 class UsageError extends Error {}
+
+/** A backup's exit status when it stored a version without some items it could not read. */
+const BACKUP_INCOMPLETE = 3;
 
 interface Output {
   json: boolean;
@@ -361,7 +365,15 @@ async function run(
         ].join('\n'),
         result,
       );
-      return;
+      // As restic's exit code 3: the version is stored, but lacks files the user can still get
+      // backed up; a script must see that. Files deleted meanwhile and sockets, pipes and devices
+      // are nothing to see to.
+      const unreadable = result.skipped.filter((item) => item.kind === 'unreadable').length;
+      if (unreadable === 0) return;
+      process.stderr.write(
+        `canopy: ${counted(unreadable, 'item')} could not be read (listed in the output) and ${unreadable === 1 ? 'is' : 'are'} not in the version; everything else is\n`,
+      );
+      return BACKUP_INCOMPLETE;
     }
     case 'versions': {
       const { versions, offlineSince, offlineBecause, keptForOffline } =

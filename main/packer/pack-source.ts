@@ -15,6 +15,7 @@ import {
 } from '../protocol/index.ts';
 import {
   openSourceFile,
+  skipKindOf,
   sourceRootEntry,
   walkSource,
   type ExcludeRules,
@@ -424,7 +425,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
    */
   function skipUnreadable(file: ScannedFile, error: unknown): undefined {
     if (isDiskGone(error)) throw error;
-    input.onSkip({ path: file.path, reason: unreadableReason(error) });
+    input.onSkip({ path: file.path, reason: unreadableReason(error), kind: skipKindOf(error) });
     return undefined;
   }
 

@@ -1,5 +1,6 @@
 // Walks a source folder and reports entries and skipped items. No network. May import main/api.
 export * from './walk-source.ts';
+export * from './skipped-item.ts';
 export * from './exclude-rules.ts';
 export * from './own-folders.ts';
 export * from './source-folder.ts';

@@ -5,6 +5,7 @@ import { isDiskGone } from '../api/index.ts';
 import type { ExcludeRules } from './exclude-rules.ts';
 import { InodeNumbers } from './inode-numbers.ts';
 import { compareUtf8 } from './utf8-order.ts';
+import { skipKindOf, type SkippedItem } from './skipped-item.ts';
 
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
 // it finds. Symlinks are reported as symlinks and never followed, so loops cannot happen.
@@ -41,12 +42,6 @@ export type SourceEntry =
       readonly target: string;
     };
 
-export interface SkippedItem {
-  /** Relative to the source root, with '/' separators. */
-  readonly path: string;
-  readonly reason: string;
-}
-
 /**
  * Names and link targets are bytes to Linux but text to UnixFS, and Node reads a name that is
  * not UTF-8 with U+FFFD in place of the bad bytes: that name then finds nothing, and a link's
@@ -55,13 +50,17 @@ export interface SkippedItem {
 const NOT_UTF8 = 'not valid UTF-8, which a backup cannot store';
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Why an entry the walk listed cannot be looked at. */
-function lookupFailure(name: string, error: unknown): string {
+/** An entry the walk listed that cannot be looked at. */
+function lookupFailure(rel: string, name: string, error: unknown): SkippedItem {
   const code = (error as NodeJS.ErrnoException).code;
   // A name holding U+FFFD that is not there was read from bytes that are not UTF-8.
   if (code === 'ENOENT' && name.includes('\uFFFD'))
-    return `its name is ${NOT_UTF8}; rename it to back it up`;
-  return reasonOf(error);
+    return {
+      path: rel,
+      reason: `its name is ${NOT_UTF8}; rename it to back it up`,
+      kind: 'unreadable',
+    };
+  return { path: rel, reason: reasonOf(error), kind: skipKindOf(error) };
 }
 
 /** Bytes as UTF-8 text, or undefined when they are not UTF-8. */
@@ -137,7 +136,11 @@ function listFolder(root: string, relative: string, options: WalkOptions): strin
     return readdirSync(path.join(root, relative)).sort(compareUtf8);
   } catch (error) {
     throwIfDiskGone(error);
-    options.onSkip({ path: relative || '.', reason: `cannot list: ${reasonOf(error)}` });
+    options.onSkip({
+      path: relative || '.',
+      reason: `cannot list: ${reasonOf(error)}`,
+      kind: skipKindOf(error),
+    });
     return undefined;
   }
 }
@@ -174,7 +177,7 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
       stats = lstatSync(full, { bigint: true });
     } catch (error) {
       throwIfDiskGone(error);
-      onSkip({ path: rel, reason: lookupFailure(name, error) });
+      onSkip(lookupFailure(rel, name, error));
       continue;
     }
     const mode = Number(stats.mode & 0o7777n);
@@ -207,11 +210,15 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
         target = strictText(readlinkSync(full, { encoding: 'buffer' }));
       } catch (error) {
         throwIfDiskGone(error);
-        onSkip({ path: rel, reason: reasonOf(error) });
+        onSkip({ path: rel, reason: reasonOf(error), kind: skipKindOf(error) });
         continue;
       }
       if (target === undefined)
-        onSkip({ path: rel, reason: `its target is ${NOT_UTF8}; link it again to back it up` });
+        onSkip({
+          path: rel,
+          reason: `its target is ${NOT_UTF8}; link it again to back it up`,
+          kind: 'unreadable',
+        });
       else
         yield {
           kind: 'symlink',
@@ -229,6 +236,7 @@ export async function* walkSource(root: string, options: WalkOptions): AsyncGene
           : stats.isFIFO()
             ? 'named pipe (not backed up)'
             : 'device (not backed up)',
+        kind: 'special',
       });
     }
   }

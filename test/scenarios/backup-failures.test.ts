@@ -9,6 +9,7 @@ import {
   mkdtempSync,
   readFileSync,
   readdirSync,
+  renameSync,
   rmSync,
   statfsSync,
   symlinkSync,
@@ -75,10 +76,12 @@ describe('backup failures', () => {
     expect(first.status).toBe(0);
     const firstResult = JSON.parse(first.stdout) as {
       files: number;
-      skipped: Array<{ path: string; reason: string }>;
+      skipped: Array<{ path: string; reason: string; kind: string }>;
     };
     expect(firstResult.files).toBe(1);
-    expect(firstResult.skipped).toEqual([{ path: 'secret.txt', reason: 'permission denied' }]);
+    expect(firstResult.skipped).toEqual([
+      { path: 'secret.txt', reason: 'permission denied', kind: 'unreadable' },
+    ]);
     chmodSync(path.join(source, 'secret.txt'), 0o644);
     const second = JSON.parse(asNobody(['backup', source, 'Docs']).stdout) as {
       files: number;
@@ -188,11 +191,13 @@ describe('backup failures', () => {
           path: 'caf\uFFFD.txt',
           reason:
             'its name is not valid UTF-8, which a backup cannot store; rename it to back it up',
+          kind: 'unreadable',
         },
         {
           path: 'link',
           reason:
             'its target is not valid UTF-8, which a backup cannot store; link it again to back it up',
+          kind: 'unreadable',
         },
       ]);
       expect((await engine.ls({ bucket: 'Latin' })).map((entry) => entry.name)).toEqual(['ok.txt']);
@@ -222,9 +227,9 @@ describe('backup failures', () => {
         expect(made.status, made.stderr).toBe(0);
       }
       const skipped = [
-        { path: 'null', reason: 'device (not backed up)' },
-        { path: 'run/agent.sock', reason: 'socket (not backed up)' },
-        { path: 'run/queue', reason: 'named pipe (not backed up)' },
+        { path: 'null', reason: 'device (not backed up)', kind: 'special' },
+        { path: 'run/agent.sock', reason: 'socket (not backed up)', kind: 'special' },
+        { path: 'run/queue', reason: 'named pipe (not backed up)', kind: 'special' },
       ];
       const plan = await engine.planBackup({ dir: source });
       expect(plan.files).toBe(1);
@@ -243,6 +248,48 @@ describe('backup failures', () => {
       await engine.close();
       await new Promise((resolve) => socket.close(resolve));
     }
+  });
+
+  it('exits 3 when the version lacks items it could not read, and 0 for pipes and files renamed since', async () => {
+    const source = path.join(scratch, 'exit-status');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'ok.txt'), 'fine');
+    const latin1 = Buffer.concat([
+      Buffer.from(`${source}/r`),
+      Buffer.from([0xe9]),
+      Buffer.from('sum'),
+    ]);
+    writeFileSync(latin1, 'cv');
+    const made = spawnSync('mkfifo', [path.join(source, 'queue')], { encoding: 'utf8' });
+    expect(made.status, made.stderr).toBe(0);
+    const home = path.join(scratch, 'exit-status-home');
+    await loginWithBucket(home, path.join(scratch, 'exit-status-data'), 'Exit');
+
+    const incomplete = await runCanopy(home, ['backup', source, '--bucket', 'Exit'], fileStore);
+    expect(incomplete.status).toBe(3);
+    expect(incomplete.stdout).toContain(
+      'skipped r\uFFFDsum: its name is not valid UTF-8, which a backup cannot store; rename it to back it up\n',
+    );
+    expect(incomplete.stderr).toBe(
+      'canopy: 1 item could not be read (listed in the output) and is not in the version; everything else is\n',
+    );
+    // Stored all the same.
+    const listed = await runCanopy(home, ['ls', '--bucket', 'Exit', '--json'], fileStore);
+    expect((JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name)).toEqual([
+      'ok.txt',
+    ]);
+
+    // Renamed, it is backed up; the pipe is never, and is no reason for a failing status.
+    renameSync(latin1, path.join(source, 'resume'));
+    const whole = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Exit', '--json'],
+      fileStore,
+    );
+    expect(whole.status, whole.stderr).toBe(0);
+    expect((JSON.parse(whole.stdout) as { skipped: unknown[] }).skipped).toEqual([
+      { path: 'queue', reason: 'named pipe (not backed up)', kind: 'special' },
+    ]);
   });
 
   it('reports a full backup disk clearly, keeps nothing half-written, and finishes the upload once space is free', async () => {

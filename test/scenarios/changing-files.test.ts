@@ -199,7 +199,9 @@ describe('files that are deleted after the walk', () => {
 
   it('skips a file deleted before it was read, says so, and backs up the rest', async () => {
     const { result, restored, last } = await backUpDeleting('deleted-small', 'b-gone.txt', 'gone');
-    expect(result.skipped).toEqual([{ path: 'b-gone.txt', reason: 'deleted before it was read' }]);
+    expect(result.skipped).toEqual([
+      { path: 'b-gone.txt', reason: 'deleted before it was read', kind: 'changed' },
+    ]);
     expect(result.files).toBe(2);
     expect(restored).toEqual(['a-first.txt', 'd-last.txt']);
     expect(last).toBe('last');
@@ -252,8 +254,16 @@ describe('files that become something else after the walk', () => {
       await engine.createBucket({ name: 'Became', type: 'backup', storageClass: 'hot' });
       const result = await engine.backup({ dir: source, bucket: 'Became' });
       expect(result.skipped).toEqual([
-        { path: 'b-pipe.txt', reason: 'it is now a named pipe, not a regular file' },
-        { path: 'c-link.txt', reason: 'it is now a symbolic link, not a regular file' },
+        {
+          path: 'b-pipe.txt',
+          reason: 'it is now a named pipe, not a regular file',
+          kind: 'changed',
+        },
+        {
+          path: 'c-link.txt',
+          reason: 'it is now a symbolic link, not a regular file',
+          kind: 'changed',
+        },
       ]);
       expect(result.files).toBe(2);
       const target = path.join(run, 'restored');
