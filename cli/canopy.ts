@@ -481,7 +481,7 @@ async function run(
           ...(result.leftoversRemoved === 0
             ? []
             : [
-                `removed ${result.leftoversRemoved} unfinished ${result.leftoversRemoved === 1 ? 'file' : 'files'} left by a restore that was stopped`,
+                `removed ${counted(result.leftoversRemoved, 'unfinished file')} left by a restore that was stopped`,
               ]),
           ...(to === undefined ? [`into ${result.restoredInto}, where it was backed up from`] : []),
           `restored ${counted(result.files, 'file')} (${counted(result.bytes, 'byte')}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
@@ -508,7 +508,7 @@ async function run(
       if (missing === 0) return;
       // Not a failure of the command, yet not a complete restore either: scripts must see it.
       process.stderr.write(
-        `canopy: ${missing} ${missing === 1 ? 'item' : 'items'} could not be restored (listed in the output); everything else is in place\n`,
+        `canopy: ${counted(missing, 'item')} could not be restored (listed in the output); everything else is in place\n`,
       );
       return 1;
     }

@@ -1,4 +1,5 @@
 import type { BackupProgress } from '../main/index.ts';
+import { counted } from './counted.ts';
 
 // One line of backup progress for a terminal: the phase, files, bytes and an ETA in words.
 
@@ -28,7 +29,7 @@ export function formatEta(seconds: number | null): string {
 
 export function progressLine(progress: BackupProgress): string {
   if (progress.phase === 'scanning') {
-    const files = `${progress.filesDone} file${progress.filesDone === 1 ? '' : 's'}`;
+    const files = counted(progress.filesDone, 'file');
     return `scanning: ${files}, ${formatBytes(progress.bytesDone)} found`;
   }
   const files = `${progress.filesDone}/${progress.filesTotal} files`;
