@@ -152,126 +152,115 @@ describe('files that change after they were read, before the upload', () => {
   });
 });
 
-describe('files that are deleted after the walk', () => {
-  /**
-   * Backs up a folder of a-first.txt, `doomed` and d-last.txt, deleting `doomed` once a-first.txt
-   * was read (the walk has listed the folder by then); returns the result and the names restored.
-   */
-  async function backUpDeleting(
-    name: string,
-    doomed: string,
-    bytes: Uint8Array | string,
-  ): Promise<{ result: BackupResult; restored: string[]; last: string }> {
-    const run = path.join(scratch, name);
-    const source = path.join(run, 'source');
-    mkdirSync(source, { recursive: true });
-    writeFileSync(path.join(source, 'a-first.txt'), 'first');
-    writeFileSync(path.join(source, doomed), bytes);
-    writeFileSync(path.join(source, 'd-last.txt'), 'last');
-    const home = path.join(run, 'home');
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService,
-      afterFileRead: (relativePath) => {
-        // Forced: a pass that packs again reads a-first.txt again.
-        if (relativePath === 'a-first.txt') rmSync(path.join(source, doomed), { force: true });
-        return Promise.resolve();
-      },
-    });
-    try {
-      await engine.loginLocal({});
-      await engine.createBucket({ name: 'Deleted', type: 'backup', storageClass: 'hot' });
-      const result = await engine.backup({ dir: source, bucket: 'Deleted' });
-      const target = path.join(run, 'restored');
-      await engine.restore({ bucket: 'Deleted', to: target, overwrite: false });
-      // Gone for good: the next backup has nothing to report.
-      expect((await engine.backup({ dir: source, bucket: 'Deleted' })).skipped).toEqual([]);
-      return {
-        result,
-        restored: readdirSync(target).sort(),
-        last: readFileSync(path.join(target, 'd-last.txt'), 'utf8'),
-      };
-    } finally {
-      await engine.close();
-    }
+/**
+ * Backs up a folder of a-first.txt, the `middle` files and d-last.txt, calling `change` once
+ * a-first.txt was read (the walk has listed the folder by then), then restores it and backs it
+ * up again. Returns both backups' results and what the restore holds.
+ */
+async function backUpChangedAfterWalk(
+  name: string,
+  middle: Record<string, Uint8Array | string>,
+  change: (source: string) => void,
+): Promise<{ result: BackupResult; next: BackupResult; restored: string[]; last: string }> {
+  const run = path.join(scratch, name);
+  const source = path.join(run, 'source');
+  mkdirSync(source, { recursive: true });
+  writeFileSync(path.join(source, 'a-first.txt'), 'first');
+  for (const [file, bytes] of Object.entries(middle)) writeFileSync(path.join(source, file), bytes);
+  writeFileSync(path.join(source, 'd-last.txt'), 'last');
+  const home = path.join(run, 'home');
+  let changed = false;
+  const engine = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    startLocalService,
+    afterFileRead: (relativePath) => {
+      // Once: a pass that packs again reads a-first.txt again.
+      if (relativePath === 'a-first.txt' && !changed) {
+        changed = true;
+        change(source);
+      }
+      return Promise.resolve();
+    },
+  });
+  try {
+    await engine.loginLocal({});
+    await engine.createBucket({ name: 'Changed', type: 'backup', storageClass: 'hot' });
+    const result = await engine.backup({ dir: source, bucket: 'Changed' });
+    const target = path.join(run, 'restored');
+    await engine.restore({ bucket: 'Changed', to: target, overwrite: false });
+    return {
+      result,
+      next: await engine.backup({ dir: source, bucket: 'Changed' }),
+      restored: readdirSync(target).sort(),
+      last: readFileSync(path.join(target, 'd-last.txt'), 'utf8'),
+    };
+  } finally {
+    await engine.close();
   }
+}
 
+describe('files that are deleted after the walk', () => {
   it('skips a file deleted before it was read, says so, and backs up the rest', async () => {
-    const { result, restored, last } = await backUpDeleting('deleted-small', 'b-gone.txt', 'gone');
+    const { result, next, restored, last } = await backUpChangedAfterWalk(
+      'deleted-small',
+      { 'b-gone.txt': 'gone' },
+      (source) => rmSync(path.join(source, 'b-gone.txt')),
+    );
     expect(result.skipped).toEqual([
       { path: 'b-gone.txt', reason: 'deleted before it was read', kind: 'changed' },
     ]);
     expect(result.files).toBe(2);
     expect(restored).toEqual(['a-first.txt', 'd-last.txt']);
     expect(last).toBe('last');
+    // Gone for good: the next backup has nothing to report.
+    expect(next.skipped).toEqual([]);
   });
 
   it('leaves out a large file deleted once read, and the version is whole without it', async () => {
     // Opened ahead of its turn, it may be read through a descriptor from before the deletion;
     // then its blocks, read again for the upload from a name gone by then, are not there, and
     // the backup packs again without it. Either way the version holds the rest, and only that.
-    const { result, restored, last } = await backUpDeleting(
+    const { result, next, restored, last } = await backUpChangedAfterWalk(
       'deleted-large',
-      'c-large.bin',
-      randomBytes(3 * 1024 * 1024),
+      { 'c-large.bin': randomBytes(3 * 1024 * 1024) },
+      (source) => rmSync(path.join(source, 'c-large.bin')),
     );
     expect(result.files).toBe(2);
     expect(restored).toEqual(['a-first.txt', 'd-last.txt']);
     expect(last).toBe('last');
+    expect(next.skipped).toEqual([]);
   });
 });
 
 describe('files that become something else after the walk', () => {
   // A named pipe opened the plain way would block the backup until a writer came: forever.
   it('skips a file that became a named pipe or a link, with a reason, and backs up the rest', async () => {
-    const run = path.join(scratch, 'became');
-    const source = path.join(run, 'source');
-    mkdirSync(source, { recursive: true });
-    writeFileSync(path.join(source, 'a-first.txt'), 'first');
-    writeFileSync(path.join(source, 'b-pipe.txt'), 'soon a pipe');
-    writeFileSync(path.join(source, 'c-link.txt'), 'soon a link');
-    writeFileSync(path.join(source, 'd-last.txt'), 'last');
-    const home = path.join(run, 'home');
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService,
-      // The walk has listed the folder by the time its first file is read.
-      afterFileRead: (relativePath) => {
-        if (relativePath === 'a-first.txt') {
-          rmSync(path.join(source, 'b-pipe.txt'));
-          const made = spawnSync('mkfifo', [path.join(source, 'b-pipe.txt')]);
-          if (made.status !== 0) throw new Error(`mkfifo failed: ${String(made.stderr)}`);
-          rmSync(path.join(source, 'c-link.txt'));
-          symlinkSync('a-first.txt', path.join(source, 'c-link.txt'));
-        }
-        return Promise.resolve();
+    const { result, next, restored, last } = await backUpChangedAfterWalk(
+      'became',
+      { 'b-pipe.txt': 'soon a pipe', 'c-link.txt': 'soon a link' },
+      (source) => {
+        rmSync(path.join(source, 'b-pipe.txt'));
+        const made = spawnSync('mkfifo', [path.join(source, 'b-pipe.txt')]);
+        if (made.status !== 0) throw new Error(`mkfifo failed: ${String(made.stderr)}`);
+        rmSync(path.join(source, 'c-link.txt'));
+        symlinkSync('a-first.txt', path.join(source, 'c-link.txt'));
       },
-    });
-    try {
-      await engine.loginLocal({});
-      await engine.createBucket({ name: 'Became', type: 'backup', storageClass: 'hot' });
-      const result = await engine.backup({ dir: source, bucket: 'Became' });
-      expect(result.skipped).toEqual([
-        {
-          path: 'b-pipe.txt',
-          reason: 'it is now a named pipe, not a regular file',
-          kind: 'changed',
-        },
-        {
-          path: 'c-link.txt',
-          reason: 'it is now a symbolic link, not a regular file',
-          kind: 'changed',
-        },
-      ]);
-      expect(result.files).toBe(2);
-      const target = path.join(run, 'restored');
-      await engine.restore({ bucket: 'Became', to: target, overwrite: false });
-      expect(readdirSync(target).sort()).toEqual(['a-first.txt', 'd-last.txt']);
-      expect(readFileSync(path.join(target, 'd-last.txt'), 'utf8')).toBe('last');
-    } finally {
-      await engine.close();
-    }
+    );
+    expect(result.skipped).toEqual([
+      { path: 'b-pipe.txt', reason: 'it is now a named pipe, not a regular file', kind: 'changed' },
+      {
+        path: 'c-link.txt',
+        reason: 'it is now a symbolic link, not a regular file',
+        kind: 'changed',
+      },
+    ]);
+    expect(result.files).toBe(2);
+    expect(restored).toEqual(['a-first.txt', 'd-last.txt']);
+    expect(last).toBe('last');
+    // The next backup takes what they became: the link, and never the pipe.
+    expect(next.skipped).toEqual([
+      { path: 'b-pipe.txt', reason: 'named pipe (not backed up)', kind: 'special' },
+    ]);
   });
 });
