@@ -51,6 +51,14 @@ function mountTmpfs(name: string, size: string): string {
   return dir;
 }
 
+/**
+ * The path of `before` + é + `after` in `dir`, the é in Latin-1 as an old system wrote it: bytes
+ * to Linux, but not UTF-8 text, which UnixFS names must be.
+ */
+function latin1Name(dir: string, before: string, after: string): Buffer {
+  return Buffer.concat([Buffer.from(`${dir}/${before}`), Buffer.from([0xe9]), Buffer.from(after)]);
+}
+
 describe('backup failures', () => {
   it('skips an unreadable file with a reason, backs up the rest, and picks it up once readable', () => {
     const source = path.join(scratch, 'source');
@@ -171,12 +179,7 @@ describe('backup failures', () => {
     const source = path.join(scratch, 'latin-1');
     mkdirSync(source);
     writeFileSync(path.join(source, 'ok.txt'), 'fine');
-    // Names from an old Latin-1 system: bytes to Linux, but not text that UnixFS can hold.
-    const latin1 = Buffer.concat([
-      Buffer.from(`${source}/caf`),
-      Buffer.from([0xe9]),
-      Buffer.from('.txt'),
-    ]);
+    const latin1 = latin1Name(source, 'caf', '.txt');
     writeFileSync(latin1, 'caf\u00e9');
     symlinkSync(latin1, path.join(source, 'link'));
     const home = path.join(scratch, 'latin-1-home');
@@ -254,11 +257,7 @@ describe('backup failures', () => {
     const source = path.join(scratch, 'exit-status');
     mkdirSync(source);
     writeFileSync(path.join(source, 'ok.txt'), 'fine');
-    const latin1 = Buffer.concat([
-      Buffer.from(`${source}/r`),
-      Buffer.from([0xe9]),
-      Buffer.from('sum'),
-    ]);
+    const latin1 = latin1Name(source, 'r', 'sum');
     writeFileSync(latin1, 'cv');
     const made = spawnSync('mkfifo', [path.join(source, 'queue')], { encoding: 'utf8' });
     expect(made.status, made.stderr).toBe(0);
