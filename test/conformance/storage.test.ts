@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../helpers/http-client.ts';
 import { storedBlock } from '../helpers/stored-blocks.ts';
-import { carBytes, rawBlock, shardOf } from '../helpers/cars.ts';
+import { carBytes, metadataCar, rawBlock, shardOf } from '../helpers/cars.ts';
 import {
   complete,
   createBucket,
@@ -13,7 +13,7 @@ import {
 import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, SMALL_LIMITS, type TestService } from '../helpers/test-service.ts';
 import { rawCidOf, signCompactJws } from '../../main/protocol/index.ts';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { CarReader } from '@ipld/car';
 
 // §18 items 32–34 and 39: shards, storage authorizations, missing blocks, block reads.
@@ -311,6 +311,80 @@ describe('a block damaged on the host', () => {
     const egressAfter = (await call('GET', `${service.api}/users/current`, { token: ann.token() }))
       .json.monthly_egress as number;
     expect(egressAfter - egressBefore).toBe(intact.bytes.length);
+  });
+});
+
+describe('§11.6 usage', () => {
+  it('counts each data block a user holds once, whatever shards, versions and users it is in', async () => {
+    const quota = 1_000_000;
+    const dave = await enrolledDevice(service, 'dave@example.org', quota);
+    const erin = await enrolledDevice(service, 'erin@example.org');
+    const carSize = (await metadataCar()).car.length;
+    /** Passes when Dave's usage is `expected`: a push filling his quota to the byte fits, one byte more does not. */
+    const probes = await createBucket(service, dave, 'usage-probes');
+    async function expectUsage(expected: number): Promise<void> {
+      const room = quota - expected - carSize;
+      const over = await push(service, dave, {
+        bucketId: probes,
+        expectedDataSize: room + 1,
+        previousId: null,
+      });
+      expect(over.json.code).toBe('quota_exceeded');
+      const fits = await push(service, dave, {
+        bucketId: probes,
+        expectedDataSize: room,
+        previousId: null,
+      });
+      expect(fits.status).toBe(200);
+      const probe = `${service.api}/buckets/metadata/${fits.json.id as string}`;
+      expect((await call('DELETE', probe, { token: dave.token() })).status).toBe(204);
+    }
+    const [a, b, c, d] = await Promise.all(
+      [1000, 2000, 3000, 4000].map((size) => rawBlock(randomBytes(size))),
+    );
+    if (!a || !b || !c || !d) throw new Error('no blocks');
+
+    // One version, its blocks over two shards that share one; a block twice in one shard.
+    const photos = await createBucket(service, dave, 'usage-photos');
+    const pushed = await push(service, dave, {
+      bucketId: photos,
+      expectedDataSize: 6000,
+      previousId: null,
+    });
+    const id = pushed.json.id as string;
+    const sa = pushed.json.storage_authorization as string;
+    expect((await uploadShard(service, sa, id, [a, b, a])).json).toEqual({
+      blocks: 2,
+      bytes: 3000,
+      received_total: 3000,
+    });
+    expect((await uploadShard(service, sa, id, [b, c])).json).toEqual({
+      blocks: 2,
+      bytes: 5000,
+      received_total: 6000,
+    });
+    expect((await complete(service, sa, id)).status).toBe(200);
+    await expectUsage(6000 + carSize);
+
+    // A second bucket holding a block Dave holds already adds it to its own set, not to usage.
+    const documents = await createBucket(service, dave, 'usage-documents');
+    await storeVersion(service, dave, documents, null, [a, d]);
+    await expectUsage(10_000 + 2 * carSize);
+
+    // Another user storing one of Dave's blocks leaves Dave's usage as it was.
+    const erinBucket = await createBucket(service, erin, 'usage-erin');
+    await storeVersion(service, erin, erinBucket, null, [c]);
+    await expectUsage(10_000 + 2 * carSize);
+
+    // Without the first bucket Dave holds a and d; c stays readable for Erin.
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${photos}`, { token: dave.token() })).status,
+    ).toBe(204);
+    await expectUsage(5000 + carSize);
+    const read = await call('GET', `${service.api}/blocks/${c.cid.toString()}`, {
+      token: erin.token(),
+    });
+    expect(Buffer.from(read.bytes).equals(Buffer.from(c.bytes))).toBe(true);
   });
 });
 
