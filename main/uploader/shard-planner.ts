@@ -10,11 +10,13 @@ import {
 import type { LeafOrigin } from '../packer/index.ts';
 import type { QueuedBlock } from '../state/index.ts';
 import { LeafShards } from './leaf-shards.ts';
+import { shardHasRoom } from './shard-target.ts';
 
 // Lays data blocks out into shards (CARv1, roots = [first block], at most `targetBytes` of
-// blocks each) without writing them anywhere: each shard is a list of where its blocks lie in
-// the source, and its CID is the hash of the bytes the CAR will have. The upload reads the
-// source again (plannedShardBody) and checks every block against its CID on the way out.
+// blocks and MAX_SHARD_BLOCKS blocks each) without writing them anywhere: each shard is a list
+// of where its blocks lie in the source, and its CID is the hash of the bytes the CAR will have.
+// The upload reads the source again (plannedShardBody) and checks every block against its CID
+// on the way out.
 //
 // Staging the shards instead writes every new byte to the local disk once more, and needs as
 // much free space as the backup sends; reading the source twice costs neither.
@@ -53,7 +55,7 @@ export class ShardPlanner {
    * number among the packed tree's leaves.
    */
   add(cid: CID, bytes: Uint8Array, origin: LeafOrigin, leaf: number, text = cidText(cid)): void {
-    if (this.current && this.current.bytes + bytes.length > this.targetBytes) this.seal();
+    if (this.current && !shardHasRoom(this.current, bytes.length, this.targetBytes)) this.seal();
     let current = this.current;
     if (!current) {
       current = { hash: createHash('sha256'), bytes: 0, blocks: 0 };

@@ -11,9 +11,11 @@ import {
   cidFromSha256,
 } from '../protocol/index.ts';
 import { LeafShards } from './leaf-shards.ts';
+import { shardHasRoom } from './shard-target.ts';
 
 // Writes data blocks into staged shard files (CARv1, roots = [first block]) of at most
-// `targetBytes`, on disk, so memory does not grow with the data and a shard can be resent.
+// `targetBytes` and MAX_SHARD_BLOCKS blocks, on disk, so memory does not grow with the data and
+// a shard can be resent.
 
 export interface StagedShard {
   readonly file: string;
@@ -49,6 +51,7 @@ export class ShardWriter {
         file: string;
         hash: ReturnType<typeof createHash>;
         bytes: number;
+        blocks: number;
       }
     | undefined;
   /** The shards sealed, numbered by their index here. */
@@ -139,7 +142,7 @@ export class ShardWriter {
   }
 
   private async append(cid: CID, bytes: Uint8Array, leaf: number): Promise<void> {
-    if (this.current && this.current.bytes + bytes.length > this.targetBytes)
+    if (this.current && !shardHasRoom(this.current, bytes.length, this.targetBytes))
       await this.sealCurrent();
     if (!this.current) {
       const file = path.join(this.dir, `shard-${String(this.shards.length).padStart(5, '0')}.car`);
@@ -148,6 +151,7 @@ export class ShardWriter {
         file,
         hash: createHash('sha256'),
         bytes: 0,
+        blocks: 0,
       };
       this.write(encodeCarHeader([cid]));
     }
@@ -156,6 +160,7 @@ export class ShardWriter {
     // writev as a copy, a large one goes to the file before the add returns.
     const large = bytes.length >= COPY_BELOW_BYTES;
     this.write(large ? bytes : new Uint8Array(bytes));
+    this.current.blocks += 1;
     this.leafShards.record(leaf, this.shards.length);
     if (large || this.pendingBytes >= FLUSH_BYTES || this.pending.length >= FLUSH_BUFFERS)
       await this.flush();

@@ -4,6 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { CarReader } from '@ipld/car';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
@@ -15,6 +16,7 @@ import {
 } from '../../../main/uploader/planned-shard-body.ts';
 import { ShardPlanner } from '../../../main/uploader/shard-planner.ts';
 import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
+import { MAX_SHARD_BLOCKS } from '../../../main/uploader/shard-target.ts';
 
 // A planned shard must be byte for byte the shard staging would have written: same layout,
 // same CID, and a body read back from the source that hashes to it, whether its large blocks
@@ -213,6 +215,33 @@ describe('ShardPlanner and plannedShardBody', () => {
     expect(body.equals(readFileSync(writer.shards[0]?.file ?? ''))).toBe(true);
     expect(asked.reduce((sum, count) => sum + count, 0)).toBe(10_000);
     expect(Math.max(...asked)).toBeLessThanOrEqual(5_000);
+  });
+
+  it('close a shard at MAX_SHARD_BLOCKS blocks, however far it is from its byte target', async () => {
+    const dir = mkdtempSync(path.join(scratch, 'blocks-'));
+    const writer = new ShardWriter(path.join(dir, '.staging'), 64 << 20);
+    const { planner } = plannerIn(dir, 64 << 20);
+    for (let index = 0; index <= MAX_SHARD_BLOCKS; index += 1) {
+      const bytes = Buffer.from(`block ${index}`);
+      const cid = CID.createV1(raw.code, await sha256.digest(bytes));
+      void writer.add(cid, bytes, index);
+      planner.add(cid, bytes, { path: `f${index}`, offset: 0 }, index);
+    }
+    await writer.seal();
+    planner.seal();
+    expect(planner.shards.map((shard) => shard.shardCid.toString())).toEqual(
+      writer.shards.map((shard) => shard.shardCid.toString()),
+    );
+    const blocksIn = async (file: string): Promise<number> => {
+      let count = 0;
+      for await (const block of (await CarReader.fromBytes(readFileSync(file))).blocks())
+        if (block) count += 1;
+      return count;
+    };
+    expect(await Promise.all(writer.shards.map((shard) => blocksIn(shard.file)))).toEqual([
+      MAX_SHARD_BLOCKS,
+      1,
+    ]);
   });
 
   const changes: ReadonlyArray<readonly [string, (file: string) => void]> = [
