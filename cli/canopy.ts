@@ -6,12 +6,11 @@ import { openSecretStore, secretStoreChoice } from '../main/identity/index.ts';
 import {
   createEngine,
   type AccountSummary,
-  type BackupProgress,
   type Engine,
   type SourceExcludeRules,
 } from '../main/index.ts';
 import { counted } from './counted.ts';
-import { progressLine } from './progress-line.ts';
+import { progressPrinter } from './progress-printer.ts';
 import {
   BUCKET_TYPES,
   STORAGE_CLASSES,
@@ -38,7 +37,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   versions --bucket NAME | snapshots --bucket NAME
   ls --bucket NAME [--version ID | --snapshot ID] [PATH]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
-                                                    without --to, to where it was backed up from
+          [--progress]                              without --to, to where it was backed up from
   verify --bucket NAME [--version ID] [--all]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
@@ -317,36 +316,19 @@ async function run(
         );
         return;
       }
-      // Progress goes to stderr: on a terminal as one line rewritten in place, elsewhere (with
-      // --progress) as a line every few seconds and at the end of each phase.
-      const terminal = process.stderr.isTTY && !out.json;
-      const showProgress = terminal || values['progress'] === true;
-      let lastLine = 0;
-      const result = await engine.backup({
-        dir: need(sub, 'DIR'),
-        bucket: need(str('bucket'), '--bucket'),
-        ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
-        ...(values['replace-source'] === true ? { replaceSource: true } : {}),
-        ...(showProgress
-          ? {
-              onProgress: (progress: BackupProgress) => {
-                const line = progressLine(progress);
-                if (terminal) process.stderr.write(`\r${line}\x1b[K`);
-                else {
-                  // A scan's counts are always its totals so far: it is never seen to end.
-                  const phaseEnded =
-                    progress.phase !== 'scanning' &&
-                    progress.bytesDone === progress.bytesTotal &&
-                    progress.filesDone === progress.filesTotal;
-                  if (!phaseEnded && Date.now() - lastLine < 2000) return;
-                  lastLine = Date.now();
-                  process.stderr.write(`${line}\n`);
-                }
-              },
-            }
-          : {}),
-      });
-      if (terminal) process.stderr.write('\r\x1b[K');
+      const progress = progressPrinter(
+        process.stderr.isTTY && !out.json,
+        values['progress'] === true,
+      );
+      const result = await engine
+        .backup({
+          dir: need(sub, 'DIR'),
+          bucket: need(str('bucket'), '--bucket'),
+          ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
+          ...(values['replace-source'] === true ? { replaceSource: true } : {}),
+          ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+        })
+        .finally(() => progress.done());
       const skipped = result.skipped.map((item) => `skipped ${item.path}: ${item.reason}`);
       out.print(
         [
@@ -468,14 +450,21 @@ async function run(
       const snapshot = str('snapshot');
       const version = str('version');
       const to = str('to');
-      const result = await engine.restore({
-        bucket: need(str('bucket'), '--bucket'),
-        ...(to === undefined ? {} : { to }),
-        overwrite: values['overwrite'] === true,
-        ...(version === undefined ? {} : { version }),
-        ...(snapshot === undefined ? {} : { snapshot }),
-        ...(sub === undefined ? {} : { path: sub }),
-      });
+      const progress = progressPrinter(
+        process.stderr.isTTY && !out.json,
+        values['progress'] === true,
+      );
+      const result = await engine
+        .restore({
+          bucket: need(str('bucket'), '--bucket'),
+          ...(to === undefined ? {} : { to }),
+          overwrite: values['overwrite'] === true,
+          ...(version === undefined ? {} : { version }),
+          ...(snapshot === undefined ? {} : { snapshot }),
+          ...(sub === undefined ? {} : { path: sub }),
+          ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+        })
+        .finally(() => progress.done());
       out.print(
         [
           ...(result.leftoversRemoved === 0

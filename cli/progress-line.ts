@@ -1,7 +1,8 @@
-import type { BackupProgress } from '../main/index.ts';
+import type { BackupProgress, RestoreProgress } from '../main/index.ts';
 import { counted } from './counted.ts';
 
-// One line of backup progress for a terminal: the phase, files, bytes and an ETA in words.
+// One line of a backup's or a restore's progress for a terminal: the phase, files, bytes and an
+// ETA in words.
 
 const UNITS = ['B', 'kB', 'MB', 'GB', 'TB'];
 
@@ -27,13 +28,12 @@ export function formatEta(seconds: number | null): string {
   return `about ${hours} h ${minutes} min left`;
 }
 
-export function progressLine(progress: BackupProgress): string {
+export function progressLine(progress: BackupProgress | RestoreProgress): string {
   if (progress.phase === 'scanning') {
     const files = counted(progress.filesDone, 'file');
     return `scanning: ${files}, ${formatBytes(progress.bytesDone)} found`;
   }
   const files = `${progress.filesDone}/${progress.filesTotal} files`;
   const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
-  const verb = progress.phase === 'reading' ? 'reading' : 'uploading';
-  return `${verb}: ${files}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
+  return `${progress.phase}: ${files}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
 }

@@ -20,7 +20,12 @@ import type {
   User,
 } from '../protocol/index.ts';
 import { ServiceClient, type RetryPolicy } from '../service/index.ts';
-import { backupSource, type BackupProgress, type BackupResult } from '../uploader/index.ts';
+import {
+  backupSource,
+  type BackupProgress,
+  type BackupResult,
+  type RestoreProgress,
+} from '../uploader/index.ts';
 import {
   listVersionPath,
   originalPlace,
@@ -1080,6 +1085,8 @@ export class Engine {
     /** The folder to restore into; by default where the version was backed up from. */
     to?: string;
     overwrite: boolean;
+    /** Takes the files and bytes written so far, with an ETA. */
+    onProgress?: (progress: RestoreProgress) => void;
   }): Promise<
     RestoreResult & { readonly leftoversRemoved: number; readonly restoredInto: string }
   > {
@@ -1117,6 +1124,7 @@ export class Engine {
         temporaryToken: mark.token,
         ...(input.path === undefined ? {} : { subPath: input.path }),
         ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
+        ...(input.onProgress ? { onProgress: input.onProgress } : {}),
       });
       finished = true;
       return { ...result, leftoversRemoved, restoredInto: targetDir };

@@ -18,7 +18,7 @@ import { CarFormatError, cidText, RAW_CODEC } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
-import type { TreeIndex } from '../uploader/index.ts';
+import { PhaseProgress, type RestoreProgress, type TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
 import { fileTime } from './file-time.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
@@ -98,6 +98,8 @@ export interface RestoreInput {
   readonly temporaryToken?: string;
   /** Test seam for crash-point tests: a file is written whole, before its rename. */
   readonly afterFileWritten?: (writtenSoFar: number) => void;
+  /** Takes the restore's progress, at most every 200 ms and once at its end. */
+  readonly onProgress?: (progress: RestoreProgress) => void;
 }
 
 /** An entry the target's file system would not take, by its path below the target. */
@@ -251,6 +253,23 @@ function freeName(file: string, claimed: (folded: string) => boolean): string {
   }
 }
 
+/** The progress of writing `entries`' files, but those `isThere` says the target holds. */
+function progressOver(
+  entries: Iterable<TreeEntry>,
+  isThere: (entry: TreeEntry) => boolean,
+  report: (progress: RestoreProgress) => void,
+  fileSizeOf: (entry: TreeEntry) => number,
+): PhaseProgress<'restoring'> {
+  let files = 0;
+  let bytes = 0;
+  for (const entry of entries) {
+    if (entry.kind !== 'file' || isThere(entry)) continue;
+    files += 1;
+    bytes += fileSizeOf(entry);
+  }
+  return new PhaseProgress('restoring', files, bytes, report, () => performance.now());
+}
+
 export async function restoreVersion(input: RestoreInput): Promise<RestoreResult> {
   const index = input.tree;
   const root = CID.asCID(index.manifest['root']);
@@ -398,7 +417,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       for await (const part of fileBytes(entry.cid, gapped, entry.fileNode)) {
         if (leftOut || gap) continue;
         try {
-          written += await output.write(part);
+          const count = await output.write(part);
+          written += count;
+          progress?.addBytes(count);
         } catch (error) {
           const refusal = contentError(error, target);
           if (!(refusal instanceof EntryNotRestoredError)) throw error;
@@ -422,9 +443,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     } catch (error) {
       output.close();
       rmSync(temporary, { force: true });
+      progress?.addBytes(-written);
       throw error;
     }
     output.close();
+    progress?.addFile();
     return { temporary, target, bytes: written, synced: !flushed };
   }
 
@@ -479,6 +502,12 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   );
   /** Leaf reads planned before the next file's first. */
   let readsBefore = 0;
+  /** Counts the files to write and their bytes first: a walk of the tree, only when asked. */
+  const progress =
+    input.onProgress &&
+    progressOver(restored(root), isThere, input.onProgress, (entry) =>
+      fileSizeOf(entry.cid, entry.fileNode),
+    );
 
   const inFlight = new Set<Promise<void>>();
   /** The writes under way, by folded name: a name that may be the same waits for its write. */
@@ -740,6 +769,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   }
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
+  progress?.finish();
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {

@@ -1,25 +1,35 @@
-// Progress of a backup in bytes and files, with an ETA from a smoothed rate. The rate is an
-// exponentially weighted average over time (a half-life of a few seconds), so one slow or fast
-// moment does not swing the estimate, and samples closer than SAMPLE_MS apart are merged.
+// Progress of a backup or a restore in bytes and files, with an ETA from a smoothed rate. The
+// rate is an exponentially weighted average over time (a half-life of a few seconds), so one
+// slow or fast moment does not swing the estimate, and samples closer than SAMPLE_MS apart are
+// merged.
 
-export interface BackupProgress {
-  /**
-   * 'scanning': the source is walked and compared with the file index; 'reading': files are
-   * read and packed; 'uploading': staged shards go to the host.
-   */
-  readonly phase: 'scanning' | 'reading' | 'uploading';
+/** One phase's files and bytes, done and due. */
+export interface CountedProgress<Phase extends string> {
+  readonly phase: Phase;
   /** Files done and due; while scanning, both are the files found so far. */
   readonly filesDone: number;
   readonly filesTotal: number;
   /**
-   * Bytes read from disk (reading) or sent to the host (uploading), and how many are due; while
-   * scanning, both are the size of the files found so far.
+   * Bytes read from disk (reading), sent to the host (uploading) or written (restoring), and
+   * how many are due; while scanning, both are the size of the files found so far.
    */
   readonly bytesDone: number;
   readonly bytesTotal: number;
   /** Seconds until this phase ends at the smoothed rate; null until a rate is known. */
   readonly etaSeconds: number | null;
 }
+
+/**
+ * 'scanning': the source is walked and compared with the file index; 'reading': files are
+ * read and packed; 'uploading': staged shards go to the host.
+ */
+export type BackupProgress = CountedProgress<'scanning' | 'reading' | 'uploading'>;
+
+/**
+ * The files a restore writes (not those the target holds already) and their bytes, counted as
+ * they are written.
+ */
+export type RestoreProgress = CountedProgress<'restoring'>;
 
 const SAMPLE_MS = 250;
 
@@ -63,17 +73,17 @@ export class RateMeter {
 }
 
 /** Counts one phase's files and bytes and reports them, at most every REPORT_MS and at its end. */
-export class PhaseProgress {
+export class PhaseProgress<Phase extends string> {
   private readonly meter: RateMeter;
   private filesDone: number;
   private bytesDone = 0;
   private lastReport = -Infinity;
 
   constructor(
-    private readonly phase: BackupProgress['phase'],
+    private readonly phase: Phase,
     private readonly filesTotal: number,
     private readonly bytesTotal: number,
-    private readonly report: (progress: BackupProgress) => void,
+    private readonly report: (progress: CountedProgress<Phase>) => void,
     private readonly now: () => number,
     filesAlreadyDone = 0,
   ) {

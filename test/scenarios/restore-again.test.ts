@@ -17,7 +17,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine, type Engine } from '../../main/index.ts';
+import { createEngine, type Engine, type RestoreProgress } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import {
   engineCountingBlockRequests,
@@ -100,6 +100,49 @@ describe('a restore run again', () => {
     expect(readFileSync(path.join(target, 'notes', 'b.txt'), 'utf8')).toBe('note b');
     // Left as the user had it: same content, their mtime.
     expect(statSync(path.join(target, 'notes', 'a.txt')).mtime).toEqual(touched);
+  });
+
+  it('reports the files and bytes it writes as it goes, leaving out those already there', async () => {
+    const target = path.join(scratch, 'progress');
+    const restoreSeen = async (wanted?: string): Promise<RestoreProgress[]> => {
+      const seen: RestoreProgress[] = [];
+      await engine.restore({
+        bucket: 'Again',
+        to: target,
+        overwrite: false,
+        onProgress: (progress) => seen.push(progress),
+        ...(wanted === undefined ? {} : { path: wanted }),
+      });
+      for (const [index, progress] of seen.entries()) {
+        expect(progress.bytesDone).toBeGreaterThanOrEqual(seen[index - 1]?.bytesDone ?? 0);
+        expect(progress.filesDone).toBeGreaterThanOrEqual(seen[index - 1]?.filesDone ?? 0);
+      }
+      return seen;
+    };
+    const large = 3 * MiB + 5;
+    const all = large + 'the backed-up words'.length + 'note a'.length + 'note b'.length;
+    expect((await restoreSeen()).at(-1)).toEqual({
+      phase: 'restoring',
+      filesDone: 5,
+      filesTotal: 5,
+      bytesDone: all,
+      bytesTotal: all,
+      etaSeconds: 0,
+    });
+    unlinkSync(path.join(target, 'large.bin'));
+    expect((await restoreSeen()).at(-1)).toMatchObject({
+      filesDone: 1,
+      filesTotal: 1,
+      bytesDone: large,
+      bytesTotal: large,
+    });
+    rmSync(path.join(target, 'notes'), { recursive: true });
+    expect((await restoreSeen('notes')).at(-1)).toMatchObject({
+      filesDone: 2,
+      filesTotal: 2,
+      bytesDone: 12,
+      bytesTotal: 12,
+    });
   });
 
   it('restores one wanted file beside a different one, and leaves it when it is the same', async () => {
@@ -262,11 +305,24 @@ describe('canopy restore run again', () => {
     const cliHome = path.join(scratch, 'cli-home');
     await loginWithBucket(cliHome, path.join(scratch, 'cli-local'), 'Words');
     const env = { CANOPY_SECRET_STORE: 'file' };
-    const backup = await runCanopy(cliHome, ['backup', source, '--bucket', 'Words'], env);
+    const backup = await runCanopy(
+      cliHome,
+      ['backup', source, '--bucket', 'Words', '--progress'],
+      env,
+    );
     expect(backup.status, backup.stderr).toBe(0);
+    // Off a terminal, --progress prints a line now and then, and each phase's last.
+    expect(backup.stderr).toMatch(/^reading: 5\/5 files, 3\.1 MB of 3\.1 MB, almost done$/m);
     const target = path.join(scratch, 'cli-target');
-    const first = await runCanopy(cliHome, ['restore', '--bucket', 'Words', '--to', target], env);
+    const first = await runCanopy(
+      cliHome,
+      ['restore', '--bucket', 'Words', '--to', target, '--progress'],
+      env,
+    );
     expect(first.status, first.stderr).toBe(0);
+    expect(first.stderr.trimEnd().split('\n').at(-1)).toBe(
+      'restoring: 5/5 files, 3.1 MB of 3.1 MB, almost done',
+    );
     expect(first.stdout).not.toContain('there already');
     const again = await runCanopy(cliHome, ['restore', '--bucket', 'Words', '--to', target], env);
     expect(again.status, again.stderr).toBe(0);

@@ -51,5 +51,15 @@ describe('the progress line', () => {
         etaSeconds: null,
       }),
     ).toBe('scanning: 1 file, 7 B found');
+    expect(
+      progressLine({
+        phase: 'restoring',
+        filesDone: 3,
+        filesTotal: 7,
+        bytesDone: 5_000_000,
+        bytesTotal: 9_000_000,
+        etaSeconds: 9000,
+      }),
+    ).toBe('restoring: 3/7 files, 5.0 MB of 9.0 MB, about 2 h 30 min left');
   });
 });
