@@ -253,13 +253,25 @@ function freeName(file: string, claimed: (folded: string) => boolean): string {
   }
 }
 
-/** The progress of writing `entries`' files, but those `isThere` says the target holds. */
-function progressOver(
+/** The files a restore writes and their bytes: its progress's totals. */
+interface RestoreTotals {
+  readonly files: number;
+  readonly bytes: number;
+}
+
+/** The manifest's count of regular files and their bytes (§17.3), if it states them. */
+function totalsOfManifest(manifest: Record<string, unknown>): RestoreTotals | undefined {
+  const files = manifest['file_count'];
+  const bytes = manifest['total_bytes'];
+  return typeof files === 'number' && typeof bytes === 'number' ? { files, bytes } : undefined;
+}
+
+/** Counts the files of `entries` and their bytes, but those `isThere` says the target holds. */
+function totalsOfEntries(
   entries: Iterable<TreeEntry>,
   isThere: (entry: TreeEntry) => boolean,
-  report: (progress: RestoreProgress) => void,
   fileSizeOf: (entry: TreeEntry) => number,
-): PhaseProgress<'restoring'> {
+): RestoreTotals {
   let files = 0;
   let bytes = 0;
   for (const entry of entries) {
@@ -267,7 +279,7 @@ function progressOver(
     files += 1;
     bytes += fileSizeOf(entry);
   }
-  return new PhaseProgress('restoring', files, bytes, report, () => performance.now());
+  return { files, bytes };
 }
 
 export async function restoreVersion(input: RestoreInput): Promise<RestoreResult> {
@@ -502,12 +514,22 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   );
   /** Leaf reads planned before the next file's first. */
   let readsBefore = 0;
-  /** Counts the files to write and their bytes first: a walk of the tree, only when asked. */
-  const progress =
-    input.onProgress &&
-    progressOver(restored(root), isThere, input.onProgress, (entry) =>
-      fileSizeOf(entry.cid, entry.fileNode),
+  /**
+   * The files to write and their bytes are counted first, only when asked: a whole version into
+   * a target that holds none of it is as the manifest says; anything else is a walk of the tree
+   * (2.3 s before the first file, for 400 000 files).
+   */
+  let progress: PhaseProgress<'restoring'> | undefined;
+  if (input.onProgress) {
+    const totals =
+      (wanted.length === 0 && alreadyThere.size === 0
+        ? totalsOfManifest(index.manifest)
+        : undefined) ??
+      totalsOfEntries(restored(root), isThere, (entry) => fileSizeOf(entry.cid, entry.fileNode));
+    progress = new PhaseProgress('restoring', totals.files, totals.bytes, input.onProgress, () =>
+      performance.now(),
     );
+  }
 
   const inFlight = new Set<Promise<void>>();
   /** The writes under way, by folded name: a name that may be the same waits for its write. */
