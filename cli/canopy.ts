@@ -440,11 +440,23 @@ async function run(
         all: values['all'] === true,
         ...(version === undefined ? {} : { version }),
       });
+      const asOf = new Date(result.verifiedAt).toISOString();
+      const lost = result.unavailable.length;
       out.print(
-        `verified ${result.checked} of ${counted(result.total, 'block')} (${counted(result.bytes, 'byte')}) of version ${result.versionId}: restorable as of ${new Date(result.verifiedAt).toISOString()}`,
+        lost === 0
+          ? `verified ${result.checked} of ${counted(result.total, 'block')} (${counted(result.bytes, 'byte')}) of version ${result.versionId}: restorable as of ${asOf}`
+          : [
+              `checked ${result.checked} of ${counted(result.total, 'block')} of version ${result.versionId}: ${lost} did not come back whole, so it is not restorable in full as of ${asOf}`,
+              ...result.unrestorable.map((file) => `cannot restore ${file.path}: ${file.reason}`),
+            ].join('\n'),
         result,
       );
-      return;
+      if (lost === 0) return;
+      // The version's other files can still be restored; back these up again while they exist.
+      process.stderr.write(
+        `canopy: ${counted(result.unrestorable.length, 'file')} of this version cannot be restored (listed in the output); back ${result.unrestorable.length === 1 ? 'it' : 'them'} up again if you still have ${result.unrestorable.length === 1 ? 'it' : 'them'}\n`,
+      );
+      return 1;
     }
     case 'restore': {
       const snapshot = str('snapshot');

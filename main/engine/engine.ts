@@ -27,12 +27,15 @@ import {
   type RestoreProgress,
 } from '../uploader/index.ts';
 import {
+  filesNeedingBlocks,
   listVersionPath,
   originalPlace,
   removeLeftTemporaries,
   restoreVersion,
+  unavailableBlockReason,
   verifyVersion,
   type RestoreResult,
+  type UnrestorableFile,
   type VerifyResult,
   type VersionEntry,
 } from '../restore/index.ts';
@@ -1061,7 +1064,9 @@ export class Engine {
     bucket: string;
     version?: string;
     all: boolean;
-  }): Promise<VerifyResult & { versionId: string }> {
+  }): Promise<
+    VerifyResult & { readonly versionId: string; readonly unrestorable: UnrestorableFile[] }
+  > {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh.
@@ -1074,7 +1079,16 @@ export class Engine {
       sample: input.all ? 'all' : 64,
       now: () => this.now(),
     });
-    return { ...result, versionId };
+    if (result.unavailable.length === 0) return { ...result, versionId, unrestorable: [] };
+    // Rare, and the leaves alone do not name files: the whole tree is read only now.
+    const reasons = new Map(
+      result.unavailable.map(({ cid, why }) => [cid, unavailableBlockReason(cid, why)]),
+    );
+    const unrestorable = await usingTree(
+      await this.versionTree(client, versionId, readTreeIndexOfFile),
+      (tree) => Promise.resolve(filesNeedingBlocks(tree, reasons)),
+    );
+    return { ...result, versionId, unrestorable };
   }
 
   async restore(input: {

@@ -1,7 +1,9 @@
 // Metadata CAR to a tree on disk, blocks fetched and verified. May import main/api, protocol,
 // service and uploader (for the tree index).
+export * from './files-needing-blocks.ts';
 export * from './left-temporaries.ts';
 export * from './original-place.ts';
 export * from './restore-version.ts';
 export * from './browse-version.ts';
 export * from './verify-version.ts';
+export { unavailableBlockReason, type UnavailableBlock } from './receive-blocks.ts';

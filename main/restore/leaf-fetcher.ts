@@ -4,7 +4,7 @@ import { CarFormatError, cidText, UncheckedCarBlock } from '../protocol/index.ts
 import type { ServiceClient } from '../service/index.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import type { FilePart } from './file-bytes.ts';
-import { receiveBlocks } from './receive-blocks.ts';
+import { receiveBlocks, unavailableBlockReason } from './receive-blocks.ts';
 
 // The leaves a restore writes, fetched ahead of the writes in batches through blocks/car (each
 // block checked against its CID by readCar). The restore's leaf reads, in order, come from a
@@ -28,10 +28,6 @@ const MAX_BLOCK_BYTES = 4 * 1024 * 1024;
  */
 const LARGE_LEAF_BYTES = 64 * 1024;
 
-/** Why a file was left out: the server sent other bytes for one of its leaves. */
-export function damagedLeafReason(cid: string): string {
-  return `block ${cid} came back from the server damaged`;
-}
 /**
  * Bytes of leaves asked for and not yet taken that a file may have ahead of it before it must
  * wait for the files before it. Lower (one batch) made the second of two large files wait for
@@ -232,8 +228,7 @@ export class LeafFetcher {
         (key, why) => {
           const leaf = batch.get(key);
           if (!leaf) return;
-          leaf.unavailable =
-            why === 'damaged' ? damagedLeafReason(key) : `the server no longer holds block ${key}`;
+          leaf.unavailable = unavailableBlockReason(key, why);
           leaf.settle();
         },
       );

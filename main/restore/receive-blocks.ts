@@ -20,6 +20,13 @@ const CUT_ANSWERS_PER_BATCH = 3;
 /** Why the host could not give a block back: it sent other bytes, or it holds none. */
 export type UnavailableBlock = 'damaged' | 'missing';
 
+/** What a file that needs block `cid` lacks, in words. */
+export function unavailableBlockReason(cid: string, why: UnavailableBlock): string {
+  return why === 'damaged'
+    ? `block ${cid} came back from the server damaged`
+    : `the server no longer holds block ${cid}`;
+}
+
 /** How the answers' blocks are read. */
 export interface BlockReading {
   /** A larger block is refused as hostile. */

@@ -20,12 +20,14 @@ import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import { PhaseProgress, type RestoreProgress, type TreeIndex } from '../uploader/index.ts';
 import { fileBytes, type FileDag } from './file-bytes.ts';
+import { fileLeaves } from './file-leaves.ts';
 import { fileTime } from './file-time.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
 import { fsyncFully } from './file-writes.ts';
 import { FileSystemFlush } from './file-system-flush.ts';
-import { damagedLeafReason, LeafFetcher } from './leaf-fetcher.ts';
+import { LeafFetcher } from './leaf-fetcher.ts';
+import { unavailableBlockReason } from './receive-blocks.ts';
 import { makeFolders } from './make-folders.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
@@ -213,7 +215,9 @@ function withGaps(
  */
 function contentError(error: unknown, target: string): unknown {
   if (error instanceof CarFormatError && error.mismatchedCid !== undefined)
-    return new EntryNotRestoredError(damagedLeafReason(error.mismatchedCid), { cause: error });
+    return new EntryNotRestoredError(unavailableBlockReason(error.mismatchedCid, 'damaged'), {
+      cause: error,
+    });
   return refusalOf(error, target, 'content');
 }
 
@@ -287,31 +291,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   /** The leaves of a file in read order, as fileBytes reads them; none for other entries. */
-  function* leafCidsOf(cid: CID, depth = 0, decodedRoot?: DecodedNode): Generator<CID> {
-    if (cid.code === RAW_CODEC) {
-      yield cid;
-      return;
-    }
-    let type: string | undefined;
-    let links: readonly dagPb.PBLink[];
-    if (decodedRoot) {
-      type = decodedRoot.unixfs.type;
-      links = decodedRoot.links;
-    } else {
-      const node = index.nodes.get(cid);
-      // Too deep for any real layout: fileBytes refuses such a file when it comes to it.
-      if (!node || depth > 32) return;
-      const decoded = dagPb.decode(node);
-      type = decoded.Data ? UnixFS.unmarshal(decoded.Data).type : undefined;
-      links = decoded.Links;
-    }
-    // The node types fileBytes reads, so each file's planned reads match the reads it makes.
-    if (type !== 'file' && type !== 'raw') return;
-    for (const link of links) yield* leafCidsOf(link.Hash, depth + 1);
-  }
+  const leafCidsOf = (cid: CID, decodedRoot?: DecodedNode): Generator<CID> =>
+    fileLeaves(cid, index.nodes, decodedRoot);
   /** The same, as the storage host names them. */
   function* leavesOf(cid: CID, decodedRoot?: DecodedNode): Generator<string> {
-    for (const leaf of leafCidsOf(cid, 0, decodedRoot)) yield cidText(leaf);
+    for (const leaf of leafCidsOf(cid, decodedRoot)) yield cidText(leaf);
   }
   /** A leaf's size as the tree states it, for a gap where the server could not give it. */
   const leafSize = (cid: CID): number => index.leaves.sizeOf(cid) ?? 0;
@@ -491,7 +475,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
           input.targetDir,
           (entry) => ({
             size: fileSizeOf(entry.cid, entry.fileNode),
-            leaves: () => leafCidsOf(entry.cid, 0, entry.fileNode),
+            leaves: () => leafCidsOf(entry.cid, entry.fileNode),
             leafSize: (leaf) => index.leaves.sizeOf(leaf),
           }),
         ).catch((error: unknown) => {
@@ -745,7 +729,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
       if (failure !== undefined) break;
       let read = readsBefore;
-      if (entry.kind === 'file') readsBefore += countOf(leafCidsOf(entry.cid, 0, entry.fileNode));
+      if (entry.kind === 'file') readsBefore += countOf(leafCidsOf(entry.cid, entry.fileNode));
       const dag: FileDag = {
         node: (cid) => index.nodes.get(cid),
         leaf: (cid) => leaves.take(cid, read++),

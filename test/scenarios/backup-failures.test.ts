@@ -20,6 +20,8 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import Database from 'better-sqlite3';
+import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
@@ -27,7 +29,7 @@ import { stagedLeftovers } from '../helpers/staged-shards.ts';
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
 // are not UTF-8, sockets, named pipes and devices in the source, a full backup disk while shards
 // are written, a full disk under the Canopy home, and a full disk while restoring (small tmpfs
-// mounts). Each gets a clear message and loses nothing.
+// mounts), and a block the backup disk lost. Each gets a clear message and loses nothing.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-failures-'));
 chmodSync(scratch, 0o755);
@@ -370,6 +372,40 @@ describe('backup failures', () => {
     const full = await runCanopy(home, ['backup', source, '--bucket', 'Full'], fileStore);
     expect(full.stderr).toBe(
       `canopy: the disk holding the backups (${localData}) is full: free some space on it, then run the backup again; what it stored before stays\n`,
+    );
+  });
+
+  it('names the files a lost block takes from a version when verifying, and exits 1', async () => {
+    const source = path.join(scratch, 'lost-block-source');
+    mkdirSync(source);
+    const photo = randomBytes(2 << 20);
+    writeFileSync(path.join(source, 'photo.jpg'), photo);
+    writeFileSync(path.join(source, 'notes.txt'), 'notes');
+    const home = path.join(scratch, 'lost-block-home');
+    const localData = path.join(scratch, 'lost-block-disk');
+    await loginWithBucket(home, localData, 'Photos');
+    expect(
+      (await runCanopy(home, ['backup', source, '--bucket', 'Photos'], fileStore)).status,
+    ).toBe(0);
+    // The backup disk loses the photo's second chunk.
+    const lost = cidText(await rawCidOf(photo.subarray(1 << 20)));
+    const db = new Database(path.join(localData, 'service.sqlite'));
+    try {
+      expect(db.prepare('DELETE FROM blocks WHERE cid = ?').run(lost).changes).toBe(1);
+    } finally {
+      db.close();
+    }
+    const verified = await runCanopy(home, ['verify', '--bucket', 'Photos', '--all'], fileStore);
+    expect(verified.status).toBe(1);
+    const lines = verified.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(
+      /^checked 3 of 3 blocks of version [0-9a-f-]{36}: 1 did not come back whole, so it is not restorable in full as of \d{4}-/,
+    );
+    expect(lines.slice(1)).toEqual([
+      `cannot restore photo.jpg: the server no longer holds block ${lost}`,
+    ]);
+    expect(verified.stderr).toBe(
+      'canopy: 1 file of this version cannot be restored (listed in the output); back it up again if you still have it\n',
     );
   });
 

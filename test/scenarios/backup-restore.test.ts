@@ -557,6 +557,9 @@ describe('browse, snapshots and verify', () => {
       { path: 'damaged.bin', reason: `block ${leaf} came back from the server damaged` },
     ]);
     expect(result.files).toBe(1);
+    const verified = await engine.verify({ bucket: 'Damaged', all: true });
+    expect(verified.unavailable).toEqual([{ cid: leaf, why: 'damaged' }]);
+    expect(verified.unrestorable).toEqual(result.notRestored);
     // No partial or temporary copy of the damaged file is left, and the other file is whole.
     expect(readdirSync(target)).toEqual(['fine.txt']);
     expect(readFileSync(path.join(target, 'fine.txt')).equals(fine)).toBe(true);
@@ -595,9 +598,11 @@ describe('browse, snapshots and verify', () => {
     kept.forEach((bytes, index) =>
       expect(readFileSync(path.join(target, `c-kept-${index}.txt`)).equals(bytes)).toBe(true),
     );
-    // verify still reports the loss, as it did.
-    await expect(engine.verify({ bucket: 'Lost', all: true })).rejects.toMatchObject({
-      code: 'not_found',
-    });
+    // verify checks every other block too, and names the files a restore leaves out.
+    const verified = await engine.verify({ bucket: 'Lost', all: true });
+    expect(verified).toMatchObject({ checked: verified.total, total: 4 + kept.length });
+    expect(verified.unavailable).toEqual([{ cid: leaf, why: 'missing' }]);
+    expect(verified.unrestorable).toEqual(result.notRestored);
+    expect(verified.bytes).toBe(3 * (1 << 20) + 17 - (1 << 20) + 5000 * kept.length);
   });
 });
