@@ -168,6 +168,35 @@ describe('readCar', () => {
   });
 });
 
+describe('readCar on a CAR cut short', () => {
+  it('reads the whole sections before the cut and refuses a cut inside one, however it is chunked', async () => {
+    const blocks = [
+      await rawBlock(randomBytes(30)),
+      await rawBlock(new Uint8Array(0)),
+      await rawBlock(randomBytes(100)),
+    ];
+    const car = await carBytes([blocks[0]!.cid], blocks);
+    // Where each section ends: after the header, then after each block's varint, CID and bytes.
+    const sectionBytes = blocks.map((block) => {
+      const length = block.cid.bytes.length + block.bytes.length;
+      return encodeVarint(length).length + length;
+    });
+    const headerEnd = car.length - sectionBytes.reduce((sum, bytes) => sum + bytes, 0);
+    const ends = sectionBytes.map(
+      (_, index) => headerEnd + sectionBytes.slice(0, index + 1).reduce((sum, n) => sum + n, 0),
+    );
+    for (const chunk of [1, 7, 64, car.length]) {
+      for (let cut = headerEnd; cut < car.length; cut += 1) {
+        const read = readAll(car.subarray(0, cut), false, chunk);
+        const whole = [headerEnd, ...ends].indexOf(cut);
+        if (whole === -1)
+          await expect(read, `cut at ${cut}`).rejects.toBeInstanceOf(CarFormatError);
+        else expect((await read).length, `cut at ${cut}`).toBe(1 + whole);
+      }
+    }
+  });
+});
+
 describe('encodeCar', () => {
   it('writes CARs that @ipld/car reads back block for block', async () => {
     const { CarReader } = await import('@ipld/car');
