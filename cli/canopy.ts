@@ -10,6 +10,7 @@ import {
   type SourceExcludeRules,
 } from '../main/index.ts';
 import { counted } from './counted.ts';
+import { isPhaseEnd, isVerifyEnd, progressLine, verifyProgressLine } from './progress-line.ts';
 import { progressPrinter } from './progress-printer.ts';
 import {
   BUCKET_TYPES,
@@ -38,7 +39,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   ls --bucket NAME [--version ID | --snapshot ID] [PATH]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
           [--progress]                              without --to, to where it was backed up from
-  verify --bucket NAME [--version ID] [--all]
+  verify --bucket NAME [--version ID] [--all] [--progress]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
   notifications [list | dismiss ID]
@@ -319,6 +320,7 @@ async function run(
       const progress = progressPrinter(
         process.stderr.isTTY && !out.json,
         values['progress'] === true,
+        { line: progressLine, ended: isPhaseEnd },
       );
       const result = await engine
         .backup({
@@ -435,11 +437,19 @@ async function run(
     }
     case 'verify': {
       const version = str('version');
-      const result = await engine.verify({
-        bucket: need(str('bucket'), '--bucket'),
-        all: values['all'] === true,
-        ...(version === undefined ? {} : { version }),
-      });
+      const progress = progressPrinter(
+        process.stderr.isTTY && !out.json,
+        values['progress'] === true,
+        { line: verifyProgressLine, ended: isVerifyEnd },
+      );
+      const result = await engine
+        .verify({
+          bucket: need(str('bucket'), '--bucket'),
+          all: values['all'] === true,
+          ...(version === undefined ? {} : { version }),
+          ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+        })
+        .finally(() => progress.done());
       const asOf = new Date(result.verifiedAt).toISOString();
       const lost = result.unavailable.length;
       out.print(
@@ -465,6 +475,7 @@ async function run(
       const progress = progressPrinter(
         process.stderr.isTTY && !out.json,
         values['progress'] === true,
+        { line: progressLine, ended: isPhaseEnd },
       );
       const result = await engine
         .restore({

@@ -1,8 +1,8 @@
-import type { BackupProgress, RestoreProgress } from '../main/index.ts';
+import type { BackupProgress, RestoreProgress, VerifyProgress } from '../main/index.ts';
 import { counted } from './counted.ts';
 
-// One line of a backup's or a restore's progress for a terminal: the phase, files, bytes and an
-// ETA in words.
+// One line of a backup's, a restore's or a verify's progress for a terminal: the phase, files
+// (or blocks), bytes and an ETA in words.
 
 const UNITS = ['B', 'kB', 'MB', 'GB', 'TB'];
 
@@ -36,4 +36,24 @@ export function progressLine(progress: BackupProgress | RestoreProgress): string
   const files = `${progress.filesDone}/${progress.filesTotal} files`;
   const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
   return `${progress.phase}: ${files}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
+}
+
+/** Whether `progress` is its phase's last report. A scan's counts are always its totals so far. */
+export function isPhaseEnd(progress: BackupProgress | RestoreProgress): boolean {
+  return (
+    progress.phase !== 'scanning' &&
+    progress.bytesDone === progress.bytesTotal &&
+    progress.filesDone === progress.filesTotal
+  );
+}
+
+export function verifyProgressLine(progress: VerifyProgress): string {
+  const blocks = `${progress.blocksDone}/${progress.blocksTotal} blocks`;
+  const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
+  return `verifying: ${blocks}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
+}
+
+/** Whether `progress` is a verify's last report. */
+export function isVerifyEnd(progress: VerifyProgress): boolean {
+  return progress.blocksDone === progress.blocksTotal;
 }

@@ -7,7 +7,12 @@ import { withHomeDiskFull } from './engine/home-disk-full.ts';
 export type { AccountSummary, LinkWaiting } from './engine/engine.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';
-export type { BackupProgress, BackupResult, RestoreProgress } from './uploader/index.ts';
+export type {
+  BackupProgress,
+  BackupResult,
+  RestoreProgress,
+  VerifyProgress,
+} from './uploader/index.ts';
 export type { Engine };
 
 export function createEngine(deps: EngineDeps): Engine {

@@ -25,6 +25,7 @@ import {
   type BackupProgress,
   type BackupResult,
   type RestoreProgress,
+  type VerifyProgress,
 } from '../uploader/index.ts';
 import {
   filesNeedingBlocks,
@@ -1064,6 +1065,8 @@ export class Engine {
     bucket: string;
     version?: string;
     all: boolean;
+    /** Takes the blocks and bytes checked so far, with an ETA. */
+    onProgress?: (progress: VerifyProgress) => void;
   }): Promise<
     VerifyResult & { readonly versionId: string; readonly unrestorable: UnrestorableFile[] }
   > {
@@ -1078,6 +1081,7 @@ export class Engine {
       tree,
       sample: input.all ? 'all' : 64,
       now: () => this.now(),
+      ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     });
     if (result.unavailable.length === 0) return { ...result, versionId, unrestorable: [] };
     // Rare, and the leaves alone do not name files: the whole tree is read only now.

@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { EngineError } from '../api/index.ts';
 import { CarFormatError, cidText } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import type { TreeLeaves } from '../uploader/index.ts';
+import { PhaseProgress, type TreeLeaves, type VerifyProgress } from '../uploader/index.ts';
 import type { LeafSizes } from '../packer/index.ts';
 import type { CID } from 'multiformats/cid';
 import { receiveBlocks, type UnavailableBlock } from './receive-blocks.ts';
@@ -55,20 +55,45 @@ function* batchesOf(leaves: Iterable<{ cid: CID; size: number }>): Generator<str
 }
 
 /** `count` leaves of `leaves` picked at random, each once; all of them, in order, for 'all'. */
-function* chosenLeaves(
+function chosenLeaves(
   leaves: LeafSizes,
   count: number | 'all',
-): Generator<{ cid: CID; size: number }> {
-  if (count === 'all' || count >= leaves.count) {
-    yield* leaves;
-    return;
-  }
+): Iterable<{ cid: CID; size: number }> {
+  if (count === 'all' || count >= leaves.count) return leaves;
   const picked = new Set<number>();
   while (picked.size < count) picked.add(randomInt(leaves.count));
-  for (const index of picked) {
+  return [...picked].map((index) => {
     const cid = leaves.cidAt(index);
-    yield { cid, size: leaves.sizeOf(cid) ?? MAX_BLOCK_BYTES };
+    return { cid, size: leaves.sizeOf(cid) ?? MAX_BLOCK_BYTES };
+  });
+}
+
+/** Counts what `onProgress` is told of a verify of `chosen`. */
+function verifyProgress(
+  chosen: Iterable<{ size: number }>,
+  onProgress: (progress: VerifyProgress) => void,
+): PhaseProgress<'verifying'> {
+  let blocks = 0;
+  let bytes = 0;
+  for (const { size } of chosen) {
+    blocks += 1;
+    bytes += size;
   }
+  // PhaseProgress counts files; here they are blocks.
+  return new PhaseProgress(
+    'verifying',
+    blocks,
+    bytes,
+    (counted) =>
+      onProgress({
+        blocksDone: counted.filesDone,
+        blocksTotal: counted.filesTotal,
+        bytesDone: counted.bytesDone,
+        bytesTotal: counted.bytesTotal,
+        etaSeconds: counted.etaSeconds,
+      }),
+    () => performance.now(),
+  );
 }
 
 export async function verifyVersion(input: {
@@ -78,12 +103,20 @@ export async function verifyVersion(input: {
   tree: TreeLeaves;
   sample: number | 'all';
   now: () => number;
+  /** Takes the blocks checked so far, at most every 200 ms and once at the end. */
+  onProgress?: (progress: VerifyProgress) => void;
 }): Promise<VerifyResult> {
   const { leaves } = input.tree;
+  const chosen = chosenLeaves(leaves, input.sample);
+  const progress = input.onProgress && verifyProgress(chosen, input.onProgress);
   let bytes = 0;
   let checked = 0;
   const unavailable: UnavailableBlockReport[] = [];
-  for (const batch of batchesOf(chosenLeaves(leaves, input.sample))) {
+  const lost = (cid: string, why: UnavailableBlock): void => {
+    unavailable.push({ cid, why });
+    progress?.addFile();
+  };
+  for (const batch of batchesOf(chosen)) {
     checked += batch.length;
     try {
       const notSent = await receiveBlocks(
@@ -93,11 +126,13 @@ export async function verifyVersion(input: {
         { maxBlockBytes: MAX_BLOCK_BYTES },
         (_cid, block) => {
           bytes += block.length;
+          progress?.addBytes(block.length);
+          progress?.addFile();
         },
-        (cid, why) => unavailable.push({ cid, why }),
+        lost,
       );
       // Blocks a whole answer left out, against §11.5: as good as lost.
-      for (const cid of notSent) unavailable.push({ cid, why: 'missing' });
+      for (const cid of notSent) lost(cid, 'missing');
     } catch (error) {
       if (error instanceof CarFormatError) {
         throw new EngineError(
@@ -109,5 +144,6 @@ export async function verifyVersion(input: {
       throw error;
     }
   }
+  progress?.finish();
   return { checked, total: leaves.count, bytes, verifiedAt: input.now(), unavailable };
 }

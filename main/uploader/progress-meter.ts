@@ -31,6 +31,18 @@ export type BackupProgress = CountedProgress<'scanning' | 'reading' | 'uploading
  */
 export type RestoreProgress = CountedProgress<'restoring'>;
 
+/** The blocks a verify fetches and checks, and their bytes as the version's tree states them. */
+export interface VerifyProgress {
+  /** Blocks answered so far, whole or not, and how many are asked for in all. */
+  readonly blocksDone: number;
+  readonly blocksTotal: number;
+  /** Bytes of the blocks that came back whole, and of all the blocks asked for. */
+  readonly bytesDone: number;
+  readonly bytesTotal: number;
+  /** Seconds until the check ends at the smoothed rate; null until a rate is known. */
+  readonly etaSeconds: number | null;
+}
+
 const SAMPLE_MS = 250;
 
 export class RateMeter {

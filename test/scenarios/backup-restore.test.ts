@@ -21,7 +21,12 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine, type BackupProgress, type Engine } from '../../main/index.ts';
+import {
+  createEngine,
+  type BackupProgress,
+  type Engine,
+  type VerifyProgress,
+} from '../../main/index.ts';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { storedBlock } from '../helpers/stored-blocks.ts';
@@ -527,9 +532,23 @@ describe('browse, snapshots and verify', () => {
     expect(restored.length).toBe(current.length);
     expect(restored.subarray(0, -1).equals(current.subarray(0, -1))).toBe(true);
     expect(restored.at(-1)).toBe((current.at(-1) ?? 0) ^ 0xff);
-    const verified = await engine.verify({ bucket: 'Everything', all: true });
+    const seen: VerifyProgress[] = [];
+    const verified = await engine.verify({
+      bucket: 'Everything',
+      all: true,
+      onProgress: (progress) => seen.push(progress),
+    });
     expect(verified.checked).toBe(verified.total);
     expect(verified.total).toBeGreaterThan(10);
+    expect(seen.at(-1)).toEqual({
+      blocksDone: verified.total,
+      blocksTotal: verified.total,
+      bytesDone: verified.bytes,
+      bytesTotal: verified.bytes,
+      etaSeconds: 0,
+    });
+    for (const [index, progress] of seen.entries())
+      expect(progress.bytesDone).toBeGreaterThanOrEqual(seen[index - 1]?.bytesDone ?? 0);
   });
 
   it('restores the rest when the server sends a damaged block, and lists the file that needs it', async () => {
@@ -599,7 +618,19 @@ describe('browse, snapshots and verify', () => {
       expect(readFileSync(path.join(target, `c-kept-${index}.txt`)).equals(bytes)).toBe(true),
     );
     // verify checks every other block too, and names the files a restore leaves out.
-    const verified = await engine.verify({ bucket: 'Lost', all: true });
+    const seen: VerifyProgress[] = [];
+    const verified = await engine.verify({
+      bucket: 'Lost',
+      all: true,
+      onProgress: (progress) => seen.push(progress),
+    });
+    // Every block is answered for; the lost one's bytes never come.
+    expect(seen.at(-1)).toMatchObject({
+      blocksDone: verified.total,
+      blocksTotal: verified.total,
+      bytesDone: verified.bytes,
+      bytesTotal: verified.bytes + (1 << 20),
+    });
     expect(verified).toMatchObject({ checked: verified.total, total: 4 + kept.length });
     expect(verified.unavailable).toEqual([{ cid: leaf, why: 'missing' }]);
     expect(verified.unrestorable).toEqual(result.notRestored);

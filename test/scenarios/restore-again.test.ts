@@ -313,6 +313,15 @@ describe('canopy restore run again', () => {
     expect(backup.status, backup.stderr).toBe(0);
     // Off a terminal, --progress prints a line now and then, and each phase's last.
     expect(backup.stderr).toMatch(/^reading: 5\/5 files, 3\.1 MB of 3\.1 MB, almost done$/m);
+    const verified = await runCanopy(
+      cliHome,
+      ['verify', '--bucket', 'Words', '--all', '--progress'],
+      env,
+    );
+    expect(verified.status, verified.stderr).toBe(0);
+    expect(verified.stderr.trimEnd().split('\n').at(-1)).toBe(
+      'verifying: 7/7 blocks, 3.1 MB of 3.1 MB, almost done',
+    );
     const target = path.join(scratch, 'cli-target');
     const first = await runCanopy(
       cliHome,

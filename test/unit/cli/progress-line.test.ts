@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { formatBytes, formatEta, progressLine } from '../../../cli/progress-line.ts';
+import {
+  formatBytes,
+  formatEta,
+  progressLine,
+  verifyProgressLine,
+} from '../../../cli/progress-line.ts';
 
 describe('the progress line', () => {
   it('says sizes in decimal units and times the way people round them', () => {
@@ -61,5 +66,14 @@ describe('the progress line', () => {
         etaSeconds: 9000,
       }),
     ).toBe('restoring: 3/7 files, 5.0 MB of 9.0 MB, about 2 h 30 min left');
+    expect(
+      verifyProgressLine({
+        blocksDone: 1024,
+        blocksTotal: 400_000,
+        bytesDone: 12_000,
+        bytesTotal: 4_700_000,
+        etaSeconds: null,
+      }),
+    ).toBe('verifying: 1024/400000 blocks, 12 kB of 4.7 MB, estimating time left');
   });
 });
