@@ -81,6 +81,9 @@ function reasonOf(error: unknown): string {
       return 'permission denied';
     case 'ENOENT':
       return 'deleted while scanning';
+    // A name the folder listed is never too long by itself: the whole path is.
+    case 'ENAMETOOLONG':
+      return 'its path is longer than the system lets a program open (4 096 bytes on Linux); move it to a folder nearer the top to back it up';
     default:
       return error instanceof Error ? error.message : String(error);
   }

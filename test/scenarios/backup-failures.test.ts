@@ -375,6 +375,44 @@ describe('backup failures', () => {
     );
   });
 
+  it('skips what lies deeper than a path can reach, saying why, and backs up the rest', async () => {
+    const source = path.join(scratch, 'deep-source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'shallow.txt'), 'near the top');
+    // 45 folders of 100-byte names: 4 500 bytes, past Linux's PATH_MAX. Made a folder at a
+    // time from inside the one before, as a test worker cannot (it may not change folders).
+    const deepen = spawnSync(
+      'python3',
+      [
+        '-c',
+        `import os, sys
+os.chdir(sys.argv[1])
+for i in range(10, 55):
+    name = "d%d_%s" % (i, "0" * 96)
+    os.mkdir(name)
+    os.chdir(name)
+open("deep.txt", "w").write("deep")`,
+        source,
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(deepen.status, deepen.stderr).toBe(0);
+    const home = path.join(scratch, 'deep-home');
+    await loginWithBucket(home, path.join(scratch, 'deep-disk'), 'Deep');
+    const backup = await runCanopy(home, ['backup', source, '--bucket', 'Deep'], fileStore);
+    expect(backup.status).toBe(3);
+    const skipped = backup.stdout.split('\n').filter((line) => line.startsWith('skipped '));
+    expect(skipped).toHaveLength(1);
+    expect(skipped[0]).toMatch(
+      /^skipped d10_0+\/.*\/d50_0+: its path is longer than the system lets a program open \(4 096 bytes on Linux\); move it to a folder nearer the top to back it up$/,
+    );
+    const listed = await runCanopy(home, ['ls', '--bucket', 'Deep'], fileStore);
+    expect(listed.stdout).toContain('shallow.txt');
+    // Node's rmSync cannot reach that deep; rm works its way down folder by folder.
+    const removed = spawnSync('rm', ['-rf', source], { encoding: 'utf8' });
+    expect(removed.status, removed.stderr).toBe(0);
+  });
+
   it('names the files a lost block takes from a version when verifying, and exits 1', async () => {
     const source = path.join(scratch, 'lost-block-source');
     mkdirSync(source);
