@@ -14,6 +14,8 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 // which also means "the folder is gone", so ENOENT counts only when the folder is there.
 
 const REFUSED_NAME_CODES = new Set(['EINVAL', 'EILSEQ', 'ENAMETOOLONG']);
+/** The longest path a system call takes on Linux, its terminating zero included. */
+const PATH_MAX_BYTES = 4096;
 /**
  * What symlink(2) gives where the file system has no symbolic links (EPERM on FAT), and chmod(2)
  * where it keeps no modes.
@@ -62,7 +64,12 @@ export function refusalOf(
   if (kind === 'symlink' && NOT_HELD_CODES.has(code))
     return new EntryNotRestoredError('the disk cannot hold symbolic links', { cause: error });
   if (code === 'ENAMETOOLONG')
-    return new EntryNotRestoredError('the name is too long for the disk', { cause: error });
+    return new EntryNotRestoredError(
+      Buffer.byteLength(name) >= PATH_MAX_BYTES
+        ? 'its path is longer than the system lets a program open (4 096 bytes on Linux); restore it into a folder nearer the top'
+        : 'the name is too long for the disk',
+      { cause: error },
+    );
   const refused =
     REFUSED_NAME_CODES.has(code) ||
     (code === 'ENOENT' && lstatUnlessRefused(path.dirname(name))?.isDirectory() === true);

@@ -48,6 +48,18 @@ describe('refusalOf', () => {
     expect(refusalOf(error, inFolder, kind)).toBe(error);
   });
 
+  it('tells a path too long for the system from a name too long for the disk', () => {
+    const error = systemError('ENAMETOOLONG');
+    const deep = path.join(
+      scratch,
+      ...Array.from({ length: 41 }, (_, i) => `d${i}`.padEnd(100, '0')),
+    );
+    expect(refusalOf(error, deep, 'name')).toMatchObject({
+      reason:
+        'its path is longer than the system lets a program open (4 096 bytes on Linux); restore it into a folder nearer the top',
+    });
+  });
+
   it('passes ENOENT on when the folder itself is gone, not the name refused', () => {
     const error = systemError('ENOENT');
     expect(refusalOf(error, path.join(scratch, 'gone', 'file'), 'name')).toBe(error);
