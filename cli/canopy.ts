@@ -11,7 +11,7 @@ import {
 } from '../main/index.ts';
 import { counted } from './counted.ts';
 import { isPhaseEnd, isVerifyEnd, progressLine, verifyProgressLine } from './progress-line.ts';
-import { progressPrinter } from './progress-printer.ts';
+import { progressPrinter, type ProgressPrinter, type ProgressView } from './progress-printer.ts';
 import {
   BUCKET_TYPES,
   STORAGE_CLASSES,
@@ -133,6 +133,9 @@ async function run(
     const value = values[name];
     return Array.isArray(value) ? value : [];
   };
+  /** Progress in place on a terminal (unless the output is JSON), or as lines with --progress. */
+  const progressShown = <Progress>(view: ProgressView<Progress>): ProgressPrinter<Progress> =>
+    progressPrinter(process.stderr.isTTY && !out.json, values['progress'] === true, view);
   switch (command) {
     case 'excludes': {
       const dir = need(sub, 'DIR');
@@ -317,11 +320,7 @@ async function run(
         );
         return;
       }
-      const progress = progressPrinter(
-        process.stderr.isTTY && !out.json,
-        values['progress'] === true,
-        { line: progressLine, ended: isPhaseEnd },
-      );
+      const progress = progressShown({ line: progressLine, ended: isPhaseEnd });
       const result = await engine
         .backup({
           dir: need(sub, 'DIR'),
@@ -437,11 +436,7 @@ async function run(
     }
     case 'verify': {
       const version = str('version');
-      const progress = progressPrinter(
-        process.stderr.isTTY && !out.json,
-        values['progress'] === true,
-        { line: verifyProgressLine, ended: isVerifyEnd },
-      );
+      const progress = progressShown({ line: verifyProgressLine, ended: isVerifyEnd });
       const result = await engine
         .verify({
           bucket: need(str('bucket'), '--bucket'),
@@ -472,11 +467,7 @@ async function run(
       const snapshot = str('snapshot');
       const version = str('version');
       const to = str('to');
-      const progress = progressPrinter(
-        process.stderr.isTTY && !out.json,
-        values['progress'] === true,
-        { line: progressLine, ended: isPhaseEnd },
-      );
+      const progress = progressShown({ line: progressLine, ended: isPhaseEnd });
       const result = await engine
         .restore({
           bucket: need(str('bucket'), '--bucket'),
