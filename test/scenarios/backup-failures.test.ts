@@ -13,7 +13,6 @@ import {
   rmSync,
   statfsSync,
   symlinkSync,
-  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import os from 'node:os';
@@ -24,6 +23,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
@@ -450,18 +450,12 @@ open("deep.txt", "w").write("deep")`,
 
   it('reports a full disk under the Canopy home clearly, loses neither version nor file index, and backs up once space is free', async () => {
     const source = path.join(scratch, 'home-source');
-    // Dated a minute back: a file modified within seconds of a backup is read again by the next
-    // one whatever the index says, and the login before the first backup may take less.
-    const aMinuteAgo = new Date(Date.now() - 60_000);
+    // Settled: a file modified within seconds of a backup is read again by the next one
+    // whatever the index says, and the login before the first backup may take less.
     const addFiles = (folder: string): void => {
-      for (let d = 0; d < 10; d += 1) {
-        mkdirSync(path.join(source, folder, `d${d}`), { recursive: true });
-        for (let i = 0; i < 100; i += 1) {
-          const file = path.join(source, folder, `d${d}`, `note-${i}.txt`);
-          writeFileSync(file, `${folder} ${d} ${i}`);
-          utimesSync(file, aMinuteAgo, aMinuteAgo);
-        }
-      }
+      for (let d = 0; d < 10; d += 1)
+        for (let i = 0; i < 100; i += 1)
+          writeSettled(path.join(source, folder, `d${d}`, `note-${i}.txt`), `${folder} ${d} ${i}`);
     };
     addFiles('first');
     // The home (state database, staging, metadata cache) is on a small disk of its own; the
