@@ -1,7 +1,7 @@
-// Progress of a backup or a restore in bytes and files, with an ETA from a smoothed rate. The
-// rate is an exponentially weighted average over time (a half-life of a few seconds), so one
-// slow or fast moment does not swing the estimate, and samples closer than SAMPLE_MS apart are
-// merged.
+// Progress of a backup or a restore in bytes and files (of a verify, in bytes and blocks), with
+// an ETA from a smoothed rate of bytes. The rate is an exponentially weighted average over time
+// (a half-life of a few seconds), so one slow or fast moment does not swing the estimate, and
+// samples closer than SAMPLE_MS apart are merged.
 
 /** One phase's files and bytes, done and due. */
 export interface CountedProgress<Phase extends string> {
