@@ -38,7 +38,8 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   versions --bucket NAME | snapshots --bucket NAME
   ls --bucket NAME [--version ID | --snapshot ID] [PATH]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
-          [--progress]                              without --to, to where it was backed up from
+          [--sparse] [--progress]                   without --to, to where it was backed up from;
+                                                    --sparse leaves runs of zeros as holes
   verify --bucket NAME [--version ID] [--all] [--progress]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
@@ -477,6 +478,7 @@ async function run(
           ...(snapshot === undefined ? {} : { snapshot }),
           ...(sub === undefined ? {} : { path: sub }),
           ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+          ...(values['sparse'] === true ? { sparse: true } : {}),
         })
         .finally(() => progress.done());
       out.print(
@@ -620,6 +622,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         remove: { type: 'string', multiple: true },
         clear: { type: 'boolean' },
         progress: { type: 'boolean' },
+        sparse: { type: 'boolean' },
         snapshot: { type: 'string' },
         all: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },

@@ -69,6 +69,8 @@ export class DirectWriter {
   private position = 0;
   /** Set once the file system refused a direct write: the rest goes through the page cache. */
   private buffered = false;
+  /** Whether the last bytes taken were a hole (skip), with nothing written after it. */
+  private endsInHole = false;
   private descriptor: number;
 
   constructor(
@@ -88,6 +90,7 @@ export class DirectWriter {
 
   /** Takes `pieces` in order; resolves with their byte count once the slot can take more. */
   async write(pieces: readonly Uint8Array[]): Promise<number> {
+    this.endsInHole = false;
     let total = 0;
     for (const piece of pieces) {
       for (let at = 0; at < piece.length;) {
@@ -117,6 +120,7 @@ export class DirectWriter {
     pieces: readonly Uint8Array[],
     alongside: (copy: Uint8Array) => Promise<void>,
   ): Promise<number> {
+    this.endsInHole = false;
     let total = 0;
     for (const piece of pieces) total += piece.length;
     if (total > this.room) throw new RangeError(`${total} bytes do not fit in the slot`);
@@ -134,9 +138,26 @@ export class DirectWriter {
     return total;
   }
 
+  /**
+   * Leaves the next `length` bytes of the file a hole, after writing what the slot holds:
+   * false, and nothing done, unless that and `length` are whole blocks (O_DIRECT writes only
+   * those at whole-block offsets).
+   */
+  async skip(length: number): Promise<boolean> {
+    if (this.filled % DIRECT_ALIGN !== 0 || length % DIRECT_ALIGN !== 0) return false;
+    if (this.filled > 0) await this.writeOut(this.filled);
+    this.position += length;
+    this.endsInHole = true;
+    return true;
+  }
+
   /** Writes what is left and leaves the file at its length. */
   async finish(): Promise<void> {
-    if (this.filled === 0) return;
+    // A hole at the end is the file's length, which no write gave it.
+    if (this.filled === 0) {
+      if (this.endsInHole) ftruncateSync(this.descriptor, this.position);
+      return;
+    }
     const length = this.position + this.filled;
     if (this.buffered) {
       await this.writeOut(this.filled);

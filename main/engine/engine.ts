@@ -1105,6 +1105,8 @@ export class Engine {
     overwrite: boolean;
     /** Takes the files and bytes written so far, with an ETA. */
     onProgress?: (progress: RestoreProgress) => void;
+    /** Leaves whole chunks of zeros as holes (restoreVersion's `sparse`). */
+    sparse?: boolean;
   }): Promise<
     RestoreResult & { readonly leftoversRemoved: number; readonly restoredInto: string }
   > {
@@ -1143,6 +1145,7 @@ export class Engine {
         ...(input.path === undefined ? {} : { subPath: input.path }),
         ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+        ...(input.sparse === true ? { sparse: true } : {}),
       });
       finished = true;
       return { ...result, leftoversRemoved, restoredInto: targetDir };

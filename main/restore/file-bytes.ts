@@ -23,14 +23,27 @@ import {
 const MAX_DEPTH = 32;
 
 /**
- * Bytes of a file in the pieces they arrived in, already checked; or a leaf whose writer must
- * still check it, and write nothing of it as the file's unless it matches.
+ * A run of zero bytes its writer leaves as a hole in the file, taking no room on the disk: a
+ * leaf of zeros in a sparse restore, known by its CID alone (zero-chunk.ts).
  */
-export type FilePart = readonly Uint8Array[] | UncheckedCarBlock;
+export class Hole {
+  constructor(readonly length: number) {}
+}
+
+/**
+ * A leaf as fetched: its bytes in the pieces they arrived in, already checked; or a leaf whose
+ * writer must still check it, and write nothing of it as the file's unless it matches.
+ */
+export type LeafPart = readonly Uint8Array[] | UncheckedCarBlock;
+
+/** What a file's bytes come as: a leaf or a node's own data, or a hole. */
+export type FilePart = LeafPart | Hole;
 
 /** The bytes in a part. */
 export function lengthOfPart(part: FilePart): number {
-  return part instanceof UncheckedCarBlock ? part.length : lengthOfPieces(part);
+  return part instanceof UncheckedCarBlock || part instanceof Hole
+    ? part.length
+    : lengthOfPieces(part);
 }
 
 export interface FileDag {

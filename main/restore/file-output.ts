@@ -1,7 +1,7 @@
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants, ftruncateSync, openSync } from 'node:fs';
 import { DirectWriter, openDirect, type AlignedSlots } from '../direct-io/index.ts';
 import { mismatchedBlock, UncheckedCarBlock } from '../protocol/index.ts';
-import type { FilePart } from './file-bytes.ts';
+import { Hole, type FilePart, type LeafPart } from './file-bytes.ts';
 import { writeFully, writeFullySync } from './file-writes.ts';
 
 // Where a restored file's bytes go: a new temporary file, written with O_DIRECT from an aligned
@@ -39,22 +39,38 @@ export interface FileOutput {
 }
 
 /** The part's pieces, once they are known to be the leaf's (hashed here if need be). */
-function checkedPieces(part: FilePart): readonly Uint8Array[] {
+function checkedPieces(part: LeafPart): readonly Uint8Array[] {
   return part instanceof UncheckedCarBlock ? part.check().pieces : part;
 }
 
 function bufferedOutput(file: string, mode: number, size: number): FileOutput {
   const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
+  /** Where the next part goes: past the holes left, which no write moves over. */
+  let position = 0;
+  let endsInHole = false;
+  const written = (count: number): number => {
+    position += count;
+    return count;
+  };
   return {
     fd,
-    write: (part) =>
+    write: (part) => {
+      endsInHole = part instanceof Hole;
+      if (part instanceof Hole) return Promise.resolve(written(part.length));
       // A failed check or write rejects, as the thread pool's would, rather than throw.
-      size <= SYNC_WRITE_UP_TO
-        ? new Promise((resolve) => resolve(writeFullySync(fd, checkedPieces(part))))
-        : new Promise<readonly Uint8Array[]>((resolve) => resolve(checkedPieces(part))).then(
-            (pieces) => writeFully(fd, pieces),
-          ),
-    finish: () => Promise.resolve(),
+      return size <= SYNC_WRITE_UP_TO
+        ? new Promise<number>((resolve) =>
+            resolve(writeFullySync(fd, checkedPieces(part), position)),
+          ).then(written)
+        : new Promise<readonly Uint8Array[]>((resolve) => resolve(checkedPieces(part)))
+            .then((pieces) => writeFully(fd, pieces, position))
+            .then(written);
+    },
+    // A hole at the end is the file's length, which no write gave it.
+    finish: () => {
+      if (endsInHole) ftruncateSync(fd, position);
+      return Promise.resolve();
+    },
     close: () => closeSync(fd),
   };
 }
@@ -89,6 +105,11 @@ export function openFileOutput(
       return writer.fd;
     },
     write: async (part) => {
+      if (part instanceof Hole) {
+        if (await writer.skip(part.length)) return part.length;
+        // Not at a whole block (a layout other than the spec's): its zeros are written.
+        return writer.write([new Uint8Array(part.length)]);
+      }
       if (!(part instanceof UncheckedCarBlock)) return writer.write(part);
       // A leaf that would not fit in what is left of the slot is hashed here: with the spec's
       // 1 MiB leaves, only a file whose layout differs.

@@ -8,15 +8,21 @@ import { piecesAfter } from '../protocol/index.ts';
 // small file's few kilobytes into the page cache (file-output.ts): writeFullySync.
 
 /**
- * Writes all of `pieces`, in order, at the descriptor's position: in one call, unless the
- * disk takes only part of them (then the rest goes in the next).
+ * Writes all of `pieces`, in order, at `position` of the file: in one call, unless the disk
+ * takes only part of them (then the rest goes in the next).
  */
-export async function writeFully(fd: number, pieces: readonly Uint8Array[]): Promise<number> {
+export async function writeFully(
+  fd: number,
+  pieces: readonly Uint8Array[],
+  position: number,
+): Promise<number> {
   let left = pieces;
   let total = 0;
   while (left.length > 0) {
     const written = await new Promise<number>((resolve, reject) => {
-      writev(fd, left, (error, count) => (error ? reject(error) : resolve(count)));
+      writev(fd, left, position + total, (error, count) =>
+        error ? reject(error) : resolve(count),
+      );
     });
     total += written;
     left = piecesAfter(left, written);
@@ -31,11 +37,15 @@ export function fsyncFully(fd: number): Promise<void> {
 }
 
 /** writeFully, made on this thread: for a few kilobytes, less than a hand-off to the pool. */
-export function writeFullySync(fd: number, pieces: readonly Uint8Array[]): number {
+export function writeFullySync(
+  fd: number,
+  pieces: readonly Uint8Array[],
+  position: number,
+): number {
   let left = pieces;
   let total = 0;
   while (left.length > 0) {
-    const written = writevSync(fd, left);
+    const written = writevSync(fd, left, position + total);
     total += written;
     left = piecesAfter(left, written);
   }

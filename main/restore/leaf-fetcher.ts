@@ -3,7 +3,7 @@ import { EngineError } from '../api/index.ts';
 import { CarFormatError, cidText, UncheckedCarBlock } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
-import type { FilePart } from './file-bytes.ts';
+import type { LeafPart } from './file-bytes.ts';
 import { receiveBlocks, unavailableBlockReason } from './receive-blocks.ts';
 
 // The leaves a restore writes, fetched ahead of the writes in batches through blocks/car (each
@@ -57,7 +57,7 @@ interface FetchedLeaf {
    * Its bytes as they arrived, checked or not; undefined until it arrives, or when the host
    * could not give it back.
    */
-  bytes: FilePart | undefined;
+  bytes: LeafPart | undefined;
   /**
    * What it counts in `heldBytes` until its last read is taken: its size as the tree states it,
    * at least HELD_LEAF_MIN_BYTES.
@@ -121,7 +121,7 @@ export class LeafFetcher {
    * once, never past the plan. A leaf the host sent damaged or no longer holds rejects with
    * EntryNotRestoredError, once the read counts as taken: the reads after it go on.
    */
-  async take(cid: CID, read: number): Promise<FilePart> {
+  async take(cid: CID, read: number): Promise<LeafPart> {
     while (this.planned <= read && this.lookahead.done !== true) {
       if (this.stopped) throw this.stopped;
       // A file far ahead of the first unfinished one waits for it, rather than have every leaf

@@ -19,8 +19,10 @@ import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { ServiceClient } from '../service/index.ts';
 import { PhaseProgress, type RestoreProgress, type TreeIndex } from '../uploader/index.ts';
-import { fileBytes, type FileDag } from './file-bytes.ts';
+import { fileBytes, Hole, type FileDag } from './file-bytes.ts';
 import { fileLeaves } from './file-leaves.ts';
+import { isZeroChunk } from './zero-chunk.ts';
+import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { fileTime } from './file-time.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
@@ -102,6 +104,12 @@ export interface RestoreInput {
   readonly afterFileWritten?: (writtenSoFar: number) => void;
   /** Takes the restore's progress, at most every 200 ms and once at its end. */
   readonly onProgress?: (progress: RestoreProgress) => void;
+  /**
+   * Leaves each whole chunk of zeros in a file a hole, taking no room on the disk, as `cp
+   * --sparse=always` does: a disk image restores at the size its data takes. Its bytes read the
+   * same; only what the disk allocates differs.
+   */
+  readonly sparse?: boolean;
 }
 
 /** An entry the target's file system would not take, by its path below the target. */
@@ -293,9 +301,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   /** The leaves of a file in read order, as fileBytes reads them; none for other entries. */
   const leafCidsOf = (cid: CID, decodedRoot?: DecodedNode): Generator<CID> =>
     fileLeaves(cid, index.nodes, decodedRoot);
-  /** The same, as the storage host names them. */
-  function* leavesOf(cid: CID, decodedRoot?: DecodedNode): Generator<string> {
-    for (const leaf of leafCidsOf(cid, decodedRoot)) yield cidText(leaf);
+  /** Whether a leaf is left a hole, neither fetched nor written: a chunk of zeros, if asked. */
+  const isHole = (cid: CID): boolean => input.sparse === true && isZeroChunk(cid);
+  /** The leaves of a file the storage host is asked for, as it names them: all but holes. */
+  function* fetchedLeavesOf(cid: CID, decodedRoot?: DecodedNode): Generator<string> {
+    for (const leaf of leafCidsOf(cid, decodedRoot)) if (!isHole(leaf)) yield cidText(leaf);
   }
   /** A leaf's size as the tree states it, for a gap where the server could not give it. */
   const leafSize = (cid: CID): number => index.leaves.sizeOf(cid) ?? 0;
@@ -493,7 +503,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     index.leaves,
     (function* leafReads(): Generator<string> {
       for (const entry of restored(root))
-        if (entry.kind === 'file' && !isThere(entry)) yield* leavesOf(entry.cid, entry.fileNode);
+        if (entry.kind === 'file' && !isThere(entry))
+          yield* fetchedLeavesOf(entry.cid, entry.fileNode);
     })(),
   );
   /** Leaf reads planned before the next file's first. */
@@ -729,10 +740,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
       if (failure !== undefined) break;
       let read = readsBefore;
-      if (entry.kind === 'file') readsBefore += countOf(leafCidsOf(entry.cid, entry.fileNode));
+      if (entry.kind === 'file') readsBefore += countOf(fetchedLeavesOf(entry.cid, entry.fileNode));
       const dag: FileDag = {
         node: (cid) => index.nodes.get(cid),
-        leaf: (cid) => leaves.take(cid, read++),
+        leaf: (cid) =>
+          isHole(cid) ? Promise.resolve(new Hole(CHUNK_BYTES)) : leaves.take(cid, read++),
       };
       if (underRefused) {
         // Its leaf reads are planned, and the files after it wait for them to be taken.

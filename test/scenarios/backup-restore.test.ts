@@ -13,7 +13,9 @@ import {
   readFileSync,
   readlinkSync,
   rmSync,
+  statSync,
   symlinkSync,
+  truncateSync,
   utimesSync,
   writeFileSync,
   writeSync,
@@ -274,6 +276,47 @@ describe('backup and restore', () => {
     await engine.restore({ bucket: 'Long', to: target, overwrite: false });
     expect(readdirSync(target)).toEqual([name]);
     expect(readFileSync(path.join(target, name), 'utf8')).toBe('a name of 255 bytes');
+  });
+
+  it('leaves whole chunks of zeros as holes when asked, byte for byte, at the size the data takes', async () => {
+    const tree = path.join(scratch, 'sparse');
+    mkdirSync(tree);
+    // A disk image: 16 MiB, of which 300 KiB at 5 MiB hold data, and a file ending part-way
+    // through a chunk of zeros.
+    const image = path.join(tree, 'disk.img');
+    writeFileSync(image, '');
+    truncateSync(image, 16 << 20);
+    const data = randomBytes(300 << 10);
+    const fd = openSync(image, 'r+');
+    try {
+      writeSync(fd, data, 0, data.length, 5 << 20);
+    } finally {
+      closeSync(fd);
+    }
+    writeFileSync(path.join(tree, 'odd.img'), '');
+    truncateSync(path.join(tree, 'odd.img'), (3 << 20) + 1234);
+    await engine.createBucket({ name: 'Sparse', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: tree, bucket: 'Sparse' });
+    const target = path.join(scratch, 'sparse-restored');
+    const result = await engine.restore({
+      bucket: 'Sparse',
+      to: target,
+      overwrite: false,
+      sparse: true,
+    });
+    expect(result).toMatchObject({ files: 2, bytes: (16 << 20) + (3 << 20) + 1234 });
+    for (const name of ['disk.img', 'odd.img'])
+      expect(
+        readFileSync(path.join(target, name)).equals(readFileSync(path.join(tree, name))),
+      ).toBe(true);
+    // The image's one chunk with data, and the odd file's last, short chunk: the rest are holes.
+    const allocated = (name: string): number => statSync(path.join(target, name)).blocks * 512;
+    expect(allocated('disk.img')).toBeLessThanOrEqual((1 << 20) + 64 * 1024);
+    expect(allocated('odd.img')).toBeLessThanOrEqual(64 * 1024);
+    // Without asking, every byte is written, as cp does by default.
+    const dense = path.join(scratch, 'sparse-dense');
+    await engine.restore({ bucket: 'Sparse', to: dense, overwrite: false });
+    expect(statSync(path.join(dense, 'disk.img')).blocks * 512).toBeGreaterThanOrEqual(16 << 20);
   });
 
   it('never overwrites unless asked, and restores one folder', async () => {

@@ -339,6 +339,13 @@ describe('canopy restore run again', () => {
       'restored 0 files (0 bytes), 2 folders, 0 symlinks\n' +
         'already there with the same content, and left as they were: 6 files and links\n',
     );
+    // --sparse restores the same files (none of these has a chunk of zeros to leave out).
+    const sparse = await runCanopy(
+      cliHome,
+      ['restore', '--bucket', 'Words', '--to', path.join(scratch, 'cli-sparse'), '--sparse'],
+      env,
+    );
+    expect(sparse.stdout).toBe(first.stdout);
     const one = await runCanopy(
       cliHome,
       ['restore', '--bucket', 'Words', 'notes/a.txt', '--to', path.join(target, 'notes')],

@@ -14,7 +14,7 @@ import {
   rawCidOf,
   UncheckedCarBlock,
 } from '../../../main/protocol/index.ts';
-import { fileBytes, type FileDag } from '../../../main/restore/file-bytes.ts';
+import { fileBytes, Hole, type FileDag } from '../../../main/restore/file-bytes.ts';
 
 /**
  * A DAG held in memory, counting the leaves asked for. Each leaf comes in two pieces, as a
@@ -59,8 +59,10 @@ async function importFile(dag: MemoryDag, content: Uint8Array): Promise<CID> {
 
 async function readAll(root: CID, dag: FileDag): Promise<Buffer> {
   const parts: Uint8Array[] = [];
-  for await (const part of fileBytes(root, dag))
-    parts.push(...(part instanceof UncheckedCarBlock ? part.check().pieces : part));
+  for await (const part of fileBytes(root, dag)) {
+    if (part instanceof Hole) parts.push(new Uint8Array(part.length));
+    else parts.push(...(part instanceof UncheckedCarBlock ? part.check().pieces : part));
+  }
   return Buffer.concat(parts);
 }
 

@@ -7,6 +7,7 @@ import {
   mkdtempSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import os from 'node:os';
@@ -23,6 +24,7 @@ import {
   rawCidOf,
   UncheckedCarBlock,
 } from '../../../main/protocol/index.ts';
+import { Hole } from '../../../main/restore/file-bytes.ts';
 import { openFileOutput, type FileOutput } from '../../../main/restore/file-output.ts';
 import { fsyncFully } from '../../../main/restore/file-writes.ts';
 import { mountMemoryDisk } from '../../helpers/limited-disks.ts';
@@ -132,6 +134,33 @@ describe('restored file output', () => {
       await slots.close();
     }
   });
+
+  it.each([
+    ['with O_DIRECT', true],
+    ['through the page cache', false],
+  ] as const)(
+    'leaves holes where asked %s: the bytes read as zeros and take no room, also at the end',
+    async (_, direct) => {
+      const slots = direct ? AlignedSlots.tryCreate(1) : undefined;
+      const file = path.join(scratch, `holes-${direct}.bin`);
+      const MiB = 1 << 20;
+      const first = randomBytes(MiB);
+      const middle = randomBytes(MiB);
+      const output = openFileOutput(file, 0o600, 5 * MiB, slots);
+      expect(isDirect(output.fd)).toBe(direct);
+      const parts = [[first], new Hole(MiB), [middle], new Hole(MiB), new Hole(MiB)] as const;
+      let written = 0;
+      for (const part of parts) written += await output.write(part);
+      await output.finish();
+      await fsyncFully(output.fd);
+      output.close();
+      expect(written).toBe(5 * MiB);
+      const expected = Buffer.concat([first, Buffer.alloc(MiB), middle, Buffer.alloc(2 * MiB)]);
+      expect(readFileSync(file).equals(expected)).toBe(true);
+      // Two MiB of data, and no more than a few blocks besides.
+      expect(statSync(file).blocks * 512).toBeLessThan(2 * MiB + 64 * 1024);
+    },
+  );
 
   it('writes a small file through the page cache, without a slot', async () => {
     const slots = AlignedSlots.tryCreate(1);
