@@ -21,7 +21,7 @@ import type { ServiceClient } from '../service/index.ts';
 import { PhaseProgress, type RestoreProgress, type TreeIndex } from '../uploader/index.ts';
 import { fileBytes, Hole, type FileDag } from './file-bytes.ts';
 import { fileLeaves } from './file-leaves.ts';
-import { isZeroChunk } from './zero-chunk.ts';
+import { isZeroChunk, zeroChunkCid } from './zero-chunk.ts';
 import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { fileTime } from './file-time.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
@@ -165,13 +165,17 @@ function checkName(name: string): void {
 
 /**
  * A full disk, or a target this process may not write, is a clear, final error; anything else
- * is reported as it came.
+ * is reported as it came. `sparseWouldHelp`: the version's files hold whole chunks of zeros,
+ * which a sparse restore would leave as holes taking no room.
  */
-function restoreError(error: unknown, targetDir: string): Error {
+function restoreError(error: unknown, targetDir: string, sparseWouldHelp = false): Error {
   if (isDiskFull(error)) {
+    const sparse = sparseWouldHelp
+      ? ', or add --sparse to leave the runs of zeros in its files (disk images, for one) as holes that take no room'
+      : '';
     return new EngineError(
       'disk_full',
-      `not enough free space in ${targetDir} to restore; free some space and run it again`,
+      `not enough free space in ${targetDir} to restore; free some space and run it again${sparse}`,
       { cause: error },
     );
   }
@@ -303,6 +307,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     fileLeaves(cid, index.nodes, decodedRoot);
   /** Whether a leaf is left a hole, neither fetched nor written: a chunk of zeros, if asked. */
   const isHole = (cid: CID): boolean => input.sparse === true && isZeroChunk(cid);
+  const sparseWouldHelp = input.sparse !== true && index.leaves.has(zeroChunkCid());
   /** The leaves of a file the storage host is asked for, as it names them: all but holes. */
   function* fetchedLeavesOf(cid: CID, decodedRoot?: DecodedNode): Generator<string> {
     for (const leaf of leafCidsOf(cid, decodedRoot)) if (!isHole(leaf)) yield cidText(leaf);
@@ -561,7 +566,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   let failure: Error | undefined;
   /** Stops the restore with `error`, unless it stopped already; reported once all settled. */
   const stop = (error: unknown): void => {
-    failure ??= restoreError(error, input.targetDir);
+    failure ??= restoreError(error, input.targetDir, sparseWouldHelp);
     // Files waiting for a leaf that is no longer fetched would wait forever.
     leaves.stop(failure);
   };

@@ -4,16 +4,20 @@ import { createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  closeSync,
   chownSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readFileSync,
   readdirSync,
   renameSync,
   rmSync,
   statfsSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -583,5 +587,44 @@ open("deep.txt", "w").write("deep")`,
     expect(leftovers).not.toContain('a-large.bin');
     for (const [i, bytes] of first.entries())
       expect(readFileSync(path.join(target, 'a-first', `note-${i}.txt`)).equals(bytes)).toBe(true);
+  });
+
+  it('suggests --sparse when a disk image does not fit, and then restores it in the room its data takes', async () => {
+    const source = path.join(scratch, 'image-source');
+    mkdirSync(source);
+    // 32 MiB, of which 1 MiB holds data: a virtual machine's disk, say.
+    const image = path.join(source, 'vm.img');
+    writeFileSync(image, '');
+    truncateSync(image, 32 << 20);
+    const data = randomBytes(1 << 20);
+    const fd = openSync(image, 'r+');
+    try {
+      writeSync(fd, data, 0, data.length, 7 << 20);
+    } finally {
+      closeSync(fd);
+    }
+    const home = path.join(scratch, 'image-home');
+    await loginWithBucket(home, path.join(scratch, 'image-data'), 'Images');
+    expect(
+      (await runCanopy(home, ['backup', source, '--bucket', 'Images'], fileStore)).status,
+    ).toBe(0);
+    const target = mountTmpfs('image-disk', '8m');
+    const full = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Images', '--to', target],
+      fileStore,
+    );
+    expect(full.status).toBe(1);
+    expect(full.stderr).toBe(
+      `canopy: not enough free space in ${target} to restore; free some space and run it again, or add --sparse to leave the runs of zeros in its files (disk images, for one) as holes that take no room\n`,
+    );
+    const sparse = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Images', '--to', target, '--sparse'],
+      fileStore,
+    );
+    expect(sparse.status, sparse.stderr).toBe(0);
+    expect(readFileSync(path.join(target, 'vm.img')).equals(readFileSync(image))).toBe(true);
+    expect(statfsSync(target).bfree * statfsSync(target).bsize).toBeGreaterThan(6 << 20);
   });
 });
