@@ -4,20 +4,16 @@ import { createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
-  closeSync,
   chownSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readFileSync,
   readdirSync,
   renameSync,
   rmSync,
   statfsSync,
   symlinkSync,
-  truncateSync,
   writeFileSync,
-  writeSync,
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,6 +24,7 @@ import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
+import { writeSparseFile } from '../helpers/sparse-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
@@ -594,15 +591,7 @@ open("deep.txt", "w").write("deep")`,
     mkdirSync(source);
     // 32 MiB, of which 1 MiB holds data: a virtual machine's disk, say.
     const image = path.join(source, 'vm.img');
-    writeFileSync(image, '');
-    truncateSync(image, 32 << 20);
-    const data = randomBytes(1 << 20);
-    const fd = openSync(image, 'r+');
-    try {
-      writeSync(fd, data, 0, data.length, 7 << 20);
-    } finally {
-      closeSync(fd);
-    }
+    writeSparseFile(image, 32 << 20, randomBytes(1 << 20), 7 << 20);
     const home = path.join(scratch, 'image-home');
     await loginWithBucket(home, path.join(scratch, 'image-data'), 'Images');
     expect(

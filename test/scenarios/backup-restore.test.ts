@@ -15,7 +15,6 @@ import {
   rmSync,
   statSync,
   symlinkSync,
-  truncateSync,
   utimesSync,
   writeFileSync,
   writeSync,
@@ -31,6 +30,7 @@ import {
 } from '../../main/index.ts';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { writeSparseFile } from '../helpers/sparse-file.ts';
 import { storedBlock } from '../helpers/stored-blocks.ts';
 
 // Backup and restore through the engine and the embedded local service: a generated tree
@@ -283,18 +283,8 @@ describe('backup and restore', () => {
     mkdirSync(tree);
     // A disk image: 16 MiB, of which 300 KiB at 5 MiB hold data, and a file ending part-way
     // through a chunk of zeros.
-    const image = path.join(tree, 'disk.img');
-    writeFileSync(image, '');
-    truncateSync(image, 16 << 20);
-    const data = randomBytes(300 << 10);
-    const fd = openSync(image, 'r+');
-    try {
-      writeSync(fd, data, 0, data.length, 5 << 20);
-    } finally {
-      closeSync(fd);
-    }
-    writeFileSync(path.join(tree, 'odd.img'), '');
-    truncateSync(path.join(tree, 'odd.img'), (3 << 20) + 1234);
+    writeSparseFile(path.join(tree, 'disk.img'), 16 << 20, randomBytes(300 << 10), 5 << 20);
+    writeSparseFile(path.join(tree, 'odd.img'), (3 << 20) + 1234, new Uint8Array(0), 0);
     await engine.createBucket({ name: 'Sparse', type: 'backup', storageClass: 'hot' });
     await engine.backup({ dir: tree, bucket: 'Sparse' });
     const target = path.join(scratch, 'sparse-restored');
