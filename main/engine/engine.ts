@@ -42,11 +42,14 @@ import {
 } from '../restore/index.ts';
 import {
   newStagingDir,
+  nodeIndexFileOf,
+  openBrowsableTree,
   readTreeIndexOfFile,
   removeAbandonedStaging,
   readTreeLeavesOfFile,
   shardTargetFor,
   type TreeIndex,
+  type BrowsableTree,
   type TreeIndexOfFile,
   type TreeLeaves,
 } from '../uploader/index.ts';
@@ -95,12 +98,12 @@ import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** Reads a version's tree from the file of its metadata CAR, whole or in part. */
-type TreeReader<Tree extends TreeLeaves> = (file: string) => Promise<Tree>;
+type TreeReader<Tree> = (file: string) => Promise<Tree>;
 
 /** Runs `use` on `tree`, then closes the metadata CAR file its nodes are read from. */
-async function usingTree<T>(
-  tree: TreeIndexOfFile,
-  use: (tree: TreeIndexOfFile) => Promise<T>,
+async function usingTree<Tree extends { close(): void }, T>(
+  tree: Tree,
+  use: (tree: Tree) => Promise<T>,
 ): Promise<T> {
   try {
     return await use(tree);
@@ -882,8 +885,15 @@ export class Engine {
     return path.join(this.deps.home, 'metadata', `${versionId}.car`);
   }
 
+  /** Removes a version's metadata CAR, and the index of its nodes, from the local cache. */
+  private async forgetCachedMetadata(versionId: string): Promise<void> {
+    const file = this.metadataCacheFile(versionId);
+    await rm(file, { force: true });
+    await rm(nodeIndexFileOf(file), { force: true });
+  }
+
   /** A version's tree from the local metadata cache, or undefined when it is not there. */
-  private async cachedTree<Tree extends TreeLeaves>(
+  private async cachedTree<Tree>(
     versionId: string,
     read: TreeReader<Tree>,
   ): Promise<Tree | undefined> {
@@ -950,7 +960,7 @@ export class Engine {
    * requests at once) has a name of its own, and what a killed run left there goes first, as
    * at each backup: a device that only restores and browses never backs up to remove it.
    */
-  private async pulledTree<Tree extends TreeLeaves>(
+  private async pulledTree<Tree>(
     client: ServiceClient,
     versionId: string,
     read: TreeReader<Tree>,
@@ -967,7 +977,7 @@ export class Engine {
         return await read(file);
       } catch (error) {
         // A CAR that does not read back is not kept for the next request to trip on.
-        if (keep) await rm(file, { force: true });
+        if (keep) await this.forgetCachedMetadata(versionId);
         throw error;
       }
     } finally {
@@ -978,7 +988,7 @@ export class Engine {
   }
 
   /** A version's tree as `read` gives it, from the local cache when possible. */
-  private async versionTree<Tree extends TreeLeaves>(
+  private async versionTree<Tree>(
     client: ServiceClient,
     versionId: string,
     read: TreeReader<Tree>,
@@ -1026,27 +1036,43 @@ export class Engine {
     entries: VersionEntry[];
   }> {
     const online = { offlineSince: null, offlineBecause: null };
-    const list = (tree: TreeIndexOfFile): Promise<VersionEntry[]> =>
-      usingTree(tree, (open) => listVersionPath(open, input.path ?? ''));
+    const list = async (versionId: string, tree: BrowsableTree): Promise<VersionEntry[]> => {
+      try {
+        return await usingTree(tree, (open) => listVersionPath(open, input.path ?? ''));
+      } catch (error) {
+        // A node that no longer matches its CID: the CAR was damaged on this disk after it was
+        // cached (its index spared reading it whole). It goes, so the version is pulled again.
+        if (isEngineError(error, 'protocol')) await this.forgetCachedMetadata(versionId);
+        throw error;
+      }
+    };
     if (input.version !== undefined) {
-      const cached = await this.cachedTree(input.version, readTreeIndexOfFile);
-      if (cached) return { versionId: input.version, ...online, entries: await list(cached) };
+      const cached = await this.cachedTree(input.version, openBrowsableTree);
+      if (cached)
+        return { versionId: input.version, ...online, entries: await list(input.version, cached) };
     }
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
       const { client } = await this.connect({ retry: NO_RETRY });
       const versionId = await this.resolveVersion(client, input);
-      return {
-        versionId,
-        ...online,
-        entries: await list(await this.versionTree(client, versionId, readTreeIndexOfFile)),
-      };
+      let entries: VersionEntry[];
+      try {
+        entries = await list(
+          versionId,
+          await this.versionTree(client, versionId, openBrowsableTree),
+        );
+      } catch (error) {
+        if (!isEngineError(error, 'protocol')) throw error;
+        const pulled = await this.pulledTree(client, versionId, openBrowsableTree, true);
+        entries = await list(versionId, pulled);
+      }
+      return { versionId, ...online, entries };
     } catch (error) {
       const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
       const known = lastKnownActiveVersion(this.db, input.bucket);
       const cached =
         unreachable && input.version === undefined && input.snapshot === undefined && known
-          ? await this.cachedTree(known.version_id, readTreeIndexOfFile)
+          ? await this.cachedTree(known.version_id, openBrowsableTree)
           : undefined;
       if (!cached || !known || !(error instanceof EngineError)) {
         cached?.close();
@@ -1056,7 +1082,7 @@ export class Engine {
         versionId: known.version_id,
         offlineSince: known.seen_at,
         offlineBecause: error.code,
-        entries: await list(cached),
+        entries: await list(known.version_id, cached),
       };
     }
   }

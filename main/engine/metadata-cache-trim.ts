@@ -15,20 +15,29 @@ import path from 'node:path';
 /** What the cache may hold, unless the kept versions alone are more. */
 export const METADATA_CACHE_BUDGET_BYTES = 2 * 1024 ** 3;
 
-const CACHED_CAR = /^(.+)\.car$/;
+/**
+ * A cached CAR, `<version>.car`, or the index of its nodes, `<version>.car.nodes` (`.partial`
+ * while it is written, or if a crash cut that short).
+ */
+const CACHED_FILE = /^(.+)\.car(\.nodes(?:\.partial)?)?$/;
 
 /**
- * Removes cached CARs of `dir`, least recently used first, until what is left fits
- * `budgetBytes`; versions in `keep` stay whatever their size.
+ * Removes cached CARs of `dir` with their node indexes, least recently used first, until what
+ * is left fits `budgetBytes`; versions in `keep` stay whatever their size. An index whose CAR
+ * is gone goes too.
  */
 export async function trimMetadataCache(
   dir: string,
   keep: ReadonlySet<string>,
   budgetBytes: number,
 ): Promise<void> {
-  const cached: Array<{ file: string; bytes: number; usedMs: number; kept: boolean }> = [];
+  const cached = new Map<
+    string,
+    { files: string[]; bytes: number; usedMs: number | undefined; kept: boolean }
+  >();
   for (const name of await readdir(dir)) {
-    const versionId = CACHED_CAR.exec(name)?.[1];
+    const match = CACHED_FILE.exec(name);
+    const versionId = match?.[1];
     if (versionId === undefined) continue;
     const file = path.join(dir, name);
     let stats;
@@ -39,13 +48,27 @@ export async function trimMetadataCache(
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
       throw error;
     }
-    cached.push({ file, bytes: stats.size, usedMs: stats.mtimeMs, kept: keep.has(versionId) });
+    const version = cached.get(versionId) ?? {
+      files: [],
+      bytes: 0,
+      usedMs: undefined,
+      kept: keep.has(versionId),
+    };
+    version.files.push(file);
+    version.bytes += stats.size;
+    if (match?.[2] === undefined) version.usedMs = stats.mtimeMs;
+    cached.set(versionId, version);
   }
-  let total = cached.reduce((sum, car) => sum + car.bytes, 0);
-  for (const car of cached.sort((a, b) => a.usedMs - b.usedMs)) {
+  const versions = [...cached.values()];
+  for (const orphan of versions.filter((version) => version.usedMs === undefined)) {
+    for (const file of orphan.files) await rm(file, { force: true });
+  }
+  const whole = versions.filter((version) => version.usedMs !== undefined);
+  let total = whole.reduce((sum, version) => sum + version.bytes, 0);
+  for (const version of whole.sort((a, b) => (a.usedMs ?? 0) - (b.usedMs ?? 0))) {
     if (total <= budgetBytes) return;
-    if (car.kept) continue;
-    await rm(car.file, { force: true });
-    total -= car.bytes;
+    if (version.kept) continue;
+    for (const file of version.files) await rm(file, { force: true });
+    total -= version.bytes;
   }
 }

@@ -18,13 +18,24 @@ function hashOf(digest: Uint8Array): number {
 }
 
 export class CidTable {
-  private digests = new Uint8Array(INITIAL_CAPACITY * DIGEST_BYTES);
+  private digests: Uint8Array;
   /** Entry number + 1 per slot, 0 when empty; twice the capacity, so at most half full. */
-  private slots = new Int32Array(INITIAL_CAPACITY * 2);
+  private slots: Int32Array;
   private count = 0;
 
-  /** Every CID of the table has this codec (§3: raw, dag-pb or dag-cbor). */
-  constructor(readonly codec: number) {}
+  /**
+   * Every CID of the table has this codec (§3: raw, dag-pb or dag-cbor). `expected`, when
+   * known, is how many it will hold: room for them is made at once, not by growing.
+   */
+  constructor(
+    readonly codec: number,
+    expected = 0,
+  ) {
+    let capacity = INITIAL_CAPACITY;
+    while (capacity < expected) capacity *= 2;
+    this.digests = new Uint8Array(capacity * DIGEST_BYTES);
+    this.slots = new Int32Array(capacity * 2);
+  }
 
   get size(): number {
     return this.count;
@@ -69,6 +80,17 @@ export class CidTable {
     this.count += 1;
     this.place(index);
     return index;
+  }
+
+  /** The digest numbered `index`: a view, valid until the table grows. */
+  digestAt(index: number): Uint8Array {
+    if (index < 0 || index >= this.count) throw new RangeError(`no entry ${index}`);
+    return this.digests.subarray(index * DIGEST_BYTES, (index + 1) * DIGEST_BYTES);
+  }
+
+  /** Every digest, in the order they were added, one after another: a view, as digestAt. */
+  allDigests(): Uint8Array {
+    return this.digests.subarray(0, this.count * DIGEST_BYTES);
   }
 
   /** The CID numbered `index`, made anew. */

@@ -7,6 +7,9 @@ import type { TreeIndex } from '../uploader/index.ts';
 // Lists a folder of a version from its metadata alone (§17.5): no block is fetched, so browsing
 // works offline once the metadata CAR is cached.
 
+/** What browsing needs of a version's tree: no leaf. */
+type BrowsedTree = Pick<TreeIndex, 'manifest' | 'nodes'>;
+
 export interface VersionEntry {
   readonly name: string;
   readonly type: 'file' | 'directory' | 'symlink';
@@ -16,7 +19,7 @@ export interface VersionEntry {
   readonly target: string | null;
 }
 
-function metadataStore(tree: TreeIndex) {
+function metadataStore(tree: BrowsedTree) {
   return {
     // eslint-disable-next-line @typescript-eslint/require-await -- the exporter's contract is async
     async *get(cid: CID): AsyncGenerator<Uint8Array> {
@@ -31,7 +34,7 @@ function metadataStore(tree: TreeIndex) {
   };
 }
 
-export async function listVersionPath(tree: TreeIndex, subPath: string): Promise<VersionEntry[]> {
+export async function listVersionPath(tree: BrowsedTree, subPath: string): Promise<VersionEntry[]> {
   const root = CID.asCID(tree.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   const store = metadataStore(tree);

@@ -1,5 +1,7 @@
 // Pushes versions and uploads their shards. May import main/api, protocol, service, packer.
 export * from './backup-source.ts';
+export * from './browsable-tree.ts';
+export { nodeIndexFileOf } from './tree-node-index.ts';
 export * from './previous-tree.ts';
 export * from './progress-meter.ts';
 export * from './shard-target.ts';

@@ -57,7 +57,8 @@ export async function readTreeIndex(
   car: Uint8Array | AsyncIterable<Uint8Array>,
 ): Promise<TreeIndex> {
   const nodes = new MetadataNodes();
-  return { ...(await readTree(car, (block) => nodes.put(block.cid, block.bytes))), nodes };
+  const tree = await readTree(car, { keepNode: (block) => nodes.put(block.cid, block.bytes) });
+  return { manifest: tree.manifest, leaves: tree.leaves, nodes };
 }
 
 /**
@@ -67,10 +68,10 @@ export async function readTreeIndex(
 export async function readTreeIndexOfFile(file: string): Promise<TreeIndexOfFile> {
   const nodes = new CarFileNodes(file);
   try {
-    const tree = await readTree(streamOf(file), (block) =>
-      nodes.put(block.cid, block.offset, block.length),
-    );
-    return { ...tree, nodes, close: () => nodes.close() };
+    const tree = await readTree(streamOf(file), {
+      keepNode: (block) => nodes.put(block.cid, block.offset, block.length),
+    });
+    return { manifest: tree.manifest, leaves: tree.leaves, nodes, close: () => nodes.close() };
   } catch (error) {
     nodes.close();
     throw error;
@@ -78,13 +79,16 @@ export async function readTreeIndexOfFile(file: string): Promise<TreeIndexOfFile
 }
 
 /** The manifest and the leaves of a version's tree, without keeping its nodes. */
-export function readTreeLeaves(car: Uint8Array | AsyncIterable<Uint8Array>): Promise<TreeLeaves> {
-  return readTree(car, undefined);
+export async function readTreeLeaves(
+  car: Uint8Array | AsyncIterable<Uint8Array>,
+): Promise<TreeLeaves> {
+  const { manifest, leaves } = await readTree(car, {});
+  return { manifest, leaves };
 }
 
 /** readTreeLeaves for a metadata CAR in a file. */
 export function readTreeLeavesOfFile(file: string): Promise<TreeLeaves> {
-  return readTree(streamOf(file), undefined);
+  return readTreeLeaves(streamOf(file));
 }
 
 /** A metadata CAR file as a stream: a tree of many files has one of tens of megabytes. */
@@ -92,14 +96,30 @@ function streamOf(file: string): AsyncIterable<Uint8Array> {
   return createReadStream(file, { highWaterMark: 1 << 20 });
 }
 
-async function readTree(
+/** What readTree found in a metadata CAR. */
+export interface ReadTree {
+  readonly manifest: Record<string, unknown>;
+  /** The manifest block: its CID and where it lies in the CAR. */
+  readonly manifestBlock: { readonly cid: CID; readonly offset: number; readonly length: number };
+  /** Every leaf the File nodes link to; empty when they were not asked for. */
+  readonly leaves: LeafSizes;
+}
+
+export async function readTree(
   car: Uint8Array | AsyncIterable<Uint8Array>,
-  /** Takes each dag-pb node, when the nodes are kept. */
-  keepNode: ((block: CarBlock) => void) | undefined,
-): Promise<{ manifest: Record<string, unknown>; leaves: LeafSizes }> {
+  options: {
+    /** Takes each dag-pb node, when the nodes are kept. */
+    keepNode?: (block: CarBlock) => void;
+    /** Whether to list the leaves (default true): browsing needs none. */
+    leaves?: boolean;
+  },
+): Promise<ReadTree> {
+  const { keepNode } = options;
+  const wantsLeaves = options.leaves ?? true;
   const leaves = new LeafSizes();
   const links = new DagPbLinks();
   let manifest: Record<string, unknown> | undefined;
+  let manifestBlock: ReadTree['manifestBlock'] | undefined;
   let manifestCid: string | undefined;
   try {
     for await (const item of readCar(car instanceof Uint8Array ? once(car) : car, {
@@ -112,8 +132,10 @@ async function readTree(
       }
       if (item.cid.code === DAG_CBOR_CODEC && cidText(item.cid) === manifestCid) {
         manifest = dagCbor.decode(item.bytes);
+        manifestBlock = { cid: item.cid, offset: item.offset, length: item.length };
       } else if (item.cid.code === DAG_PB_CODEC) {
         keepNode?.(item);
+        if (!wantsLeaves) continue;
         const count = links.read(item.bytes);
         for (let link = 0; link < count; link++) {
           if (links.codecs[link] === RAW_CODEC)
@@ -133,10 +155,10 @@ async function readTree(
       });
     throw error;
   }
-  if (!manifest || manifest['version'] !== 1) {
+  if (!manifest || !manifestBlock || manifest['version'] !== 1) {
     throw new EngineError('protocol', "a version's manifest is missing or of an unknown version");
   }
-  return { manifest, leaves };
+  return { manifest, manifestBlock, leaves };
 }
 
 /**

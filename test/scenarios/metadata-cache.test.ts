@@ -16,11 +16,15 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
+import * as dagCbor from '@ipld/dag-cbor';
+import { type CarBlock, readCar } from '../../main/protocol/index.ts';
 
 // A version's metadata CAR is kept in the home's metadata cache, for browsing offline. One
 // missing there is pulled into it (written to a staging file as it arrives, never held whole,
 // then moved in); one damaged there (cut short) is pulled again and replaced, rather than make
-// the version unreadable on this device.
+// the version unreadable on this device. Browsing writes an index of the CAR's nodes beside it
+// (`.car.nodes`), so later browsing reads only the nodes it needs; a node that no longer
+// matches its CID (the CAR damaged on the disk since) has the version pulled again too.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-cache-'));
 const source = path.join(scratch, 'source');
@@ -31,6 +35,10 @@ let versionId: string;
 let cached: string;
 /** The cached CAR as the backup left it. */
 let whole: Buffer;
+
+async function* chunksOf(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield await Promise.resolve(bytes);
+}
 
 beforeAll(async () => {
   mkdirSync(path.join(source, 'letters'), { recursive: true });
@@ -66,7 +74,33 @@ describe('the metadata cache', () => {
     const listed = await engine.ls({ bucket: 'Cached' });
     expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
     expect(readFileSync(cached).equals(whole)).toBe(true);
-    expect(readdirSync(cacheDir)).toEqual([`${versionId}.car`]);
+    expect(readdirSync(cacheDir).sort()).toEqual([`${versionId}.car`, `${versionId}.car.nodes`]);
+    expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
+  });
+
+  it('pulls again, and replaces, a cached version whose node was damaged after it was indexed', async () => {
+    await engine.ls({ bucket: 'Cached' });
+    expect(readdirSync(cacheDir)).toContain(`${versionId}.car.nodes`);
+    // One byte of the root folder's node flipped: the CAR keeps its length, so its index
+    // still fits it, and the tree opens without the CAR being read whole.
+    let manifestRoot: unknown;
+    const blocks: CarBlock[] = [];
+    for await (const item of readCar(chunksOf(whole), { maxBlockBytes: 4 << 20 })) {
+      if (item.type === 'header') continue;
+      if (item.cid.code === dagCbor.code)
+        manifestRoot = dagCbor.decode<{ root: unknown }>(item.bytes).root;
+      else blocks.push(item);
+    }
+    const rootNode = blocks.find((block) => block.cid.equals(manifestRoot));
+    if (!rootNode) throw new Error('the CAR holds no root folder node');
+    const damaged = Buffer.from(whole);
+    const last = rootNode.offset + rootNode.length - 1;
+    damaged[last] = (damaged[last] ?? 0) ^ 0xff;
+    writeFileSync(cached, damaged);
+
+    const listed = await engine.ls({ bucket: 'Cached' });
+    expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
+    expect(readFileSync(cached).equals(whole)).toBe(true);
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
@@ -90,7 +124,14 @@ describe('the metadata cache', () => {
       // Asked for again, it is pulled, and kept while it is the one just used.
       const old = await small.ls({ bucket: 'Small', version: first.versionId });
       expect(old.find((entry) => entry.name === 'todo.txt')?.size).toBe('water the plants'.length);
-      expect(cars()).toEqual([`${first.versionId}.car`, `${second.versionId}.car`].sort());
+      // Browsed, it has the index of its nodes beside it.
+      expect(cars()).toEqual(
+        [
+          `${first.versionId}.car`,
+          `${first.versionId}.car.nodes`,
+          `${second.versionId}.car`,
+        ].sort(),
+      );
       writeFileSync(path.join(source, 'todo.txt'), 'water the plants, thrice');
       const third = await small.backup({ dir: source, bucket: 'Small' });
       expect(cars()).toEqual([`${third.versionId}.car`]);

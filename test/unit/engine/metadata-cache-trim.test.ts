@@ -40,4 +40,17 @@ describe('trimMetadataCache', () => {
     await trimMetadataCache(kept, new Set(['b', 'c']), 1);
     expect(readdirSync(kept).sort()).toEqual(['b.car', 'c.car', 'notes.txt']);
   });
+
+  it('counts and removes each CAR with the index of its nodes, and drops an index left alone', async () => {
+    const dir = cacheOf(['a', 'b', 'c']);
+    // The index of `a` and of `c` (used last, index written after): a version is both files.
+    writeFileSync(path.join(dir, 'a.car.nodes'), Buffer.alloc(50));
+    writeFileSync(path.join(dir, 'c.car.nodes'), Buffer.alloc(50));
+    // An index whose CAR went, and one a crash cut short.
+    writeFileSync(path.join(dir, 'gone.car.nodes'), Buffer.alloc(50));
+    writeFileSync(path.join(dir, 'gone2.car.nodes.partial'), Buffer.alloc(50));
+    // 150 + 100 + 150 = 400: `a` goes with its index, then `b`, as `b` and `c` are 250.
+    await trimMetadataCache(dir, new Set(), 230);
+    expect(readdirSync(dir).sort()).toEqual(['c.car', 'c.car.nodes', 'notes.txt']);
+  });
 });
