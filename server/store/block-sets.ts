@@ -92,13 +92,6 @@ export function releaseBlockSet(db: Db, versionId: string, userId: string): void
   sql(db, 'DELETE FROM version_blocks WHERE version_id = ?').run(versionId);
 }
 
-export function isInBlockSet(db: Db, versionId: string, cid: string): boolean {
-  return (
-    sql(db, 'SELECT 1 FROM version_blocks WHERE version_id = ? AND cid = ?').get(versionId, cid) !==
-    undefined
-  );
-}
-
 /** Held for the user: in the set of one of their pending, active or outdated versions. */
 export function isHeldByUser(db: Db, userId: string, cid: string): boolean {
   return (
@@ -181,14 +174,18 @@ export function findHeldBlocks(
   return found;
 }
 
-/** Records a block stored at `offset` in `pack`; the pack's row counts its bytes as live. */
-export function insertBlock(db: Db, cid: string, size: number, pack: string, offset: number): void {
-  sql(db, 'INSERT INTO blocks (cid, size, holders, pack, pack_offset) VALUES (?, ?, 0, ?, ?)').run(
-    cid,
-    size,
-    pack,
-    offset,
+/** Which of `cids` the host stores, for whichever user; one query for up to 500. */
+export function storedAmong(db: Db, cids: readonly string[]): Set<string> {
+  const stored = sql<[string], { cid: string }>(
+    db,
+    'SELECT b.cid FROM json_each(?) AS asked JOIN blocks b ON b.cid = asked.value',
   );
+  const found = new Set<string>();
+  for (let at = 0; at < cids.length; at += HELD_LOOKUP_BATCH) {
+    const batch = JSON.stringify(cids.slice(at, at + HELD_LOOKUP_BATCH));
+    for (const row of stored.all(batch)) found.add(row.cid);
+  }
+  return found;
 }
 
 /**

@@ -160,6 +160,10 @@ describe('hostile shards', () => {
         code: hostile.code,
       });
       expect(storedBlockFiles()).toEqual(before);
+      // Nor does the refused shard leave its blocks staged in the database's temporary tables.
+      expect(service.service.ctx.db.prepare('SELECT name FROM temp.sqlite_master').all()).toEqual(
+        [],
+      );
       const version = await call('GET', `${service.api}/buckets/metadata/${versionId}`, {
         token: ann.token(),
       });

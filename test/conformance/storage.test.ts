@@ -42,6 +42,11 @@ async function pending(device: TestDevice, expected: number, bucketName: string)
   };
 }
 
+/** The temporary tables of the service's database: a shard's blocks while it streams in. */
+function stagedTables(): unknown[] {
+  return service.service.ctx.db.prepare('SELECT name FROM temp.sqlite_master').all();
+}
+
 async function putShard(id: string, sa: string, shardCid: string, body: Uint8Array) {
   return call('PUT', `${service.api}/upload/${id}/${shardCid}`, {
     token: sa,
@@ -88,6 +93,36 @@ describe('§18 shard upload', () => {
       bytes: 10,
       received_total: 2958,
     });
+  });
+
+  it('a shard of thousands of tiny blocks, one named twice far apart, is stored whole, and nothing is left staged', async () => {
+    const blocks = await Promise.all(
+      Array.from({ length: 5000 }, (_, index) => rawBlock(Buffer.from(`tiny ${index}`))),
+    );
+    const total = blocks.reduce((sum, block) => sum + block.bytes.length, 0);
+    // A user of its own: the reads below count toward the user's egress.
+    const cleo = await enrolledDevice(service, 'cleo@example.org');
+    const { id, sa } = await pending(cleo, total, 'tiny-blocks');
+    // The tenth block again after all the others: the host takes a shard's blocks in batches.
+    const named = [...blocks, blocks[9] ?? blocks[0]].filter((block) => block !== undefined);
+    const stored = await uploadShard(service, sa, id, named);
+    expect(stored.json).toEqual({ blocks: 5000, bytes: total, received_total: total });
+    const sample = [...blocks.slice(0, 50), ...blocks.slice(-50)];
+    const missing = await call('POST', `${service.api}/blocks/missing`, {
+      token: sa,
+      json: sample.map((block) => block.cid.toString()),
+    });
+    expect(missing.json).toEqual([]);
+    expect((await complete(service, sa, id)).status).toBe(200);
+    for (const block of [blocks[0], blocks[9], blocks[4999]]) {
+      if (!block) throw new Error('no block');
+      const read = await call('GET', `${service.api}/blocks/${block.cid.toString()}`, {
+        token: cleo.token(),
+      });
+      expect(Buffer.from(read.bytes).toString()).toBe(Buffer.from(block.bytes).toString());
+    }
+    // The blocks staged while the shard streamed in are gone with it.
+    expect(stagedTables()).toEqual([]);
   });
 
   it('32: a shard for a version that is not pending is 409 before its body is read', async () => {
