@@ -24,6 +24,7 @@ import {
   stopServerProcess,
 } from '../test/helpers/server-process.ts';
 import { TestDevice } from '../test/helpers/test-device.ts';
+import { RAW_CODEC, sha256CidOf } from '../main/protocol/index.ts';
 
 // Figures for the server issue's targets, on loopback, against the real `canopy-server`
 // process: shard upload and blocks/car throughput next to raw disk throughput of the same
@@ -221,6 +222,80 @@ async function uploadShards(
   return { shardCids, uploadMs, rawWriteMs };
 }
 
+/** Blocks in the shard of tiny blocks (BENCH_TINY_BLOCKS; 1 000 000 by default, 43 MiB). */
+const TINY_BLOCKS = Number(process.env['BENCH_TINY_BLOCKS'] ?? 1_000_000);
+
+/**
+ * One shard of TINY_BLOCKS blocks of 8 bytes, the most blocks a shard's bytes can carry, sent
+ * to a server of its own while another client asks it for a missing route every 20 ms: how long
+ * the shard takes, the longest the other client waited for an answer meanwhile (the server has
+ * one thread; a shard's commit holds it), and the server's peak RSS.
+ */
+async function tinyBlockShard(workDir: string): Promise<string> {
+  const dataDir = path.join(workDir, 'tiny-server');
+  const added = runServerCommand([
+    'user',
+    'add',
+    '--email',
+    'tiny@example.org',
+    '--data',
+    dataDir,
+    '--json',
+  ]);
+  const { code, user_id: userId } = JSON.parse(added.stdout) as { code: string; user_id: string };
+  const server = await startServerProcess(dataDir, ['--no-rate-limits']);
+  try {
+    const api = `${server.url}/api/v1`;
+    const device = new TestDevice();
+    await call('POST', `${api}/auth/enroll`, { json: { code, pem: device.pem } });
+    device.userId = userId;
+    const bucket = await call('POST', `${api}/buckets`, {
+      token: device.token(),
+      json: {
+        name: 'tiny',
+        type: 'backup',
+        storage_class: 'hot',
+        initial_bucket_key_pem: newPem(),
+      },
+    });
+    const pushed = await push({ api }, device, {
+      bucketId: bucket.json.id,
+      expectedDataSize: TINY_BLOCKS * 8,
+      previousId: null,
+    });
+    const blocks: Block[] = [];
+    for (let index = 0; index < TINY_BLOCKS; index += 1) {
+      const bytes = Buffer.alloc(8);
+      bytes.writeDoubleLE(index);
+      blocks.push({ cid: sha256CidOf(RAW_CODEC, bytes), bytes });
+    }
+    const shard = await shardOf(blocks);
+    blocks.length = 0;
+    let longestMs = 0;
+    let sending = true;
+    const asking = (async () => {
+      while (sending) {
+        const start = performance.now();
+        await getReadingBody(`${api}/no-such-route`, '');
+        longestMs = Math.max(longestMs, performance.now() - start);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    const url = `${api}/upload/${pushed.json.id as string}/${shard.cid.toString()}`;
+    let status = 0;
+    const ms = await timed(async () => {
+      status = await putBody(url, pushed.json.storage_authorization as string, shard.car);
+    });
+    sending = false;
+    await asking;
+    if (status !== 200) throw new Error(`the shard of tiny blocks failed: ${status}`);
+    const rss = peakRss(server.child.pid ?? 0);
+    return `tiny-block shard   ${TINY_BLOCKS} blocks of 8 bytes (${(shard.car.length / MiB).toFixed(0)} MiB) in ${(ms / 1000).toFixed(1)} s; another request waited up to ${(longestMs / 1000).toFixed(1)} s meanwhile; server peak RSS ${(rss / MiB).toFixed(0)} MB`;
+  } finally {
+    await stopServerProcess(server, 'SIGTERM');
+  }
+}
+
 export async function runServerBench(): Promise<void> {
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-'));
   const dataDir = path.join(workDir, 'server');
@@ -364,6 +439,7 @@ export async function runServerBench(): Promise<void> {
       `GET /buckets (${listed.json.length} buckets)  p50 ${listLatency.p50.toFixed(2)} ms   p99 ${listLatency.p99.toFixed(2)} ms (target p99 < 20 ms)`,
       `empty-data push     p50 ${pushLatency.p50.toFixed(2)} ms   p99 ${pushLatency.p99.toFixed(2)} ms (target p99 < 20 ms)`,
       `server peak RSS     ${(uploadRss / MiB).toFixed(0)} MB during upload, ${(finalRss / MiB).toFixed(0)} MB overall (target < 200 MB)`,
+      await tinyBlockShard(workDir),
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
