@@ -109,9 +109,15 @@ async function uploadShard(
     const stored = storedAmong(ctx.db, cids);
     if (cids.some((cid) => !stored.has(cid))) pack ??= await ctx.blocks.startPack();
     const into = pack;
+    // A block named again within the batch is passed over. One named again further on is
+    // written to the pack again (IncomingBlocks keeps one copy; the other is dead bytes,
+    // which compaction drops): a shard of this project's client names each block once.
+    const seen = new Set<string>();
     received.batch((add) => {
       for (const [index, block] of arrived.entries()) {
         const cid = cids[index] ?? '';
+        if (seen.has(cid)) continue;
+        seen.add(cid);
         if (stored.has(cid) || !into) {
           add(cid, block.length, null);
         } else {

@@ -53,7 +53,7 @@ export class IncomingBlocks {
   /**
    * Records `record`'s blocks in one transaction of the temporary tables alone: each call of
    * its `add` a block of the shard, with where the pack holds it (null: the host held it on
-   * arrival). A block the shard names twice is kept once, its first copy in the pack.
+   * arrival). A block the shard names twice is kept once (settle).
    */
   batch(record: (add: (cid: string, size: number, packOffset: number | null) => void) => void) {
     this.db.transaction(() => {
