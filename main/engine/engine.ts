@@ -1098,17 +1098,28 @@ export class Engine {
   > {
     const { client } = await this.connect();
     const versionId = await this.resolveVersion(client, input, true);
-    // Verification trusts nothing local (not even the metadata cache): pull it fresh.
-    const tree = await this.pulledTree(client, versionId, readTreeLeavesOfFile, false);
-    const who = await client.whoAmI();
-    const result = await verifyVersion({
-      client,
-      storageHost: who.storage_host,
-      tree,
-      sample: input.all ? 'all' : 64,
-      now: () => this.now(),
-      ...(input.onProgress ? { onProgress: input.onProgress } : {}),
-    });
+    // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
+    // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
+    // (read from the pulled file, open until the verify ends).
+    const withNodes = input.all
+      ? await this.pulledTree(client, versionId, readTreeIndexOfFile, false)
+      : undefined;
+    const tree =
+      withNodes ?? (await this.pulledTree(client, versionId, readTreeLeavesOfFile, false));
+    let result: VerifyResult;
+    try {
+      const who = await client.whoAmI();
+      result = await verifyVersion({
+        client,
+        storageHost: who.storage_host,
+        tree,
+        sample: input.all ? 'all' : 64,
+        now: () => this.now(),
+        ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+      });
+    } finally {
+      withNodes?.close();
+    }
     if (result.unavailable.length === 0) return { ...result, versionId, unrestorable: [] };
     // Rare, and the leaves alone do not name files: the whole tree is read only now.
     const reasons = new Map(
