@@ -66,7 +66,8 @@ export async function readTreeIndex(
  * (CarFileNodes) rather than held: the caller closes it once done with the tree.
  */
 export async function readTreeIndexOfFile(file: string): Promise<TreeIndexOfFile> {
-  const nodes = new CarFileNodes(file);
+  // Every node is checked as the CAR is read here, from the file the nodes are read from.
+  const nodes = new CarFileNodes(file, { checkReads: false });
   try {
     const tree = await readTree(streamOf(file), {
       keepNode: (block) => nodes.put(block.cid, block.offset, block.length),
