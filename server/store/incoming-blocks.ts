@@ -8,11 +8,13 @@ import type { Db } from './database.ts';
 // A shard may be 256 MiB of the smallest blocks there are: a million blocks of 8 bytes are
 // 43 MiB. Held in a Map and committed block by block (seven statements each), such a shard
 // took 18.6 s and the server's peak memory to 418 MB, and three million would have taken over
-// a gigabyte. Here the blocks lie in SQLite's temporary file, not in memory: 12.4 s and
-// 232-281 MB for a million, 268 MB for three million (`npm run bench -- server`). They are
-// appended as they arrive (a table keyed by CID took 8 µs an insert in arrival order, its
-// pages spilling), then copied once in CID order into a table keyed by CID, the order of every
-// index the commit walks. The statements do addToBlockSet's bookkeeping for every block at once.
+// a gigabyte. Here the blocks lie in SQLite's temporary file (in TMPDIR; where that is a
+// tmpfs, in memory after all, though not the server's): 12.4 s and 232-281 MB for a million,
+// 268 MB for three million (`npm run bench -- server`). They are appended as they arrive, a
+// batch per transaction (a first try, inserting each into a table keyed by CID in a
+// transaction of its own, spent 8.6 s on a million), then copied once in CID order into a
+// table keyed by CID, the order of every index the commit walks. The statements do
+// addToBlockSet's bookkeeping for every block at once.
 //
 // The commit is still one transaction, as a shard is stored whole or not at all, and the
 // server has one thread: other requests wait for it, 7.7 s for a million blocks, 30 s for three
