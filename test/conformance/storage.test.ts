@@ -14,6 +14,7 @@ import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, SMALL_LIMITS, type TestService } from '../helpers/test-service.ts';
 import { rawCidOf, signCompactJws } from '../../main/protocol/index.ts';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { request } from 'node:http';
 import { CarReader } from '@ipld/car';
 
 // §18 items 32–34 and 39: shards, storage authorizations, missing blocks, block reads.
@@ -420,6 +421,111 @@ describe('§11.6 usage', () => {
       token: erin.token(),
     });
     expect(Buffer.from(read.bytes).equals(Buffer.from(c.bytes))).toBe(true);
+  });
+});
+
+/** Waits until the shard streaming in has `count` blocks recorded (IncomingBlocks). */
+async function recordedBlocks(count: number): Promise<void> {
+  const db = service.service.ctx.db;
+  for (let waited = 0; waited < 5000; waited += 10) {
+    const tables = db
+      .prepare("SELECT name FROM temp.sqlite_master WHERE name LIKE 'shard_%_arrivals'")
+      .all() as Array<{ name: string }>;
+    const recorded = tables.reduce(
+      (sum, { name }) =>
+        sum + (db.prepare(`SELECT COUNT(*) AS n FROM temp.${name}`).get() as { n: number }).n,
+      0,
+    );
+    if (recorded >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`the shard's first ${count} blocks were not recorded within 5 s`);
+}
+
+/**
+ * PUTs a shard whose body is sent in two parts, running `between` after the first: what a
+ * slow link does to a large shard.
+ */
+function putInTwoParts(
+  url: string,
+  token: string,
+  parts: readonly [Uint8Array, Uint8Array],
+  between: () => Promise<void>,
+): Promise<{ status: number; json: { code?: string; blocks?: number } }> {
+  const [first, rest] = parts;
+  const sent = request(url, {
+    method: 'PUT',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/vnd.ipld.car',
+      'content-length': first.length + rest.length,
+    },
+  });
+  const answered = new Promise<{ status: number; json: { code?: string; blocks?: number } }>(
+    (resolve, reject) => {
+      sent.on('error', reject);
+      sent.on('response', (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (chunk: Buffer) => chunks.push(chunk));
+        response.on('end', () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            json: JSON.parse(Buffer.concat(chunks).toString() || '{}') as { code?: string },
+          }),
+        );
+      });
+    },
+  );
+  sent.write(first);
+  return between().then(() => {
+    sent.end(rest);
+    return answered;
+  });
+}
+
+describe('a block collected while a shard streams in', () => {
+  it('is 409 for the shard, which stores nothing, and the shard sent again is stored whole', async () => {
+    // Ann holds `held`; Bob's shard names it, after a block of a whole MiB, and one more.
+    const held = await rawBlock();
+    const annBucket = await createBucket(service, ann, 'collected-ann');
+    await storeVersion(service, ann, annBucket, null, [held]);
+    const large = await rawBlock(randomBytes(SMALL_LIMITS.blockBytes));
+    const last = await rawBlock();
+    const blocks = [held, large, last];
+    const total = blocks.reduce((sum, block) => sum + block.bytes.length, 0);
+    const { id, sa } = await pending(bob, total, 'collected-bob');
+    const shard = await shardOf(blocks);
+    const url = `${service.api}/upload/${id}/${shard.cid.toString()}`;
+    const car = Buffer.from(shard.car);
+    const split = car.indexOf(Buffer.from(large.bytes)) + large.bytes.length;
+
+    // The host found `held` stored as the first MiB came in; Ann's bucket goes meanwhile, and
+    // with it the block, before the rest of the shard arrives.
+    const refused = await putInTwoParts(
+      url,
+      sa,
+      [car.subarray(0, split), car.subarray(split)],
+      async () => {
+        await recordedBlocks(2);
+        const deleted = await call('DELETE', `${service.api}/buckets/${annBucket}`, {
+          token: ann.token(),
+        });
+        expect(deleted.status).toBe(204);
+        expect(storedBlock(service.dataDir, held.cid.toString())).toBeUndefined();
+      },
+    );
+    expect(refused).toMatchObject({ status: 409, json: { code: 'conflict' } });
+    for (const block of blocks)
+      expect(storedBlock(service.dataDir, block.cid.toString())).toBeUndefined();
+    expect(stagedTables()).toEqual([]);
+
+    const again = await putShard(id, sa, shard.cid.toString(), shard.car);
+    expect(again.json).toEqual({ blocks: 3, bytes: total, received_total: total });
+    expect((await complete(service, sa, id)).status).toBe(200);
+    const read = await call('GET', `${service.api}/blocks/${held.cid.toString()}`, {
+      token: bob.token(),
+    });
+    expect(Buffer.from(read.bytes).equals(Buffer.from(held.bytes))).toBe(true);
   });
 });
 
