@@ -20,6 +20,7 @@ import { postCountingBytes } from './counting-post.ts';
 import { newPem, push } from '../test/helpers/flows.ts';
 import {
   runServerCommand,
+  type ServerProcess,
   startServerProcess,
   stopServerProcess,
 } from '../test/helpers/server-process.ts';
@@ -222,6 +223,31 @@ async function uploadShards(
   return { shardCids, uploadMs, rawWriteMs };
 }
 
+/** A `canopy-server` process of its own in `dataDir`, with one enrolled device and a bucket. */
+async function benchServer(
+  dataDir: string,
+  email: string,
+  bucketName: string,
+): Promise<{ server: ServerProcess; api: string; device: TestDevice; bucketId: string }> {
+  const added = runServerCommand(['user', 'add', '--email', email, '--data', dataDir, '--json']);
+  const { code, user_id: userId } = JSON.parse(added.stdout) as { code: string; user_id: string };
+  const server = await startServerProcess(dataDir, ['--no-rate-limits']);
+  const api = `${server.url}/api/v1`;
+  const device = new TestDevice();
+  await call('POST', `${api}/auth/enroll`, { json: { code, pem: device.pem } });
+  device.userId = userId;
+  const bucket = await call('POST', `${api}/buckets`, {
+    token: device.token(),
+    json: {
+      name: bucketName,
+      type: 'backup',
+      storage_class: 'hot',
+      initial_bucket_key_pem: newPem(),
+    },
+  });
+  return { server, api, device, bucketId: bucket.json.id as string };
+}
+
 /** Blocks in the shard of tiny blocks (BENCH_TINY_BLOCKS; 1 000 000 by default, 43 MiB). */
 const TINY_BLOCKS = Number(process.env['BENCH_TINY_BLOCKS'] ?? 1_000_000);
 
@@ -232,34 +258,14 @@ const TINY_BLOCKS = Number(process.env['BENCH_TINY_BLOCKS'] ?? 1_000_000);
  * one thread; a shard's commit holds it), and the server's peak RSS.
  */
 async function tinyBlockShard(workDir: string): Promise<string> {
-  const dataDir = path.join(workDir, 'tiny-server');
-  const added = runServerCommand([
-    'user',
-    'add',
-    '--email',
+  const { server, api, device, bucketId } = await benchServer(
+    path.join(workDir, 'tiny-server'),
     'tiny@example.org',
-    '--data',
-    dataDir,
-    '--json',
-  ]);
-  const { code, user_id: userId } = JSON.parse(added.stdout) as { code: string; user_id: string };
-  const server = await startServerProcess(dataDir, ['--no-rate-limits']);
+    'tiny',
+  );
   try {
-    const api = `${server.url}/api/v1`;
-    const device = new TestDevice();
-    await call('POST', `${api}/auth/enroll`, { json: { code, pem: device.pem } });
-    device.userId = userId;
-    const bucket = await call('POST', `${api}/buckets`, {
-      token: device.token(),
-      json: {
-        name: 'tiny',
-        type: 'backup',
-        storage_class: 'hot',
-        initial_bucket_key_pem: newPem(),
-      },
-    });
     const pushed = await push({ api }, device, {
-      bucketId: bucket.json.id,
+      bucketId,
       expectedDataSize: TINY_BLOCKS * 8,
       previousId: null,
     });
@@ -300,34 +306,14 @@ export async function runServerBench(): Promise<void> {
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-bench-'));
   const dataDir = path.join(workDir, 'server');
   try {
-    const added = runServerCommand([
-      'user',
-      'add',
-      '--email',
-      'bench@example.org',
-      '--data',
+    const { server, api, device, bucketId } = await benchServer(
       dataDir,
-      '--json',
-    ]);
-    const { code, user_id: userId } = JSON.parse(added.stdout) as { code: string; user_id: string };
-    const server = await startServerProcess(dataDir, ['--no-rate-limits']);
-    const api = `${server.url}/api/v1`;
+      'bench@example.org',
+      'bench',
+    );
     const pid = server.child.pid ?? 0;
-    const device = new TestDevice();
-    await call('POST', `${api}/auth/enroll`, { json: { code, pem: device.pem } });
-    device.userId = userId;
-
-    const bucket = await call('POST', `${api}/buckets`, {
-      token: device.token(),
-      json: {
-        name: 'bench',
-        type: 'backup',
-        storage_class: 'hot',
-        initial_bucket_key_pem: newPem(),
-      },
-    });
     const pushed = await push({ api }, device, {
-      bucketId: bucket.json.id,
+      bucketId,
       expectedDataSize: DATA_BYTES,
       previousId: null,
     });
