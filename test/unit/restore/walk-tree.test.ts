@@ -1,7 +1,7 @@
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import { recursive } from 'ipfs-unixfs-exporter';
-import { importer, type ImportCandidate } from 'ipfs-unixfs-importer';
+import type { ImportCandidate } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { describe, expect, it } from 'vitest';
@@ -9,29 +9,11 @@ import { EngineError } from '../../../main/api/index.ts';
 import { MetadataNodes } from '../../../main/packer/index.ts';
 import { DAG_PB_CODEC, rawCidOf } from '../../../main/protocol/index.ts';
 import { walkTree } from '../../../main/restore/walk-tree.ts';
+import { importedTree } from '../../helpers/imported-tree.ts';
 
 /** Imports `candidates` into memory; HAMT sharding starts at a few entries. */
-async function importTree(
-  candidates: ImportCandidate[],
-): Promise<{ root: CID; nodes: MetadataNodes }> {
-  const nodes = new MetadataNodes();
-  const store = {
-    put: (cid: CID, bytes: Uint8Array) => {
-      if (cid.code === DAG_PB_CODEC) nodes.put(cid, bytes);
-      return Promise.resolve(cid);
-    },
-  };
-  let root: CID | undefined;
-  for await (const entry of importer(candidates, store, {
-    cidVersion: 1,
-    rawLeaves: true,
-    reduceSingleLeafToSelf: false,
-    shardSplitThresholdBytes: 200,
-    shardFanoutBits: 4,
-  }))
-    if (entry.path === 'root') root = entry.cid;
-  if (!root) throw new Error('no root');
-  return { root, nodes };
+function importTree(candidates: ImportCandidate[]) {
+  return importedTree(candidates, { shardSplitThresholdBytes: 200, shardFanoutBits: 4 });
 }
 
 async function nodeOf(nodes: MetadataNodes, node: dagPb.PBNode): Promise<CID> {
