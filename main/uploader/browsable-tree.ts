@@ -1,12 +1,11 @@
 import * as dagCbor from '@ipld/dag-cbor';
 import { createHash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { EngineError } from '../api/index.ts';
 import { DAG_CBOR_CODEC, SHA2_256_CODE } from '../protocol/index.ts';
 import { CarFileNodes } from './car-file-nodes.ts';
 import type { TreeNodes } from './previous-tree.ts';
-import { readTree } from './previous-tree.ts';
+import { readTree, metadataCarStream } from './previous-tree.ts';
 import { type CarRange, readNodeIndex, writeNodeIndex } from './tree-node-index.ts';
 
 // A cached version's tree as browsing needs it: the manifest and the dag-pb nodes, read from
@@ -43,7 +42,7 @@ export async function openBrowsableTree(file: string): Promise<BrowsableTree> {
       const manifest = await readManifest(file, index.manifest);
       return { manifest, nodes, close: () => nodes.close() };
     }
-    const tree = await readTree(createReadStream(file, { highWaterMark: 1 << 20 }), {
+    const tree = await readTree(metadataCarStream(file), {
       keepNode: (block) => nodes.put(block.cid, block.offset, block.length),
       leaves: false,
     });

@@ -69,7 +69,7 @@ export async function readTreeIndexOfFile(file: string): Promise<TreeIndexOfFile
   // Every node is checked as the CAR is read here, from the file the nodes are read from.
   const nodes = new CarFileNodes(file, { checkReads: false });
   try {
-    const tree = await readTree(streamOf(file), {
+    const tree = await readTree(metadataCarStream(file), {
       keepNode: (block) => nodes.put(block.cid, block.offset, block.length),
     });
     return { manifest: tree.manifest, leaves: tree.leaves, nodes, close: () => nodes.close() };
@@ -89,11 +89,11 @@ export async function readTreeLeaves(
 
 /** readTreeLeaves for a metadata CAR in a file. */
 export function readTreeLeavesOfFile(file: string): Promise<TreeLeaves> {
-  return readTreeLeaves(streamOf(file));
+  return readTreeLeaves(metadataCarStream(file));
 }
 
 /** A metadata CAR file as a stream: a tree of many files has one of tens of megabytes. */
-function streamOf(file: string): AsyncIterable<Uint8Array> {
+export function metadataCarStream(file: string): AsyncIterable<Uint8Array> {
   return createReadStream(file, { highWaterMark: 1 << 20 });
 }
 
