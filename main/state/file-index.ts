@@ -51,8 +51,15 @@ export interface StagedEntries {
   /** Forgets every entry added so far: the source is being packed again. */
   clear(): void;
   /**
+   * Drops the untrusted entries and records the stage, in the database, as the entries of
+   * `versionId`: a pushed version whose upload may outlive this process. A later run that
+   * finishes that upload adopts the stage (`SourceFileIndex.adoptStage`). Nothing may be
+   * added after.
+   */
+  seal(versionId: string, untrusted: UntrustedEntries): void;
+  /**
    * Replaces every entry of this source with those staged, but the untrusted, as the entries of
-   * `versionId`, in one transaction. The stage is gone after.
+   * `versionId`, in one transaction. The stage is gone after. A sealed stage commits as sealed.
    */
   commit(versionId: string, untrusted: UntrustedEntries): void;
   /**
@@ -80,7 +87,10 @@ export interface MovedFileQuery {
 }
 
 export interface SourceFileIndex {
-  /** The version the entries describe, or null when this source was never backed up here. */
+  /**
+   * The version the entries describe, or null when this source was never backed up here. It,
+   * `entryCount` and `leavesRecorded` change when a stage is adopted.
+   */
   readonly versionId: string | null;
   readonly entryCount: number;
   /** Every file of the index has its leaves; false for an index made before they were kept. */
@@ -101,6 +111,11 @@ export interface SourceFileIndex {
    * a backup that never ended (a killed process): it is dropped.
    */
   stage(): StagedEntries;
+  /**
+   * Makes the stage sealed for `versionId` this source's index, once that version is stored
+   * (an upload a killed run left, finished by this one). False when there is no such stage.
+   */
+  adoptStage(versionId: string): boolean;
 }
 
 interface Row {
@@ -213,14 +228,7 @@ function isAboveOrSame(folder: string, inner: string): boolean {
 }
 
 export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string): SourceFileIndex {
-  const source = db
-    .prepare<
-      [string, string],
-      { id: number; version_id: string; entry_count: number; leaves_recorded: number }
-    >(
-      'SELECT id, version_id, entry_count, leaves_recorded FROM file_index_sources WHERE bucket_id = ? AND source_dir = ?',
-    )
-    .get(bucketId, sourceDir);
+  let source = sourceRow(db, bucketId, sourceDir);
   const columns = 'path, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves';
   const selectEntry = db.prepare<[number, string], Row>(
     `SELECT ${columns} FROM file_index WHERE source_id = ? AND path = ?`,
@@ -278,10 +286,22 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
     return entries;
   }
 
+  /** After a stage became the index: what was read of the old one is stale. */
+  const reload = (): void => {
+    folders.clear();
+    cachedEntries = 0;
+    source = sourceRow(db, bucketId, sourceDir);
+  };
   return {
-    versionId: source?.version_id ?? null,
-    entryCount: source?.entry_count ?? 0,
-    leavesRecorded: source?.leaves_recorded === 1,
+    get versionId() {
+      return source?.version_id ?? null;
+    },
+    get entryCount() {
+      return source?.entry_count ?? 0;
+    },
+    get leavesRecorded() {
+      return source?.leaves_recorded === 1;
+    },
     lookup(relativePath) {
       if (!source) return undefined;
       const folder = folderOf(relativePath);
@@ -315,12 +335,29 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
       return sumUnder.get(source.id, ...pathsUnder(folder)) ?? { files: 0, bytes: 0 };
     },
     stage() {
-      return stageEntries(db, bucketId, sourceDir, source?.id ?? null, () => {
-        folders.clear();
-        cachedEntries = 0;
-      });
+      return stageEntries(db, bucketId, sourceDir, source?.id ?? null, reload);
+    },
+    adoptStage(versionId) {
+      if (!adoptSealedStage(db, bucketId, sourceDir, versionId)) return false;
+      reload();
+      return true;
     },
   };
+}
+
+interface SourceRow {
+  id: number;
+  version_id: string;
+  entry_count: number;
+  leaves_recorded: number;
+}
+
+function sourceRow(db: StateDb, bucketId: string, sourceDir: string): SourceRow | undefined {
+  return db
+    .prepare<[string, string], SourceRow>(
+      'SELECT id, version_id, entry_count, leaves_recorded FROM file_index_sources WHERE bucket_id = ? AND source_dir = ?',
+    )
+    .get(bucketId, sourceDir);
 }
 
 function stageEntries(
@@ -365,15 +402,74 @@ function stageEntries(
   });
   /** Folders whose entries under them stay as they are. */
   let kept: string[] = [];
-  const newSource = (): number =>
-    Number(
-      db
-        .prepare(
-          `INSERT INTO file_index_sources (bucket_id, source_dir, version_id, entry_count, leaves_recorded)
-           VALUES (?, ?, '', 0, 1)`,
-        )
-        .run(bucketId, sourceDir).lastInsertRowid,
-    );
+  let sealedFor: string | null = null;
+  const flush = (): void => {
+    if (pending.length === 0) return;
+    write();
+    pending.length = 0;
+  };
+  const seal = (versionId: string, untrusted: UntrustedEntries): void => {
+    if (sealedFor !== null) throw new Error('this stage is sealed already');
+    flush();
+    db.transaction(() => {
+      const drop = db.prepare('DELETE FROM file_index_staged WHERE stage_id = ? AND path = ?');
+      for (const torn of untrusted.paths) drop.run(stageId, torn);
+      // Decimal text as SQLite casts it: nanoseconds since 1970 fit in 64 bits until 2262.
+      db.prepare(
+        `DELETE FROM file_index_staged
+         WHERE stage_id = ? AND kind = 'file' AND CAST(mtime_ns AS INTEGER) >= ?`,
+      ).run(stageId, untrusted.filesModifiedFromNs);
+      db.prepare('UPDATE file_index_stages SET version_id = ?, kept_folders = ? WHERE id = ?').run(
+        versionId,
+        JSON.stringify(kept),
+        stageId,
+      );
+    })();
+    sealedFor = versionId;
+  };
+  return {
+    add(entry) {
+      if (sealedFor !== null) throw new Error('this stage is sealed');
+      pending.push(entry);
+      if (pending.length >= STAGED_PER_WRITE) flush();
+    },
+    keepUnder(folder) {
+      if (sourceId === null || folder === '')
+        throw new Error('keepUnder takes a folder of the index');
+      kept.push(folder);
+    },
+    clear() {
+      if (sealedFor !== null) throw new Error('this stage is sealed');
+      pending.length = 0;
+      kept = [];
+      db.prepare('DELETE FROM file_index_staged WHERE stage_id = ?').run(stageId);
+    },
+    seal,
+    commit(versionId, untrusted) {
+      if (sealedFor === null) seal(versionId, untrusted);
+      else if (sealedFor !== versionId) throw new Error(`this stage is sealed for ${sealedFor}`);
+      commitStage(db, bucketId, sourceDir, stageId, versionId, kept);
+      onCommit();
+    },
+    discard() {
+      pending.length = 0;
+      db.prepare('DELETE FROM file_index_stages WHERE id = ?').run(stageId);
+    },
+  };
+}
+
+/**
+ * Replaces every entry of the source but those under `kept` with the stage's, as the entries
+ * of `versionId`, in one transaction, and drops the stage.
+ */
+function commitStage(
+  db: StateDb,
+  bucketId: string,
+  sourceDir: string,
+  stageId: number,
+  versionId: string,
+  kept: readonly string[],
+): void {
   const removeRange = db.prepare<[number, string, string]>(
     'DELETE FROM file_index WHERE source_id = ? AND path >= ? AND path < ?',
   );
@@ -398,54 +494,58 @@ function stageEntries(
     }
     db.prepare('DELETE FROM file_index WHERE source_id = ? AND path >= ?').run(id, from);
   };
-  const flush = (): void => {
-    if (pending.length === 0) return;
-    write();
-    pending.length = 0;
-  };
-  return {
-    add(entry) {
-      pending.push(entry);
-      if (pending.length >= STAGED_PER_WRITE) flush();
-    },
-    keepUnder(folder) {
-      if (sourceId === null || folder === '')
-        throw new Error('keepUnder takes a folder of the index');
-      kept.push(folder);
-    },
-    clear() {
-      pending.length = 0;
-      kept = [];
-      db.prepare('DELETE FROM file_index_staged WHERE stage_id = ?').run(stageId);
-    },
-    commit(versionId, untrusted) {
-      flush();
-      onCommit();
-      db.transaction(() => {
-        const drop = db.prepare('DELETE FROM file_index_staged WHERE stage_id = ? AND path = ?');
-        for (const torn of untrusted.paths) drop.run(stageId, torn);
-        const id = sourceId ?? newSource();
-        removeAllBut(id, kept);
-        // Every file has its leaves: files indexed before leaves were kept sit in folders
-        // indexed before their nodes were, which are never kept.
-        db.prepare(
-          'UPDATE file_index_sources SET version_id = ?, leaves_recorded = 1 WHERE id = ?',
-        ).run(versionId, id);
-        // Decimal text as SQLite casts it: nanoseconds since 1970 fit in 64 bits until 2262.
-        db.prepare(
-          `INSERT INTO file_index (source_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves)
-             SELECT ?, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves FROM file_index_staged
-             WHERE stage_id = ? AND NOT (kind = 'file' AND CAST(mtime_ns AS INTEGER) >= ?)`,
-        ).run(id, stageId, untrusted.filesModifiedFromNs);
-        db.prepare(
-          'UPDATE file_index_sources SET entry_count = (SELECT count(*) FROM file_index WHERE source_id = ?) WHERE id = ?',
-        ).run(id, id);
-        db.prepare('DELETE FROM file_index_stages WHERE id = ?').run(stageId);
-      })();
-    },
-    discard() {
-      pending.length = 0;
-      db.prepare('DELETE FROM file_index_stages WHERE id = ?').run(stageId);
-    },
-  };
+  db.transaction(() => {
+    const id =
+      sourceRow(db, bucketId, sourceDir)?.id ??
+      Number(
+        db
+          .prepare(
+            `INSERT INTO file_index_sources (bucket_id, source_dir, version_id, entry_count, leaves_recorded)
+             VALUES (?, ?, '', 0, 1)`,
+          )
+          .run(bucketId, sourceDir).lastInsertRowid,
+      );
+    removeAllBut(id, kept);
+    // Every file has its leaves: files indexed before leaves were kept sit in folders
+    // indexed before their nodes were, which are never kept.
+    db.prepare(
+      'UPDATE file_index_sources SET version_id = ?, leaves_recorded = 1 WHERE id = ?',
+    ).run(versionId, id);
+    db.prepare(
+      `INSERT INTO file_index (source_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves)
+         SELECT ?, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves FROM file_index_staged
+         WHERE stage_id = ?`,
+    ).run(id, stageId);
+    db.prepare(
+      'UPDATE file_index_sources SET entry_count = (SELECT count(*) FROM file_index WHERE source_id = ?) WHERE id = ?',
+    ).run(id, id);
+    db.prepare('DELETE FROM file_index_stages WHERE id = ?').run(stageId);
+  })();
+}
+
+/**
+ * Commits the stage of this source sealed for `versionId`, if there is one; false otherwise.
+ */
+function adoptSealedStage(
+  db: StateDb,
+  bucketId: string,
+  sourceDir: string,
+  versionId: string,
+): boolean {
+  const stage = db
+    .prepare<[string, string, string], { id: number; kept_folders: string }>(
+      `SELECT id, kept_folders FROM file_index_stages
+       WHERE bucket_id = ? AND source_dir = ? AND version_id = ?`,
+    )
+    .get(bucketId, sourceDir, versionId);
+  if (!stage) return false;
+  commitStage(
+    db,
+    bucketId,
+    sourceDir,
+    stage.id,
+    versionId,
+    JSON.parse(stage.kept_folders) as string[],
+  );
+  return true;
 }

@@ -296,7 +296,12 @@ async function attempt(
     staged.commit(pushed.versionId, untrustedOf(pushed.changedWhileRead, pushed.scanStartedMs));
   } catch (error) {
     try {
-      staged.discard();
+      // An upload still queued (a dead network, a full disk) is finished by the next run,
+      // which adopts its sealed stage.
+      const stillQueued =
+        pushed !== undefined &&
+        input.queue.pendingFor(input.bucketId)?.version_id === pushed.versionId;
+      if (!stillQueued) staged.discard();
     } catch {
       // The backup's own failure is what the user must see; a full disk fails this delete as
       // well. A stage left here is only rows, and the next stage of this source drops it.
@@ -535,6 +540,9 @@ async function packAndPush(
         needed: needed.has(number),
       }));
       input.queue.record(upload, queued, plan);
+      // Should this process die during the upload, the run that finishes it takes the stage
+      // as the index, rather than reading every file again.
+      staged.seal(pushed.id, untrustedOf(counts.changedWhileRead, scanStartedMs));
       // Recorded, the plan is the queue's, and gone.
       plan = undefined;
       keepStaging = true;
@@ -754,6 +762,8 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
     // who_am_i names the current one (§1).
     const storageHost = (await input.client.whoAmI()).storage_host;
     await finishUpload(input, { ...pending, storage_host: storageHost });
+    // The files the killed run read are known now as they were then.
+    input.fileIndex.adoptStage(pending.version_id);
     return pending.version_id;
   } catch (error) {
     // Its window ended, its bucket or key went away, or another version won: this run's new

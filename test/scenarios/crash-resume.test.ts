@@ -10,6 +10,7 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type LocalService } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
 
 // kill -9 in the middle of a backup's upload, then run again: the upload resumes without
 // resending any shard the host confirmed, and the restore is identical.
@@ -38,7 +39,7 @@ async function crashedBackup(name: string, point: string) {
   const source = path.join(run, 'source');
   mkdirSync(source, { recursive: true });
   for (let i = 0; i < 6; i += 1)
-    writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
+    writeSettled(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
   const home = path.join(run, 'home');
   const uploads: string[] = [];
   const setup = createEngine({
@@ -139,11 +140,14 @@ describe('crash and resume', () => {
         } else {
           expect(result.resumedVersionId).toEqual(expect.any(String));
           // The source did not change after the crash: the finished version is its backup,
-          // and no second version duplicates it.
+          // and no second version duplicates it. The files the killed run read are known as
+          // that version's, and not read again.
           expect(result).toMatchObject({
             unchanged: true,
             versionId: result.resumedVersionId,
             newBytes: 0,
+            filesUnchanged: 6,
+            bytesRead: 0,
           });
           expect((await engine.listVersions({ bucket: 'Crash' })).map((v) => v.state)).toEqual([
             'active',
@@ -166,11 +170,11 @@ describe('crash and resume', () => {
         );
         after.close();
         expect(left).toEqual([0, 0, 0, 0, 0]);
-        // Another run finds the same source: no new version. (It reads the files again: they
-        // were written moments before the first run, too recently for the index to vouch.)
+        // Another run finds the same source, from the index alone: no new version.
         expect(await engine.backup({ dir: source, bucket: 'Crash' })).toMatchObject({
           unchanged: true,
           versionId: result.versionId,
+          bytesRead: 0,
         });
         expect(await engine.listVersions({ bucket: 'Crash' })).toHaveLength(1);
         await expectRestoredAsSource(engine, run, source);

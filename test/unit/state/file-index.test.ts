@@ -221,6 +221,54 @@ describe('the file index', () => {
     }
   });
 
+  it('adopts a stage sealed for a version in a later process once that version is stored, and no other', () => {
+    const file = stateFile();
+    const first = openStateDatabase(file);
+    try {
+      const staged = sourceFileIndex(first, 'bucket', '/src').stage();
+      for (const staging of [entry('', 'directory', 0), entry('a', 'directory', 1)])
+        staged.add(staging);
+      staged.add(entry('a/kept.txt', 'file', 2));
+      staged.add(entry('old.txt', 'file', 3));
+      staged.commit('version-1', { paths: [], filesModifiedFromNs: 2n ** 62n });
+      // The next backup keeps `a` whole, finds `old.txt` gone and two new files, one torn.
+      const next = sourceFileIndex(first, 'bucket', '/src').stage();
+      next.add(entry('', 'directory', 0));
+      next.add(entry('a', 'directory', 1));
+      next.keepUnder('a');
+      next.add(entry('new.txt', 'file', 4));
+      next.add(entry('torn.txt', 'file', 5));
+      next.seal('version-2', { paths: ['torn.txt'], filesModifiedFromNs: 2n ** 62n });
+      expect(() => next.add(entry('late.txt', 'file', 6))).toThrow(/sealed/);
+      // The process dies during the upload: the index still describes version 1.
+    } finally {
+      first.close();
+    }
+    const db = openStateDatabase(file);
+    try {
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      expect(index.versionId).toBe('version-1');
+      // Another version was what got stored: the stage is not this one's.
+      expect(index.adoptStage('version-3')).toBe(false);
+      expect(index.versionId).toBe('version-1');
+      expect(index.lookup('old.txt')?.path).toBe('old.txt');
+      // Version 2's upload is finished: its stage becomes the index, in this same object.
+      expect(index.adoptStage('version-2')).toBe(true);
+      expect(index.versionId).toBe('version-2');
+      expect(index.entryCount).toBe(4);
+      expect(
+        ['', 'a', 'a/kept.txt', 'new.txt', 'old.txt', 'torn.txt'].map((p) => index.lookup(p)?.path),
+      ).toEqual(['', 'a', 'a/kept.txt', 'new.txt', undefined, undefined]);
+      expect(sourceFileIndex(db, 'bucket', '/src').versionId).toBe('version-2');
+      expect(db.prepare('SELECT count(*) AS n FROM file_index_stages').get()).toEqual({ n: 0 });
+      expect(db.prepare('SELECT count(*) AS n FROM file_index_staged').get()).toEqual({ n: 0 });
+      // Adopted once: a second try finds nothing.
+      expect(index.adoptStage('version-2')).toBe(false);
+    } finally {
+      db.close();
+    }
+  });
+
   it("counts a folder's entries and the files under it, and stages a folder's entries as they are", () => {
     const db = openStateDatabase(stateFile());
     try {
