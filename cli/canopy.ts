@@ -20,6 +20,7 @@ import {
 } from '../main/protocol/index.ts';
 import { canopyHome } from '../main/state/index.ts';
 import { startLocalService } from './local-service.ts';
+import { StoppedBySignal, untilSignalled } from './signal-stop.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
 
@@ -322,15 +323,16 @@ async function run(
         return;
       }
       const progress = progressShown({ line: progressLine, ended: isPhaseEnd });
-      const result = await engine
-        .backup({
+      const result = await untilSignalled((signal) =>
+        engine.backup({
           dir: need(sub, 'DIR'),
           bucket: need(str('bucket'), '--bucket'),
           ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
           ...(values['replace-source'] === true ? { replaceSource: true } : {}),
           ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
-        })
-        .finally(() => progress.done());
+          signal,
+        }),
+      ).finally(() => progress.done());
       const skipped = result.skipped.map((item) => `skipped ${item.path}: ${item.reason}`);
       out.print(
         [
@@ -438,14 +440,15 @@ async function run(
     case 'verify': {
       const version = str('version');
       const progress = progressShown({ line: verifyProgressLine, ended: isVerifyEnd });
-      const result = await engine
-        .verify({
+      const result = await untilSignalled((signal) =>
+        engine.verify({
           bucket: need(str('bucket'), '--bucket'),
           all: values['all'] === true,
           ...(version === undefined ? {} : { version }),
           ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
-        })
-        .finally(() => progress.done());
+          signal,
+        }),
+      ).finally(() => progress.done());
       const asOf = new Date(result.verifiedAt).toISOString();
       const lost = result.unavailable.length;
       out.print(
@@ -469,8 +472,8 @@ async function run(
       const version = str('version');
       const to = str('to');
       const progress = progressShown({ line: progressLine, ended: isPhaseEnd });
-      const result = await engine
-        .restore({
+      const result = await untilSignalled((signal) =>
+        engine.restore({
           bucket: need(str('bucket'), '--bucket'),
           ...(to === undefined ? {} : { to }),
           overwrite: values['overwrite'] === true,
@@ -479,8 +482,9 @@ async function run(
           ...(sub === undefined ? {} : { path: sub }),
           ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
           ...(values['sparse'] === true ? { sparse: true } : {}),
-        })
-        .finally(() => progress.done());
+          signal,
+        }),
+      ).finally(() => progress.done());
       out.print(
         [
           ...(result.leftoversRemoved === 0
@@ -652,6 +656,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     ) {
       process.stderr.write(`canopy: ${(error as Error).message}\n`);
       return 2;
+    }
+    if (error instanceof StoppedBySignal) {
+      process.stderr.write(`canopy: ${error.message}\n`);
+      return error.exitCode;
     }
     if (error instanceof EngineError) {
       process.stderr.write(`canopy: ${error.message}\n`);

@@ -41,6 +41,8 @@ export type EngineErrorCode =
   /** A backup's source holds too many files and folders for one version's metadata (§14). */
   | 'source_too_large'
   | 'busy'
+  /** The caller stopped the operation (api/stopped.ts). */
+  | 'stopped'
   | 'usage';
 
 export class EngineError extends Error {

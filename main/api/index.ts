@@ -4,3 +4,4 @@
 export * from './engine-error.ts';
 export * from './disk-full.ts';
 export * from './disk-gone.ts';
+export * from './stopped.ts';

@@ -19,7 +19,8 @@ import type {
   StorageClass,
   User,
 } from '../protocol/index.ts';
-import { ServiceClient, type RetryPolicy } from '../service/index.ts';
+import type { Dispatcher } from 'undici';
+import { ServiceClient, socketDispatcher, type RetryPolicy } from '../service/index.ts';
 import {
   backupSource,
   type BackupProgress,
@@ -182,6 +183,14 @@ export class Engine {
   private readonly db: StateDb;
   private local: LocalService | undefined;
   private connected: { client: ServiceClient; account: AccountRecord } | undefined;
+  /**
+   * The connections to the embedded service's socket, which every client of this engine shares,
+   * and which close before the service does: after a request was cut off (a stopped backup),
+   * undici opens a fresh connection that never carries a request, and the service, which waits
+   * for its connections when it closes, waited 2 s (its grace period) for it.
+   */
+  private localConnections:
+    { readonly socketPath: string; readonly dispatcher: Dispatcher } | undefined;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
@@ -207,12 +216,28 @@ export class Engine {
       key && userId !== undefined ? new TokenMinter(key, userId, () => this.now()) : undefined;
     // The embedded service's own socket, for requests to it (cli/local-service.ts).
     const socketPath = baseUrl === this.local?.url ? this.local.socketPath : undefined;
-    return new ServiceClient({
-      baseUrl,
-      ...(minter ? { deviceToken: () => minter.token() } : {}),
-      ...(retry ? { retry } : {}),
-      ...(socketPath === undefined ? {} : { socketPath }),
-    });
+    return new ServiceClient(
+      {
+        baseUrl,
+        ...(minter ? { deviceToken: () => minter.token() } : {}),
+        ...(retry ? { retry } : {}),
+        ...(socketPath === undefined ? {} : { socketPath }),
+      },
+      socketPath === undefined ? undefined : this.socketConnections(baseUrl, socketPath),
+    );
+  }
+
+  private socketConnections(baseUrl: string, socketPath: string): Dispatcher {
+    if (this.localConnections?.socketPath !== socketPath)
+      this.localConnections = { socketPath, dispatcher: socketDispatcher(baseUrl, socketPath) };
+    return this.localConnections.dispatcher;
+  }
+
+  /** Closes the connections to the embedded service, at once: its requests are over. */
+  private async closeLocalConnections(): Promise<void> {
+    const connections = this.localConnections;
+    this.localConnections = undefined;
+    await connections?.dispatcher.destroy();
   }
 
   /**
@@ -226,6 +251,7 @@ export class Engine {
       const stale = this.local;
       this.local = undefined;
       try {
+        await this.closeLocalConnections();
         await stale.close();
       } catch {
         // Closing files on a disk that is gone can fail; nothing of them is needed any more.
@@ -591,11 +617,15 @@ export class Engine {
     /** Back up the folder even when it is empty and its last backup was not (emptied-source.ts). */
     allowEmpty?: boolean;
     onProgress?: (progress: BackupProgress) => void;
+    /** Stops the backup (`stopped`); the next one finishes what it stored. */
+    signal?: AbortSignal;
   }): Promise<BackupResult> {
     const sourceDir = path.resolve(input.dir);
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(sourceDir);
-    const { client, account } = await this.connect();
+    const connected = await this.connect();
+    const { account } = connected;
+    const client = input.signal ? connected.client.stoppedBy(input.signal) : connected.client;
     if (account.mode === 'local' && this.local?.readOnly) {
       // Told before packing: the push at the end would only be refused.
       throw new EngineError(
@@ -615,6 +645,12 @@ export class Engine {
     try {
       return await this.backupLocked(client, account, bucket, sourceDir, input);
     } catch (error) {
+      if (input.signal?.aborted === true)
+        throw new EngineError(
+          'stopped',
+          'the backup was stopped: run it again to finish it (what it stored stays, and only what is missing is sent)',
+          { cause: error },
+        );
       throw this.toldAsLocalDisk(diskGoneError(error, sourceDir, 'backup'), 'backup');
     } finally {
       lock.release();
@@ -659,6 +695,7 @@ export class Engine {
       replaceSource?: boolean;
       allowEmpty?: boolean;
       onProgress?: (progress: BackupProgress) => void;
+      signal?: AbortSignal;
     },
   ): Promise<BackupResult> {
     const fileIndex = sourceFileIndex(this.db, bucket.id, sourceDir);
@@ -701,6 +738,7 @@ export class Engine {
           : {}),
         ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+        ...(input.signal ? { signal: input.signal } : {}),
         keepMetadata: async (versionId, carFile) => {
           await this.cacheMetadataFile(versionId, carFile);
         },
@@ -1093,10 +1131,34 @@ export class Engine {
     all: boolean;
     /** Takes the blocks and bytes checked so far, with an ETA. */
     onProgress?: (progress: VerifyProgress) => void;
+    /** Stops the verify (`stopped`). */
+    signal?: AbortSignal;
   }): Promise<
     VerifyResult & { readonly versionId: string; readonly unrestorable: UnrestorableFile[] }
   > {
+    try {
+      return await this.verifyStoppable(await this.stoppableClient(input.signal), input);
+    } catch (error) {
+      if (input.signal?.aborted === true)
+        throw new EngineError('stopped', 'the verify was stopped before it checked every block', {
+          cause: error,
+        });
+      throw error;
+    }
+  }
+
+  /** The service's client, its requests stopped by `signal` when given. */
+  private async stoppableClient(signal: AbortSignal | undefined): Promise<ServiceClient> {
     const { client } = await this.connect();
+    return signal ? client.stoppedBy(signal) : client;
+  }
+
+  private async verifyStoppable(
+    client: ServiceClient,
+    input: Parameters<Engine['verify']>[0],
+  ): Promise<
+    VerifyResult & { readonly versionId: string; readonly unrestorable: UnrestorableFile[] }
+  > {
     const versionId = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
@@ -1144,15 +1206,28 @@ export class Engine {
     onProgress?: (progress: RestoreProgress) => void;
     /** Leaves whole chunks of zeros as holes (restoreVersion's `sparse`). */
     sparse?: boolean;
+    /** Stops the restore (`stopped`); what it wrote whole stays. */
+    signal?: AbortSignal;
   }): Promise<
     RestoreResult & { readonly leftoversRemoved: number; readonly restoredInto: string }
   > {
-    const { client } = await this.connect();
-    const versionId = await this.resolveVersion(client, input, true);
-    const who = await client.whoAmI();
-    return usingTree(await this.versionTree(client, versionId, readTreeIndexOfFile), (tree) =>
-      this.restoreTree(client, who.storage_host, tree, input),
-    );
+    try {
+      const client = await this.stoppableClient(input.signal);
+      const versionId = await this.resolveVersion(client, input, true);
+      const who = await client.whoAmI();
+      return await usingTree(
+        await this.versionTree(client, versionId, readTreeIndexOfFile),
+        (tree) => this.restoreTree(client, who.storage_host, tree, input),
+      );
+    } catch (error) {
+      if (input.signal?.aborted === true)
+        throw new EngineError(
+          'stopped',
+          'the restore was stopped: the files it finished are in place, and running it again brings the rest',
+          { cause: error },
+        );
+      throw error;
+    }
   }
 
   private async restoreTree(
@@ -1183,6 +1258,7 @@ export class Engine {
         ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
         ...(input.sparse === true ? { sparse: true } : {}),
+        ...(input.signal ? { signal: input.signal } : {}),
       });
       finished = true;
       return { ...result, leftoversRemoved, restoredInto: targetDir };
@@ -1277,6 +1353,8 @@ export class Engine {
 
   async close(): Promise<void> {
     this.db.close();
+    this.connected = undefined;
+    await this.closeLocalConnections();
     const local = this.local;
     this.local = undefined;
     await local?.close();

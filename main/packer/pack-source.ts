@@ -4,7 +4,7 @@ import * as dagCbor from '@ipld/dag-cbor';
 import * as dagPb from '@ipld/dag-pb';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { EngineError, isDiskGone } from '../api/index.ts';
+import { EngineError, isDiskGone, throwIfStopped } from '../api/index.ts';
 import {
   cidFromSha256,
   cidText,
@@ -122,6 +122,8 @@ export interface PackInput {
   /** Progress: called with each chunk's size as it is read, and once per file packed. */
   readonly onBytesRead?: (bytes: number) => void;
   readonly onFilePacked?: (file: ScannedFile, reused: boolean) => void;
+  /** Stops packing, between two entries or two chunks of a file, with `stopped`. */
+  readonly signal?: AbortSignal;
 }
 
 export type ScannedFile = Extract<SourceEntry, { kind: 'file' }>;
@@ -321,6 +323,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     // to onLeaf, which is done with the bytes once it settles) before it asks for the next,
     // which is what lets the next read overwrite it.
     for await (const chunk of largeFileChunks(fd, file.size, hasher)) {
+      throwIfStopped(input.signal);
       const origin = { path: file.path, offset };
       const { bytes } = chunk;
       offset += bytes.length;
@@ -621,6 +624,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   try {
     for (let item = await ahead.next(); item; item = await ahead.next()) {
       if (failure) throw failure;
+      throwIfStopped(input.signal);
       const { entry } = item;
       const folder = closeFoldersAbove(entry.path);
       const name = nameOf(entry.path);

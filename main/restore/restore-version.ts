@@ -13,7 +13,7 @@ import {
 import { utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
-import { EngineError, isDiskFull } from '../api/index.ts';
+import { EngineError, isDiskFull, stoppedError } from '../api/index.ts';
 import { CarFormatError, cidText, RAW_CODEC } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
@@ -110,6 +110,12 @@ export interface RestoreInput {
    * same; only what the disk allocates differs.
    */
   readonly sparse?: boolean;
+  /**
+   * Stops the restore with `stopped`: no new file is begun, the files waiting for blocks fail
+   * (their temporaries removed), and those already whole get their names. The client given is
+   * stopped by the same signal, which cuts off its requests.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** An entry the target's file system would not take, by its path below the target. */
@@ -684,8 +690,17 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     inFlight.add(settled);
     return settled;
   };
+  const { signal } = input;
+  const stopNow = (): void => {
+    if (signal) stop(stoppedError(signal));
+  };
+  signal?.addEventListener('abort', stopNow, { once: true });
   try {
     for (const entry of restored(root)) {
+      if (signal?.aborted === true) {
+        stopNow();
+        break;
+      }
       const parts = entry.parts;
       for (const part of parts) checkName(part);
       matched = true;
@@ -786,6 +801,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   } finally {
     // Every write settles, and every whole file gets its name, before the first failure is
     // reported: none is left running, nor left under its temporary name.
+    signal?.removeEventListener('abort', stopNow);
     await Promise.all(inFlight);
     await renameWritten();
     await slots?.close();

@@ -5,4 +5,5 @@ export * from './base-url.ts';
 export { isServiceRefusal } from './http-errors.ts';
 export * from './retry-policy.ts';
 export * from './service-client.ts';
+export { socketDispatcher } from './socket-dispatcher.ts';
 export type { AnswerBody } from './streamed-answer.ts';

@@ -1,7 +1,7 @@
 import { open } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
-import { EngineError } from '../api/index.ts';
+import { EngineError, throwIfStopped, unlessStopped } from '../api/index.ts';
 import {
   API_PREFIX,
   MEDIA_CAR,
@@ -54,6 +54,11 @@ export interface ServiceClientOptions {
   readonly onRetry?: (info: { attempt: number; delayMs: number; error: EngineError }) => void;
   /** A Unix socket that reaches the base URL's origin: the embedded service's own. */
   readonly socketPath?: string;
+  /**
+   * Stops every request: one in flight is cut off, a retry's wait ends, and the request fails
+   * with `stopped` (api/stopped.ts).
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** What fetch accepts as a request body. */
@@ -134,14 +139,24 @@ export class ServiceClient {
   /** Through `socketPath`, when given; else undici's global dispatcher. */
   private readonly dispatcher: Dispatcher | undefined;
 
-  constructor(options: ServiceClientOptions) {
+  /**
+   * `sharedDispatcher`: connections to `socketPath` that other clients use too (its owner
+   * closes them); by default this client opens its own.
+   */
+  constructor(options: ServiceClientOptions, sharedDispatcher?: Dispatcher) {
     this.baseUrl = checkServiceUrl(options.baseUrl);
     this.options = options;
     this.retry = options.retry ?? DEFAULT_RETRY_POLICY;
     this.dispatcher =
-      options.socketPath === undefined
+      sharedDispatcher ??
+      (options.socketPath === undefined
         ? undefined
-        : socketDispatcher(this.baseUrl, options.socketPath);
+        : socketDispatcher(this.baseUrl, options.socketPath));
+  }
+
+  /** This client's requests, stopped when `signal` fires; over this client's connections. */
+  stoppedBy(signal: AbortSignal): ServiceClient {
+    return new ServiceClient({ ...this.options, signal }, this.dispatcher);
   }
 
   private authorization(auth: Auth): string | undefined {
@@ -186,7 +201,9 @@ export class ServiceClient {
    * again after a delay, anything else fails at once; the last error once the budget is spent.
    */
   private async withRetries<T>(url: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
+    const { signal } = this.options;
     for (let count = 1; ; count += 1) {
+      throwIfStopped(signal);
       let error: EngineError;
       let retryAfter: number | undefined;
       try {
@@ -202,6 +219,8 @@ export class ServiceClient {
         retryAfter = outcome.status === 429 ? parseRetryAfter(outcome.retryAfter) : undefined;
         if (!isRetryableStatus(outcome.status)) throw error;
       } catch (caught) {
+        // However the cut-off request failed (an AbortError, a broken body), it was stopped.
+        throwIfStopped(signal);
         if (caught instanceof OwnFailure) throw caught.failure;
         if (caught instanceof EngineError && !caught.retryable) throw caught;
         // fetch wraps a failure of the body's own stream (a source file that changed) in a
@@ -222,7 +241,7 @@ export class ServiceClient {
         this.options.random ?? Math.random,
       );
       this.options.onRetry?.({ attempt: count, delayMs, error });
-      await (this.options.delay ?? ((ms: number) => sleep(ms)))(delayMs);
+      await unlessStopped((this.options.delay ?? ((ms: number) => sleep(ms)))(delayMs), signal);
     }
   }
 
@@ -244,6 +263,7 @@ export class ServiceClient {
       ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
       // Node's fetch takes an undici dispatcher (its own extension of RequestInit).
       ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
+      ...(this.options.signal ? { signal: this.options.signal } : {}),
     };
     // The dispatcher is the undici package's, typed apart from the copy Node's typings carry.
     return fetch(url, init as unknown as RequestInit);
@@ -302,6 +322,7 @@ export class ServiceClient {
         headers,
         ...(typeof body === 'string' ? { body } : {}),
         ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
+        ...(this.options.signal ? { signal: this.options.signal } : {}),
       });
       if (answer.status >= 200 && answer.status < 300) return { ok: true, value: answer.body };
       return {

@@ -39,6 +39,8 @@ export interface StreamedRequest {
   readonly idleTimeoutMs?: number;
   /** Instead of undici's global dispatcher. */
   readonly dispatcher?: Dispatcher;
+  /** Cuts the request off, and its answer's body, when it fires. */
+  readonly signal?: AbortSignal;
 }
 
 /** As fetch's own (undici's headers and body timeouts): a server that stalls is let go. */
@@ -91,6 +93,7 @@ export async function streamedRequest(spec: StreamedRequest): Promise<StreamedAn
       headersTimeout: idleMs,
       bodyTimeout: idleMs,
       ...(spec.dispatcher ? { dispatcher: spec.dispatcher } : {}),
+      ...(spec.signal ? { signal: spec.signal } : {}),
     });
   } catch (error) {
     throw stallOrAsIs(error, idleMs);

@@ -1,6 +1,6 @@
 import { openAsBlob } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
-import { EngineError, isEngineError } from '../api/index.ts';
+import { EngineError, isEngineError, throwIfStopped } from '../api/index.ts';
 import { CID } from 'multiformats/cid';
 import { cidText, DAG_PB_CODEC, DEFAULT_LIMITS } from '../protocol/index.ts';
 import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
@@ -83,6 +83,11 @@ export interface BackupInput {
   readonly keepMetadata?: (versionId: string, carFile: string) => Promise<void>;
   /** Progress in files and bytes with an ETA, a few times a second at most. */
   readonly onProgress?: (progress: BackupProgress) => void;
+  /**
+   * Stops the backup with `stopped`: packing between two entries, the upload between two
+   * shards. The client given is stopped by the same signal, which cuts off its requests.
+   */
+  readonly signal?: AbortSignal;
   /** Test seam: called once the upload is queued (0), then after each confirmed shard. */
   readonly afterShardConfirmed?: (confirmedSoFar: number) => void;
   /**
@@ -435,6 +440,7 @@ async function packAndPush(
             }
           : {}),
         ...(input.afterFileRead ? { afterFileRead: input.afterFileRead } : {}),
+        ...(input.signal ? { signal: input.signal } : {}),
         sourceDir: input.sourceDir,
         sourceLabel: input.sourceLabel,
         deviceFingerprint: input.deviceFingerprint,
@@ -702,6 +708,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
     for (let shard = due[next]; shard !== undefined && !first.failed; shard = due[next]) {
       next += 1;
       try {
+        throwIfStopped(input.signal);
         await sendShard(shard);
       } catch (error) {
         first.failed ??= { shard, error };

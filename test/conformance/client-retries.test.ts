@@ -88,6 +88,38 @@ describe('client retries', () => {
     proxy.randomFaults(0, 1);
   });
 
+  it('stops at once when its signal fires, whether it waits to retry or for a stalled answer', async () => {
+    const patient = new ServiceClient({
+      baseUrl: proxy.url,
+      deviceToken: () => ann.token(),
+      retry: { attempts: 5, baseDelayMs: 60_000, maxDelayMs: 60_000 },
+    });
+    // A 503, then a minute's wait before the retry: the stop ends the wait, and nothing more
+    // is sent.
+    proxy.seen.length = 0;
+    proxy.schedule([{ status: 503 }]);
+    const waiting = new AbortController();
+    const retrying = patient.stoppedBy(waiting.signal).listBuckets();
+    while (proxy.seen.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    setTimeout(() => waiting.abort(), 50);
+    await expect(retrying).rejects.toMatchObject({ code: 'stopped' });
+    expect(proxy.seen).toHaveLength(1);
+    // An answer that would come in a minute: the request is cut off.
+    proxy.schedule([{ delayMs: 60_000 }]);
+    const stalled = new AbortController();
+    const asking = patient.stoppedBy(stalled.signal).listBuckets();
+    while (proxy.seen.length === 1) await new Promise((resolve) => setTimeout(resolve, 10));
+    stalled.abort();
+    await expect(asking).rejects.toMatchObject({ code: 'stopped' });
+    // Stopped before it begins, a request is not sent at all.
+    await expect(patient.stoppedBy(AbortSignal.abort()).listBuckets()).rejects.toMatchObject({
+      code: 'stopped',
+    });
+    expect(proxy.seen).toHaveLength(2);
+    // The client it was made from is not stopped.
+    await expect(patient.listBuckets()).resolves.toBeInstanceOf(Array);
+  });
+
   it('asks again when an answer breaks off part-way, but never repeats a POST the server took', async () => {
     proxy.randomFaults(0, 1);
     const names = ['cut-answer-one', 'cut-answer-two', 'cut-answer-three'];
