@@ -289,7 +289,7 @@ async function attempt(
         changedFolders,
       );
       // What packing held is garbage now, before the upload makes its own.
-      garbage.collect();
+      garbage.collectForUpload();
       if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
       if (pushed.metadataFile !== null)
         await input.keepMetadata?.(pushed.versionId, pushed.metadataFile);

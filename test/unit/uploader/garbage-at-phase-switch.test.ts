@@ -15,18 +15,23 @@ function makeGarbage(): number {
 }
 
 describe('GarbageAtPhaseSwitch', () => {
-  it('frees what is dead at once, and can be collected again and ended any number of times', () => {
+  it('frees what is dead at once, before the upload and during it, and can be ended any number of times', () => {
     const garbage = new GarbageAtPhaseSwitch();
     try {
       garbage.collect();
       const before = v8.getHeapStatistics().used_heap_size;
       expect(makeGarbage()).toBe(20 * MB);
       const withGarbage = v8.getHeapStatistics().used_heap_size;
-      garbage.collect();
+      garbage.collectForUpload();
       const after = v8.getHeapStatistics().used_heap_size;
       // Large arrays live outside the young generation: only a full collection frees them.
       expect(withGarbage - before).toBeGreaterThan(60 * MB);
       expect(after - before).toBeLessThan(10 * MB);
+      // Collected again, with the heap sized for the upload already.
+      expect(makeGarbage()).toBe(20 * MB);
+      expect(v8.getHeapStatistics().used_heap_size - after).toBeGreaterThan(60 * MB);
+      garbage.collect();
+      expect(v8.getHeapStatistics().used_heap_size - after).toBeLessThan(10 * MB);
     } finally {
       garbage.end();
       garbage.end();
