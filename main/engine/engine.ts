@@ -182,7 +182,15 @@ export class Engine {
   private readonly deps: EngineDeps;
   private readonly db: StateDb;
   private local: LocalService | undefined;
-  private connected: { client: ServiceClient; account: AccountRecord } | undefined;
+  /** The client of the enrolled account, with the device key it signs with. */
+  private connected:
+    | {
+        readonly client: ServiceClient;
+        readonly account: AccountRecord;
+        readonly server: string;
+        readonly key: KeyPair;
+      }
+    | undefined;
   /**
    * The connections to the embedded service's socket, which every client of this engine shares,
    * and which close before the service does: after a request was cut off (a stopped backup),
@@ -316,7 +324,18 @@ export class Engine {
       account.mode === 'local'
         ? (await this.startLocal(account.local_data_dir ?? '', false)).url
         : (account.server_url ?? '');
-    if (this.connected?.account === account && !options.retry) return { ...this.connected, server };
+    // The same enrollment, reached at the same address (the embedded service listens anew on
+    // each start): its client and key, so the key is not read from the keychain again.
+    const connected = this.connected;
+    if (
+      connected?.server === server &&
+      JSON.stringify(connected.account) === JSON.stringify(account)
+    ) {
+      const client = options.retry
+        ? this.client(server, connected.key, account.user_id, options.retry)
+        : connected.client;
+      return { client, account, server };
+    }
     const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
     if (!key) {
       throw new EngineError(
@@ -324,8 +343,10 @@ export class Engine {
         `this device's key is missing from ${this.deps.secrets.location}; log in again`,
       );
     }
-    const client = this.client(server, key, account.user_id, options.retry);
-    if (!options.retry) this.connected = { client, account };
+    this.connected = { client: this.client(server, key, account.user_id), account, server, key };
+    const client = options.retry
+      ? this.client(server, key, account.user_id, options.retry)
+      : this.connected.client;
     return { client, account, server };
   }
 

@@ -1,0 +1,54 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+
+// The device key is read from the keychain once per engine, not for each request: a keychain
+// read is a round trip to the keychain's service, and a locked or strict keychain may ask the
+// user each time.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-key-reads-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** A secrets file that counts how often a secret is read. */
+class CountingSecretStore extends FileSecretStore {
+  reads = 0;
+  override async get(account: string): Promise<string | null> {
+    this.reads += 1;
+    return super.get(account);
+  }
+}
+
+describe('the device key', () => {
+  it('is read once for a backup, a listing, a browse, a restore and a verify in one engine', async () => {
+    const source = path.join(scratch, 'source');
+    writeSettled(path.join(source, 'notes.txt'), 'notes');
+    writeSettled(path.join(source, 'photos', 'a.jpg'), 'not really a photo');
+    const home = path.join(scratch, 'home');
+    const setup = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    await setup.loginLocal({});
+    await setup.createBucket({ name: 'Keys', type: 'backup', storageClass: 'hot' });
+    await setup.close();
+
+    const secrets = new CountingSecretStore(home);
+    const engine = createEngine({ home, secrets, startLocalService });
+    try {
+      await engine.backup({ dir: source, bucket: 'Keys' });
+      expect(await engine.listVersions({ bucket: 'Keys' })).toHaveLength(1);
+      expect((await engine.browse({ bucket: 'Keys', path: 'photos' })).entries).toHaveLength(1);
+      await engine.restore({
+        bucket: 'Keys',
+        to: path.join(scratch, 'restored'),
+        overwrite: false,
+      });
+      await engine.verify({ bucket: 'Keys', all: true });
+      expect(secrets.reads).toBe(1);
+    } finally {
+      await engine.close();
+    }
+  });
+});
