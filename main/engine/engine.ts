@@ -42,11 +42,8 @@ import {
   type VersionEntry,
 } from '../restore/index.ts';
 import {
-  newStagingDir,
-  nodeIndexFileOf,
   openBrowsableTree,
   readTreeIndexOfFile,
-  removeAbandonedStaging,
   readTreeLeavesOfFile,
   shardTargetFor,
   type TreeIndex,
@@ -54,7 +51,6 @@ import {
   type TreeIndexOfFile,
   type TreeLeaves,
 } from '../uploader/index.ts';
-import { open, rename, rm, utimes } from 'node:fs/promises';
 import { OUT_OF_SPACE_MSG, type Metadata, type Snapshot } from '../protocol/index.ts';
 import {
   checkSourceFolder,
@@ -67,7 +63,6 @@ import {
   BackupLock,
   forgetAccount,
   RestoreMark,
-  knownActiveVersionIds,
   lastKnownActiveVersion,
   lastKnownVersions,
   rememberActiveVersion,
@@ -95,11 +90,8 @@ import {
   type SourceExcludeRules,
 } from './source-exclude-rules.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
-import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache-trim.ts';
+import { MetadataCache } from './metadata-cache.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
-
-/** Reads a version's tree from the file of its metadata CAR, whole or in part. */
-type TreeReader<Tree> = (file: string) => Promise<Tree>;
 
 /** Runs `use` on `tree`, then closes the metadata CAR file its nodes are read from. */
 async function usingTree<Tree extends { close(): void }, T>(
@@ -181,6 +173,7 @@ function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
 export class Engine {
   private readonly deps: EngineDeps;
   private readonly db: StateDb;
+  private readonly metadata: MetadataCache;
   private local: LocalService | undefined;
   /** The client of the enrolled account, with the device key it signs with. */
   private connected:
@@ -204,6 +197,7 @@ export class Engine {
     this.deps = deps;
     mkdirSync(deps.home, { recursive: true, mode: 0o700 });
     this.db = openStateDatabase(path.join(deps.home, 'state.sqlite'));
+    this.metadata = new MetadataCache(deps.home, this.db, deps.metadataCacheBytes);
   }
 
   private now(): number {
@@ -724,8 +718,8 @@ export class Engine {
     /** Trees read with their nodes for this backup: their files are closed when it ends. */
     const opened: TreeIndexOfFile[] = [];
     const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
-      if (!withNodes) return this.versionTree(client, versionId, readTreeLeavesOfFile);
-      const tree = await this.versionTree(client, versionId, readTreeIndexOfFile);
+      if (!withNodes) return this.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
+      const tree = await this.metadata.versionTree(client, versionId, readTreeIndexOfFile);
       opened.push(tree);
       return tree;
     };
@@ -738,7 +732,7 @@ export class Engine {
         sourceLabel: `${os.hostname()}:${sourceDir}`,
         ownFolders: this.ownFolders(account),
         deviceFingerprint: account.fingerprint,
-        stagingRoot: this.stagingRoot(),
+        stagingRoot: this.metadata.stagingRoot,
         now: () => this.now(),
         queue: uploadQueue(this.db),
         fileIndex,
@@ -761,7 +755,7 @@ export class Engine {
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
         keepMetadata: async (versionId, carFile) => {
-          await this.cacheMetadataFile(versionId, carFile);
+          await this.metadata.keep(versionId, carFile);
         },
         loadTree,
       });
@@ -775,7 +769,7 @@ export class Engine {
       seen_at: this.now(),
     });
     // After the new version is known active: the one it replaced may go now.
-    await this.trimMetadataCache();
+    await this.metadata.trim();
     return result;
   }
 
@@ -935,134 +929,6 @@ export class Engine {
     return active.id;
   }
 
-  /** Where backups stage what they write, and pulls what they fetch, before it is kept. */
-  private stagingRoot(): string {
-    return path.join(this.deps.home, 'staging');
-  }
-
-  private metadataCacheFile(versionId: string): string {
-    return path.join(this.deps.home, 'metadata', `${versionId}.car`);
-  }
-
-  /** Removes a version's metadata CAR, and the index of its nodes, from the local cache. */
-  private async forgetCachedMetadata(versionId: string): Promise<void> {
-    const file = this.metadataCacheFile(versionId);
-    await rm(file, { force: true });
-    await rm(nodeIndexFileOf(file), { force: true });
-  }
-
-  /** A version's tree from the local metadata cache, or undefined when it is not there. */
-  private async cachedTree<Tree>(
-    versionId: string,
-    read: TreeReader<Tree>,
-  ): Promise<Tree | undefined> {
-    const file = this.metadataCacheFile(versionId);
-    let tree: Tree;
-    try {
-      tree = await read(file);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
-    try {
-      // Used now: the cache's budget removes what was used longest ago first.
-      const now = new Date();
-      await utimes(file, now, now);
-    } catch {
-      // Only the order of removal depends on it (a cache on a read-only disk is never trimmed
-      // either): the tree read is what was asked for.
-    }
-    return tree;
-  }
-
-  /**
-   * Keeps a version's metadata CAR, written to `carFile` on the same file system, by moving it
-   * in: versions never change, so it stays valid. Its bytes reach the disk first, so a crash
-   * cannot leave a cached CAR cut short. Returns where it is kept.
-   */
-  private async cacheMetadataFile(versionId: string, carFile: string): Promise<string> {
-    const handle = await open(carFile, 'r');
-    try {
-      await handle.datasync();
-    } finally {
-      await handle.close();
-    }
-    const cached = this.metadataCacheFile(versionId);
-    mkdirSync(path.dirname(cached), { recursive: true, mode: 0o700 });
-    await rename(carFile, cached);
-    return cached;
-  }
-
-  /**
-   * Keeps the metadata cache within its budget (metadata-cache-trim.ts): each bucket's active
-   * version, as last seen, stays, and so does `justUsed`.
-   */
-  private async trimMetadataCache(justUsed?: string): Promise<void> {
-    const keep = new Set(knownActiveVersionIds(this.db));
-    if (justUsed !== undefined) keep.add(justUsed);
-    try {
-      await trimMetadataCache(
-        path.join(this.deps.home, 'metadata'),
-        keep,
-        this.deps.metadataCacheBytes ?? METADATA_CACHE_BUDGET_BYTES,
-      );
-    } catch {
-      // A CAR that cannot be removed now stays until the next trim, after the next version
-      // cached: the backup or the browse that got here has done what was asked of it.
-    }
-  }
-
-  /**
-   * Pulls a version's metadata CAR into a file of the staging folder, and reads it with `read`;
-   * `keep` says whether it goes into the cache after, or is removed. Named as staging folders
-   * are, by process: another pull of the same version under way (a daemon answers several
-   * requests at once) has a name of its own, and what a killed run left there goes first, as
-   * at each backup: a device that only restores and browses never backs up to remove it.
-   */
-  private async pulledTree<Tree>(
-    client: ServiceClient,
-    versionId: string,
-    read: TreeReader<Tree>,
-    keep: boolean,
-  ): Promise<Tree> {
-    await removeAbandonedStaging(this.stagingRoot(), uploadQueue(this.db).stagingDirs());
-    const pulled = newStagingDir(this.stagingRoot());
-    mkdirSync(path.dirname(pulled), { recursive: true, mode: 0o700 });
-    try {
-      await client.pullVersionToFile(versionId, pulled);
-      const file = keep ? await this.cacheMetadataFile(versionId, pulled) : pulled;
-      if (keep) await this.trimMetadataCache(versionId);
-      try {
-        return await read(file);
-      } catch (error) {
-        // A CAR that does not read back is not kept for the next request to trip on.
-        if (keep) await this.forgetCachedMetadata(versionId);
-        throw error;
-      }
-    } finally {
-      // Moved into the cache, or not: a half-written CAR (a full disk), or one only verified,
-      // would hold space under a name nothing reads again.
-      await rm(pulled, { force: true });
-    }
-  }
-
-  /** A version's tree as `read` gives it, from the local cache when possible. */
-  private async versionTree<Tree>(
-    client: ServiceClient,
-    versionId: string,
-    read: TreeReader<Tree>,
-  ): Promise<Tree> {
-    try {
-      const cached = await this.cachedTree(versionId, read);
-      if (cached) return cached;
-    } catch (error) {
-      // A cached CAR that does not read back (damaged on the disk) is pulled again, and
-      // replaced.
-      if (!isEngineError(error, 'protocol')) throw error;
-    }
-    return this.pulledTree(client, versionId, read, true);
-  }
-
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
     const { client } = await this.connect();
     return client.listSnapshots((await this.bucketByName(input.bucket)).id);
@@ -1101,12 +967,12 @@ export class Engine {
       } catch (error) {
         // A node that no longer matches its CID: the CAR was damaged on this disk after it was
         // cached (its index spared reading it whole). It goes, so the version is pulled again.
-        if (isEngineError(error, 'protocol')) await this.forgetCachedMetadata(versionId);
+        if (isEngineError(error, 'protocol')) await this.metadata.forget(versionId);
         throw error;
       }
     };
     if (input.version !== undefined) {
-      const cached = await this.cachedTree(input.version, openBrowsableTree);
+      const cached = await this.metadata.cachedTree(input.version, openBrowsableTree);
       if (cached)
         return { versionId: input.version, ...online, entries: await list(input.version, cached) };
     }
@@ -1118,11 +984,11 @@ export class Engine {
       try {
         entries = await list(
           versionId,
-          await this.versionTree(client, versionId, openBrowsableTree),
+          await this.metadata.versionTree(client, versionId, openBrowsableTree),
         );
       } catch (error) {
         if (!isEngineError(error, 'protocol')) throw error;
-        const pulled = await this.pulledTree(client, versionId, openBrowsableTree, true);
+        const pulled = await this.metadata.pulledTree(client, versionId, openBrowsableTree, true);
         entries = await list(versionId, pulled);
       }
       return { versionId, ...online, entries };
@@ -1131,7 +997,7 @@ export class Engine {
       const known = lastKnownActiveVersion(this.db, input.bucket);
       const cached =
         unreachable && input.version === undefined && input.snapshot === undefined && known
-          ? await this.cachedTree(known.version_id, openBrowsableTree)
+          ? await this.metadata.cachedTree(known.version_id, openBrowsableTree)
           : undefined;
       if (!cached || !known || !(error instanceof EngineError)) {
         cached?.close();
@@ -1185,10 +1051,10 @@ export class Engine {
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
     // (read from the pulled file, open until the verify ends).
     const withNodes = input.all
-      ? await this.pulledTree(client, versionId, readTreeIndexOfFile, false)
+      ? await this.metadata.pulledTree(client, versionId, readTreeIndexOfFile, false)
       : undefined;
     const tree =
-      withNodes ?? (await this.pulledTree(client, versionId, readTreeLeavesOfFile, false));
+      withNodes ?? (await this.metadata.pulledTree(client, versionId, readTreeLeavesOfFile, false));
     let result: VerifyResult;
     try {
       const who = await client.whoAmI();
@@ -1209,7 +1075,7 @@ export class Engine {
       result.unavailable.map(({ cid, why }) => [cid, unavailableBlockReason(cid, why)]),
     );
     const unrestorable = await usingTree(
-      await this.versionTree(client, versionId, readTreeIndexOfFile),
+      await this.metadata.versionTree(client, versionId, readTreeIndexOfFile),
       (tree) => Promise.resolve(filesNeedingBlocks(tree, reasons)),
     );
     return { ...result, versionId, unrestorable };
@@ -1237,7 +1103,7 @@ export class Engine {
       const versionId = await this.resolveVersion(client, input, true);
       const who = await client.whoAmI();
       return await usingTree(
-        await this.versionTree(client, versionId, readTreeIndexOfFile),
+        await this.metadata.versionTree(client, versionId, readTreeIndexOfFile),
         (tree) => this.restoreTree(client, who.storage_host, tree, input),
       );
     } catch (error) {
