@@ -41,6 +41,8 @@ export type EngineErrorCode =
   /** A backup's source holds too many files and folders for one version's metadata (§14). */
   | 'source_too_large'
   | 'busy'
+  /** A backup's upload outlasted the server's upload window for its version (§10.2). */
+  | 'upload_window_over'
   /** The caller stopped the operation (api/stopped.ts). */
   | 'stopped'
   | 'usage';

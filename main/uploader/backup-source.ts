@@ -28,6 +28,7 @@ import { MetadataCarFile, MetadataOverLimit } from './metadata-car-file.ts';
 import { plannedShardBody, type PlannedBlockPages } from './planned-shard-body.ts';
 import { ShardPlanner, type PlannedShard } from './shard-planner.ts';
 import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
+import { isUploadWindowOver, uploadWindowOver } from './upload-window.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
 import { ShardWriter, type StagedShard } from './shard-writer.ts';
 import type { LeafShards } from './leaf-shards.ts';
@@ -738,6 +739,14 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       shard && error instanceof EngineError && error.code === 'payload_too_large'
         ? new ShardRefused(shard.bytes, error)
         : undefined;
+    // Its window ended (a 401 as the host reads it): it cannot be completed, nor sent again
+    // in full within a new window at this speed.
+    if (await isUploadWindowOver(error, client, upload.bucket_id, upload.version_id)) {
+      await client.discardVersion(upload.version_id);
+      input.queue.finish(upload.version_id);
+      await removeStaging(upload.staging_dir);
+      throw uploadWindowOver(upload.storage_authorization, error);
+    }
     // Another device stored first, a source file changed since it was packed, or a shard is too
     // large for the host: this pending version cannot be completed as it is; drop it, and the
     // caller builds a new one (§10.3).
@@ -777,9 +786,14 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
     // backup supersedes it. Anything else (network, quota) is the user's to see.
     const moot =
       error instanceof EngineError &&
-      ['not_authorized', 'not_found', 'conflict', 'stale_previous', 'source_changed'].includes(
-        error.code,
-      );
+      [
+        'not_authorized',
+        'not_found',
+        'conflict',
+        'stale_previous',
+        'source_changed',
+        'upload_window_over',
+      ].includes(error.code);
     if (!moot) throw error;
     input.queue.finish(pending.version_id);
     await removeStaging(pending.staging_dir);
