@@ -28,7 +28,13 @@ import { MetadataCarFile, MetadataOverLimit } from './metadata-car-file.ts';
 import { plannedShardBody, type PlannedBlockPages } from './planned-shard-body.ts';
 import { ShardPlanner, type PlannedShard } from './shard-planner.ts';
 import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
-import { isUploadWindowOver, uploadWindowOver } from './upload-window.ts';
+import {
+  isUploadWindowOver,
+  uploadWindowOver,
+  windowState,
+  WindowEnding,
+  WindowOver,
+} from './upload-window.ts';
 import { MAX_SHARD_TARGET_BYTES, TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
 import { ShardWriter, type StagedShard } from './shard-writer.ts';
 import type { LeafShards } from './leaf-shards.ts';
@@ -670,6 +676,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
   // for retries, whose cancelled bodies may still be reading; a body without one reads here.
   let hasher: ChunkHasher | undefined;
   const largeBlockHasher = (): ChunkHasher => (hasher ??= new ChunkHasher(2 * SHARDS_IN_FLIGHT));
+  let slowestShardMs = 0;
   const sendShard = async (shard: QueuedShard): Promise<void> => {
     const started = performance.now();
     let sentThisShard = 0;
@@ -693,9 +700,11 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
             bytes: shard.bytes,
           },
     );
+    const tookMs = performance.now() - started;
+    slowestShardMs = Math.max(slowestShardMs, tookMs);
     if (shard.bytes >= TIMED_SHARD_MIN_BYTES) {
       timed.bytes += shard.bytes;
-      timed.ms += performance.now() - started;
+      timed.ms += tookMs;
     }
     input.queue.confirm(upload.version_id, shard.shard_cid);
     sent += shard.bytes;
@@ -710,6 +719,10 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       next += 1;
       try {
         throwIfStopped(input.signal);
+        const window = windowState(upload.storage_authorization, Date.now(), slowestShardMs);
+        if (window === 'ending')
+          throw new WindowEnding(upload.version_id, confirmed, upload.storage_authorization);
+        if (window === 'over') throw new WindowOver();
         await sendShard(shard);
       } catch (error) {
         first.failed ??= { shard, error };
@@ -739,9 +752,19 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       shard && error instanceof EngineError && error.code === 'payload_too_large'
         ? new ShardRefused(shard.bytes, error)
         : undefined;
-    // Its window ended (a 401 as the host reads it): it cannot be completed, nor sent again
-    // in full within a new window at this speed.
-    if (await isUploadWindowOver(error, client, upload.bucket_id, upload.version_id)) {
+    // Before its window ends, the version is left pending, holding what it received, for the
+    // caller to push anew; only the queue lets it go.
+    if (error instanceof WindowEnding) {
+      input.queue.finish(upload.version_id);
+      await removeStaging(upload.staging_dir);
+      throw error;
+    }
+    // Its window ended (unseen, or the host answers 409 or 401): it cannot be completed, and
+    // what it received is no longer held for it.
+    if (
+      error instanceof WindowOver ||
+      (await isUploadWindowOver(error, client, upload.bucket_id, upload.version_id))
+    ) {
       await client.discardVersion(upload.version_id);
       input.queue.finish(upload.version_id);
       await removeStaging(upload.staging_dir);
@@ -801,6 +824,21 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
   }
 }
 
+/**
+ * Deletes the versions left pending when their windows neared their ends, now that a version
+ * holding what they received is stored.
+ */
+async function dropSuperseded(client: ServiceClient, superseded: readonly string[]): Promise<void> {
+  for (const versionId of superseded) {
+    try {
+      await client.discardVersion(versionId);
+    } catch {
+      // The backup is stored; a version left pending becomes upload_failed when its window
+      // ends, and the service deletes it after its retention (§10.2).
+    }
+  }
+}
+
 export async function backupSource(input: BackupInput): Promise<BackupResult> {
   const started = input.now();
   let run = input;
@@ -812,12 +850,26 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
     steppedDown = true;
   };
   let resumedVersionId: string | null = null;
+  /** Versions left pending as their windows neared their ends: deleted once one is stored. */
+  const superseded: string[] = [];
+  /**
+   * Goes on as a new version, unless this window let no shard through (packing and pushing
+   * took three quarters of it): then the backup cannot fit any window.
+   */
+  const renew = async (ending: WindowEnding): Promise<void> => {
+    superseded.push(ending.versionId);
+    if (ending.confirmed > 0) return;
+    await dropSuperseded(input.client, superseded);
+    throw uploadWindowOver(ending.storageAuthorization, ending, true);
+  };
   try {
     resumedVersionId = await resumeInterrupted(run);
   } catch (error) {
-    // Its shards were planned larger than the host now takes; this run packs anew.
-    if (!(error instanceof ShardRefused)) throw error;
-    stepDown(error);
+    // Its shards were planned larger than the host now takes, or its window ends soon: this
+    // run packs anew.
+    if (error instanceof WindowEnding) superseded.push(error.versionId);
+    else if (error instanceof ShardRefused) stepDown(error);
+    else throw error;
   }
   // A run killed while packing leaves staged shards no queued upload refers to.
   await removeAbandonedStaging(input.stagingRoot, input.queue.stagingDirs());
@@ -828,9 +880,12 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
       const result = await attempt(run, started, shardSource);
       if (steppedDown && run.shardTargetBytes !== undefined)
         input.onShardLimit?.(run.shardTargetBytes);
+      await dropSuperseded(input.client, superseded);
       return { ...result, resumedVersionId };
     } catch (error) {
-      if (isEngineError(error, 'source_changed') && shardSource === 'planned') {
+      if (error instanceof WindowEnding) {
+        await renew(error);
+      } else if (isEngineError(error, 'source_changed') && shardSource === 'planned') {
         shardSource = 'staged';
       } else if (isEngineError(error, 'stale_previous') && !rebuilt) {
         rebuilt = true;

@@ -2,20 +2,64 @@ import { EngineError, isEngineError } from '../api/index.ts';
 import { decodeCompactJws } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 
-// A pushed version takes shards only within its upload window (§10.2: 24 h by default, from the
-// push). Past it, the version is `upload_failed`, its storage authorization stops working, and
-// the host answers its shards 409 (the version is not pending) or, once the authorization's
-// own expiry (whole seconds) has passed too, 401, which on its own reads as a device the
-// service no longer accepts. A backup whose upload outlasts the window (hundreds of GB over a slow uplink) is
-// told so, with what to do: what it sent is no longer held for it, and sending it all again
-// would outlast the window again.
+// A pushed version takes shards only within its upload window (§10.2: 24 h by default, from
+// the push). An upload nearing the window's end goes on as a new version (windowState), so an
+// upload of any length gets there a window at a time. Past the end, the version is
+// `upload_failed`, its storage authorization stops working, and the host answers its shards
+// 409 (the version is not pending) or, once the authorization's own expiry (whole seconds)
+// has passed too, 401, which on its own reads as a device the service no longer accepts. Such
+// a backup is told so, with what to do: what it sent is no longer held for it.
 
-/** The window's length in seconds, as the storage authorization states it; undefined if not. */
-function windowSecondsOf(storageAuthorization: string): number | undefined {
+/** The window as the storage authorization states it (seconds); undefined if it does not. */
+function windowOf(storageAuthorization: string): { iat: number; exp: number } | undefined {
   const claims = decodeCompactJws(storageAuthorization)?.claims;
   const iat = claims?.['iat'];
   const exp = claims?.['exp'];
-  return typeof iat === 'number' && typeof exp === 'number' && exp > iat ? exp - iat : undefined;
+  return typeof iat === 'number' && typeof exp === 'number' && exp > iat ? { iat, exp } : undefined;
+}
+
+function windowSecondsOf(storageAuthorization: string): number | undefined {
+  const window = windowOf(storageAuthorization);
+  return window && window.exp - window.iat;
+}
+
+/**
+ * Where an upload stands in its window before its next shard: `ending` when the window ends
+ * within a quarter of its length, or within three times the slowest shard so far; `over` once
+ * it has ended (the process was suspended, or a shard took longer than the margin). An ending
+ * upload moves to a new push of the same tree, which has a window of its own and finds the
+ * blocks this one received held (a pending version holds its blocks, §11.3), so it sends only
+ * the rest. An upload past its window holds nothing any more.
+ */
+export function windowState(
+  storageAuthorization: string,
+  nowMs: number,
+  slowestShardMs: number,
+): 'open' | 'ending' | 'over' {
+  const window = windowOf(storageAuthorization);
+  if (!window) return 'open';
+  const leftMs = window.exp * 1000 - nowMs;
+  if (leftMs <= 0) return 'over';
+  const lengthMs = (window.exp - window.iat) * 1000;
+  const marginMs = Math.min(lengthMs / 2, Math.max(lengthMs / 4, 3 * slowestShardMs));
+  return leftMs < marginMs ? 'ending' : 'open';
+}
+
+/**
+ * The upload of `versionId` stopped before its window ends, to go on as a new version: the
+ * backup packs again and pushes anew, and `versionId`, still pending and holding what it
+ * received, is deleted once the new version is stored.
+ */
+export class WindowEnding extends Error {
+  constructor(
+    readonly versionId: string,
+    /** Shards this upload confirmed: none means a window is too short for any progress. */
+    readonly confirmed: number,
+    readonly storageAuthorization: string,
+  ) {
+    super(`the upload window of version ${versionId} ends soon`);
+    this.name = 'WindowEnding';
+  }
 }
 
 function durationText(seconds: number): string {
@@ -45,14 +89,33 @@ export async function isUploadWindowOver(
   }
 }
 
-/** The user's error for an upload that outlasted its window. */
-export function uploadWindowOver(storageAuthorization: string, cause: unknown): EngineError {
+/**
+ * The user's error for an upload that outlasted its window: one that passed its end unseen (a
+ * computer asleep, a connection stalled), or, `tooLarge`, one whose packing and push took so
+ * much of a window that no shard went in it.
+ */
+export function uploadWindowOver(
+  storageAuthorization: string,
+  cause: unknown,
+  tooLarge = false,
+): EngineError {
   const seconds = windowSecondsOf(storageAuthorization);
   const window =
     seconds === undefined ? 'its upload window' : `its ${durationText(seconds)} upload window`;
+  const what = tooLarge
+    ? 'and preparing this backup took most of it: back up less at once (exclude some folders, or back up a few subfolders to their own buckets first)'
+    : 'which ended before the rest could be sent (the computer asleep, or the connection stalled, past its end); what was sent is no longer kept for it: run the backup again';
   return new EngineError(
     'upload_window_over',
-    `the server took this backup's data only within ${window}, which ended before all of it was sent; what was sent is no longer kept for it. Back up less at once (exclude some folders, or back up a few subfolders to their own buckets first), so that each backup's upload ends within the window`,
+    `the server takes this backup's data only within ${window}, ${what}`,
     { cause },
   );
+}
+
+/** The upload's window had ended before its next shard: what it sent is not held for it. */
+export class WindowOver extends Error {
+  constructor() {
+    super('the upload window has ended');
+    this.name = 'WindowOver';
+  }
 }
