@@ -553,12 +553,12 @@ async function packAndPush(
         needed: needed.has(number),
       }));
       input.queue.record(upload, queued, plan);
+      // Recorded, the plan is the queue's, and gone, and the staged shards are the queue's.
+      plan = undefined;
+      keepStaging = true;
       // Should this process die during the upload, the run that finishes it takes the stage
       // as the index, rather than reading every file again.
       staged.seal(pushed.id, untrustedOf(counts.changedWhileRead, scanStartedMs));
-      // Recorded, the plan is the queue's, and gone.
-      plan = undefined;
-      keepStaging = true;
       input.afterShardConfirmed?.(0);
     }
     returned = true;
