@@ -61,14 +61,16 @@ async function slowBackup(
 
 describe('the upload window', () => {
   it('an upload past its window says so and what to do, leaves no version, and the next backup completes', async () => {
-    const { service, engine, stallNext } = await slowBackup('over', 1000, 1500);
+    // 3 to 4 s left at the push: the first shard goes well before the window's last second,
+    // and the stall after it outlasts the window.
+    const { service, engine, stallNext } = await slowBackup('over', 4000, 4500);
     try {
       const source = fourFiles('over');
       stallNext();
       await expect(engine.backup({ dir: source, bucket: 'Slow' })).rejects.toMatchObject({
         code: 'upload_window_over',
         message: expect.stringMatching(
-          /^the server takes this backup's data only within its 1 s upload window, which ended before the rest could be sent .*: run the backup again$/,
+          /^the server takes this backup's data only within its 4 s upload window, which ended before the rest could be sent .*: run the backup again$/,
         ),
       });
       expect(await engine.listVersions({ bucket: 'Slow' })).toEqual([]);
@@ -85,8 +87,8 @@ describe('the upload window', () => {
 
   it('an upload near its window end goes on as a new version, sends no shard twice, and deletes the one left', async () => {
     // The authorization's window is whole seconds from the push: 7 to 8 s left at the push, a
-    // margin of 2 s, and the stall leaves less than that, but some.
-    const { service, engine, stallNext } = await slowBackup('ending', 8000, 6500);
+    // margin of 2 s, and the stall after the first shard leaves less than that, but some.
+    const { service, engine, stallNext } = await slowBackup('ending', 8000, 6000);
     try {
       const source = fourFiles('ending');
       stallNext();
