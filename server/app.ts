@@ -102,8 +102,11 @@ export function createBucketService(options: ServiceOptions): BucketService {
     ? null
     : ServingLock.acquire(options.dataDir, () => {
         const recovered = ctx.recoverStore();
-        if (recovered.staged + recovered.orphanPacks > 0)
-          app.log.warn(recovered, 'removed staged files and uncommitted packs left by a crash');
+        if (recovered.staged + recovered.orphanPacks + recovered.uploadPins > 0)
+          app.log.warn(
+            recovered,
+            'removed staged files, uncommitted packs and upload pins left by a crash',
+          );
       });
   if (serving?.recovered === false)
     app.log.info('another process serves this data folder; crash recovery waits for a lone start');

@@ -8,7 +8,7 @@ import type { ServiceOptions } from './options.ts';
 import { openDatabase, type Db } from './store/database.ts';
 import { copyDatabase, type DatabaseCopy } from './store/database-copy.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
-import { takeUnheldBlocks } from './store/block-sets.ts';
+import { clearUploadPins, takeUnheldBlocks } from './store/block-sets.ts';
 import { allPackIds, deletePack, releasePackBytes } from './store/packs.ts';
 import { compactSparsePacks } from './blocks/pack-compaction.ts';
 
@@ -126,8 +126,8 @@ export class ServiceContext {
   }
 
   /** Clears what a crash left in the block store; only under the exclusive ServingLock. */
-  recoverStore(): { staged: number; orphanPacks: number } {
-    return this.blocks.recover(allPackIds(this.db));
+  recoverStore(): { staged: number; orphanPacks: number; uploadPins: number } {
+    return { ...this.blocks.recover(allPackIds(this.db)), uploadPins: clearUploadPins(this.db) };
   }
 
   /** Waits for background store work (compaction) to end. */

@@ -105,8 +105,11 @@ async function uploadShard(
   let arrivedBytes = 0;
   const recordArrived = async (): Promise<void> => {
     const cids = arrived.map((block) => cidText(block.cid));
-    // Verified against its CID by the reader even when the host holds it (§16.9).
-    const stored = storedAmong(ctx.db, cids);
+    // Verified against its CID by the reader even when the host holds it (§16.9). A first look
+    // outside any write transaction, as most shards name no stored block; those a batch names
+    // are looked up again and pinned at once, so that none is collected before the commit.
+    let stored = storedAmong(ctx.db, cids);
+    if (stored.size > 0) stored = received.pinStored(cids);
     if (cids.some((cid) => !stored.has(cid))) pack ??= await ctx.blocks.startPack();
     const into = pack;
     // A block named again within the batch is passed over. One named again further on is
@@ -177,8 +180,8 @@ async function uploadShard(
         throw payloadTooLarge('shard: the version would exceed its expected_data_size');
       }
       if (received.anyCollected()) {
-        // Held on arrival, collected while this shard streamed in: its bytes were verified
-        // but not kept.
+        // Held on arrival, and gone although pinned: its bytes were verified but not kept.
+        // Pins make this a guard; a client that sends the shard again gets it stored.
         throw conflict('a block was collected during the upload; send the shard again');
       }
       const packed = pack ? received.storeInPack(pack.id) : 0;
@@ -202,12 +205,15 @@ async function uploadShard(
     packCommitted = packInPlace;
     return result;
   } finally {
-    received.drop();
-    // A refused shard may still have writes in flight: discard waits for them, then removes
-    // the staged pack. A pack renamed into place whose transaction then failed goes too.
-    if (pack && !packCommitted) {
-      if (packInPlace) ctx.blocks.removeUncommittedPack(pack.id);
-      else await pack.discard();
+    try {
+      received.drop();
+    } finally {
+      // A refused shard may still have writes in flight: discard waits for them, then removes
+      // the staged pack. A pack renamed into place whose transaction then failed goes too.
+      if (pack && !packCommitted) {
+        if (packInPlace) ctx.blocks.removeUncommittedPack(pack.id);
+        else await pack.discard();
+      }
     }
   }
 }

@@ -178,6 +178,40 @@ export function findHeldBlocks(
   return found;
 }
 
+/**
+ * Which of `cids` the host stores, each pinned for `upload` against garbage collection until
+ * unpinUpload: a shard that names a stored block does not write it again, so the block must
+ * still be there when the shard commits. In one write transaction, the lock garbage
+ * collection takes in every process serving the folder, so none collects a block between
+ * this look and its pin.
+ */
+export function pinStoredAmong(db: Db, upload: string, cids: readonly string[]): Set<string> {
+  const pin = sql<[string, string]>(
+    db,
+    'INSERT OR IGNORE INTO upload_pins (upload, cid) VALUES (?, ?)',
+  );
+  return db
+    .transaction(() => {
+      const stored = storedAmong(db, cids);
+      for (const cid of stored) pin.run(upload, cid);
+      return stored;
+    })
+    .immediate();
+}
+
+/** Lets garbage collection have the blocks `upload` pinned. */
+export function unpinUpload(db: Db, upload: string): void {
+  sql(db, 'DELETE FROM upload_pins WHERE upload = ?').run(upload);
+}
+
+/**
+ * Removes every pin; returns how many there were. Only while no other process serves the
+ * folder: the pins left then are a killed process's.
+ */
+export function clearUploadPins(db: Db): number {
+  return sql(db, 'DELETE FROM upload_pins').run().changes;
+}
+
 /** Which of `cids` the host stores, for whichever user; one query for up to 500. */
 export function storedAmong(db: Db, cids: readonly string[]): Set<string> {
   const stored = sql<[string], { cid: string }>(
@@ -193,13 +227,15 @@ export function storedAmong(db: Db, cids: readonly string[]): Set<string> {
 }
 
 /**
- * Removes rows of blocks no user holds and returns them, for the caller to free their bytes:
- * a block file of its own is unlinked, a pack's live bytes shrink by the block's size.
+ * Removes rows of blocks no user holds and no upload in flight has pinned (pinStoredAmong),
+ * and returns them, for the caller to free their bytes: a block file of its own is unlinked, a
+ * pack's live bytes shrink by the block's size.
  */
 export function takeUnheldBlocks(db: Db, max: number): BlockLocation[] {
   const rows = sql<[number], BlockRow>(
     db,
-    'SELECT cid, size, pack, pack_offset FROM blocks WHERE holders = 0 LIMIT ?',
+    `SELECT cid, size, pack, pack_offset FROM blocks WHERE holders = 0
+     AND NOT EXISTS (SELECT 1 FROM upload_pins WHERE upload_pins.cid = blocks.cid) LIMIT ?`,
   ).all(max);
   for (const { cid } of rows) sql(db, 'DELETE FROM blocks WHERE cid = ? AND holders = 0').run(cid);
   return rows.map(locationOf);

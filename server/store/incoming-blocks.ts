@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { Statement } from 'better-sqlite3';
+import { pinStoredAmong, unpinUpload } from './block-sets.ts';
 import type { Db } from './database.ts';
 
 // The blocks of one shard as it streams in (§11.2), kept in temporary tables of the server's
@@ -22,7 +24,8 @@ import type { Db } from './database.ts';
 // shard (main/uploader/shard-target.ts), whose commit takes a fraction of a second.
 //
 // Each upload has tables of its own, dropped when it ends; its statements are prepared for it
-// and not cached.
+// and not cached. The stored blocks it names are pinned in the database (pinStoredAmong), where
+// every process serving the folder sees them, until it ends.
 
 let lastUpload = 0;
 
@@ -30,6 +33,9 @@ export class IncomingBlocks {
   private readonly arrivals: string;
   private readonly blocks: string;
   private readonly append: Statement<[string, number, number | null]>;
+  /** Names this upload's pins. */
+  private readonly upload = randomUUID();
+  private pinned = false;
   private settled = false;
 
   constructor(private readonly db: Db) {
@@ -61,6 +67,15 @@ export class IncomingBlocks {
     this.db.transaction(() => {
       record((cid, size, packOffset) => this.append.run(cid, size, packOffset));
     })();
+  }
+
+  /**
+   * Which of `cids` the host stores, each kept from garbage collection until this upload ends:
+   * the shard does not write them again.
+   */
+  pinStored(cids: readonly string[]): Set<string> {
+    this.pinned = true;
+    return pinStoredAmong(this.db, this.upload, cids);
   }
 
   /** Puts the blocks in CID order, each once; returns how many there are, and their bytes. */
@@ -168,9 +183,10 @@ export class IncomingBlocks {
     ).run(userId);
   }
 
-  /** Drops this upload's tables. */
+  /** Drops this upload's tables and pins. */
   drop(): void {
     this.db.exec(`DROP TABLE IF EXISTS ${this.arrivals}; DROP TABLE IF EXISTS ${this.blocks};`);
+    if (this.pinned) unpinUpload(this.db, this.upload);
   }
 
   /** The keyed table's name without its schema, as correlated subqueries name it. */

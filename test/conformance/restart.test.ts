@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
@@ -77,11 +78,21 @@ describe('restart', () => {
     // What a kill between a pack's rename and its transaction's commit leaves: a pack no row names.
     const orphanPack = path.join(dataDir, 'packs', `${randomUUID()}.pack`);
     writeFileSync(orphanPack, blocks[0]?.bytes ?? new Uint8Array());
+    // What an upload killed while it named a stored block leaves: a pin no upload will lift,
+    // which would keep that block from garbage collection for good.
+    const database = new Database(path.join(dataDir, 'service.sqlite'));
+    database
+      .prepare('INSERT INTO upload_pins (upload, cid) VALUES (?, ?)')
+      .run(randomUUID(), blocks[0]?.cid.toString());
+    database.close();
 
     server = await startServerProcess(dataDir);
     const restarted = `${server.url}/api/v1`;
     expect(readdirSync(path.join(dataDir, 'staging'))).toEqual([]);
     expect(readdirSync(path.join(dataDir, 'packs'))).toEqual([]);
+    const pins = new Database(path.join(dataDir, 'service.sqlite'), { readonly: true });
+    expect(pins.prepare('SELECT cid FROM upload_pins').all()).toEqual([]);
+    pins.close();
     const version = await call('GET', `${restarted}/buckets/metadata/${versionId}`, {
       token: device.token(),
     });

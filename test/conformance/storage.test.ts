@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../helpers/http-client.ts';
 import { storedBlock } from '../helpers/stored-blocks.ts';
+import { openDatabase } from '../../server/store/database.ts';
+import { takeUnheldBlocks } from '../../server/store/block-sets.ts';
 import { carBytes, metadataCar, rawBlock, shardOf } from '../helpers/cars.ts';
 import {
   complete,
@@ -15,6 +17,7 @@ import { startTestService, SMALL_LIMITS, type TestService } from '../helpers/tes
 import { rawCidOf, signCompactJws } from '../../main/protocol/index.ts';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
+import path from 'node:path';
 import { CarReader } from '@ipld/car';
 
 // §18 items 32–34 and 39: shards, storage authorizations, missing blocks, block reads.
@@ -483,49 +486,126 @@ function putInTwoParts(
   });
 }
 
-describe('a block collected while a shard streams in', () => {
-  it('is 409 for the shard, which stores nothing, and the shard sent again is stored whole', async () => {
-    // Ann holds `held`; Bob's shard names it, after a block of a whole MiB, and one more.
+/** How many blocks uploads in flight keep from garbage collection. */
+function uploadPins(): number {
+  return (
+    service.service.ctx.db.prepare('SELECT COUNT(*) AS n FROM upload_pins').get() as { n: number }
+  ).n;
+}
+
+/**
+ * The blocks garbage collection would take now in another process serving the same folder
+ * (another `canopy` command's embedded service): a connection of its own, rolled back.
+ */
+function collectableElsewhere(): string[] {
+  const other = openDatabase(path.join(service.dataDir, 'service.sqlite'));
+  const rollback = new Error('rollback');
+  let taken: string[] = [];
+  try {
+    other
+      .transaction(() => {
+        taken = takeUnheldBlocks(other, 10_000).map((block) => block.cid);
+        throw rollback;
+      })
+      .immediate();
+  } catch (error) {
+    if (error !== rollback) throw error;
+  } finally {
+    other.close();
+  }
+  return taken;
+}
+
+describe('a stored block named by a shard streaming in', () => {
+  /** Ann holds `held`; Bob's shard names it, then a block of a whole MiB, and one more. */
+  async function shardNamingAnnsBlock(name: string) {
     const held = await rawBlock();
-    const annBucket = await createBucket(service, ann, 'collected-ann');
+    const annBucket = await createBucket(service, ann, `${name}-ann`);
     await storeVersion(service, ann, annBucket, null, [held]);
     const large = await rawBlock(randomBytes(SMALL_LIMITS.blockBytes));
     const last = await rawBlock();
     const blocks = [held, large, last];
     const total = blocks.reduce((sum, block) => sum + block.bytes.length, 0);
-    const { id, sa } = await pending(bob, total, 'collected-bob');
+    const { id, sa } = await pending(bob, total, `${name}-bob`);
     const shard = await shardOf(blocks);
-    const url = `${service.api}/upload/${id}/${shard.cid.toString()}`;
     const car = Buffer.from(shard.car);
     const split = car.indexOf(Buffer.from(large.bytes)) + large.bytes.length;
-
-    // The host found `held` stored as the first MiB came in; Ann's bucket goes meanwhile, and
-    // with it the block, before the rest of the shard arrives.
-    const refused = await putInTwoParts(
-      url,
+    return {
+      held,
+      blocks,
+      total,
+      id,
       sa,
-      [car.subarray(0, split), car.subarray(split)],
-      async () => {
-        await recordedBlocks(2);
-        const deleted = await call('DELETE', `${service.api}/buckets/${annBucket}`, {
-          token: ann.token(),
-        });
-        expect(deleted.status).toBe(204);
-        expect(storedBlock(service.dataDir, held.cid.toString())).toBeUndefined();
-      },
-    );
-    expect(refused).toMatchObject({ status: 409, json: { code: 'conflict' } });
-    for (const block of blocks)
-      expect(storedBlock(service.dataDir, block.cid.toString())).toBeUndefined();
-    expect(stagedTables()).toEqual([]);
+      annBucket,
+      url: `${service.api}/upload/${id}/${shard.cid.toString()}`,
+      parts: [car.subarray(0, split), car.subarray(split)] as const,
+    };
+  }
 
-    const again = await putShard(id, sa, shard.cid.toString(), shard.car);
+  const deleteBucket = async (bucketId: string): Promise<void> => {
+    const deleted = await call('DELETE', `${service.api}/buckets/${bucketId}`, {
+      token: ann.token(),
+    });
+    expect(deleted.status).toBe(204);
+  };
+
+  it('stays stored for the shard when its other holder lets it go meanwhile, and the shard is stored whole', async () => {
+    const { held, blocks, total, id, sa, annBucket, url, parts } =
+      await shardNamingAnnsBlock('pinned');
+    // The host found `held` stored as the first MiB came in, and wrote no copy of it. Ann's
+    // bucket goes meanwhile, and with it her hold on the block.
+    const stored = await putInTwoParts(url, sa, parts, async () => {
+      await recordedBlocks(2);
+      await deleteBucket(annBucket);
+      expect(storedBlock(service.dataDir, held.cid.toString())).toBeDefined();
+      expect(collectableElsewhere()).not.toContain(held.cid.toString());
+    });
+    expect(stored).toMatchObject({
+      status: 200,
+      json: { blocks: 3, bytes: total, received_total: total },
+    });
+    expect(uploadPins()).toBe(0);
+    expect(stagedTables()).toEqual([]);
+    expect((await complete(service, sa, id)).status).toBe(200);
+    for (const block of blocks) {
+      const read = await call('GET', `${service.api}/blocks/${block.cid.toString()}`, {
+        token: bob.token(),
+      });
+      expect(Buffer.from(read.bytes).equals(Buffer.from(block.bytes))).toBe(true);
+    }
+  });
+
+  it('is collected once the shard is cut off, and the shard sent again is stored whole', async () => {
+    const { held, blocks, total, id, sa, annBucket, url, parts } =
+      await shardNamingAnnsBlock('cut-off');
+    const cutOff = request(url, {
+      method: 'PUT',
+      headers: {
+        authorization: `Bearer ${sa}`,
+        'content-type': 'application/vnd.ipld.car',
+        'content-length': parts[0].length + parts[1].length,
+      },
+    });
+    const ended = new Promise<void>((resolve) => {
+      cutOff.on('error', () => resolve());
+      cutOff.on('response', () => resolve());
+    });
+    cutOff.write(parts[0]);
+    await recordedBlocks(2);
+    expect(uploadPins()).toBe(1);
+    cutOff.destroy();
+    await ended;
+    for (let waited = 0; uploadPins() > 0 && waited < 5000; waited += 10)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(uploadPins()).toBe(0);
+    await deleteBucket(annBucket);
+    expect(storedBlock(service.dataDir, held.cid.toString())).toBeUndefined();
+
+    const again = await putInTwoParts(url, sa, parts, () => Promise.resolve());
     expect(again.json).toEqual({ blocks: 3, bytes: total, received_total: total });
     expect((await complete(service, sa, id)).status).toBe(200);
-    const read = await call('GET', `${service.api}/blocks/${held.cid.toString()}`, {
-      token: bob.token(),
-    });
-    expect(Buffer.from(read.bytes).equals(Buffer.from(held.bytes))).toBe(true);
+    for (const block of blocks)
+      expect(storedBlock(service.dataDir, block.cid.toString())).toBeDefined();
   });
 });
 
