@@ -217,6 +217,8 @@ async function attempt(
   input: BackupInput,
   started: number,
   firstShardSource: ShardSource,
+  /** Called once the new version's upload is queued, and holds what the host has of it. */
+  onUploadQueued: () => Promise<void>,
 ): Promise<BackupResult> {
   const { client } = input;
   const rules = excludingFolders(
@@ -297,7 +299,10 @@ async function attempt(
       );
       // What packing held is garbage now, before the upload makes its own.
       garbage.collectForUpload();
-      if (pushed.upload) uploaded = await finishUpload(input, pushed.upload);
+      if (pushed.upload) {
+        await onUploadQueued();
+        uploaded = await finishUpload(input, pushed.upload);
+      }
       if (pushed.metadataFile !== null)
         await input.keepMetadata?.(pushed.versionId, pushed.metadataFile);
     } finally {
@@ -826,14 +831,14 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
 
 /**
  * Deletes the versions left pending when their windows neared their ends, now that a version
- * holding what they received is stored.
+ * holding what they received is queued or stored.
  */
 async function dropSuperseded(client: ServiceClient, superseded: readonly string[]): Promise<void> {
   for (const versionId of superseded) {
     try {
       await client.discardVersion(versionId);
     } catch {
-      // The backup is stored; a version left pending becomes upload_failed when its window
+      // The backup goes on; a version left pending becomes upload_failed when its window
       // ends, and the service deletes it after its retention (§10.2).
     }
   }
@@ -850,8 +855,13 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
     steppedDown = true;
   };
   let resumedVersionId: string | null = null;
-  /** Versions left pending as their windows neared their ends: deleted once one is stored. */
+  /**
+   * Versions left pending as their windows neared their ends: deleted once a new version's
+   * upload is queued, as blocks/missing has added what they received to that version's set.
+   * Left pending, each would count toward the quota what it has yet to receive.
+   */
   const superseded: string[] = [];
+  const dropAllSuperseded = (): Promise<void> => dropSuperseded(input.client, superseded.splice(0));
   /**
    * Goes on as a new version, unless this window let no shard through (packing and pushing
    * took three quarters of it): then the backup cannot fit any window.
@@ -859,7 +869,7 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
   const renew = async (ending: WindowEnding): Promise<void> => {
     superseded.push(ending.versionId);
     if (ending.confirmed > 0) return;
-    await dropSuperseded(input.client, superseded);
+    await dropAllSuperseded();
     throw uploadWindowOver(ending.storageAuthorization, ending, true);
   };
   try {
@@ -877,10 +887,11 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
   let rebuilt = false;
   for (;;) {
     try {
-      const result = await attempt(run, started, shardSource);
+      const result = await attempt(run, started, shardSource, dropAllSuperseded);
       if (steppedDown && run.shardTargetBytes !== undefined)
         input.onShardLimit?.(run.shardTargetBytes);
-      await dropSuperseded(input.client, superseded);
+      // A version that stored nothing new queued no upload.
+      await dropAllSuperseded();
       return { ...result, resumedVersionId };
     } catch (error) {
       if (error instanceof WindowEnding) {

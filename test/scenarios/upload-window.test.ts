@@ -39,6 +39,8 @@ async function slowBackup(
   name: string,
   windowMs: number,
   stallMs: number,
+  /** Called after each shard the service confirmed, with how many of its upload's it has. */
+  onConfirmed?: (confirmed: number) => void,
 ): Promise<{ service: TestService; engine: Engine; stallNext: () => void }> {
   const service = await startTestService({ limits: DEFAULT_LIMITS, uploadWindowMs: windowMs });
   const home = path.join(scratch, name, 'home');
@@ -48,6 +50,7 @@ async function slowBackup(
     secrets: new FileSecretStore(home),
     shardTargetBytes: 1_500_000,
     afterShardConfirmed: (confirmed) => {
+      onConfirmed?.(confirmed);
       if (!stalls || confirmed !== 1) return;
       stalls = false;
       stall(stallMs);
@@ -85,14 +88,28 @@ describe('the upload window', () => {
     }
   });
 
-  it('an upload near its window end goes on as a new version, sends no shard twice, and deletes the one left', async () => {
+  it('an upload near its window end goes on as a new version, sends no shard twice, and deletes the one left as the new one uploads', async () => {
     // The authorization's window is whole seconds from the push: 7 to 8 s left at the push, a
     // margin of 2 s, and the stall after the first shard leaves less than that, but some.
-    const { service, engine, stallNext } = await slowBackup('ending', 8000, 6000);
+    /** The bucket's versions' states as each upload's first shard was confirmed. */
+    const atFirstShard: string[][] = [];
+    let versionStates = (): string[] => [];
+    const { service, engine, stallNext } = await slowBackup('ending', 8000, 6000, (confirmed) => {
+      if (confirmed === 1) atFirstShard.push(versionStates());
+    });
+    versionStates = () =>
+      (
+        service.service.ctx.db.prepare('SELECT state FROM versions ORDER BY seq').all() as Array<{
+          state: string;
+        }>
+      ).map((row) => row.state);
     try {
       const source = fourFiles('ending');
       stallNext();
       const renewed = await engine.backup({ dir: source, bucket: 'Slow' });
+      // The version left pending is gone as soon as the new one holds what it received: it
+      // would count toward the quota all it had yet to receive.
+      expect(atFirstShard).toEqual([['pending'], ['deleted', 'pending']]);
       expect(renewed.newBytes).toBe(4 << 20);
       // The new version's own upload: what the first sent before the stall is not sent again.
       expect(renewed.bytesUploaded).toBeLessThan(3 << 20);
