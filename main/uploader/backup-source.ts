@@ -896,6 +896,11 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
     } catch (error) {
       if (error instanceof WindowEnding) {
         await renew(error);
+      } else if (isEngineError(error, 'quota_exceeded') && superseded.length > 0) {
+        // What the versions left pending have yet to receive counts toward the quota, and the
+        // new version counts it again: near a full quota they go first, and what they received
+        // is sent again.
+        await dropAllSuperseded();
       } else if (isEngineError(error, 'source_changed') && shardSource === 'planned') {
         shardSource = 'staged';
       } else if (isEngineError(error, 'stale_previous') && !rebuilt) {

@@ -41,6 +41,7 @@ async function slowBackup(
   stallMs: number,
   /** Called after each shard the service confirmed, with how many of its upload's it has. */
   onConfirmed?: (confirmed: number) => void,
+  quotaBytes: number | null = null,
 ): Promise<{ service: TestService; engine: Engine; stallNext: () => void }> {
   const service = await startTestService({ limits: DEFAULT_LIMITS, uploadWindowMs: windowMs });
   const home = path.join(scratch, name, 'home');
@@ -56,7 +57,7 @@ async function slowBackup(
       stall(stallMs);
     },
   });
-  const { code } = service.addUser('ann@example.org');
+  const { code } = service.addUser('ann@example.org', quotaBytes);
   await engine.login({ server: service.url, code });
   await engine.createBucket({ name: 'Slow', type: 'backup', storageClass: 'hot' });
   return { service, engine, stallNext: () => (stalls = true) };
@@ -117,6 +118,40 @@ describe('the upload window', () => {
         [renewed.versionId, 'active'],
       ]);
       const target = path.join(scratch, 'ending', 'restored');
+      await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
+      for (let i = 0; i < 4; i += 1)
+        expect(
+          readFileSync(path.join(target, `part-${i}.bin`)).equals(
+            readFileSync(path.join(source, `part-${i}.bin`)),
+          ),
+        ).toBe(true);
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
+
+  it('near a full quota, the version left pending goes before the new one is pushed, and the backup completes', async () => {
+    // Room for the four files once, not for the new version beside what the one left pending
+    // has yet to receive.
+    const { service, engine, stallNext } = await slowBackup(
+      'quota',
+      8000,
+      6000,
+      undefined,
+      (4 << 20) + (1 << 20),
+    );
+    try {
+      const source = fourFiles('quota');
+      stallNext();
+      const renewed = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(renewed.newBytes).toBe(4 << 20);
+      // What the first version received went with it, and was sent again.
+      expect(renewed.bytesUploaded).toBeGreaterThan(4 << 20);
+      expect((await engine.listVersions({ bucket: 'Slow' })).map((v) => [v.id, v.state])).toEqual([
+        [renewed.versionId, 'active'],
+      ]);
+      const target = path.join(scratch, 'quota', 'restored');
       await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
       for (let i = 0; i < 4; i += 1)
         expect(
