@@ -79,6 +79,15 @@ export class MetadataCache {
     const cached = this.fileOf(versionId);
     mkdirSync(path.dirname(cached), { recursive: true, mode: 0o700 });
     await rename(carFile, cached);
+    // The index of its nodes, where the CAR's writer made one: it names the CAR's length, so
+    // a crash between the two renames leaves a CAR that is indexed when first browsed. An
+    // index left from a copy kept before goes: an index always comes with its own CAR.
+    try {
+      await rename(nodeIndexFileOf(carFile), nodeIndexFileOf(cached));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      await rm(nodeIndexFileOf(cached), { force: true });
+    }
     return cached;
   }
 

@@ -42,6 +42,7 @@ import { PhaseProgress, ScanProgress, type BackupProgress } from './progress-met
 import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 import { sourceTooLarge } from './source-too-large.ts';
 import { sameEntry, surveySource, vouchingEntry } from './unchanged-source.ts';
+import { nodeIndexFileOf } from './tree-node-index.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
 // version lacks into shards, push, ask which of those the user already holds, upload the shards
@@ -307,7 +308,10 @@ async function attempt(
         await input.keepMetadata?.(pushed.versionId, pushed.metadataFile);
     } finally {
       garbage.end();
-      if (pushed?.metadataFile) await rm(pushed.metadataFile, { force: true });
+      if (pushed?.metadataFile) {
+        await rm(pushed.metadataFile, { force: true });
+        await rm(nodeIndexFileOf(pushed.metadataFile), { force: true });
+      }
     }
     // Commit drops the stage with it.
     staged.commit(pushed.versionId, untrustedOf(pushed.changedWhileRead, pushed.scanStartedMs));

@@ -8,6 +8,7 @@ import {
   encodeCarHeader,
   encodeCarSectionHead,
 } from '../protocol/index.ts';
+import { NodeIndexWriter, nodeIndexFileOf } from './tree-node-index.ts';
 
 // A version's metadata CAR (§17.2), written to a file as the packer makes each node. A tree of
 // 100 000 files has about 16 MB of nodes; held until the tree was done, then sorted, made into
@@ -18,6 +19,10 @@ import {
 // The manifest is made last, so it is the CAR's last block; the header, which names it, is
 // written over a placeholder of the same length once it is known (every CID §3 allows has
 // the same length, so every header does). Nodes come in the order they are made.
+//
+// The index of its nodes is written beside it as it grows (tree-node-index.ts), so the version
+// it is kept in the cache for is browsed at once. The index is only a shortcut: should writing
+// it fail, it is dropped, and the first browse reads the CAR whole and writes it then.
 //
 // A metadata CAR may be at most 128 MiB (§14), about 800 000 files. The file refuses the node
 // that would take it past its limit, so that a source too large for one version stops its
@@ -54,15 +59,26 @@ export class MetadataCarFile {
     private readonly handle: FileHandle,
     private readonly headerBytes: number,
     private readonly limitBytes: number,
+    /** Undefined once it could not be written. */
+    private index: NodeIndexWriter | undefined,
   ) {
     this.size = headerBytes;
   }
 
-  /** Creates `file`, which must not exist, for a CAR of at most `limitBytes`. */
+  /**
+   * Creates `file`, which must not exist, for a CAR of at most `limitBytes`, and the index of
+   * its nodes beside it (nodeIndexFileOf).
+   */
   static async create(file: string, limitBytes = Infinity): Promise<MetadataCarFile> {
     const header = encodeCarHeader([PLACEHOLDER_MANIFEST]);
     const handle = await open(file, 'wx', 0o600);
-    const car = new MetadataCarFile(file, handle, header.length, limitBytes);
+    let index: NodeIndexWriter | undefined;
+    try {
+      index = await NodeIndexWriter.create(file);
+    } catch {
+      // Without it, the version is browsed once the CAR was read whole (see above).
+    }
+    const car = new MetadataCarFile(file, handle, header.length, limitBytes, index);
     try {
       await car.append(new Uint8Array(header.length));
     } catch (error) {
@@ -81,11 +97,13 @@ export class MetadataCarFile {
     this.held.add(cid);
     if (this.held.size === before) return this.writing;
     const head = encodeCarSectionHead(cid, bytes.length);
+    const offset = this.size + head.length;
     const grown = this.grow(head.length + bytes.length);
     if (grown) return grown;
     return this.inTurn(async () => {
       await this.append(head);
       await this.append(bytes);
+      await this.indexed((index) => index.add(cid.multihash.digest, offset, bytes.length));
     });
   }
 
@@ -95,6 +113,7 @@ export class MetadataCarFile {
       await this.writing;
       if (this.failure !== undefined) throw this.failure;
       const head = encodeCarSectionHead(manifestCid, manifestBytes.length);
+      const manifestOffset = this.size + head.length;
       await this.grow(head.length + manifestBytes.length);
       await this.append(head);
       await this.append(manifestBytes);
@@ -106,17 +125,49 @@ export class MetadataCarFile {
           `a CAR header of ${header.length} bytes where ${this.headerBytes} were kept`,
         );
       await this.writeAll(header, 0);
+      const manifest = {
+        offset: manifestOffset,
+        length: manifestBytes.length,
+        digest: manifestCid.multihash.digest,
+      };
+      await this.indexed((index) => index.finish(this.written, manifest));
       return this.written;
     } finally {
       await this.close();
+      // An index finish did not reach is not whole.
+      if (this.index && !this.index.finished) await this.dropIndex();
     }
   }
 
-  /** Closes and removes the file: the pack it was for will not be pushed. */
+  /** Closes and removes the file, and its index: the pack it was for will not be pushed. */
   async abandon(): Promise<void> {
     await this.writing;
     await this.close();
+    await this.dropIndex();
+    await rm(nodeIndexFileOf(this.file), { force: true });
     await rm(this.file, { force: true });
+  }
+
+  /** Runs `write` on the index while there is one; one that fails drops the index. */
+  private async indexed(write: (index: NodeIndexWriter) => Promise<void>): Promise<void> {
+    if (!this.index) return;
+    try {
+      await write(this.index);
+    } catch {
+      // Only a shortcut (see above): the CAR is what the backup needs.
+      await this.dropIndex();
+    }
+  }
+
+  /** Closes and removes the index, if there is one. */
+  private async dropIndex(): Promise<void> {
+    const index = this.index;
+    this.index = undefined;
+    try {
+      await index?.abandon();
+    } catch {
+      // A file left in the staging folder goes with the next backup's leftovers.
+    }
   }
 
   /**

@@ -6,7 +6,8 @@ import path from 'node:path';
 // of a killed run (its process is gone, and no queued upload uses them) from another run's
 // work in progress, and remove only those.
 
-const NAME = /^(\d+)-[0-9a-f-]{36}$/;
+// A metadata CAR's file is named as a folder is, and the index of its nodes after it.
+const NAME = /^(\d+)-[0-9a-f-]{36}(?:\.nodes)?$/;
 
 export function newStagingDir(stagingRoot: string): string {
   return path.join(stagingRoot, `${process.pid}-${randomUUID()}`);

@@ -119,22 +119,24 @@ describe('the metadata cache', () => {
       const first = await firstBackup(small, source, 'Small');
       writeFileSync(path.join(source, 'todo.txt'), 'water the plants twice');
       const second = await small.backup({ dir: source, bucket: 'Small' });
-      // The version before is no longer active: it goes once the new one is cached.
-      expect(cars()).toEqual([`${second.versionId}.car`]);
+      // The version before is no longer active: it goes once the new one is cached, with the
+      // index of its nodes the backup wrote beside it.
+      expect(cars()).toEqual([`${second.versionId}.car`, `${second.versionId}.car.nodes`]);
       // Asked for again, it is pulled, and kept while it is the one just used.
       const old = await small.ls({ bucket: 'Small', version: first.versionId });
       expect(old.find((entry) => entry.name === 'todo.txt')?.size).toBe('water the plants'.length);
-      // Browsed, it has the index of its nodes beside it.
+      // Pulled, then browsed, it has the index of its nodes beside it.
       expect(cars()).toEqual(
         [
           `${first.versionId}.car`,
           `${first.versionId}.car.nodes`,
           `${second.versionId}.car`,
+          `${second.versionId}.car.nodes`,
         ].sort(),
       );
       writeFileSync(path.join(source, 'todo.txt'), 'water the plants, thrice');
       const third = await small.backup({ dir: source, bucket: 'Small' });
-      expect(cars()).toEqual([`${third.versionId}.car`]);
+      expect(cars()).toEqual([`${third.versionId}.car`, `${third.versionId}.car.nodes`]);
       // The active version's tree is still there to build on: the next backup reads nothing
       // it need not, and browsing it needs no pull.
       const fourth = await small.backup({ dir: source, bucket: 'Small' });
@@ -149,18 +151,21 @@ describe('the metadata cache', () => {
     }
   });
 
-  it("removes what a killed run's pull left in staging, and not a running one's", async () => {
+  it("removes what a killed run's pull or backup left in staging, and not a running one's", async () => {
     const staging = path.join(home, 'staging');
     // A process that has ended, and one still running (this test's parent).
     const deadPid = spawnSync('true').pid;
     const left = `${deadPid}-${randomUUID()}`;
     const running = `${process.ppid}-${randomUUID()}`;
-    writeFileSync(path.join(staging, left), whole.subarray(0, 1000));
-    writeFileSync(path.join(staging, running), whole.subarray(0, 1000));
+    // Each a metadata CAR, and the index of its nodes a backup writes beside it.
+    for (const name of [left, running]) {
+      writeFileSync(path.join(staging, name), whole.subarray(0, 1000));
+      writeFileSync(path.join(staging, `${name}.nodes`), whole.subarray(0, 100));
+    }
     rmSync(cached);
     const listed = await engine.ls({ bucket: 'Cached' });
     expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
-    expect(readdirSync(staging)).toEqual([running]);
-    rmSync(path.join(staging, running));
+    expect(readdirSync(staging).sort()).toEqual([running, `${running}.nodes`]);
+    for (const name of readdirSync(staging)) rmSync(path.join(staging, name));
   });
 });

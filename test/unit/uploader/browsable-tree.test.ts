@@ -34,7 +34,8 @@ async function pbNode(data: Uint8Array): Promise<Node> {
 
 /**
  * A metadata CAR of `count` small nodes and one past the reader's 64 KiB chunks, and its
- * manifest.
+ * manifest; as a pulled CAR comes, without the index of its nodes a backup writes beside its
+ * own.
  */
 async function metadataCar(name: string, count = 500): Promise<{ file: string; nodes: Node[] }> {
   const file = path.join(scratch, name);
@@ -46,6 +47,7 @@ async function metadataCar(name: string, count = 500): Promise<{ file: string; n
   for (const node of nodes) await car.put(node.cid, node.bytes);
   const manifestBytes = dagCbor.encode({ version: 1, root: nodes[0]?.cid });
   await car.finish(CID.createV1(dagCbor.code, await sha256.digest(manifestBytes)), manifestBytes);
+  rmSync(nodeIndexFileOf(file));
   return { file, nodes };
 }
 

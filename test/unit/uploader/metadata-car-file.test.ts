@@ -8,7 +8,12 @@ import { sha256 } from 'multiformats/hashes/sha2';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cidText, DAG_PB_CODEC, readCar } from '../../../main/protocol/index.ts';
 import { MetadataCarFile, MetadataOverLimit } from '../../../main/uploader/metadata-car-file.ts';
-import { readTreeIndex, readTreeIndexOfFile } from '../../../main/uploader/index.ts';
+import {
+  nodeIndexFileOf,
+  readTreeIndex,
+  readTreeIndexOfFile,
+} from '../../../main/uploader/index.ts';
+import { openBrowsableTree } from '../../../main/uploader/browsable-tree.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-car-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -53,6 +58,22 @@ describe('MetadataCarFile', () => {
     expect(new Set(seen)).toEqual(new Set([...distinct, cidText(manifestCid)]));
     // What a later backup and the browser read it with.
     expect((await readTreeIndex(bytes)).manifest['version']).toBe(1);
+
+    // The index of its nodes, written beside it, is the one the browser would make by reading
+    // the CAR whole, byte for byte.
+    const index = nodeIndexFileOf(file);
+    const written = readFileSync(index);
+    rmSync(index);
+    (await openBrowsableTree(file)).close();
+    expect(readFileSync(index).equals(written)).toBe(true);
+    const browsed = await openBrowsableTree(file);
+    try {
+      expect(browsed.manifest['version']).toBe(1);
+      for (const node of nodes.slice(2990))
+        expect(Buffer.from(browsed.nodes.get(node.cid) ?? []).equals(node.bytes)).toBe(true);
+    } finally {
+      browsed.close();
+    }
   });
 
   it('removes its file when abandoned, finished or not, and never writes over a file', async () => {
@@ -60,8 +81,10 @@ describe('MetadataCarFile', () => {
     const unfinished = path.join(scratch, 'unfinished.car');
     const car = await MetadataCarFile.create(unfinished);
     await car.put(node.cid, node.bytes);
+    expect(existsSync(nodeIndexFileOf(unfinished))).toBe(true);
     await car.abandon();
     expect(existsSync(unfinished)).toBe(false);
+    expect(existsSync(nodeIndexFileOf(unfinished))).toBe(false);
 
     const finished = path.join(scratch, 'finished.car');
     const done = await MetadataCarFile.create(finished);
@@ -73,6 +96,7 @@ describe('MetadataCarFile', () => {
     await expect(MetadataCarFile.create(finished)).rejects.toMatchObject({ code: 'EEXIST' });
     await done.abandon();
     expect(existsSync(finished)).toBe(false);
+    expect(existsSync(nodeIndexFileOf(finished))).toBe(false);
   });
 });
 
@@ -114,6 +138,7 @@ describe('MetadataCarFile, limited', () => {
     await expect(half.finish(manifestCid, manifestBytes)).rejects.toBeInstanceOf(MetadataOverLimit);
     await half.abandon();
     expect(existsSync(file)).toBe(false);
+    expect(existsSync(nodeIndexFileOf(file))).toBe(false);
   });
 });
 
