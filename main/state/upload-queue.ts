@@ -62,6 +62,14 @@ export interface UploadQueue {
    */
   blocksOf(versionId: string, shardCid: string, from: number, count: number): QueuedBlock[];
   finish(versionId: string): void;
+  /**
+   * Finishes the upload of `versionId`, left pending for a new version to take over what it
+   * received, and records it as superseded until `forgetSuperseded`.
+   */
+  supersede(versionId: string, at: number): void;
+  /** The versions of `bucketId` superseded and not yet deleted on the service. */
+  supersededIn(bucketId: string): string[];
+  forgetSuperseded(versionId: string): void;
   /** The staging folders of every queued upload. */
   stagingDirs(): Set<string>;
 }
@@ -133,6 +141,26 @@ export function uploadQueue(db: StateDb): UploadQueue {
     },
     finish(versionId) {
       db.prepare('DELETE FROM uploads WHERE version_id = ?').run(versionId);
+    },
+    supersede(versionId, at) {
+      db.transaction(() => {
+        db.prepare(
+          `INSERT OR IGNORE INTO superseded_versions (version_id, bucket_id, superseded_at)
+           SELECT version_id, bucket_id, ? FROM uploads WHERE version_id = ?`,
+        ).run(at, versionId);
+        db.prepare('DELETE FROM uploads WHERE version_id = ?').run(versionId);
+      })();
+    },
+    supersededIn(bucketId) {
+      return db
+        .prepare<[string], string>(
+          'SELECT version_id FROM superseded_versions WHERE bucket_id = ? ORDER BY superseded_at',
+        )
+        .pluck()
+        .all(bucketId);
+    },
+    forgetSuperseded(versionId) {
+      db.prepare('DELETE FROM superseded_versions WHERE version_id = ?').run(versionId);
     },
     stagingDirs() {
       return new Set(

@@ -764,7 +764,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
     // Before its window ends, the version is left pending, holding what it received, for the
     // caller to push anew; only the queue lets it go.
     if (error instanceof WindowEnding) {
-      input.queue.finish(upload.version_id);
+      input.queue.supersede(upload.version_id, input.now());
       await removeStaging(upload.staging_dir);
       throw error;
     }
@@ -834,17 +834,21 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
 }
 
 /**
- * Deletes the versions left pending when their windows neared their ends, now that a version
- * holding what they received is queued or stored.
+ * Deletes the versions of the bucket left pending when their windows neared their ends
+ * (UploadQueue.supersede), now that a version holding what they received is queued or stored.
+ * Left pending, each would count toward the quota what it has yet to receive.
  */
-async function dropSuperseded(client: ServiceClient, superseded: readonly string[]): Promise<void> {
-  for (const versionId of superseded) {
+async function dropSuperseded(input: BackupInput): Promise<void> {
+  for (const versionId of input.queue.supersededIn(input.bucketId)) {
     try {
-      await client.discardVersion(versionId);
-    } catch {
-      // The backup goes on; a version left pending becomes upload_failed when its window
-      // ends, and the service deletes it after its retention (§10.2).
+      await input.client.discardVersion(versionId);
+    } catch (error) {
+      // The backup goes on, and the next one tries again; meanwhile a version left pending
+      // becomes upload_failed when its window ends, and the service deletes it after its
+      // retention (§10.2).
+      if (!isEngineError(error, 'not_found')) continue;
     }
+    input.queue.forgetSuperseded(versionId);
   }
 }
 
@@ -860,18 +864,16 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
   };
   let resumedVersionId: string | null = null;
   /**
-   * Versions left pending as their windows neared their ends: deleted once a new version's
-   * upload is queued, as blocks/missing has added what they received to that version's set.
-   * Left pending, each would count toward the quota what it has yet to receive.
+   * Versions left pending as their windows neared their ends (by this run, or by one stopped
+   * since) go once a new version's upload is queued: blocks/missing has added what they
+   * received to that version's set by then.
    */
-  const superseded: string[] = [];
-  const dropAllSuperseded = (): Promise<void> => dropSuperseded(input.client, superseded.splice(0));
+  const dropAllSuperseded = (): Promise<void> => dropSuperseded(input);
   /**
    * Goes on as a new version, unless this window let no shard through (packing and pushing
    * took three quarters of it): then the backup cannot fit any window.
    */
   const renew = async (ending: WindowEnding): Promise<void> => {
-    superseded.push(ending.versionId);
     if (ending.confirmed > 0) return;
     await dropAllSuperseded();
     throw uploadWindowOver(ending.storageAuthorization, ending, true);
@@ -881,14 +883,14 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
   } catch (error) {
     // Its shards were planned larger than the host now takes, or its window ends soon: this
     // run packs anew.
-    if (error instanceof WindowEnding) superseded.push(error.versionId);
-    else if (error instanceof ShardRefused) stepDown(error);
-    else throw error;
+    if (error instanceof ShardRefused) stepDown(error);
+    else if (!(error instanceof WindowEnding)) throw error;
   }
   // A run killed while packing leaves staged shards no queued upload refers to.
   await removeAbandonedStaging(input.stagingRoot, input.queue.stagingDirs());
   let shardSource: ShardSource = 'planned';
   let rebuilt = false;
+  let droppedForQuota = false;
   for (;;) {
     try {
       const result = await attempt(run, started, shardSource, dropAllSuperseded);
@@ -900,7 +902,12 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
     } catch (error) {
       if (error instanceof WindowEnding) {
         await renew(error);
-      } else if (isEngineError(error, 'quota_exceeded') && superseded.length > 0) {
+      } else if (
+        isEngineError(error, 'quota_exceeded') &&
+        !droppedForQuota &&
+        input.queue.supersededIn(input.bucketId).length > 0
+      ) {
+        droppedForQuota = true;
         // What the versions left pending have yet to receive counts toward the quota, and the
         // new version counts it again: near a full quota they go first, and what they received
         // is sent again.

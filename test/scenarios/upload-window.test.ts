@@ -39,10 +39,15 @@ async function slowBackup(
   name: string,
   windowMs: number,
   stallMs: number,
-  /** Called after each shard the service confirmed, with how many of its upload's it has. */
-  onConfirmed?: (confirmed: number) => void,
-  quotaBytes: number | null = null,
+  options: {
+    /** Called after each shard the service confirmed, with how many of its upload's it has. */
+    readonly onConfirmed?: (confirmed: number) => void;
+    /** Called after each file a backup read. */
+    readonly afterFileRead?: () => void;
+    readonly quotaBytes?: number;
+  } = {},
 ): Promise<{ service: TestService; engine: Engine; stallNext: () => void }> {
+  const { onConfirmed, afterFileRead, quotaBytes = null } = options;
   const service = await startTestService({ limits: DEFAULT_LIMITS, uploadWindowMs: windowMs });
   const home = path.join(scratch, name, 'home');
   let stalls = false;
@@ -50,6 +55,10 @@ async function slowBackup(
     home,
     secrets: new FileSecretStore(home),
     shardTargetBytes: 1_500_000,
+    afterFileRead: () => {
+      afterFileRead?.();
+      return Promise.resolve();
+    },
     afterShardConfirmed: (confirmed) => {
       onConfirmed?.(confirmed);
       if (!stalls || confirmed !== 1) return;
@@ -95,8 +104,10 @@ describe('the upload window', () => {
     /** The bucket's versions' states as each upload's first shard was confirmed. */
     const atFirstShard: string[][] = [];
     let versionStates = (): string[] => [];
-    const { service, engine, stallNext } = await slowBackup('ending', 8000, 6000, (confirmed) => {
-      if (confirmed === 1) atFirstShard.push(versionStates());
+    const { service, engine, stallNext } = await slowBackup('ending', 8000, 6000, {
+      onConfirmed: (confirmed) => {
+        if (confirmed === 1) atFirstShard.push(versionStates());
+      },
     });
     versionStates = () =>
       (
@@ -134,13 +145,9 @@ describe('the upload window', () => {
   it('near a full quota, the version left pending goes before the new one is pushed, and the backup completes', async () => {
     // Room for the four files once, not for the new version beside what the one left pending
     // has yet to receive.
-    const { service, engine, stallNext } = await slowBackup(
-      'quota',
-      8000,
-      6000,
-      undefined,
-      (4 << 20) + (1 << 20),
-    );
+    const { service, engine, stallNext } = await slowBackup('quota', 8000, 6000, {
+      quotaBytes: (4 << 20) + (1 << 20),
+    });
     try {
       const source = fourFiles('quota');
       stallNext();
@@ -159,6 +166,47 @@ describe('the upload window', () => {
             readFileSync(path.join(source, `part-${i}.bin`)),
           ),
         ).toBe(true);
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
+
+  it('a backup stopped while it packs the new version leaves the one left pending to the next backup, which deletes it', async () => {
+    let stopWhileReading = false;
+    const stopping = new AbortController();
+    const { service, engine, stallNext } = await slowBackup('stopped', 8000, 6000, {
+      onConfirmed: (confirmed) => {
+        // Past the stall, the first upload goes on as a new version, read from the start.
+        if (confirmed === 1) stopWhileReading = true;
+      },
+      afterFileRead: () => {
+        if (stopWhileReading) stopping.abort();
+      },
+    });
+    const states = (): Array<[string, string]> =>
+      (
+        service.service.ctx.db
+          .prepare('SELECT id, state FROM versions ORDER BY seq')
+          .all() as Array<{
+          id: string;
+          state: string;
+        }>
+      ).map((row) => [row.id, row.state]);
+    try {
+      const source = fourFiles('stopped');
+      stallNext();
+      await expect(
+        engine.backup({ dir: source, bucket: 'Slow', signal: stopping.signal }),
+      ).rejects.toMatchObject({ code: 'stopped' });
+      const [left] = states();
+      expect(left?.[1]).toBe('pending');
+
+      const next = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(states()).toEqual([
+        [left?.[0], 'deleted'],
+        [next.versionId, 'active'],
+      ]);
     } finally {
       await engine.close();
       await service.close();
