@@ -11,6 +11,7 @@ import { authenticateDevice, authenticateStorage, type AuthSettings } from './au
 import type { TokenBuckets } from './auth/token-bucket.ts';
 import { ServiceContext } from './context.ts';
 import { ServiceError } from './errors.ts';
+import { isOutOfSpace } from './store/out-of-space.ts';
 import { ServingLock } from './store/serving-lock.ts';
 import { drainRequest } from './http/request-body.ts';
 import type { ServiceOptions } from './options.ts';
@@ -65,12 +66,6 @@ function errorBody(error: unknown): {
     };
   }
   return { status: 500, body: { msg: 'internal error', code: 'internal' }, headers: {} };
-}
-
-/** The file system or SQLite ran out of space (ENOSPC, EDQUOT, SQLITE_FULL). */
-function isOutOfSpace(error: unknown): boolean {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return code === 'ENOSPC' || code === 'EDQUOT' || code === 'SQLITE_FULL';
 }
 
 export function createBucketService(options: ServiceOptions): BucketService {

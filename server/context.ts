@@ -11,6 +11,7 @@ import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './stor
 import { clearUploadPins, takeUnheldBlocks } from './store/block-sets.ts';
 import { allPackIds, deletePack, releasePackBytes } from './store/packs.ts';
 import { compactSparsePacks } from './blocks/pack-compaction.ts';
+import { isOutOfSpace } from './store/out-of-space.ts';
 
 /** Everything a route needs, built once per server. */
 export class ServiceContext {
@@ -127,7 +128,15 @@ export class ServiceContext {
 
   /** Clears what a crash left in the block store; only under the exclusive ServingLock. */
   recoverStore(): { staged: number; orphanPacks: number; uploadPins: number } {
-    return { ...this.blocks.recover(allPackIds(this.db)), uploadPins: clearUploadPins(this.db) };
+    const store = this.blocks.recover(allPackIds(this.db));
+    try {
+      return { ...store, uploadPins: clearUploadPins(this.db) };
+    } catch (error) {
+      // A disk full to the last byte must still serve its backups for restoring. The pins only
+      // keep blocks from garbage collection; a later start with room lifts them.
+      if (!isOutOfSpace(error)) throw error;
+      return { ...store, uploadPins: 0 };
+    }
   }
 
   /** Waits for background store work (compaction) to end. */

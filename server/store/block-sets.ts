@@ -206,9 +206,12 @@ export function unpinUpload(db: Db, upload: string): void {
 
 /**
  * Removes every pin; returns how many there were. Only while no other process serves the
- * folder: the pins left then are a killed process's.
+ * folder: the pins left then are a killed process's. With none, nothing is written: a backup
+ * disk full to the last byte must still start, to be restored from.
  */
 export function clearUploadPins(db: Db): number {
+  const pinned = sql<[], number>(db, 'SELECT EXISTS (SELECT 1 FROM upload_pins)').pluck().get();
+  if (pinned !== 1) return 0;
   return sql(db, 'DELETE FROM upload_pins').run().changes;
 }
 
