@@ -9,6 +9,7 @@ import {
   encodeCarSectionHead,
 } from '../protocol/index.ts';
 import { NodeIndexWriter, nodeIndexFileOf } from './tree-node-index.ts';
+import { writeAllAt } from './write-all-at.ts';
 
 // A version's metadata CAR (§17.2), written to a file as the packer makes each node. A tree of
 // 100 000 files has about 16 MB of nodes; held until the tree was done, then sorted, made into
@@ -216,17 +217,9 @@ export class MetadataCarFile {
     }
   }
 
-  /** Writes all of `bytes` at `position`: a write may take fewer than it was given. */
+  /** Writes all of `bytes` at `position`. */
   private async writeAll(bytes: Uint8Array, position: number): Promise<void> {
-    for (let offset = 0; offset < bytes.length;) {
-      const { bytesWritten } = await this.handle.write(
-        bytes,
-        offset,
-        bytes.length - offset,
-        position + offset,
-      );
-      offset += bytesWritten;
-    }
+    await writeAllAt(this.handle, bytes, position);
     if (position + bytes.length > this.written) this.written = position + bytes.length;
   }
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { writeAllAt } from './write-all-at.ts';
 
 // Where each dag-pb node and the manifest of a cached metadata CAR lie in it, kept in a file
 // beside the CAR (`<version>.car.nodes`). Browsing a version needs a few of its nodes, but
@@ -139,7 +140,7 @@ export class NodeIndexWriter {
       await this.flush();
       const head = Buffer.alloc(HEAD_BYTES);
       writeHead(head, carBytes, manifest, this.count);
-      await this.writeAll(head, 0);
+      await writeAllAt(this.handle, head, 0);
       const sum = createHash('sha256');
       const chunk = this.pending;
       for (let at = 0; at < this.written;) {
@@ -148,7 +149,7 @@ export class NodeIndexWriter {
         sum.update(chunk.subarray(0, bytesRead));
         at += bytesRead;
       }
-      await this.writeAll(sum.digest(), this.written);
+      await writeAllAt(this.handle, sum.digest(), this.written);
       this.whole = true;
     } finally {
       await this.close();
@@ -162,21 +163,9 @@ export class NodeIndexWriter {
   }
 
   private async flush(): Promise<void> {
-    await this.writeAll(this.pending.subarray(0, this.used), this.written);
+    await writeAllAt(this.handle, this.pending.subarray(0, this.used), this.written);
     this.written += this.used;
     this.used = 0;
-  }
-
-  private async writeAll(bytes: Uint8Array, position: number): Promise<void> {
-    for (let offset = 0; offset < bytes.length;) {
-      const { bytesWritten } = await this.handle.write(
-        bytes,
-        offset,
-        bytes.length - offset,
-        position + offset,
-      );
-      offset += bytesWritten;
-    }
   }
 
   private async close(): Promise<void> {

@@ -72,6 +72,26 @@ async function slowBackup(
   return { service, engine, stallNext: () => (stalls = true) };
 }
 
+/** `versionId` is the bucket's only version, active, and restores the four files of `source`. */
+async function expectOnlyVersion(
+  engine: Engine,
+  versionId: string,
+  source: string,
+  name: string,
+): Promise<void> {
+  expect((await engine.listVersions({ bucket: 'Slow' })).map((v) => [v.id, v.state])).toEqual([
+    [versionId, 'active'],
+  ]);
+  const target = path.join(scratch, name, 'restored');
+  await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
+  for (let i = 0; i < 4; i += 1)
+    expect(
+      readFileSync(path.join(target, `part-${i}.bin`)).equals(
+        readFileSync(path.join(source, `part-${i}.bin`)),
+      ),
+    ).toBe(true);
+}
+
 describe('the upload window', () => {
   it('an upload past its window says so and what to do, leaves no version, and the next backup completes', async () => {
     // 3 to 4 s left at the push: the first shard goes well before the window's last second,
@@ -125,17 +145,7 @@ describe('the upload window', () => {
       expect(renewed.newBytes).toBe(4 << 20);
       // The new version's own upload: what the first sent before the stall is not sent again.
       expect(renewed.bytesUploaded).toBeLessThan(3 << 20);
-      expect((await engine.listVersions({ bucket: 'Slow' })).map((v) => [v.id, v.state])).toEqual([
-        [renewed.versionId, 'active'],
-      ]);
-      const target = path.join(scratch, 'ending', 'restored');
-      await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
-      for (let i = 0; i < 4; i += 1)
-        expect(
-          readFileSync(path.join(target, `part-${i}.bin`)).equals(
-            readFileSync(path.join(source, `part-${i}.bin`)),
-          ),
-        ).toBe(true);
+      await expectOnlyVersion(engine, renewed.versionId, source, 'ending');
     } finally {
       await engine.close();
       await service.close();
@@ -155,17 +165,7 @@ describe('the upload window', () => {
       expect(renewed.newBytes).toBe(4 << 20);
       // What the first version received went with it, and was sent again.
       expect(renewed.bytesUploaded).toBeGreaterThan(4 << 20);
-      expect((await engine.listVersions({ bucket: 'Slow' })).map((v) => [v.id, v.state])).toEqual([
-        [renewed.versionId, 'active'],
-      ]);
-      const target = path.join(scratch, 'quota', 'restored');
-      await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
-      for (let i = 0; i < 4; i += 1)
-        expect(
-          readFileSync(path.join(target, `part-${i}.bin`)).equals(
-            readFileSync(path.join(source, `part-${i}.bin`)),
-          ),
-        ).toBe(true);
+      await expectOnlyVersion(engine, renewed.versionId, source, 'quota');
     } finally {
       await engine.close();
       await service.close();
