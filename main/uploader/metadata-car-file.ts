@@ -104,7 +104,10 @@ export class MetadataCarFile {
     return this.inTurn(async () => {
       await this.append(head);
       await this.append(bytes);
-      await this.indexed((index) => index.add(cid.multihash.digest, offset, bytes.length));
+      const indexing = this.indexed((index) =>
+        index.add(cid.multihash.digest, offset, bytes.length),
+      );
+      if (indexing) await indexing;
     });
   }
 
@@ -150,14 +153,13 @@ export class MetadataCarFile {
   }
 
   /** Runs `write` on the index while there is one; one that fails drops the index. */
-  private async indexed(write: (index: NodeIndexWriter) => Promise<void>): Promise<void> {
-    if (!this.index) return;
-    try {
-      await write(this.index);
-    } catch {
-      // Only a shortcut (see above): the CAR is what the backup needs.
-      await this.dropIndex();
-    }
+  private indexed(
+    write: (index: NodeIndexWriter) => Promise<void> | undefined,
+  ): Promise<void> | undefined {
+    // Most nodes only add an entry in memory: no promise for them (a CAR has 100 000s).
+    const writing = this.index ? write(this.index) : undefined;
+    // Only a shortcut (see above): the CAR is what the backup needs.
+    return writing?.catch(() => this.dropIndex());
   }
 
   /** Closes and removes the index, if there is one. */

@@ -69,7 +69,9 @@ function writeEntry(
   length: number,
 ): number {
   bytes.set(digest, at);
-  const after = bytes.writeBigUInt64LE(BigInt(offset), at + DIGEST_BYTES);
+  // The u64 as two halves: a BigInt for each of hundreds of thousands of nodes costs more.
+  let after = bytes.writeUInt32LE(offset % 2 ** 32, at + DIGEST_BYTES);
+  after = bytes.writeUInt32LE(Math.floor(offset / 2 ** 32), after);
   return bytes.writeUInt32LE(length, after);
 }
 
@@ -127,11 +129,14 @@ export class NodeIndexWriter {
     return new NodeIndexWriter(file, await open(file, 'wx+', 0o600));
   }
 
-  /** Adds the node whose SHA-256 digest is `digest`, at `offset` in the CAR. */
-  async add(digest: Uint8Array, offset: number, length: number): Promise<void> {
+  /**
+   * Adds the node whose SHA-256 digest is `digest`, at `offset` in the CAR. Returns the write
+   * to wait for when the entries gathered are written; undefined when they wait in memory.
+   */
+  add(digest: Uint8Array, offset: number, length: number): Promise<void> | undefined {
     this.used = writeEntry(this.pending, this.used, digest, offset, length);
     this.count += 1;
-    if (this.used === this.pending.length) await this.flush();
+    return this.used === this.pending.length ? this.flush() : undefined;
   }
 
   /** Writes the head for a `carBytes` CAR and `manifest`, and the digest, and closes. */
