@@ -57,6 +57,8 @@ export interface StagedEntries {
    * added after.
    */
   seal(versionId: string, untrusted: UntrustedEntries): void;
+  /** The sealed stage describes `versionId` from now on: its version went on as that one. */
+  reseal(versionId: string): void;
   /**
    * Replaces every entry of this source with those staged, but the untrusted, as the entries of
    * `versionId`, in one transaction. The stage is gone after. A sealed stage commits as sealed.
@@ -445,6 +447,14 @@ function stageEntries(
       db.prepare('DELETE FROM file_index_staged WHERE stage_id = ?').run(stageId);
     },
     seal,
+    reseal(versionId) {
+      if (sealedFor === null) throw new Error('this stage is not sealed');
+      db.prepare('UPDATE file_index_stages SET version_id = ? WHERE id = ?').run(
+        versionId,
+        stageId,
+      );
+      sealedFor = versionId;
+    },
     commit(versionId, untrusted) {
       if (sealedFor === null) seal(versionId, untrusted);
       else if (sealedFor !== versionId) throw new Error(`this stage is sealed for ${sealedFor}`);

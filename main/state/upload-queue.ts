@@ -36,6 +36,12 @@ export interface QueuedBlock {
   readonly length: number;
 }
 
+interface BlockOfShard {
+  readonly shard_cid: string;
+  readonly position: number;
+  readonly cid: string;
+}
+
 export interface ShardToQueue {
   readonly shardCid: string;
   /** The staged file, or '' for a shard planned from the source (its blocks are in a plan). */
@@ -67,6 +73,21 @@ export interface UploadQueue {
    * received, and records it as superseded until `forgetSuperseded`.
    */
   supersede(versionId: string, at: number): void;
+  /**
+   * Every block of the shards of `versionId` planned from the source that the host needed,
+   * and its shard; read a page at a time, as an upload may have a million.
+   */
+  blocksOfUpload(versionId: string): Iterable<{ readonly shard_cid: string; readonly cid: string }>;
+  /**
+   * Queues `upload`, the version `fromVersionId` goes on as, with the same shards, those in
+   * `needed` to be sent, and supersedes `fromVersionId` (supersede), in one transaction.
+   */
+  carryOver(
+    fromVersionId: string,
+    upload: QueuedUpload,
+    needed: ReadonlySet<string>,
+    at: number,
+  ): void;
   /** The versions of `bucketId` superseded and not yet deleted on the service. */
   supersededIn(bucketId: string): string[];
   forgetSuperseded(versionId: string): void;
@@ -75,7 +96,7 @@ export interface UploadQueue {
 }
 
 export function uploadQueue(db: StateDb): UploadQueue {
-  return {
+  const queue: UploadQueue = {
     record(upload, shards, plan) {
       plan?.flush();
       db.transaction(() => {
@@ -151,6 +172,48 @@ export function uploadQueue(db: StateDb): UploadQueue {
         db.prepare('DELETE FROM uploads WHERE version_id = ?').run(versionId);
       })();
     },
+    *blocksOfUpload(versionId) {
+      const page = db.prepare<[string, string, number, string, number], BlockOfShard>(
+        `SELECT shard_cid, position, cid FROM upload_blocks
+         WHERE version_id = ? AND (shard_cid, position) > (?, ?) AND shard_cid >= ?
+         ORDER BY shard_cid, position LIMIT ?`,
+      );
+      let after = { shard_cid: '', position: -1 };
+      for (;;) {
+        const rows = page.all(versionId, after.shard_cid, after.position, after.shard_cid, 10_000);
+        yield* rows;
+        const last = rows.at(-1);
+        if (!last || rows.length < 10_000) return;
+        after = last;
+      }
+    },
+    carryOver(fromVersionId, upload, needed, at) {
+      const insertShard = db.prepare(
+        `INSERT INTO upload_shards (version_id, shard_cid, file, bytes, needed, position)
+         SELECT ?, shard_cid, file, bytes, ?, position FROM upload_shards
+         WHERE version_id = ? AND shard_cid = ?`,
+      );
+      const copyBlocks = db.prepare(
+        `INSERT INTO upload_blocks (version_id, shard_cid, position, cid, path, offset, length)
+         SELECT ?, shard_cid, position, cid, path, offset, length FROM upload_blocks
+         WHERE version_id = ? AND shard_cid = ?`,
+      );
+      db.transaction(() => {
+        db.prepare(
+          `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
+             source_dir, files, bytes_scanned, new_bytes, created_at)
+           VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir,
+             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at)`,
+        ).run(upload);
+        for (const { shard_cid: shardCid } of queue.shardsOf(fromVersionId)) {
+          const isNeeded = needed.has(shardCid);
+          insertShard.run(upload.version_id, isNeeded ? 1 : 0, fromVersionId, shardCid);
+          // A shard not sent again is never read again; its blocks would be dead weight.
+          if (isNeeded) copyBlocks.run(upload.version_id, fromVersionId, shardCid);
+        }
+        queue.supersede(fromVersionId, at);
+      })();
+    },
     supersededIn(bucketId) {
       return db
         .prepare<[string], string>(
@@ -171,4 +234,5 @@ export function uploadQueue(db: StateDb): UploadQueue {
       );
     },
   };
+  return queue;
 }

@@ -2,7 +2,12 @@ import { openAsBlob } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError, throwIfStopped } from '../api/index.ts';
 import { CID } from 'multiformats/cid';
-import { cidText, DAG_PB_CODEC, DEFAULT_LIMITS } from '../protocol/index.ts';
+import {
+  cidText,
+  DAG_PB_CODEC,
+  DEFAULT_LIMITS,
+  type MetadataUploadResult,
+} from '../protocol/index.ts';
 import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
 import { ChunkHasher } from '../packer/chunk-hasher.ts';
 import {
@@ -22,7 +27,12 @@ import type {
   UntrustedEntries,
   UploadQueue,
 } from '../state/index.ts';
-import { leavesOfFile, listedLeavesInTree, type TreeLeaves } from './previous-tree.ts';
+import {
+  leavesOfFile,
+  listedLeavesInTree,
+  readTreeLeavesOfFile,
+  type TreeLeaves,
+} from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile, MetadataOverLimit } from './metadata-car-file.ts';
 import { plannedShardBody, type PlannedBlockPages } from './planned-shard-body.ts';
@@ -285,6 +295,11 @@ async function attempt(
   const garbage = new GarbageAtPhaseSwitch();
   const staged = input.fileIndex.stage();
   let pushed: PushedVersion | undefined;
+  /**
+   * The pushed version, or the one it went on as when its upload window neared its end; ''
+   * before the push.
+   */
+  let versionId = '';
   let uploaded = 0;
   try {
     try {
@@ -298,14 +313,26 @@ async function attempt(
         staged,
         changedFolders,
       );
+      versionId = pushed.versionId;
       // What packing held is garbage now, before the upload makes its own.
       garbage.collectForUpload();
-      if (pushed.upload) {
+      for (let upload = pushed.upload; upload !== null;) {
+        const current: QueuedUpload = upload;
         await onUploadQueued();
-        uploaded = await finishUpload(input, pushed.upload);
+        try {
+          uploaded += await finishUpload(input, current);
+          upload = null;
+        } catch (error) {
+          if (!(error instanceof WindowEnding)) throw error;
+          uploaded += error.sentBytes;
+          const next = await carryOver(input, current, error, pushed, previous);
+          if (!next) throw error;
+          staged.reseal(next.version_id);
+          versionId = next.version_id;
+          upload = next;
+        }
       }
-      if (pushed.metadataFile !== null)
-        await input.keepMetadata?.(pushed.versionId, pushed.metadataFile);
+      if (pushed.metadataFile !== null) await input.keepMetadata?.(versionId, pushed.metadataFile);
     } finally {
       garbage.end();
       if (pushed?.metadataFile) {
@@ -314,14 +341,13 @@ async function attempt(
       }
     }
     // Commit drops the stage with it.
-    staged.commit(pushed.versionId, untrustedOf(pushed.changedWhileRead, pushed.scanStartedMs));
+    staged.commit(versionId, untrustedOf(pushed.changedWhileRead, pushed.scanStartedMs));
   } catch (error) {
     try {
       // An upload still queued (a dead network, a full disk) is finished by the next run,
       // which adopts its sealed stage.
       const stillQueued =
-        pushed !== undefined &&
-        input.queue.pendingFor(input.bucketId)?.version_id === pushed.versionId;
+        versionId !== '' && input.queue.pendingFor(input.bucketId)?.version_id === versionId;
       if (!stillQueued) staged.discard();
     } catch {
       // The backup's own failure is what the user must see; a full disk fails this delete as
@@ -330,7 +356,7 @@ async function attempt(
     throw error;
   }
   return {
-    versionId: pushed.versionId,
+    versionId,
     files: pushed.files,
     bytesScanned: pushed.bytesScanned,
     bytesRead: pushed.bytesRead,
@@ -352,6 +378,15 @@ interface PreviousVersion {
   readonly tree: TreeLeaves;
 }
 
+/** The fields a version was pushed with, but its metadata CAR, which is in its file. */
+interface PushedAs {
+  readonly rootCid: string;
+  readonly metadataCid: string;
+  readonly expectedDataSize: number;
+  readonly previousId: string | null;
+  readonly deletedBlockCids: readonly string[];
+}
+
 /** A version packed and pushed: what the rest of the backup needs, and nothing more. */
 interface PushedVersion {
   readonly versionId: string;
@@ -364,6 +399,8 @@ interface PushedVersion {
   readonly sameAsPrevious: boolean;
   /** The recorded upload of its shards; null when the version needs no data (active). */
   readonly upload: QueuedUpload | null;
+  /** What the push said, to say it again as a new version (carryOver); null without upload. */
+  readonly pushedAs: PushedAs | null;
   readonly changedWhileRead: readonly string[];
   readonly scanStartedMs: number;
   readonly files: number;
@@ -510,6 +547,7 @@ async function packAndPush(
         metadataFile: null,
         sameAsPrevious: true,
         upload: null,
+        pushedAs: null,
         newBytes: 0,
       };
     }
@@ -520,15 +558,18 @@ async function packAndPush(
     await metadata.finish(tree.manifestCid, tree.manifestBytes);
     // Packing's garbage goes before pushing makes more, while its tree is still needed.
     garbage.collect();
+    const pushedAs: PushedAs = {
+      rootCid: tree.rootCid.toString(),
+      metadataCid: tree.manifestCid.toString(),
+      expectedDataSize: expected,
+      previousId: previous?.id ?? null,
+      deletedBlockCids: deleted,
+    };
     const pushed = await client
       .pushVersion({
         bucketId: input.bucketId,
-        rootCid: tree.rootCid.toString(),
-        metadataCid: tree.manifestCid.toString(),
-        expectedDataSize: expected,
-        previousId: previous?.id ?? null,
+        ...pushedAs,
         validKeys: [],
-        deletedBlockCids: deleted,
         car: await openAsBlob(metadataFile),
       })
       .catch((error: unknown) => {
@@ -577,6 +618,7 @@ async function packAndPush(
       metadataFile,
       sameAsPrevious: false,
       upload,
+      pushedAs: upload ? pushedAs : null,
       newBytes: expected,
     };
   } catch (error) {
@@ -730,7 +772,7 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
         throwIfStopped(input.signal);
         const window = windowState(upload.storage_authorization, Date.now(), slowestShardMs);
         if (window === 'ending')
-          throw new WindowEnding(upload.version_id, confirmed, upload.storage_authorization);
+          throw new WindowEnding(upload.version_id, confirmed, upload.storage_authorization, sent);
         if (window === 'over') throw new WindowOver();
         await sendShard(shard);
       } catch (error) {
@@ -761,13 +803,11 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       shard && error instanceof EngineError && error.code === 'payload_too_large'
         ? new ShardRefused(shard.bytes, error)
         : undefined;
-    // Before its window ends, the version is left pending, holding what it received, for the
-    // caller to push anew; only the queue lets it go.
-    if (error instanceof WindowEnding) {
-      input.queue.supersede(upload.version_id, input.now());
-      await removeStaging(upload.staging_dir);
-      throw error;
-    }
+    // Before its window ends, the version is left pending, holding what it received, and
+    // queued: the caller goes on as a new version (carryOver, or supersedeUpload). The shards
+    // on their way when the end neared have arrived by now, and count.
+    if (error instanceof WindowEnding)
+      throw new WindowEnding(upload.version_id, confirmed, upload.storage_authorization, sent);
     // Its window ended (unseen, or the host answers 409 or 401): it cannot be completed, and
     // what it received is no longer held for it.
     if (
@@ -801,6 +841,107 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
   return sent;
 }
 
+/**
+ * Leaves `upload`'s version pending, holding what it received, for a version yet to be packed
+ * to take over: recorded as superseded, so that one is deleted once that version's upload is
+ * queued, by this run or the next (dropSuperseded).
+ */
+async function supersedeUpload(input: BackupInput, upload: QueuedUpload): Promise<void> {
+  input.queue.supersede(upload.version_id, input.now());
+  await removeStaging(upload.staging_dir);
+}
+
+/**
+ * Goes on with an upload nearing its window's end as a new version of the same tree, pushed
+ * again from the same metadata CAR: what the first version received is claimed through
+ * blocks/missing, and the shards still to send are the ones queued, read from the source again.
+ * Packing the source anew would read every file again, once per window of a backup that takes
+ * days. Returns the new version's upload, with the old one recorded as superseded; null when
+ * the shards queued do not carry every leaf the host lacks (staged shards, or a block the host
+ * let go), which leaves the old one superseded for the caller to pack anew.
+ */
+async function carryOver(
+  input: BackupInput,
+  upload: QueuedUpload,
+  ending: WindowEnding,
+  pushed: PushedVersion,
+  previous: PreviousVersion | null,
+): Promise<QueuedUpload | null> {
+  const { pushedAs, metadataFile } = pushed;
+  // A window that let no shard through is too short for this backup (backupSource's renew).
+  if (ending.confirmed === 0 || !pushedAs || metadataFile === null || upload.source_dir === null) {
+    await supersedeUpload(input, upload);
+    return null;
+  }
+  let again: MetadataUploadResult | undefined;
+  try {
+    again = await input.client.pushVersion({
+      bucketId: input.bucketId,
+      ...pushedAs,
+      validKeys: [],
+      car: await openAsBlob(metadataFile),
+    });
+    if (again.state !== 'pending')
+      throw new Error(`a version pushed again with data to receive is ${again.state}`);
+    const carried = again;
+    const { leaves } = await readTreeLeavesOfFile(metadataFile);
+    // The leaves the version lacks from the one it builds on: every one of them must be held,
+    // or in a shard still to send, before the new version may complete.
+    const missing = new Set<string>();
+    let asking: string[] = [];
+    const ask = async (): Promise<void> => {
+      const answer = await input.client.missingBlocks(
+        carried.storage_host,
+        carried.storage_authorization,
+        asking,
+      );
+      for (const cid of answer) missing.add(cid);
+      asking = [];
+    };
+    for (let leaf = 0; leaf < leaves.count; leaf++) {
+      const cid = leaves.cidAt(leaf);
+      if (previous?.tree.leaves.has(cid) === true) continue;
+      asking.push(cidText(cid));
+      if (asking.length === 10_000) await ask();
+    }
+    if (asking.length > 0) await ask();
+    // The shards that carry them: sent again even if the old version's host confirmed them.
+    const needed = new Set<string>();
+    for (const block of input.queue.blocksOfUpload(upload.version_id)) {
+      if (!missing.has(block.cid)) continue;
+      needed.add(block.shard_cid);
+      missing.delete(block.cid);
+    }
+    if (missing.size > 0) {
+      await input.client.discardVersion(carried.id);
+      await supersedeUpload(input, upload);
+      return null;
+    }
+    const next: QueuedUpload = {
+      ...upload,
+      version_id: carried.id,
+      storage_host: carried.storage_host,
+      storage_authorization: carried.storage_authorization,
+      created_at: input.now(),
+    };
+    input.queue.carryOver(upload.version_id, next, needed, input.now());
+    return next;
+  } catch (error) {
+    // The caller sees why (another device stored first, a full quota, a dead network); the
+    // old version is left to the next version queued.
+    if (input.queue.pendingFor(input.bucketId)?.version_id === upload.version_id)
+      await supersedeUpload(input, upload);
+    if (again?.state === 'pending') {
+      try {
+        await input.client.discardVersion(again.id);
+      } catch {
+        // Left pending, it becomes upload_failed when its window ends (§10.2).
+      }
+    }
+    throw error;
+  }
+}
+
 /** Finishes an upload a killed run left behind; null when there was none or it is moot. */
 async function resumeInterrupted(input: BackupInput): Promise<string | null> {
   const pending = input.queue.pendingFor(input.bucketId);
@@ -814,6 +955,11 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
     input.fileIndex.adoptStage(pending.version_id);
     return pending.version_id;
   } catch (error) {
+    // The run that pushed it is gone, and its metadata CAR with it: this run packs anew.
+    if (error instanceof WindowEnding) {
+      await supersedeUpload(input, pending);
+      throw error;
+    }
     // Its window ended, its bucket or key went away, or another version won: this run's new
     // backup supersedes it. Anything else (network, quota) is the user's to see.
     const moot =

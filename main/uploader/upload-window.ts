@@ -47,8 +47,8 @@ export function windowState(
 
 /**
  * The upload of `versionId` stopped before its window ends, to go on as a new version: the
- * backup packs again and pushes anew, and `versionId`, still pending and holding what it
- * received, is deleted once the new version is stored.
+ * same tree pushed again, or the source packed anew, and `versionId`, still pending and holding
+ * what it received, is deleted once the new version's upload is queued.
  */
 export class WindowEnding extends Error {
   constructor(
@@ -56,6 +56,8 @@ export class WindowEnding extends Error {
     /** Shards this upload confirmed: none means a window is too short for any progress. */
     readonly confirmed: number,
     readonly storageAuthorization: string,
+    /** The shards' bytes this upload sent. */
+    readonly sentBytes: number,
   ) {
     super(`the upload window of version ${versionId} ends soon`);
     this.name = 'WindowEnding';

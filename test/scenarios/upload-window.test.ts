@@ -124,9 +124,13 @@ describe('the upload window', () => {
     /** The bucket's versions' states as each upload's first shard was confirmed. */
     const atFirstShard: string[][] = [];
     let versionStates = (): string[] => [];
+    let filesRead = 0;
     const { service, engine, stallNext } = await slowBackup('ending', 8000, 6000, {
       onConfirmed: (confirmed) => {
         if (confirmed === 1) atFirstShard.push(versionStates());
+      },
+      afterFileRead: () => {
+        filesRead += 1;
       },
     });
     versionStates = () =>
@@ -142,10 +146,19 @@ describe('the upload window', () => {
       // The version left pending is gone as soon as the new one holds what it received: it
       // would count toward the quota all it had yet to receive.
       expect(atFirstShard).toEqual([['pending'], ['deleted', 'pending']]);
+      // The new version is the same tree pushed again: no file was read twice to make it.
+      expect(filesRead).toBe(4);
       expect(renewed.newBytes).toBe(4 << 20);
-      // The new version's own upload: what the first sent before the stall is not sent again.
-      expect(renewed.bytesUploaded).toBeLessThan(3 << 20);
+      // What the first version received is not sent again: every shard went once, to one
+      // version or the other (each shard a MiB of data and a CAR header).
+      expect(renewed.bytesUploaded).toBeGreaterThan(4 << 20);
+      expect(renewed.bytesUploaded).toBeLessThan((4 << 20) + 1024);
       await expectOnlyVersion(engine, renewed.versionId, source, 'ending');
+      const verified = await engine.verify({ bucket: 'Slow', all: true });
+      expect(verified).toMatchObject({ total: 4, checked: 4 });
+      // The file index describes the version stored: nothing is read again.
+      const again = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(again).toMatchObject({ unchanged: true, versionId: renewed.versionId, bytesRead: 0 });
     } finally {
       await engine.close();
       await service.close();
@@ -172,36 +185,43 @@ describe('the upload window', () => {
     }
   });
 
-  it('a backup stopped while it packs the new version leaves the one left pending to the next backup, which deletes it', async () => {
+  it('a version left pending by a backup stopped near its window end, then while it packed anew, is deleted by the backup that ends', async () => {
+    // 12 s windows, a margin of 3 s: past the stall, 2 to 3 s are left, time enough for the
+    // second backup to find the window ending rather than over.
+    const firstStop = new AbortController();
+    const secondStop = new AbortController();
     let stopWhileReading = false;
-    const stopping = new AbortController();
-    const { service, engine, stallNext } = await slowBackup('stopped', 8000, 6000, {
+    const { service, engine, stallNext } = await slowBackup('stopped', 12_000, 9_000, {
       onConfirmed: (confirmed) => {
-        // Past the stall, the first upload goes on as a new version, read from the start.
-        if (confirmed === 1) stopWhileReading = true;
+        if (confirmed === 1) firstStop.abort();
       },
       afterFileRead: () => {
-        if (stopWhileReading) stopping.abort();
+        if (stopWhileReading) secondStop.abort();
       },
     });
     const states = (): Array<[string, string]> =>
       (
         service.service.ctx.db
           .prepare('SELECT id, state FROM versions ORDER BY seq')
-          .all() as Array<{
-          id: string;
-          state: string;
-        }>
+          .all() as Array<{ id: string; state: string }>
       ).map((row) => [row.id, row.state]);
     try {
       const source = fourFiles('stopped');
       stallNext();
       await expect(
-        engine.backup({ dir: source, bucket: 'Slow', signal: stopping.signal }),
+        engine.backup({ dir: source, bucket: 'Slow', signal: firstStop.signal }),
       ).rejects.toMatchObject({ code: 'stopped' });
       const [left] = states();
       expect(left?.[1]).toBe('pending');
+      // The next backup finds the upload's window ending, and packs anew: stopped there, the
+      // version is still pending, holding what it received.
+      stopWhileReading = true;
+      await expect(
+        engine.backup({ dir: source, bucket: 'Slow', signal: secondStop.signal }),
+      ).rejects.toMatchObject({ code: 'stopped' });
+      expect(states()).toEqual([left]);
 
+      stopWhileReading = false;
       const next = await engine.backup({ dir: source, bucket: 'Slow' });
       expect(states()).toEqual([
         [left?.[0], 'deleted'],

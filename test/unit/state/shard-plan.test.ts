@@ -106,3 +106,50 @@ describe('a shard plan', () => {
     expect(plannedRows(db)).toBe(0);
   });
 });
+
+describe('an upload carried over to a new version', () => {
+  it('lists every block of its needed shards across pages, and the new version sends only the shards asked for', () => {
+    const db = freshDatabase();
+    const queue = uploadQueue(db);
+    const plan = queue.startPlan('bucket-1');
+    // Two needed shards of more blocks together than one page of the listing, and one the host
+    // held already.
+    const sizes = [7000, 6000];
+    sizes.forEach((count, shard) => {
+      for (let position = 0; position < count; position++)
+        plan.add(shard, position, block(`${shard}-${position}`));
+    });
+    plan.add(2, 0, block('held'));
+    queue.record(
+      upload('v1', 'bucket-1'),
+      [
+        { shardCid: 'shard-0', file: '', bytes: 70_000, needed: true },
+        { shardCid: 'shard-1', file: '', bytes: 60_000, needed: true },
+        { shardCid: 'shard-2', file: '', bytes: 10, needed: false },
+      ],
+      plan,
+    );
+    queue.confirm('v1', 'shard-0');
+    const listed = [...queue.blocksOfUpload('v1')];
+    expect(listed).toHaveLength(13_000);
+    expect(new Set(listed.map((row) => row.cid)).size).toBe(13_000);
+    expect(listed[6999]).toMatchObject({ shard_cid: 'shard-0', cid: 'cid-0-6999' });
+    expect(listed[7000]).toMatchObject({ shard_cid: 'shard-1', cid: 'cid-1-0' });
+
+    queue.carryOver('v1', upload('v2', 'bucket-1'), new Set(['shard-1']), 5);
+    expect(queue.pendingFor('bucket-1')?.version_id).toBe('v2');
+    expect(queue.supersededIn('bucket-1')).toEqual(['v1']);
+    expect(
+      queue.shardsOf('v2').map((shard) => [shard.shard_cid, shard.needed, shard.confirmed]),
+    ).toEqual([
+      ['shard-0', 0, 0],
+      ['shard-1', 1, 0],
+      ['shard-2', 0, 0],
+    ]);
+    expect(queue.blocksOf('v2', 'shard-1', 5999, 10)).toEqual([block('1-5999')]);
+    expect(queue.blocksOf('v2', 'shard-0', 0, 10)).toEqual([]);
+    expect(queue.shardsOf('v1')).toEqual([]);
+    queue.forgetSuperseded('v1');
+    expect(queue.supersededIn('bucket-1')).toEqual([]);
+  });
+});
