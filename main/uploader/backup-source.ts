@@ -320,7 +320,11 @@ async function attempt(
         const current: QueuedUpload = upload;
         await onUploadQueued();
         try {
-          uploaded += await finishUpload(input, current);
+          uploaded += await finishUpload(
+            input,
+            current,
+            pushed.pushedAs !== null && current.source_dir !== null,
+          );
           upload = null;
         } catch (error) {
           if (!(error instanceof WindowEnding)) throw error;
@@ -700,7 +704,12 @@ const SHARDS_IN_FLIGHT = 2;
  * sent. Each shard's confirmation is recorded as soon as it comes, so a rerun never resends
  * one; the shards still on their way when a run is killed are sent again.
  */
-async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<number> {
+async function finishUpload(
+  input: BackupInput,
+  upload: QueuedUpload,
+  /** Whether the caller can go on as a new version without packing anew (carryOver). */
+  canCarryOver = false,
+): Promise<number> {
   const { client, onProgress } = input;
   let sent = 0;
   let confirmed = 0;
@@ -770,7 +779,12 @@ async function finishUpload(input: BackupInput, upload: QueuedUpload): Promise<n
       next += 1;
       try {
         throwIfStopped(input.signal);
-        const window = windowState(upload.storage_authorization, Date.now(), slowestShardMs);
+        const window = windowState(
+          upload.storage_authorization,
+          Date.now(),
+          slowestShardMs,
+          canCarryOver,
+        );
         if (window === 'ending')
           throw new WindowEnding(upload.version_id, confirmed, upload.storage_authorization, sent);
         if (window === 'over') throw new WindowOver();

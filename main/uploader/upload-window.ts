@@ -30,18 +30,27 @@ function windowSecondsOf(storageAuthorization: string): number | undefined {
  * upload moves to a new push of the same tree, which has a window of its own and finds the
  * blocks this one received held (a pending version holds its blocks, §11.3), so it sends only
  * the rest. An upload past its window holds nothing any more.
+ *
+ * `cheapRenewal`: going on as a new version reads nothing again (the same metadata CAR pushed
+ * again), so the upload moves on once half its window has passed. A laptop asleep through the
+ * end of a window loses what the version received; with half a day of margin, a night's sleep
+ * does not reach it. Otherwise (the source would be packed anew, reading every file) only
+ * near the end.
  */
 export function windowState(
   storageAuthorization: string,
   nowMs: number,
   slowestShardMs: number,
+  cheapRenewal = false,
 ): 'open' | 'ending' | 'over' {
   const window = windowOf(storageAuthorization);
   if (!window) return 'open';
   const leftMs = window.exp * 1000 - nowMs;
   if (leftMs <= 0) return 'over';
   const lengthMs = (window.exp - window.iat) * 1000;
-  const marginMs = Math.min(lengthMs / 2, Math.max(lengthMs / 4, 3 * slowestShardMs));
+  const marginMs = cheapRenewal
+    ? lengthMs / 2
+    : Math.min(lengthMs / 2, Math.max(lengthMs / 4, 3 * slowestShardMs));
   return leftMs < marginMs ? 'ending' : 'open';
 }
 

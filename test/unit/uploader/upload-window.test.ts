@@ -37,6 +37,13 @@ describe('windowState', () => {
     expect(windowState(sa, at(13 * 3600), 10 * threeHourShards)).toBe('ending');
   });
 
+  it('ends halfway when going on as a new version reads nothing again, whatever the shards', () => {
+    expect(windowState(sa, at(12 * 3600 - 1), 60_000, true)).toBe('open');
+    expect(windowState(sa, at(12 * 3600 + 1), 60_000, true)).toBe('ending');
+    expect(windowState(sa, at(12 * 3600 - 1), 3 * 3600 * 1000, true)).toBe('open');
+    expect(windowState(sa, at(DAY), 60_000, true)).toBe('over');
+  });
+
   it('leaves an upload whose authorization it cannot read as it is', () => {
     expect(windowState('not.a.token', at(DAY * 2), 0)).toBe('open');
     expect(windowState(authorization(pushedAt, pushedAt), at(0), 0)).toBe('open');
