@@ -233,4 +233,43 @@ describe('the upload window', () => {
       await service.close();
     }
   });
+
+  it('an upload that fails after going on as a new version is finished by the next backup, which reads no file again', async () => {
+    let firstShards = 0;
+    const { service, engine, stallNext } = await slowBackup('resumed', 8000, 6000, {
+      onConfirmed: (confirmed) => {
+        if (confirmed !== 1) return;
+        firstShards += 1;
+        // The new version's first shard: the process goes, as in a crash, past its stall.
+        if (firstShards === 2) throw new Error('the process went away');
+      },
+    });
+    const states = (): Array<[string, string]> =>
+      (
+        service.service.ctx.db
+          .prepare('SELECT id, state FROM versions ORDER BY seq')
+          .all() as Array<{ id: string; state: string }>
+      ).map((row) => [row.id, row.state]);
+    try {
+      const source = fourFiles('resumed');
+      stallNext();
+      await expect(engine.backup({ dir: source, bucket: 'Slow' })).rejects.toThrow(
+        'the process went away',
+      );
+      const [left, carried] = states();
+      expect([left?.[1], carried?.[1]]).toEqual(['deleted', 'pending']);
+
+      const next = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(next).toMatchObject({
+        resumedVersionId: carried?.[0],
+        versionId: carried?.[0],
+        unchanged: true,
+        bytesRead: 0,
+      });
+      await expectOnlyVersion(engine, carried?.[0] ?? '', source, 'resumed');
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
 });
