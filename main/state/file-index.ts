@@ -118,6 +118,11 @@ export interface SourceFileIndex {
    * (an upload a killed run left, finished by this one). False when there is no such stage.
    */
   adoptStage(versionId: string): boolean;
+  /**
+   * The stage sealed for `fromVersionId` describes `toVersionId` from now on: its upload went
+   * on as that version (StagedEntries.reseal, for a run that resumed it).
+   */
+  resealStage(fromVersionId: string, toVersionId: string): void;
 }
 
 interface Row {
@@ -343,6 +348,12 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
       if (!adoptSealedStage(db, bucketId, sourceDir, versionId)) return false;
       reload();
       return true;
+    },
+    resealStage(fromVersionId, toVersionId) {
+      db.prepare(
+        `UPDATE file_index_stages SET version_id = ?
+         WHERE bucket_id = ? AND source_dir = ? AND version_id = ?`,
+      ).run(toVersionId, bucketId, sourceDir, fromVersionId);
     },
   };
 }

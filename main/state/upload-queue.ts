@@ -13,6 +13,13 @@ export interface QueuedUpload {
   staging_dir: string;
   /** The folder planned shards are read from again; null when the shards are staged. */
   source_dir: string | null;
+  /**
+   * The pushed metadata CAR's file, kept while the upload is queued; null for an upload queued
+   * before it was kept.
+   */
+  metadata_file: string | null;
+  /** The fields the version was pushed with, as JSON (backup-source.ts `PushedAs`); or null. */
+  pushed_as: string | null;
   files: number;
   bytes_scanned: number;
   new_bytes: number;
@@ -91,7 +98,7 @@ export interface UploadQueue {
   /** The versions of `bucketId` superseded and not yet deleted on the service. */
   supersededIn(bucketId: string): string[];
   forgetSuperseded(versionId: string): void;
-  /** The staging folders of every queued upload. */
+  /** The staging folders, and the metadata CARs' files, of every queued upload. */
   stagingDirs(): Set<string>;
 }
 
@@ -102,9 +109,10 @@ export function uploadQueue(db: StateDb): UploadQueue {
       db.transaction(() => {
         db.prepare(
           `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
-             source_dir, files, bytes_scanned, new_bytes, created_at)
+             source_dir, files, bytes_scanned, new_bytes, created_at, metadata_file, pushed_as)
            VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir,
-             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at)`,
+             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at, @metadata_file,
+             @pushed_as)`,
         ).run(upload);
         const insert = db.prepare(
           'INSERT INTO upload_shards (version_id, shard_cid, file, bytes, needed, position) VALUES (?, ?, ?, ?, ?, ?)',
@@ -201,9 +209,10 @@ export function uploadQueue(db: StateDb): UploadQueue {
       db.transaction(() => {
         db.prepare(
           `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
-             source_dir, files, bytes_scanned, new_bytes, created_at)
+             source_dir, files, bytes_scanned, new_bytes, created_at, metadata_file, pushed_as)
            VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir,
-             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at)`,
+             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at, @metadata_file,
+             @pushed_as)`,
         ).run(upload);
         for (const { shard_cid: shardCid } of queue.shardsOf(fromVersionId)) {
           const isNeeded = needed.has(shardCid);
@@ -226,12 +235,16 @@ export function uploadQueue(db: StateDb): UploadQueue {
       db.prepare('DELETE FROM superseded_versions WHERE version_id = ?').run(versionId);
     },
     stagingDirs() {
-      return new Set(
-        db
-          .prepare<[], { staging_dir: string }>('SELECT staging_dir FROM uploads')
-          .all()
-          .map((row) => row.staging_dir),
-      );
+      const kept = new Set<string>();
+      for (const row of db
+        .prepare<[], { staging_dir: string; metadata_file: string | null }>(
+          'SELECT staging_dir, metadata_file FROM uploads',
+        )
+        .all()) {
+        kept.add(row.staging_dir);
+        if (row.metadata_file !== null) kept.add(row.metadata_file);
+      }
+      return kept;
     },
   };
   return queue;

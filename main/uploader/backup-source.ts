@@ -1,4 +1,4 @@
-import { openAsBlob } from 'node:fs';
+import { existsSync, openAsBlob } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { EngineError, isEngineError, throwIfStopped } from '../api/index.ts';
 import { CID } from 'multiformats/cid';
@@ -219,6 +219,18 @@ function untrustedOf(changedWhileRead: readonly string[], scanStartedMs: number)
  */
 type ShardSource = 'planned' | 'staged';
 
+/** Whether the upload of `versionId` is queued still, for a later run to finish. */
+function stillQueued(input: BackupInput, versionId: string): boolean {
+  return versionId !== '' && input.queue.pendingFor(input.bucketId)?.version_id === versionId;
+}
+
+/** Removes a pushed metadata CAR's file, and the index of its nodes. */
+async function removeMetadataFile(file: string | null): Promise<void> {
+  if (file === null) return;
+  await rm(file, { force: true });
+  await rm(nodeIndexFileOf(file), { force: true });
+}
+
 /** Removes a staging folder; planned shards have none (''). */
 async function removeStaging(dir: string): Promise<void> {
   if (dir !== '') await rm(dir, { recursive: true, force: true });
@@ -329,7 +341,7 @@ async function attempt(
         } catch (error) {
           if (!(error instanceof WindowEnding)) throw error;
           uploaded += error.sentBytes;
-          const next = await carryOver(input, current, error, pushed, previous);
+          const next = await carryOver(input, current, error, pushed, previous?.tree.leaves);
           if (!next) throw error;
           staged.reseal(next.version_id);
           versionId = next.version_id;
@@ -339,10 +351,10 @@ async function attempt(
       if (pushed.metadataFile !== null) await input.keepMetadata?.(versionId, pushed.metadataFile);
     } finally {
       garbage.end();
-      if (pushed?.metadataFile) {
-        await rm(pushed.metadataFile, { force: true });
-        await rm(nodeIndexFileOf(pushed.metadataFile), { force: true });
-      }
+      // Kept in the cache by now, or gone with the version; one whose upload is still queued
+      // stays for the run that resumes it.
+      if (pushed?.metadataFile && !stillQueued(input, versionId))
+        await removeMetadataFile(pushed.metadataFile);
     }
     // Commit drops the stage with it.
     staged.commit(versionId, untrustedOf(pushed.changedWhileRead, pushed.scanStartedMs));
@@ -350,9 +362,7 @@ async function attempt(
     try {
       // An upload still queued (a dead network, a full disk) is finished by the next run,
       // which adopts its sealed stage.
-      const stillQueued =
-        versionId !== '' && input.queue.pendingFor(input.bucketId)?.version_id === versionId;
-      if (!stillQueued) staged.discard();
+      if (!stillQueued(input, versionId)) staged.discard();
     } catch {
       // The backup's own failure is what the user must see; a full disk fails this delete as
       // well. A stage left here is only rows, and the next stage of this source drops it.
@@ -598,6 +608,8 @@ async function packAndPush(
         bytes_scanned: tree.totalBytes,
         new_bytes: expected,
         created_at: input.now(),
+        metadata_file: metadataFile,
+        pushed_as: JSON.stringify(pushedAs),
       };
       const sealed: ReadonlyArray<StagedShard | PlannedShard> = shards.shards;
       const queued: ShardToQueue[] = sealed.map((shard, number) => ({
@@ -713,9 +725,10 @@ async function finishUpload(
   const { client, onProgress } = input;
   let sent = 0;
   let confirmed = 0;
-  const due = input.queue
-    .shardsOf(upload.version_id)
-    .filter((shard) => shard.needed === 1 && shard.confirmed === 0);
+  const shards = input.queue.shardsOf(upload.version_id);
+  const due = shards.filter((shard) => shard.needed === 1 && shard.confirmed === 0);
+  /** Shards of this upload a run before this one sent: they count for its window too. */
+  const confirmedBefore = shards.filter((shard) => shard.confirmed === 1).length;
   const progress = onProgress
     ? new PhaseProgress(
         'uploading',
@@ -786,7 +799,12 @@ async function finishUpload(
           canCarryOver,
         );
         if (window === 'ending')
-          throw new WindowEnding(upload.version_id, confirmed, upload.storage_authorization, sent);
+          throw new WindowEnding(
+            upload.version_id,
+            confirmedBefore + confirmed,
+            upload.storage_authorization,
+            sent,
+          );
         if (window === 'over') throw new WindowOver();
         await sendShard(shard);
       } catch (error) {
@@ -821,7 +839,12 @@ async function finishUpload(
     // queued: the caller goes on as a new version (carryOver, or supersedeUpload). The shards
     // on their way when the end neared have arrived by now, and count.
     if (error instanceof WindowEnding)
-      throw new WindowEnding(upload.version_id, confirmed, upload.storage_authorization, sent);
+      throw new WindowEnding(
+        upload.version_id,
+        confirmedBefore + confirmed,
+        upload.storage_authorization,
+        sent,
+      );
     // Its window ended (unseen, or the host answers 409 or 401): it cannot be completed, and
     // what it received is no longer held for it.
     if (
@@ -878,8 +901,9 @@ async function carryOver(
   input: BackupInput,
   upload: QueuedUpload,
   ending: WindowEnding,
-  pushed: PushedVersion,
-  previous: PreviousVersion | null,
+  pushed: { readonly pushedAs: PushedAs | null; readonly metadataFile: string | null },
+  /** The leaves of the version it builds on; undefined for none. */
+  previousLeaves: LeafSizes | undefined,
 ): Promise<QueuedUpload | null> {
   const { pushedAs, metadataFile } = pushed;
   // A window that let no shard through is too short for this backup (backupSource's renew).
@@ -914,7 +938,7 @@ async function carryOver(
     };
     for (let leaf = 0; leaf < leaves.count; leaf++) {
       const cid = leaves.cidAt(leaf);
-      if (previous?.tree.leaves.has(cid) === true) continue;
+      if (previousLeaves?.has(cid) === true) continue;
       asking.push(cidText(cid));
       if (asking.length === 10_000) await ask();
     }
@@ -956,22 +980,70 @@ async function carryOver(
   }
 }
 
+/** What a queued upload was pushed with (QueuedUpload.pushed_as); null when not recorded. */
+function pushedAsOf(upload: QueuedUpload): PushedAs | null {
+  if (upload.pushed_as === null) return null;
+  return JSON.parse(upload.pushed_as) as PushedAs;
+}
+
+/** Whether `upload` can go on as a new version of the same tree (carryOver). */
+function canCarryOver(upload: QueuedUpload): boolean {
+  return (
+    upload.source_dir !== null &&
+    upload.pushed_as !== null &&
+    upload.metadata_file !== null &&
+    existsSync(upload.metadata_file)
+  );
+}
+
 /** Finishes an upload a killed run left behind; null when there was none or it is moot. */
 async function resumeInterrupted(input: BackupInput): Promise<string | null> {
   const pending = input.queue.pendingFor(input.bucketId);
   if (!pending) return null;
+  let upload = pending;
   try {
     // The host may have moved since (the embedded service listens on a new port each run);
     // who_am_i names the current one (§1).
-    const storageHost = (await input.client.whoAmI()).storage_host;
-    await finishUpload(input, { ...pending, storage_host: storageHost });
+    upload = { ...pending, storage_host: (await input.client.whoAmI()).storage_host };
+    for (;;) {
+      const current = upload;
+      try {
+        await finishUpload(input, current, canCarryOver(current));
+        break;
+      } catch (error) {
+        if (!(error instanceof WindowEnding)) throw error;
+        let pushedAs = canCarryOver(current) ? pushedAsOf(current) : null;
+        let previousLeaves: LeafSizes | undefined;
+        try {
+          if (pushedAs && pushedAs.previousId !== null)
+            previousLeaves = (await input.loadTree(pushedAs.previousId, false)).leaves;
+        } catch {
+          // The version it built on cannot be read now: packing anew says why, if it matters.
+          pushedAs = null;
+        }
+        const next = await carryOver(
+          input,
+          current,
+          error,
+          { pushedAs, metadataFile: current.metadata_file },
+          previousLeaves,
+        );
+        // Superseded by now: this run packs anew.
+        if (!next) throw error;
+        input.fileIndex.resealStage(current.version_id, next.version_id);
+        upload = next;
+        await dropSuperseded(input);
+      }
+    }
     // The files the killed run read are known now as they were then.
-    input.fileIndex.adoptStage(pending.version_id);
-    return pending.version_id;
+    input.fileIndex.adoptStage(upload.version_id);
+    if (upload.metadata_file !== null && existsSync(upload.metadata_file))
+      await input.keepMetadata?.(upload.version_id, upload.metadata_file);
+    await removeMetadataFile(upload.metadata_file);
+    return upload.version_id;
   } catch (error) {
-    // The run that pushed it is gone, and its metadata CAR with it: this run packs anew.
     if (error instanceof WindowEnding) {
-      await supersedeUpload(input, pending);
+      await removeMetadataFile(upload.metadata_file);
       throw error;
     }
     // Its window ended, its bucket or key went away, or another version won: this run's new
@@ -986,9 +1058,13 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
         'source_changed',
         'upload_window_over',
       ].includes(error.code);
-    if (!moot) throw error;
-    input.queue.finish(pending.version_id);
-    await removeStaging(pending.staging_dir);
+    if (!moot) {
+      if (!stillQueued(input, upload.version_id)) await removeMetadataFile(upload.metadata_file);
+      throw error;
+    }
+    input.queue.finish(upload.version_id);
+    await removeStaging(upload.staging_dir);
+    await removeMetadataFile(upload.metadata_file);
     return null;
   }
 }

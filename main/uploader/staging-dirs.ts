@@ -24,7 +24,7 @@ function processAlive(pid: number): boolean {
   }
 }
 
-/** Removes staging folders of dead processes that no queued upload still needs. */
+/** Removes staging folders (and files) of dead processes that no queued upload still needs. */
 export async function removeAbandonedStaging(
   stagingRoot: string,
   queued: ReadonlySet<string>,
@@ -39,7 +39,9 @@ export async function removeAbandonedStaging(
   for (const name of names) {
     const dir = path.join(stagingRoot, name);
     const pid = NAME.exec(name)?.[1];
-    if (pid === undefined || queued.has(dir) || processAlive(Number(pid))) continue;
+    // A queued metadata CAR keeps the index of its nodes beside it.
+    const kept = queued.has(dir) || queued.has(dir.replace(/\.nodes$/, ''));
+    if (pid === undefined || kept || processAlive(Number(pid))) continue;
     await rm(dir, { recursive: true, force: true });
   }
 }

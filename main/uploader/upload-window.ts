@@ -62,7 +62,10 @@ export function windowState(
 export class WindowEnding extends Error {
   constructor(
     readonly versionId: string,
-    /** Shards this upload confirmed: none means a window is too short for any progress. */
+    /**
+     * Shards of this upload confirmed, by this run or one before: none means a window is too
+     * short for any progress.
+     */
     readonly confirmed: number,
     readonly storageAuthorization: string,
     /** The shards' bytes this upload sent. */

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -186,43 +186,87 @@ describe('the upload window', () => {
     }
   });
 
-  it('a version left pending by a backup stopped near its window end, then while it packed anew, is deleted by the backup that ends', async () => {
-    // 12 s windows, a margin of 3 s: past the stall, 2 to 3 s are left, time enough for the
-    // second backup to find the window ending rather than over.
+  /**
+   * A backup whose upload the first backup of 'Slow' stops right past its stall, 9 s into a
+   * 12 s window: 2 to 3 s are left, time enough for the next backup to find the window ending
+   * rather than over. Files read are counted; `stopNextWhileReading` stops the next one at its
+   * first file read.
+   */
+  async function stoppedNearWindowEnd(name: string) {
     const firstStop = new AbortController();
     const secondStop = new AbortController();
     let stopWhileReading = false;
-    const { service, engine, stallNext } = await slowBackup('stopped', 12_000, 9_000, {
+    let filesRead = 0;
+    const slow = await slowBackup(name, 12_000, 9_000, {
       onConfirmed: (confirmed) => {
         if (confirmed === 1) firstStop.abort();
       },
       afterFileRead: () => {
+        filesRead += 1;
         if (stopWhileReading) secondStop.abort();
       },
     });
     const states = (): Array<[string, string]> =>
       (
-        service.service.ctx.db
+        slow.service.service.ctx.db
           .prepare('SELECT id, state FROM versions ORDER BY seq')
           .all() as Array<{ id: string; state: string }>
       ).map((row) => [row.id, row.state]);
+    const source = fourFiles(name);
+    slow.stallNext();
+    await expect(
+      slow.engine.backup({ dir: source, bucket: 'Slow', signal: firstStop.signal }),
+    ).rejects.toMatchObject({ code: 'stopped' });
+    return {
+      ...slow,
+      source,
+      states,
+      filesRead: () => filesRead,
+      stopNextWhileReading: () => {
+        stopWhileReading = true;
+        return secondStop.signal;
+      },
+    };
+  }
+
+  it('a backup stopped near its window end is finished by the next as a new version of the same files, read no more, and the one left is deleted', async () => {
+    const { service, engine, source, states, filesRead } = await stoppedNearWindowEnd('stopped');
     try {
-      const source = fourFiles('stopped');
-      stallNext();
-      await expect(
-        engine.backup({ dir: source, bucket: 'Slow', signal: firstStop.signal }),
-      ).rejects.toMatchObject({ code: 'stopped' });
       const [left] = states();
       expect(left?.[1]).toBe('pending');
-      // The next backup finds the upload's window ending, and packs anew: stopped there, the
-      // version is still pending, holding what it received.
-      stopWhileReading = true;
+      const next = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(states()).toEqual([
+        [left?.[0], 'deleted'],
+        [next.versionId, 'active'],
+      ]);
+      expect(next).toMatchObject({ resumedVersionId: next.versionId, bytesRead: 0 });
+      expect(filesRead()).toBe(4);
+      // The metadata CAR kept for the resumed upload went into the cache with it.
+      expect(readdirSync(path.join(scratch, 'stopped', 'home', 'staging'))).toEqual([]);
+      expect(readdirSync(path.join(scratch, 'stopped', 'home', 'metadata'))).toContain(
+        `${next.versionId}.car`,
+      );
+      await expectOnlyVersion(engine, next.versionId, source, 'stopped');
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
+
+  it('a version left pending by a backup stopped near its window end, then while it packed anew, is deleted by the backup that ends', async () => {
+    const { service, engine, source, states, stopNextWhileReading } =
+      await stoppedNearWindowEnd('repacked');
+    try {
+      const [left] = states();
+      // As an upload queued by a Canopy that kept no metadata CAR for it: the next backup
+      // packs anew, and stopped there, the version is still pending, holding what it received.
+      const staging = path.join(scratch, 'repacked', 'home', 'staging');
+      for (const name of readdirSync(staging)) rmSync(path.join(staging, name));
       await expect(
-        engine.backup({ dir: source, bucket: 'Slow', signal: secondStop.signal }),
+        engine.backup({ dir: source, bucket: 'Slow', signal: stopNextWhileReading() }),
       ).rejects.toMatchObject({ code: 'stopped' });
       expect(states()).toEqual([left]);
 
-      stopWhileReading = false;
       const next = await engine.backup({ dir: source, bucket: 'Slow' });
       expect(states()).toEqual([
         [left?.[0], 'deleted'],

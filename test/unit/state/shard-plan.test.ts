@@ -43,6 +43,8 @@ function upload(versionId: string, bucketId: string): QueuedUpload {
     bytes_scanned: 30,
     new_bytes: 30,
     created_at: 0,
+    metadata_file: null,
+    pushed_as: null,
   };
 }
 

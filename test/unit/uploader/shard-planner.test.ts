@@ -70,6 +70,8 @@ function plannerIn(dir: string, target: number) {
           bytes_scanned: 0,
           new_bytes: 0,
           created_at: 0,
+          metadata_file: null,
+          pushed_as: null,
         },
         shards,
         plan,
