@@ -102,18 +102,21 @@ export interface UploadQueue {
   stagingDirs(): Set<string>;
 }
 
+function insertUpload(db: StateDb, upload: QueuedUpload): void {
+  db.prepare(
+    `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
+       source_dir, files, bytes_scanned, new_bytes, created_at, metadata_file, pushed_as)
+     VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir,
+       @source_dir, @files, @bytes_scanned, @new_bytes, @created_at, @metadata_file, @pushed_as)`,
+  ).run(upload);
+}
+
 export function uploadQueue(db: StateDb): UploadQueue {
   const queue: UploadQueue = {
     record(upload, shards, plan) {
       plan?.flush();
       db.transaction(() => {
-        db.prepare(
-          `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
-             source_dir, files, bytes_scanned, new_bytes, created_at, metadata_file, pushed_as)
-           VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir,
-             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at, @metadata_file,
-             @pushed_as)`,
-        ).run(upload);
+        insertUpload(db, upload);
         const insert = db.prepare(
           'INSERT INTO upload_shards (version_id, shard_cid, file, bytes, needed, position) VALUES (?, ?, ?, ?, ?, ?)',
         );
@@ -207,13 +210,7 @@ export function uploadQueue(db: StateDb): UploadQueue {
          WHERE version_id = ? AND shard_cid = ?`,
       );
       db.transaction(() => {
-        db.prepare(
-          `INSERT INTO uploads (version_id, bucket_id, storage_host, storage_authorization, staging_dir,
-             source_dir, files, bytes_scanned, new_bytes, created_at, metadata_file, pushed_as)
-           VALUES (@version_id, @bucket_id, @storage_host, @storage_authorization, @staging_dir,
-             @source_dir, @files, @bytes_scanned, @new_bytes, @created_at, @metadata_file,
-             @pushed_as)`,
-        ).run(upload);
+        insertUpload(db, upload);
         for (const { shard_cid: shardCid } of queue.shardsOf(fromVersionId)) {
           const isNeeded = needed.has(shardCid);
           insertShard.run(upload.version_id, isNeeded ? 1 : 0, fromVersionId, shardCid);

@@ -676,11 +676,42 @@ function bytesInShards(leaves: LeafSizes, leafShards: LeafShards): number {
  */
 async function shardsNeeded(
   input: BackupInput,
-  pushed: { readonly storage_host: string; readonly storage_authorization: string },
+  pushed: PushedUpload,
   leaves: LeafSizes,
   leafShards: LeafShards,
 ): Promise<Set<number>> {
   const needed = new Set<number>();
+  await askMissing(
+    input,
+    pushed,
+    leaves,
+    (leaf) => leafShards.shardOf(leaf) !== undefined,
+    (cid) => {
+      const shard = leafShards.shardOf(leaves.indexOfText(cid));
+      if (shard !== undefined) needed.add(shard);
+    },
+  );
+  return needed;
+}
+
+/** Where a pushed version's upload goes, and its authorization. */
+interface PushedUpload {
+  readonly storage_host: string;
+  readonly storage_authorization: string;
+}
+
+/**
+ * Asks blocks/missing under `pushed`'s authorization about the leaves `asks` picks, in lists of
+ * 10 000 (§11.3), each list's CID text made for it and dropped after; the host adds those it
+ * holds to the version's set, and `onMissing` takes each it lacks.
+ */
+async function askMissing(
+  input: BackupInput,
+  pushed: PushedUpload,
+  leaves: LeafSizes,
+  asks: (leaf: number) => boolean,
+  onMissing: (cid: string) => void,
+): Promise<void> {
   let asking: string[] = [];
   const ask = async (): Promise<void> => {
     const missing = await input.client.missingBlocks(
@@ -689,18 +720,14 @@ async function shardsNeeded(
       asking,
     );
     asking = [];
-    for (const cid of missing) {
-      const shard = leafShards.shardOf(leaves.indexOfText(cid));
-      if (shard !== undefined) needed.add(shard);
-    }
+    for (const cid of missing) onMissing(cid);
   };
   for (let leaf = 0; leaf < leaves.count; leaf++) {
-    if (leafShards.shardOf(leaf) === undefined) continue;
+    if (!asks(leaf)) continue;
     asking.push(cidText(leaves.cidAt(leaf)));
     if (asking.length === 10_000) await ask();
   }
   if (asking.length > 0) await ask();
-  return needed;
 }
 
 /**
@@ -926,23 +953,13 @@ async function carryOver(
     // The leaves the version lacks from the one it builds on: every one of them must be held,
     // or in a shard still to send, before the new version may complete.
     const missing = new Set<string>();
-    let asking: string[] = [];
-    const ask = async (): Promise<void> => {
-      const answer = await input.client.missingBlocks(
-        carried.storage_host,
-        carried.storage_authorization,
-        asking,
-      );
-      for (const cid of answer) missing.add(cid);
-      asking = [];
-    };
-    for (let leaf = 0; leaf < leaves.count; leaf++) {
-      const cid = leaves.cidAt(leaf);
-      if (previousLeaves?.has(cid) === true) continue;
-      asking.push(cidText(cid));
-      if (asking.length === 10_000) await ask();
-    }
-    if (asking.length > 0) await ask();
+    await askMissing(
+      input,
+      carried,
+      leaves,
+      (leaf) => previousLeaves?.has(leaves.cidAt(leaf)) !== true,
+      (cid) => missing.add(cid),
+    );
     // The shards that carry them: sent again even if the old version's host confirmed them.
     const needed = new Set<string>();
     for (const block of input.queue.blocksOfUpload(upload.version_id)) {
