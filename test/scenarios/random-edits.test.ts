@@ -1,0 +1,245 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  chmodSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import { createHash } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+
+// A folder edited the way people edit folders, between backups: files written, rewritten,
+// renamed, moved to other folders, deleted; folders renamed, moved and deleted; modes, times,
+// symlinks and hard links changed. Every version must restore as the folder was when it was
+// backed up. The file index's shortcuts (a file unchanged by size, mtime and inode, a folder
+// unchanged as a whole, a file found again after its folder moved) are what this exercises.
+// The edits are random from a fixed seed, so a failure repeats.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-edits-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** xorshift32: the same edits on every run. */
+function randomFrom(seed: number): () => number {
+  let state = seed >>> 0 || 1;
+  return () => {
+    state ^= state << 13;
+    state >>>= 0;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    state >>>= 0;
+    return state / 0x1_0000_0000;
+  };
+}
+
+const random = randomFrom(20261126);
+const below = (n: number): number => Math.floor(random() * n);
+function pick<T>(items: readonly T[]): T | undefined {
+  return items.length === 0 ? undefined : items[below(items.length)];
+}
+
+function bytesOf(size: number): Buffer {
+  const bytes = Buffer.alloc(size);
+  for (let at = 0; at < size; at++) bytes[at] = below(256);
+  return bytes;
+}
+
+/** Sizes around the 1 MiB chunk, and small ones. */
+const SIZES = [0, 1, 17, 4096, (1 << 20) - 1, 1 << 20, (1 << 20) + 1];
+/** Names in both Unicode forms, with a space, a newline, a leading dot. */
+const NAMES = ['a', 'ü', 'u\u0308', 'x y', 'line\nbreak', '.dot'];
+const source = path.join(scratch, 'source');
+const now = Math.floor(Date.now() / 1000);
+let made = 0;
+
+const at = (relative: string): string => path.join(source, relative);
+const newName = (): string => `${pick(NAMES) ?? 'n'}${made++}`;
+/** A time at least a day old: the file index trusts it, as it does a file edited long ago. */
+const settled = (): number => now - 100_000 + below(90_000);
+
+function entries(kind: 'file' | 'directory'): string[] {
+  const found: string[] = [];
+  const walk = (relative: string): void => {
+    for (const name of readdirSync(at(relative))) {
+      const child = relative === '' ? name : `${relative}/${name}`;
+      const stat = lstatSync(at(child));
+      if (stat.isDirectory()) {
+        if (kind === 'directory') found.push(child);
+        walk(child);
+      } else if (stat.isFile() && kind === 'file') found.push(child);
+    }
+  };
+  walk('');
+  return found;
+}
+const folders = (): string[] => ['', ...entries('directory')];
+const inFolder = (folder: string, name: string): string =>
+  folder === '' ? name : `${folder}/${name}`;
+const free = (relative: string): boolean => {
+  try {
+    lstatSync(at(relative));
+    return false;
+  } catch {
+    return true;
+  }
+};
+
+function writeFile(relative: string, size: number): void {
+  writeFileSync(at(relative), bytesOf(size));
+  const time = settled();
+  utimesSync(at(relative), time, time);
+}
+
+/** One edit; false when there was nothing to edit. */
+const EDITS: Array<() => boolean> = [
+  () => {
+    writeFile(inFolder(pick(folders()) ?? '', newName()), pick(SIZES) ?? 0);
+    return true;
+  },
+  () => {
+    const file = pick(entries('file'));
+    if (file === undefined) return false;
+    const before = lstatSync(at(file));
+    writeFileSync(at(file), bytesOf(random() < 0.5 ? before.size : (pick(SIZES) ?? 0)));
+    // Rewritten later than it was written before, as an editor does.
+    const time = Math.floor(before.mtimeMs / 1000) + 1 + below(500);
+    utimesSync(at(file), time, time);
+    return true;
+  },
+  () => {
+    const file = pick(entries('file'));
+    if (file === undefined) return false;
+    rmSync(at(file));
+    return true;
+  },
+  () => {
+    const file = pick(entries('file'));
+    if (file === undefined) return false;
+    renameSync(at(file), at(inFolder(path.posix.dirname(file).replace(/^\.$/, ''), newName())));
+    return true;
+  },
+  () => {
+    const file = pick(entries('file'));
+    const to = inFolder(pick(folders()) ?? '', path.posix.basename(file ?? ''));
+    if (file === undefined || !free(to)) return false;
+    renameSync(at(file), at(to));
+    return true;
+  },
+  () => {
+    const folder = pick(entries('directory'));
+    const into = pick(folders()) ?? '';
+    if (folder === undefined || into === folder || into.startsWith(`${folder}/`)) return false;
+    const to = inFolder(into, random() < 0.5 ? path.posix.basename(folder) : newName());
+    if (!free(to)) return false;
+    renameSync(at(folder), at(to));
+    return true;
+  },
+  () => {
+    const folder = pick(entries('directory'));
+    if (folder === undefined || random() < 0.5) return false;
+    rmSync(at(folder), { recursive: true });
+    return true;
+  },
+  () => {
+    const file = pick(entries('file'));
+    if (file === undefined) return false;
+    chmodSync(at(file), pick([0o644, 0o755, 0o600]) ?? 0o644);
+    return true;
+  },
+  () => {
+    symlinkSync(
+      pick(['target', '../up', 'a/b']) ?? 'x',
+      at(inFolder(pick(folders()) ?? '', newName())),
+    );
+    return true;
+  },
+  () => {
+    const folder = inFolder(pick(folders()) ?? '', newName());
+    mkdirSync(at(folder));
+    for (let count = 1 + below(4); count > 0; count--)
+      writeFile(inFolder(folder, newName()), pick(SIZES) ?? 0);
+    return true;
+  },
+  () => {
+    const file = pick(entries('file'));
+    if (file === undefined) return false;
+    const time = Math.floor(lstatSync(at(file)).mtimeMs / 1000) - 1 - below(500);
+    utimesSync(at(file), time, time);
+    return true;
+  },
+  () => {
+    const file = pick(entries('file'));
+    if (file === undefined) return false;
+    linkSync(at(file), at(inFolder(pick(folders()) ?? '', newName())));
+    return true;
+  },
+];
+
+/** What a restore must give back: each entry's kind, mode, time and content. */
+function snapshotOf(root: string): Map<string, string> {
+  const found = new Map<string, string>();
+  const walk = (relative: string): void => {
+    for (const name of readdirSync(path.join(root, relative))) {
+      const child = relative === '' ? name : `${relative}/${name}`;
+      const full = path.join(root, child);
+      const stat = lstatSync(full);
+      const mode = (stat.mode & 0o7777).toString(8);
+      if (stat.isSymbolicLink()) found.set(child, `symlink ${readlinkSync(full)}`);
+      else if (stat.isDirectory()) {
+        found.set(child, `folder ${mode}`);
+        walk(child);
+      } else {
+        const digest = createHash('sha256').update(readFileSync(full)).digest('hex');
+        found.set(child, `file ${mode} ${Math.floor(stat.mtimeMs / 1000)} ${digest}`);
+      }
+    }
+  };
+  walk('');
+  return found;
+}
+
+describe('random edits between backups', () => {
+  it('restores every version as the folder was when it was backed up', async () => {
+    mkdirSync(source);
+    const home = path.join(scratch, 'home');
+    const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    try {
+      await engine.loginLocal({});
+      await engine.createBucket({ name: 'Edited', type: 'backup', storageClass: 'hot' });
+      const versions: Array<{ id: string; expected: Map<string, string> }> = [];
+      for (let round = 0; round < 12; round++) {
+        for (let edits = round === 0 ? 20 : 1 + below(6); edits > 0; edits--) pick(EDITS)?.();
+        const expected = snapshotOf(source);
+        const backup = await engine.backup({ dir: source, bucket: 'Edited', allowEmpty: true });
+        expect(backup.skipped).toEqual([]);
+        versions.push({ id: backup.versionId, expected });
+      }
+      for (const [index, version] of versions.entries()) {
+        const target = path.join(scratch, `restored-${index}`);
+        await engine.restore({
+          bucket: 'Edited',
+          version: version.id,
+          to: target,
+          overwrite: false,
+        });
+        expect(snapshotOf(target), `version ${index}`).toEqual(version.expected);
+      }
+      const again = await engine.backup({ dir: source, bucket: 'Edited', allowEmpty: true });
+      expect(again).toMatchObject({ unchanged: true, bytesRead: 0 });
+    } finally {
+      await engine.close();
+    }
+  });
+});
