@@ -95,6 +95,8 @@ export interface UploadQueue {
     needed: ReadonlySet<string>,
     at: number,
   ): void;
+  /** Records `versionId`, of no queued upload, as superseded (supersede). */
+  recordSuperseded(versionId: string, bucketId: string, at: number): void;
   /** The versions of `bucketId` superseded and not yet deleted on the service. */
   supersededIn(bucketId: string): string[];
   forgetSuperseded(versionId: string): void;
@@ -219,6 +221,11 @@ export function uploadQueue(db: StateDb): UploadQueue {
         }
         queue.supersede(fromVersionId, at);
       })();
+    },
+    recordSuperseded(versionId, bucketId, at) {
+      db.prepare(
+        'INSERT OR IGNORE INTO superseded_versions (version_id, bucket_id, superseded_at) VALUES (?, ?, ?)',
+      ).run(versionId, bucketId, at);
     },
     supersededIn(bucketId) {
       return db

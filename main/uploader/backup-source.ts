@@ -940,26 +940,37 @@ async function carryOver(
   }
   let again: MetadataUploadResult | undefined;
   try {
-    again = await input.client.pushVersion({
-      bucketId: input.bucketId,
-      ...pushedAs,
-      validKeys: [],
-      car: await openAsBlob(metadataFile),
-    });
-    if (again.state !== 'pending')
-      throw new Error(`a version pushed again with data to receive is ${again.state}`);
-    const carried = again;
     const { leaves } = await readTreeLeavesOfFile(metadataFile);
-    // The leaves the version lacks from the one it builds on: every one of them must be held,
-    // or in a shard still to send, before the new version may complete.
+    /** The leaves the version lacks from the one it builds on. */
+    const isCandidate = (leaf: number): boolean => previousLeaves?.has(leaves.cidAt(leaf)) !== true;
+    const push = async (expectedDataSize: number): Promise<MetadataUploadResult> => {
+      const pushedAgain = await input.client.pushVersion({
+        bucketId: input.bucketId,
+        ...pushedAs,
+        expectedDataSize,
+        validKeys: [],
+        car: await openAsBlob(metadataFile),
+      });
+      if (pushedAgain.state !== 'pending')
+        throw new Error(`a version pushed again with data to receive is ${pushedAgain.state}`);
+      return pushedAgain;
+    };
+    /** With a bridge: at most these leaves may be missing, as the new version expects no more. */
+    let allowedMissing: ReadonlySet<string> | undefined;
+    try {
+      again = await push(pushedAs.expectedDataSize);
+    } catch (error) {
+      if (!isEngineError(error, 'quota_exceeded')) throw error;
+      const bridged = await pushThroughBridge(input, upload, leaves, isCandidate, push);
+      again = bridged.pushed;
+      allowedMissing = bridged.missing;
+    }
+    const carried = again;
+    // Every leaf the version lacks must be held, or in a shard still to send, before the new
+    // version may complete.
     const missing = new Set<string>();
-    await askMissing(
-      input,
-      carried,
-      leaves,
-      (leaf) => previousLeaves?.has(leaves.cidAt(leaf)) !== true,
-      (cid) => missing.add(cid),
-    );
+    await askMissing(input, carried, leaves, isCandidate, (cid) => missing.add(cid));
+    const beyondExpected = [...missing].some((cid) => allowedMissing?.has(cid) === false);
     // The shards that carry them: sent again even if the old version's host confirmed them.
     const needed = new Set<string>();
     for (const block of input.queue.blocksOfUpload(upload.version_id)) {
@@ -967,7 +978,7 @@ async function carryOver(
       needed.add(block.shard_cid);
       missing.delete(block.cid);
     }
-    if (missing.size > 0) {
+    if (missing.size > 0 || beyondExpected) {
       await input.client.discardVersion(carried.id);
       await supersedeUpload(input, upload);
       return null;
@@ -1011,6 +1022,34 @@ function canCarryOver(upload: QueuedUpload): boolean {
     upload.metadata_file !== null &&
     existsSync(upload.metadata_file)
   );
+}
+
+/**
+ * Pushes the tree again when the quota has no room for both the old version's unsent rest and
+ * the new version's whole expected size (§11.6 counts each pending version's): first as a
+ * bridge expecting a single byte, which claims what the old version received; then, with the
+ * old version deleted and its unsent rest no longer counted, as the version that takes the
+ * upload over, expecting only the bytes still missing. The bridge is recorded as superseded,
+ * and goes once the new version's upload is queued. Returns that version, and the leaves
+ * missing when the bridge asked: the most it may need.
+ */
+async function pushThroughBridge(
+  input: BackupInput,
+  upload: QueuedUpload,
+  leaves: LeafSizes,
+  isCandidate: (leaf: number) => boolean,
+  push: (expectedDataSize: number) => Promise<MetadataUploadResult>,
+): Promise<{ pushed: MetadataUploadResult; missing: ReadonlySet<string> }> {
+  const bridge = await push(1);
+  input.queue.recordSuperseded(bridge.id, input.bucketId, input.now());
+  const missing = new Set<string>();
+  await askMissing(input, bridge, leaves, isCandidate, (cid) => missing.add(cid));
+  // What the old version received is the bridge's too now.
+  await input.client.discardVersion(upload.version_id);
+  let missingBytes = 0;
+  for (const cid of missing) missingBytes += leaves.sizeOfText(cid) ?? 0;
+  // A version expecting nothing would be active at once, before its completion is checked.
+  return { pushed: await push(Math.max(1, missingBytes)), missing };
 }
 
 /** Finishes an upload a killed run left behind; null when there was none or it is moot. */

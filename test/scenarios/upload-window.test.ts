@@ -6,6 +6,7 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import { changeQuota } from '../../server/admin.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
@@ -166,20 +167,68 @@ describe('the upload window', () => {
     }
   });
 
-  it('near a full quota, the version left pending goes before the new one is pushed, and the backup completes', async () => {
-    // Room for the four files once, not for the new version beside what the one left pending
-    // has yet to receive.
+  it('near a full quota, the upload goes on through a bridge version, and sends nothing twice', async () => {
+    // Room for the four files once, not for a new version expecting them all beside what the
+    // one left pending has yet to receive.
+    let filesRead = 0;
     const { service, engine, stallNext } = await slowBackup('quota', 8000, 6000, {
       quotaBytes: (4 << 20) + (1 << 20),
+      afterFileRead: () => {
+        filesRead += 1;
+      },
     });
     try {
       const source = fourFiles('quota');
       stallNext();
       const renewed = await engine.backup({ dir: source, bucket: 'Slow' });
       expect(renewed.newBytes).toBe(4 << 20);
-      // What the first version received went with it, and was sent again.
       expect(renewed.bytesUploaded).toBeGreaterThan(4 << 20);
+      expect(renewed.bytesUploaded).toBeLessThan((4 << 20) + 1024);
+      expect(filesRead).toBe(4);
+      // The version left pending, the bridge and the new one: only the last is left.
+      const states = service.service.ctx.db
+        .prepare('SELECT state FROM versions ORDER BY seq')
+        .pluck()
+        .all();
+      expect(states).toEqual(['deleted', 'deleted', 'active']);
       await expectOnlyVersion(engine, renewed.versionId, source, 'quota');
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
+
+  it('with no room even for a bridge, the version left pending goes first, and the files are read and sent again', async () => {
+    let running: TestService | undefined;
+    let filesRead = 0;
+    const { service, engine, stallNext } = await slowBackup('no-bridge', 8000, 6000, {
+      quotaBytes: (4 << 20) + (1 << 20),
+      onConfirmed: (confirmed) => {
+        const ctx = running?.service.ctx;
+        if (confirmed !== 1 || !ctx) return;
+        running = undefined;
+        // Room for one version's metadata and data, and half another metadata CAR: the bridge,
+        // which needs a whole one, does not fit.
+        const carBytes = ctx.db.prepare('SELECT car_bytes FROM versions').pluck().get() as number;
+        changeQuota(ctx, 'ann@example.org', (4 << 20) + carBytes + Math.floor(carBytes / 2));
+      },
+      afterFileRead: () => {
+        filesRead += 1;
+      },
+    });
+    running = service;
+    try {
+      const source = fourFiles('no-bridge');
+      stallNext();
+      const renewed = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(renewed.newBytes).toBe(4 << 20);
+      expect(filesRead).toBe(8);
+      const states = service.service.ctx.db
+        .prepare('SELECT state FROM versions ORDER BY seq')
+        .pluck()
+        .all();
+      expect(states).toEqual(['deleted', 'active']);
+      await expectOnlyVersion(engine, renewed.versionId, source, 'no-bridge');
     } finally {
       await engine.close();
       await service.close();
