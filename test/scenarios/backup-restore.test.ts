@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
 import { spawnSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   closeSync,
@@ -11,7 +11,6 @@ import {
   openSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -22,6 +21,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
+import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 import {
   createEngine,
   type BackupProgress,
@@ -40,39 +40,6 @@ import { storedBlock } from '../helpers/stored-blocks.ts';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-backup-'));
 const source = path.join(scratch, 'source');
 let engine: Engine;
-
-interface Fingerprint {
-  type: 'file' | 'dir' | 'symlink';
-  sha?: string;
-  mode?: number;
-  mtime?: number;
-  target?: string;
-}
-
-function fingerprintTree(root: string): Map<string, Fingerprint> {
-  const out = new Map<string, Fingerprint>();
-  const walk = (rel: string): void => {
-    for (const name of readdirSync(path.join(root, rel))) {
-      const child = rel === '' ? name : `${rel}/${name}`;
-      const full = path.join(root, child);
-      const stats = lstatSync(full);
-      if (stats.isSymbolicLink()) out.set(child, { type: 'symlink', target: readlinkSync(full) });
-      else if (stats.isDirectory()) {
-        out.set(child, { type: 'dir', mode: stats.mode & 0o7777 });
-        walk(child);
-      } else {
-        out.set(child, {
-          type: 'file',
-          sha: createHash('sha256').update(readFileSync(full)).digest('hex'),
-          mode: stats.mode & 0o7777,
-          mtime: Math.floor(stats.mtimeMs / 1000),
-        });
-      }
-    }
-  };
-  walk('');
-  return out;
-}
 
 beforeAll(async () => {
   const MiB = 1 << 20;

@@ -6,20 +6,18 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
-  readFileSync,
-  readlinkSync,
   renameSync,
   rmSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
-import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { fingerprintTree, type Fingerprint } from '../helpers/tree-fingerprint.ts';
 
 // A folder edited the way people edit folders, between backups: files written, rewritten,
 // renamed, moved to other folders, deleted; folders renamed, moved and deleted; modes, times,
@@ -187,29 +185,6 @@ const EDITS: Array<() => boolean> = [
   },
 ];
 
-/** What a restore must give back: each entry's kind, mode, time and content. */
-function snapshotOf(root: string): Map<string, string> {
-  const found = new Map<string, string>();
-  const walk = (relative: string): void => {
-    for (const name of readdirSync(path.join(root, relative))) {
-      const child = relative === '' ? name : `${relative}/${name}`;
-      const full = path.join(root, child);
-      const stat = lstatSync(full);
-      const mode = (stat.mode & 0o7777).toString(8);
-      if (stat.isSymbolicLink()) found.set(child, `symlink ${readlinkSync(full)}`);
-      else if (stat.isDirectory()) {
-        found.set(child, `folder ${mode}`);
-        walk(child);
-      } else {
-        const digest = createHash('sha256').update(readFileSync(full)).digest('hex');
-        found.set(child, `file ${mode} ${Math.floor(stat.mtimeMs / 1000)} ${digest}`);
-      }
-    }
-  };
-  walk('');
-  return found;
-}
-
 describe('random edits between backups', () => {
   it('restores every version as the folder was when it was backed up', async () => {
     mkdirSync(source);
@@ -218,10 +193,10 @@ describe('random edits between backups', () => {
     try {
       await engine.loginLocal({});
       await engine.createBucket({ name: 'Edited', type: 'backup', storageClass: 'hot' });
-      const versions: Array<{ id: string; expected: Map<string, string> }> = [];
+      const versions: Array<{ id: string; expected: Map<string, Fingerprint> }> = [];
       for (let round = 0; round < 12; round++) {
         for (let edits = round === 0 ? 20 : 1 + below(6); edits > 0; edits--) pick(EDITS)?.();
-        const expected = snapshotOf(source);
+        const expected = fingerprintTree(source);
         const backup = await engine.backup({ dir: source, bucket: 'Edited', allowEmpty: true });
         expect(backup.skipped).toEqual([]);
         versions.push({ id: backup.versionId, expected });
@@ -234,7 +209,7 @@ describe('random edits between backups', () => {
           to: target,
           overwrite: false,
         });
-        expect(snapshotOf(target), `version ${index}`).toEqual(version.expected);
+        expect(fingerprintTree(target), `version ${index}`).toEqual(version.expected);
       }
       const again = await engine.backup({ dir: source, bucket: 'Edited', allowEmpty: true });
       expect(again).toMatchObject({ unchanged: true, bytesRead: 0 });

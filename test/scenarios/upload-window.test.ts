@@ -73,6 +73,21 @@ async function slowBackup(
   return { service, engine, stallNext: () => (stalls = true) };
 }
 
+/** Every version the service has made, oldest first, with its state. */
+function versionsOf(service: TestService): Array<[string, string]> {
+  return (
+    service.service.ctx.db.prepare('SELECT id, state FROM versions ORDER BY seq').all() as Array<{
+      id: string;
+      state: string;
+    }>
+  ).map((row) => [row.id, row.state]);
+}
+
+/** The states of versionsOf. */
+function statesOf(service: TestService): string[] {
+  return versionsOf(service).map(([, state]) => state);
+}
+
 /** `versionId` is the bucket's only version, active, and restores the four files of `source`. */
 async function expectOnlyVersion(
   engine: Engine,
@@ -135,12 +150,7 @@ describe('the upload window', () => {
         filesRead += 1;
       },
     });
-    versionStates = () =>
-      (
-        service.service.ctx.db.prepare('SELECT state FROM versions ORDER BY seq').all() as Array<{
-          state: string;
-        }>
-      ).map((row) => row.state);
+    versionStates = () => statesOf(service);
     try {
       const source = fourFiles('ending');
       stallNext();
@@ -186,11 +196,7 @@ describe('the upload window', () => {
       expect(renewed.bytesUploaded).toBeLessThan((4 << 20) + 1024);
       expect(filesRead).toBe(4);
       // The version left pending, the bridge and the new one: only the last is left.
-      const states = service.service.ctx.db
-        .prepare('SELECT state FROM versions ORDER BY seq')
-        .pluck()
-        .all();
-      expect(states).toEqual(['deleted', 'deleted', 'active']);
+      expect(statesOf(service)).toEqual(['deleted', 'deleted', 'active']);
       await expectOnlyVersion(engine, renewed.versionId, source, 'quota');
     } finally {
       await engine.close();
@@ -223,11 +229,7 @@ describe('the upload window', () => {
       const renewed = await engine.backup({ dir: source, bucket: 'Slow' });
       expect(renewed.newBytes).toBe(4 << 20);
       expect(filesRead).toBe(8);
-      const states = service.service.ctx.db
-        .prepare('SELECT state FROM versions ORDER BY seq')
-        .pluck()
-        .all();
-      expect(states).toEqual(['deleted', 'active']);
+      expect(statesOf(service)).toEqual(['deleted', 'active']);
       await expectOnlyVersion(engine, renewed.versionId, source, 'no-bridge');
     } finally {
       await engine.close();
@@ -255,12 +257,7 @@ describe('the upload window', () => {
         if (stopWhileReading) secondStop.abort();
       },
     });
-    const states = (): Array<[string, string]> =>
-      (
-        slow.service.service.ctx.db
-          .prepare('SELECT id, state FROM versions ORDER BY seq')
-          .all() as Array<{ id: string; state: string }>
-      ).map((row) => [row.id, row.state]);
+    const states = (): Array<[string, string]> => versionsOf(slow.service);
     const source = fourFiles(name);
     slow.stallNext();
     await expect(
@@ -337,12 +334,7 @@ describe('the upload window', () => {
         if (firstShards === 2) throw new Error('the process went away');
       },
     });
-    const states = (): Array<[string, string]> =>
-      (
-        service.service.ctx.db
-          .prepare('SELECT id, state FROM versions ORDER BY seq')
-          .all() as Array<{ id: string; state: string }>
-      ).map((row) => [row.id, row.state]);
+    const states = (): Array<[string, string]> => versionsOf(service);
     try {
       const source = fourFiles('resumed');
       stallNext();
