@@ -324,6 +324,45 @@ describe('the upload window', () => {
     }
   });
 
+  it('a version left near its window end, when another device has stored one since, gives way: the next backup builds on that version and leaves nothing pending', async () => {
+    const { service, engine, source, states, filesRead } = await stoppedNearWindowEnd('other');
+    const otherHome = path.join(scratch, 'other', 'other-home');
+    const other = createEngine({ home: otherHome, secrets: new FileSecretStore(otherHome) });
+    try {
+      const [left] = states();
+      expect(left?.[1]).toBe('pending');
+      // The same folder, with a file of the other device's own: its version is the bucket's
+      // active one now, and the one left pending builds on none, so it can no longer complete.
+      await other.login({ server: service.url, code: (await engine.newEnrollmentCode()).code });
+      writeSettled(path.join(source, 'theirs.txt'), 'stored by the other device');
+      const theirs = await other.backup({ dir: source, bucket: 'Slow' });
+      rmSync(path.join(source, 'theirs.txt'));
+
+      const next = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(next.resumedVersionId).toBe(null);
+      // Built on the other device's version: its blocks are not sent again.
+      expect(next.bytesUploaded).toBeLessThan(1 << 20);
+      expect(filesRead()).toBe(8);
+      expect(states()).toEqual([
+        [left?.[0], 'deleted'],
+        [theirs.versionId, 'outdated'],
+        [next.versionId, 'active'],
+      ]);
+      expect(readdirSync(path.join(scratch, 'other', 'home', 'staging'))).toEqual([]);
+      const target = path.join(scratch, 'other', 'restored');
+      await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
+      expect(readdirSync(target).sort()).toEqual(readdirSync(source).sort());
+      for (const name of readdirSync(source))
+        expect(
+          readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+        ).toBe(true);
+    } finally {
+      await other.close();
+      await engine.close();
+      await service.close();
+    }
+  });
+
   it('an upload that fails after going on as a new version is finished by the next backup, which reads no file again', async () => {
     let firstShards = 0;
     const { service, engine, stallNext } = await slowBackup('resumed', 8000, 6000, {
