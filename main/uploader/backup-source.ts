@@ -1052,8 +1052,14 @@ async function pushThroughBridge(
   return { pushed: await push(Math.max(1, missingBytes)), missing };
 }
 
-/** Finishes an upload a killed run left behind; null when there was none or it is moot. */
-async function resumeInterrupted(input: BackupInput): Promise<string | null> {
+/**
+ * Finishes an upload a killed run left behind; null when there was none or it is moot. What it
+ * sends is added to `sent.bytes` as it goes, failing or not.
+ */
+async function resumeInterrupted(
+  input: BackupInput,
+  sent: { bytes: number },
+): Promise<string | null> {
   const pending = input.queue.pendingFor(input.bucketId);
   if (!pending) return null;
   let upload = pending;
@@ -1063,12 +1069,14 @@ async function resumeInterrupted(input: BackupInput): Promise<string | null> {
     upload = { ...pending, storage_host: (await input.client.whoAmI()).storage_host };
     for (;;) {
       const current = upload;
+      const carries = canCarryOver(current);
       try {
-        await finishUpload(input, current, canCarryOver(current));
+        sent.bytes += await finishUpload(input, current, carries);
         break;
       } catch (error) {
         if (!(error instanceof WindowEnding)) throw error;
-        let pushedAs = canCarryOver(current) ? pushedAsOf(current) : null;
+        sent.bytes += error.sentBytes;
+        let pushedAs = carries ? pushedAsOf(current) : null;
         let previousLeaves: LeafSizes | undefined;
         try {
           if (pushedAs && pushedAs.previousId !== null)
@@ -1155,6 +1163,8 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
     steppedDown = true;
   };
   let resumedVersionId: string | null = null;
+  /** What finishing an interrupted upload sent, which this run's result counts as uploaded. */
+  const resumedSent = { bytes: 0 };
   /**
    * Versions left pending as their windows neared their ends (by this run, or by one stopped
    * since) go once a new version's upload is queued: blocks/missing has added what they
@@ -1171,7 +1181,7 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
     throw uploadWindowOver(ending.storageAuthorization, ending, true);
   };
   try {
-    resumedVersionId = await resumeInterrupted(run);
+    resumedVersionId = await resumeInterrupted(run, resumedSent);
   } catch (error) {
     // Its shards were planned larger than the host now takes, or its window ends soon: this
     // run packs anew.
@@ -1190,7 +1200,11 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
         input.onShardLimit?.(run.shardTargetBytes);
       // A version that stored nothing new queued no upload.
       await dropAllSuperseded();
-      return { ...result, resumedVersionId };
+      return {
+        ...result,
+        bytesUploaded: result.bytesUploaded + resumedSent.bytes,
+        resumedVersionId,
+      };
     } catch (error) {
       if (error instanceof WindowEnding) {
         await renew(error);

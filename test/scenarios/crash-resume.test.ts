@@ -153,6 +153,9 @@ describe('crash and resume', () => {
             'active',
           ]);
           expect(uploads).toHaveLength(queued - confirmedAtCrash);
+          // It says what finishing the upload sent: a shard of one 1 MiB file each.
+          expect(result.bytesUploaded).toBeGreaterThan(uploads.length << 20);
+          expect(result.bytesUploaded).toBeLessThan((uploads.length << 20) + 1024 * uploads.length);
         }
         for (const shard of confirmed) expect(uploads).not.toContain(shard);
         expect(stagedLeftovers(home)).toEqual([]);
