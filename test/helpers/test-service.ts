@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
 import os from 'node:os';
 import path from 'node:path';
 import { addUser } from '../../server/admin.ts';
@@ -33,6 +34,8 @@ export const SMALL_LIMITS = {
 
 export async function startTestService(
   overrides: Partial<ServiceOptions> = {},
+  /** Called with the service's Fastify app before it listens, to add hooks. */
+  onApp?: (app: FastifyInstance) => void,
 ): Promise<TestService> {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-service-'));
   let offset = 0;
@@ -49,6 +52,7 @@ export async function startTestService(
     ...overrides,
   };
   const service = createBucketService(options);
+  onApp?.(service.app);
   const url = await service.listen('127.0.0.1', 0);
   return {
     service,
