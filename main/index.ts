@@ -2,7 +2,7 @@
 // createEngine(deps) and the types in main/api.
 import { Engine } from './engine/engine.ts';
 import type { EngineDeps } from './engine/engine-deps.ts';
-import { withHomeDiskFull } from './engine/home-disk-full.ts';
+import { withHomeErrors } from './engine/home-errors.ts';
 
 export type { AccountSummary, LinkWaiting } from './engine/engine.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
@@ -16,5 +16,5 @@ export type {
 export type { Engine };
 
 export function createEngine(deps: EngineDeps): Engine {
-  return withHomeDiskFull(() => new Engine(deps), deps.home);
+  return withHomeErrors(() => new Engine(deps), deps.home);
 }

@@ -26,6 +26,12 @@ export type EngineErrorCode =
    */
   | 'local_data_missing'
   | 'disk_full'
+  /**
+   * Canopy's own state database is damaged (a failing disk, a power cut on a disk that lied
+   * about writes): it is set aside and rebuilt from what is intact in it when Canopy next opens
+   * it (main/state/state-repair.ts).
+   */
+  | 'state_damaged'
   /** The service's data is on a disk mounted read-only: it serves reads and refuses changes. */
   | 'read_only'
   /** A local disk (a backup's source, a restore's target) stopped answering: pulled out, or failing. */

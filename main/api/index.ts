@@ -4,4 +4,5 @@
 export * from './engine-error.ts';
 export * from './disk-full.ts';
 export * from './disk-gone.ts';
+export * from './state-repair.ts';
 export * from './stopped.ts';

@@ -8,6 +8,7 @@ import {
   isDiskGone,
   isEngineError,
   type EngineErrorCode,
+  type StateRepair,
 } from '../api/index.ts';
 import { loadKeyPair, loadOrCreateKeyPair, TokenMinter, type KeyPair } from '../identity/index.ts';
 import type {
@@ -75,8 +76,10 @@ import {
   shardLimitOf,
   uploadSpeedOf,
   homeId,
-  openStateDatabase,
+  HomeLock,
+  openStateDatabaseRepairing,
   readAccount,
+  stateFileOf,
   removeBucket,
   upsertBucket,
   writeAccount,
@@ -173,6 +176,10 @@ function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
 export class Engine {
   private readonly deps: EngineDeps;
   private readonly db: StateDb;
+  /** Held shared while the engine is open: a rebuild of the state database waits for none. */
+  private readonly homeLock: HomeLock;
+  /** The rebuild of a damaged state database this opening made; null when there was none. */
+  private readonly repair: StateRepair | null;
   private readonly metadata: MetadataCache;
   private local: LocalService | undefined;
   /** The client of the enrolled account, with the device key it signs with. */
@@ -196,8 +203,28 @@ export class Engine {
   constructor(deps: EngineDeps) {
     this.deps = deps;
     mkdirSync(deps.home, { recursive: true, mode: 0o700 });
-    this.db = openStateDatabase(path.join(deps.home, 'state.sqlite'));
-    this.metadata = new MetadataCache(deps.home, this.db, deps.metadataCacheBytes);
+    this.homeLock = HomeLock.share(deps.home);
+    try {
+      const opened = openStateDatabaseRepairing(
+        stateFileOf(deps.home),
+        (rebuild) => this.homeLock.alone(rebuild),
+        this.now(),
+      );
+      this.db = opened.db;
+      this.repair = opened.repair;
+      this.metadata = new MetadataCache(deps.home, this.db, deps.metadataCacheBytes);
+    } catch (error) {
+      this.homeLock.release();
+      throw error;
+    }
+  }
+
+  /**
+   * The rebuild of a damaged state database that opening this engine made, for the host to tell
+   * the user what was lost with it; null when there was none.
+   */
+  stateRepair(): StateRepair | null {
+    return this.repair;
   }
 
   private now(): number {
@@ -1240,6 +1267,7 @@ export class Engine {
 
   async close(): Promise<void> {
     this.db.close();
+    this.homeLock.release();
     this.connected = undefined;
     await this.closeLocalConnections();
     const local = this.local;

@@ -11,6 +11,11 @@ export type StateDb = Database.Database;
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
 
+/** The state database of the Canopy home `home`. */
+export function stateFileOf(home: string): string {
+  return path.join(home, 'state.sqlite');
+}
+
 export function openStateDatabase(file: string): StateDb {
   const db = new Database(file);
   db.pragma('journal_mode = WAL');

@@ -1,0 +1,77 @@
+import { EngineError, isDiskFull } from '../api/index.ts';
+import { isDamagedDatabase, isDamageError, markDamaged, stateFileOf } from '../state/index.ts';
+import type { Engine } from './engine.ts';
+
+// The Canopy home holds the state database, the staging folder and the metadata cache; any
+// request may write there, and read the state database. Two failures of the home would
+// otherwise reach the user as SQLite's own words, with a stack, and are mapped here, for every
+// request, in one place:
+// - a full disk ("database or disk is full", a bare ENOSPC): `disk_full`, naming the folder;
+// - a damaged state database ("database disk image is malformed"): `state_damaged`, and the
+//   database is marked, for the next opening of it to rebuild it from what is intact
+//   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
+//   from whichever request read that page.
+// Errors already mapped (a full restore target, a full service) pass.
+
+function homeError(error: unknown, home: string): unknown {
+  if (!(error instanceof EngineError) && isDiskFull(error))
+    return new EngineError(
+      'disk_full',
+      `not enough free space in ${home}, where Canopy keeps its state; free some space and run it again`,
+      { cause: error },
+    );
+  if (isDamageError(error)) {
+    const file = stateFileOf(home);
+    let damaged: boolean;
+    try {
+      // The embedded service's database is in this process too; its damage is not this one's.
+      damaged = isDamagedDatabase(file);
+    } catch {
+      // The check itself failed (the disk went): the request's own error says more.
+      return error;
+    }
+    if (!damaged) return error;
+    try {
+      markDamaged(file);
+    } catch {
+      // No room for the mark: the next request that reads the damaged page marks it then.
+    }
+    return new EngineError(
+      'state_damaged',
+      `Canopy's state database ${file} is damaged (${(error as Error).message}): it is rebuilt from what is intact in it when Canopy next opens it; run this again`,
+      { retryable: true, cause: error },
+    );
+  }
+  return error;
+}
+
+/**
+ * Opens the engine (its state database), and reports a full home disk as `disk_full` and a
+ * damaged state database as `state_damaged`.
+ */
+export function withHomeErrors(open: () => Engine, home: string): Engine {
+  let engine: Engine;
+  try {
+    engine = open();
+  } catch (error) {
+    throw homeError(error, home);
+  }
+  return new Proxy(engine, {
+    get(target, key, receiver) {
+      const value: unknown = Reflect.get(target, key, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]): unknown => {
+        try {
+          const result: unknown = Reflect.apply(value, target, args);
+          return result instanceof Promise
+            ? result.catch((error: unknown) => {
+                throw homeError(error, home);
+              })
+            : result;
+        } catch (error) {
+          throw homeError(error, home);
+        }
+      };
+    },
+  });
+}
