@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { EngineError, type EngineErrorCode } from '../main/api/index.ts';
+import { EngineError, isEngineError, type EngineErrorCode } from '../main/api/index.ts';
 import { openSecretStore, secretStoreChoice } from '../main/identity/index.ts';
 import {
   createEngine,
@@ -20,6 +20,7 @@ import {
 } from '../main/protocol/index.ts';
 import { canopyHome } from '../main/state/index.ts';
 import { startLocalService } from './local-service.ts';
+import { stateRepairNotice } from './state-repair-notice.ts';
 import { StoppedBySignal, untilSignalled } from './signal-stop.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
@@ -647,8 +648,24 @@ export async function main(argv: readonly string[]): Promise<number> {
       mkdirSync(home, { recursive: true, mode: 0o700 });
       writeFileSync(warned, `${new Date().toISOString()}\n`);
     }
-    engine = createEngine({ home, secrets: store, startLocalService });
-    return (await run(engine, positionals, values, out)) ?? 0;
+    // A damaged state database shows in the request that reads a damaged page; the engine
+    // opened again rebuilds it, and the command runs once more, on the rebuilt one.
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        engine = createEngine({ home, secrets: store, startLocalService });
+        const repair = engine.stateRepair();
+        if (repair)
+          for (const line of stateRepairNotice(repair)) process.stderr.write(`canopy: ${line}\n`);
+        return (await run(engine, positionals, values, out)) ?? 0;
+      } catch (error) {
+        if (attempt > 1 || !isEngineError(error, 'state_damaged')) throw error;
+        process.stderr.write(
+          `canopy: Canopy's state database was found damaged (${(error.cause as Error).message}); rebuilding it, then running the command again\n`,
+        );
+        await engine?.close();
+        engine = undefined;
+      }
+    }
   } catch (error) {
     if (
       error instanceof UsageError ||
