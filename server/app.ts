@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:net';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
   API_PREFIX,
+  DAMAGED_DATABASE_MSG,
   OUT_OF_SPACE_MSG,
   READ_ONLY_MSG,
   ValidationError,
@@ -10,6 +11,7 @@ import {
 import { authenticateDevice, authenticateStorage, type AuthSettings } from './auth/authenticate.ts';
 import type { TokenBuckets } from './auth/token-bucket.ts';
 import { ServiceContext } from './context.ts';
+import { isDamagedDatabase } from './store/damaged-database.ts';
 import { ServiceError } from './errors.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 import { ServingLock } from './store/serving-lock.ts';
@@ -62,6 +64,14 @@ function errorBody(error: unknown): {
     return {
       status: 500,
       body: { msg: OUT_OF_SPACE_MSG, code: 'internal' },
+      headers: {},
+    };
+  }
+  // Saying so reveals nothing either, and tells the operator where to look.
+  if (isDamagedDatabase(error)) {
+    return {
+      status: 500,
+      body: { msg: DAMAGED_DATABASE_MSG, code: 'internal' },
       headers: {},
     };
   }

@@ -219,6 +219,12 @@ export class Engine {
     }
   }
 
+  /** Where the embedded service keeps the backups, for a device enrolled with it; else null. */
+  localDataDir(): string | null {
+    const account = readAccount(this.db);
+    return account?.mode === 'local' ? account.local_data_dir : null;
+  }
+
   /**
    * The rebuild of a damaged state database that opening this engine made, for the host to tell
    * the user what was lost with it; null when there was none.

@@ -1,4 +1,5 @@
-import { EngineError, isDiskFull } from '../api/index.ts';
+import { EngineError, isDiskFull, isEngineError } from '../api/index.ts';
+import { DAMAGED_DATABASE_MSG } from '../protocol/index.ts';
 import { isDamagedDatabase, isDamageError, markDamaged, stateFileOf } from '../state/index.ts';
 import type { Engine } from './engine.ts';
 
@@ -11,9 +12,36 @@ import type { Engine } from './engine.ts';
 //   database is marked, for the next opening of it to rebuild it from what is intact
 //   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
 //   from whichever request read that page.
+// - the embedded service's database damaged: named as the user's own file, beside the backups.
 // Errors already mapped (a full restore target, a full service) pass.
 
-function homeError(error: unknown, home: string): unknown {
+/**
+ * The embedded service's database damaged: the user's own, kept beside the backups, rather
+ * than a server's that an operator restores.
+ */
+function localDatabaseDamaged(error: unknown, engine: Engine | undefined): unknown {
+  if (!isEngineError(error, 'server_error') || !error.message.includes(DAMAGED_DATABASE_MSG))
+    return error;
+  let dataDir: string | null;
+  try {
+    dataDir = engine?.localDataDir() ?? null;
+  } catch {
+    // The state database cannot say either: the server's words stand.
+    return error;
+  }
+  if (dataDir === null) return error;
+  return new EngineError(
+    'local_server',
+    `the database of the backups in ${dataDir} (service.sqlite) is damaged on its disk: put back a copy of that file if you keep one`,
+    { cause: error },
+  );
+}
+
+function homeError(error: unknown, home: string, engine?: Engine): unknown {
+  if (engine) {
+    const local = localDatabaseDamaged(error, engine);
+    if (local !== error) return local;
+  }
   if (!(error instanceof EngineError) && isDiskFull(error))
     return new EngineError(
       'disk_full',
@@ -65,11 +93,11 @@ export function withHomeErrors(open: () => Engine, home: string): Engine {
           const result: unknown = Reflect.apply(value, target, args);
           return result instanceof Promise
             ? result.catch((error: unknown) => {
-                throw homeError(error, home);
+                throw homeError(error, home, target);
               })
             : result;
         } catch (error) {
-          throw homeError(error, home);
+          throw homeError(error, home, target);
         }
       };
     },

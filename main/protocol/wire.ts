@@ -14,6 +14,12 @@ export const PART_CAR_UPLOAD = 'car-upload';
 export const OUT_OF_SPACE_MSG = 'the service is out of storage space';
 
 /**
+ * The `msg` of this project's service when its database is damaged on its disk (a 500: the
+ * operator restores it from a copy). The embedded service's client tells it as the user's own.
+ */
+export const DAMAGED_DATABASE_MSG = "the service's database is damaged";
+
+/**
  * The `msg` of a 409 from this project's service when its data folder is on a disk mounted
  * read-only: it serves reads (browsing, restores, verifies) and refuses everything else.
  */

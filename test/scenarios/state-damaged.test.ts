@@ -100,4 +100,17 @@ describe('a damaged state database', () => {
     await expectRestorable(home, run, source, 'restored');
     expect(existsSync(state)).toBe(true);
   });
+
+  it("of the embedded service, not the device's: a backup names that file, and the device's own state is left as it is", async () => {
+    const { run, home, source } = await backedUp('service');
+    const serviceDatabase = path.join(run, 'local', 'service.sqlite');
+    damageTable(serviceDatabase, 'versions');
+
+    const again = await runCanopy(home, ['backup', source, '--bucket', 'Docs'], env);
+    expect(again.status).toBe(1);
+    expect(again.stderr).toBe(
+      `canopy: the database of the backups in ${path.join(run, 'local')} (service.sqlite) is damaged on its disk: put back a copy of that file if you keep one\n`,
+    );
+    expect(readdirSync(home).filter((name) => name.includes('damaged'))).toEqual([]);
+  });
 });
