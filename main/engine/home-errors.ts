@@ -1,6 +1,12 @@
 import { EngineError, isDiskFull, isEngineError } from '../api/index.ts';
 import { DAMAGED_DATABASE_MSG } from '../protocol/index.ts';
-import { isDamagedDatabase, isDamageError, markDamaged, stateFileOf } from '../state/index.ts';
+import {
+  isDamagedDatabase,
+  isDamageError,
+  markDamaged,
+  STATE_BUSY_TIMEOUT_MS,
+  stateFileOf,
+} from '../state/index.ts';
 import type { Engine } from './engine.ts';
 
 // The Canopy home holds the state database, the staging folder and the metadata cache; any
@@ -12,6 +18,8 @@ import type { Engine } from './engine.ts';
 //   database is marked, for the next opening of it to rebuild it from what is intact
 //   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
 //   from whichever request read that page.
+// - a state database another process kept writing to for longer than a request waits (SQLite's
+//   "database is locked"): `busy`;
 // - the embedded service's database damaged: named as the user's own file, beside the backups.
 // Errors already mapped (a full restore target, a full service) pass.
 
@@ -37,7 +45,8 @@ function localDatabaseDamaged(error: unknown, engine: Engine | undefined): unkno
   );
 }
 
-function homeError(error: unknown, home: string, engine?: Engine): unknown {
+/** Exported for its test; the engine maps every request's errors through withHomeErrors. */
+export function homeError(error: unknown, home: string, engine?: Engine): unknown {
   if (engine) {
     const local = localDatabaseDamaged(error, engine);
     if (local !== error) return local;
@@ -47,6 +56,12 @@ function homeError(error: unknown, home: string, engine?: Engine): unknown {
       'disk_full',
       `not enough free space in ${home}, where Canopy keeps its state; free some space and run it again`,
       { cause: error },
+    );
+  if (!(error instanceof EngineError) && (error as { code?: unknown }).code === 'SQLITE_BUSY')
+    return new EngineError(
+      'busy',
+      `another process kept Canopy's data in ${home} busy for more than ${STATE_BUSY_TIMEOUT_MS / 1000} s; run this again once it is done`,
+      { retryable: true, cause: error },
     );
   if (isDamageError(error)) {
     const file = stateFileOf(home);

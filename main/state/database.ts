@@ -11,6 +11,9 @@ export type StateDb = Database.Database;
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
 
+/** How long a request waits for another process's write to the state database. */
+export const STATE_BUSY_TIMEOUT_MS = 30_000;
+
 /** The state database of the Canopy home `home`. */
 export function stateFileOf(home: string): string {
   return path.join(home, 'state.sqlite');
@@ -24,14 +27,22 @@ export function openStateDatabase(file: string): StateDb {
   // The operating system's file cache still holds the hot pages.
   db.pragma('cache_size = -4000');
   db.pragma('foreign_keys = ON');
-  db.pragma('busy_timeout = 5000');
+  // Another Canopy process may be writing (committing a large folder's file index takes
+  // seconds): a command waits for it rather than failing. Past this, it says so (`busy`).
+  db.pragma(`busy_timeout = ${STATE_BUSY_TIMEOUT_MS}`);
   db.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+  );
+  // Looked up first, outside any write: opening the database while another process writes
+  // then waits for nothing, as WAL lets readers read.
+  const applied = new Set(
+    db.prepare('SELECT version FROM schema_migrations').pluck().all() as number[],
   );
   for (const file of readdirSync(MIGRATIONS_DIR)
     .filter((name) => MIGRATION_NAME.test(name))
     .sort()) {
     const version = Number(MIGRATION_NAME.exec(file)?.[1]);
+    if (applied.has(version)) continue;
     db.transaction(() => {
       if (db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(version)) return;
       db.exec(readFileSync(path.join(MIGRATIONS_DIR, file), 'utf8'));
