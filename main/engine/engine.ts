@@ -323,9 +323,14 @@ export class Engine {
     };
   }
 
-  private refuseIfEnrolled(): void {
+  /**
+   * Refuses to enroll a home enrolled already, unless its device key is gone from the secret
+   * store (the user removed it from the keychain): that enrollment can sign nothing any more,
+   * and logging in again replaces it.
+   */
+  private async refuseIfEnrolled(): Promise<void> {
     const account = readAccount(this.db);
-    if (account) {
+    if (account && (await this.deps.secrets.get(account.device_key_account)) !== null) {
       const where =
         account.mode === 'local' ? `this computer (${account.local_data_dir})` : account.server_url;
       throw new EngineError(
@@ -367,7 +372,7 @@ export class Engine {
     if (!key) {
       throw new EngineError(
         'secret_store',
-        `this device's key is missing from ${this.deps.secrets.location}; log in again`,
+        `this device's key is missing from ${this.deps.secrets.location}: log in again to enroll this device anew; its backups are untouched`,
       );
     }
     this.connected = { client: this.client(server, key, account.user_id), account, server, key };
@@ -433,14 +438,14 @@ export class Engine {
     code: string;
     deviceName?: string;
   }): Promise<AccountSummary> {
-    this.refuseIfEnrolled();
+    await this.refuseIfEnrolled();
     const server = this.client(input.server).baseUrl;
     return this.enrollWith(server, input.code, input.deviceName, 'remote', null);
   }
 
   /** Backs up to this computer: starts the embedded service and enrolls this device with it. */
   async loginLocal(input: { dataDir?: string; deviceName?: string }): Promise<AccountSummary> {
-    this.refuseIfEnrolled();
+    await this.refuseIfEnrolled();
     const dataDir = path.resolve(
       input.dataDir ?? this.deps.defaultLocalDataDir ?? path.join(this.deps.home, 'local-server'),
     );
@@ -460,7 +465,7 @@ export class Engine {
     onWaiting: (waiting: LinkWaiting) => void;
     timeoutMs?: number;
   }): Promise<AccountSummary> {
-    this.refuseIfEnrolled();
+    await this.refuseIfEnrolled();
     const server = this.client(input.server).baseUrl;
     const keyAccount = this.deviceKeyAccount();
     const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);

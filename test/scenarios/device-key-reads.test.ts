@@ -51,4 +51,37 @@ describe('the device key', () => {
       await engine.close();
     }
   });
+
+  it('gone from the secret store: a request says to log in again, which enrolls the device anew and finds its backups', async () => {
+    const source = path.join(scratch, 'gone-source');
+    writeSettled(path.join(source, 'notes.txt'), 'notes');
+    const home = path.join(scratch, 'gone-home');
+    const setup = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    await setup.loginLocal({});
+    await setup.createBucket({ name: 'Keys', type: 'backup', storageClass: 'hot' });
+    await setup.backup({ dir: source, bucket: 'Keys' });
+    await setup.close();
+    // As a user clearing the keychain would.
+    rmSync(path.join(home, 'secrets.json'));
+
+    const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    try {
+      const restore = () =>
+        engine.restore({
+          bucket: 'Keys',
+          to: path.join(scratch, 'gone-restored'),
+          overwrite: false,
+        });
+      await expect(restore()).rejects.toMatchObject({
+        code: 'secret_store',
+        message: `this device's key is missing from ${path.join(home, 'secrets.json')}: log in again to enroll this device anew; its backups are untouched`,
+      });
+      await engine.loginLocal({});
+      expect(await restore()).toMatchObject({ files: 1 });
+      // Enrolled anew, the home is enrolled: a second login is refused as before.
+      await expect(engine.loginLocal({})).rejects.toMatchObject({ code: 'already_logged_in' });
+    } finally {
+      await engine.close();
+    }
+  });
 });
