@@ -21,7 +21,12 @@ import type {
   User,
 } from '../protocol/index.ts';
 import type { Dispatcher } from 'undici';
-import { ServiceClient, socketDispatcher, type RetryPolicy } from '../service/index.ts';
+import {
+  ServerClock,
+  ServiceClient,
+  socketDispatcher,
+  type RetryPolicy,
+} from '../service/index.ts';
 import {
   backupSource,
   type BackupProgress,
@@ -176,6 +181,11 @@ function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
 export class Engine {
   private readonly deps: EngineDeps;
   private readonly db: StateDb;
+  /**
+   * The service's clock, as its answers show it: device tokens are dated by it, and uploads
+   * time their windows by it, whatever this computer's clock says.
+   */
+  private readonly serverClock = new ServerClock(() => this.now());
   /** Held shared while the engine is open: a rebuild of the state database waits for none. */
   private readonly homeLock: HomeLock;
   /** The rebuild of a damaged state database this opening made; null when there was none. */
@@ -248,7 +258,9 @@ export class Engine {
     retry: RetryPolicy | undefined = this.deps.retry,
   ): ServiceClient {
     const minter =
-      key && userId !== undefined ? new TokenMinter(key, userId, () => this.now()) : undefined;
+      key && userId !== undefined
+        ? new TokenMinter(key, userId, () => this.serverClock.now())
+        : undefined;
     // The embedded service's own socket, for requests to it (cli/local-service.ts).
     const socketPath = baseUrl === this.local?.url ? this.local.socketPath : undefined;
     return new ServiceClient(
@@ -256,6 +268,7 @@ export class Engine {
         baseUrl,
         ...(minter ? { deviceToken: () => minter.token() } : {}),
         ...(retry ? { retry } : {}),
+        serverClock: this.serverClock,
         ...(socketPath === undefined ? {} : { socketPath }),
       },
       socketPath === undefined ? undefined : this.socketConnections(baseUrl, socketPath),

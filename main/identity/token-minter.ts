@@ -6,7 +6,7 @@ import type { KeyPair } from './device-key.ts';
  * `now` returns milliseconds, so tests can move time.
  */
 export class TokenMinter {
-  private cached: { token: string; exp: number } | undefined;
+  private cached: { token: string; iat: number; exp: number } | undefined;
   private readonly key: KeyPair;
   private readonly userId: string;
   private readonly now: () => number;
@@ -19,13 +19,16 @@ export class TokenMinter {
 
   token(): string {
     const nowSeconds = Math.floor(this.now() / 1000);
-    if (!this.cached || this.cached.exp - 30 <= nowSeconds) {
-      this.cached = mintDeviceJwt({
+    // Also when the clock went back (set right, or the service's time learnt): the cached
+    // token would be dated in the future.
+    if (!this.cached || this.cached.exp - 30 <= nowSeconds || nowSeconds < this.cached.iat) {
+      const minted = mintDeviceJwt({
         privateKey: this.key.privateKey,
         fingerprint: this.key.fingerprint,
         userId: this.userId,
         nowSeconds,
       });
+      this.cached = { ...minted, iat: nowSeconds };
     }
     return this.cached.token;
   }

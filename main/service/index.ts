@@ -4,6 +4,7 @@
 export * from './base-url.ts';
 export { isServiceRefusal } from './http-errors.ts';
 export * from './retry-policy.ts';
+export * from './server-clock.ts';
 export * from './service-client.ts';
 export { socketDispatcher } from './socket-dispatcher.ts';
 export type { AnswerBody } from './streamed-answer.ts';

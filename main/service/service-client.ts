@@ -29,6 +29,7 @@ import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { answerCut, errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
+import type { ServerClock } from './server-clock.ts';
 import { socketDispatcher } from './socket-dispatcher.ts';
 import { type AnswerBody, streamedRequest } from './streamed-answer.ts';
 import {
@@ -52,6 +53,11 @@ export interface ServiceClientOptions {
   readonly delay?: (ms: number) => Promise<void>;
   /** Called before each retry, for logs and progress. */
   readonly onRetry?: (info: { attempt: number; delayMs: number; error: EngineError }) => void;
+  /**
+   * The service's clock as best known, which every answer's `Date` header corrects; a request
+   * refused (401) once it moved is signed again (server-clock.ts).
+   */
+  readonly serverClock?: ServerClock;
   /** A Unix socket that reaches the base URL's origin: the embedded service's own. */
   readonly socketPath?: string;
   /**
@@ -74,6 +80,8 @@ type Attempt<T> =
       readonly status: number;
       readonly text: string;
       readonly retryAfter: string | null;
+      /** Whether the answer's `Date` moved the service's clock as known (ServerClock.observe). */
+      readonly clockMoved: boolean;
     };
 
 interface RequestSpec {
@@ -202,6 +210,7 @@ export class ServiceClient {
    */
   private async withRetries<T>(url: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
     const { signal } = this.options;
+    let signedAgain = false;
     for (let count = 1; ; count += 1) {
       throwIfStopped(signal);
       let error: EngineError;
@@ -216,6 +225,13 @@ export class ServiceClient {
           parsed = undefined;
         }
         error = errorFromResponse(outcome.status, parsed);
+        // Refused for a token this device's wrong clock dated: signed again by the service's
+        // time, at once and once (a refused request did nothing on the server).
+        if (outcome.status === 401 && outcome.clockMoved && !signedAgain) {
+          signedAgain = true;
+          count -= 1;
+          continue;
+        }
         retryAfter = outcome.status === 429 ? parseRetryAfter(outcome.retryAfter) : undefined;
         if (!isRetryableStatus(outcome.status)) throw error;
       } catch (caught) {
@@ -269,13 +285,24 @@ export class ServiceClient {
     return fetch(url, init as unknown as RequestInit);
   }
 
+  /** Corrects the service's clock as known by an answer's `Date`; whether it moved. */
+  private observeClock(dateHeader: string | null): boolean {
+    return this.options.serverClock?.observe(dateHeader) ?? false;
+  }
+
+  /** The service's time now, as best known (ServerClock); this device's own without one. */
+  serverNow(): number {
+    return this.options.serverClock?.now() ?? Date.now();
+  }
+
   /** A failed answer's outcome, for withRetries. */
-  private static async failed<T>(response: Response): Promise<Attempt<T>> {
+  private async failed<T>(response: Response): Promise<Attempt<T>> {
     return {
       ok: false,
       status: response.status,
       text: await response.text(),
       retryAfter: response.headers.get('retry-after'),
+      clockMoved: this.observeClock(response.headers.get('date')),
     };
   }
 
@@ -292,7 +319,8 @@ export class ServiceClient {
       if (attempted) await spec.beforeRetry?.();
       attempted = true;
       const response = await this.fetchOnce(url, spec);
-      if (!response.ok) return ServiceClient.failed<T>(response);
+      if (!response.ok) return this.failed<T>(response);
+      this.observeClock(response.headers.get('date'));
       try {
         return { ok: true, value: await read(response) };
       } catch (error) {
@@ -324,12 +352,14 @@ export class ServiceClient {
         ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
         ...(this.options.signal ? { signal: this.options.signal } : {}),
       });
+      const clockMoved = this.observeClock(answer.header('date'));
       if (answer.status >= 200 && answer.status < 300) return { ok: true, value: answer.body };
       return {
         ok: false,
         status: answer.status,
         text: await answer.text(),
         retryAfter: answer.header('retry-after'),
+        clockMoved,
       };
     });
   }

@@ -819,9 +819,10 @@ async function finishUpload(
       next += 1;
       try {
         throwIfStopped(input.signal);
+        // The window ends by the service's clock, which its authorization states.
         const window = windowState(
           upload.storage_authorization,
-          Date.now(),
+          client.serverNow(),
           slowestShardMs,
           canCarryOver,
         );
