@@ -21,10 +21,10 @@ import { fingerprintTree, type Fingerprint } from '../helpers/tree-fingerprint.t
 
 // A folder edited the way people edit folders, between backups: files written, rewritten,
 // renamed, moved to other folders, deleted; folders renamed, moved and deleted; modes, times,
-// symlinks and hard links changed. Every version must restore as the folder was when it was
+// symlinks and hard links changed; names that change kind (file, folder, symlink). Every version must restore as the folder was when it was
 // backed up. The file index's shortcuts (a file unchanged by size, mtime and inode, a folder
 // unchanged as a whole, a file found again after its folder moved) are what this exercises.
-// The edits are random from a fixed seed, so a failure repeats.
+// The edits are random from a fixed seed, so a failure repeats (EDIT_SEED=N tries another).
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-edits-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -42,7 +42,7 @@ function randomFrom(seed: number): () => number {
   };
 }
 
-const random = randomFrom(20261126);
+const random = randomFrom(Number(process.env['EDIT_SEED'] ?? 20261126));
 const below = (n: number): number => Math.floor(random() * n);
 function pick<T>(items: readonly T[]): T | undefined {
   return items.length === 0 ? undefined : items[below(items.length)];
@@ -181,6 +181,25 @@ const EDITS: Array<() => boolean> = [
     const file = pick(entries('file'));
     if (file === undefined) return false;
     linkSync(at(file), at(inFolder(pick(folders()) ?? '', newName())));
+    return true;
+  },
+  // A name that changes kind: a file replaced by a folder of the same name, or a symlink.
+  () => {
+    const file = pick(entries('file'));
+    if (file === undefined) return false;
+    rmSync(at(file));
+    if (random() < 0.5) {
+      mkdirSync(at(file));
+      writeFile(inFolder(file, newName()), pick(SIZES) ?? 0);
+    } else symlinkSync('elsewhere', at(file));
+    return true;
+  },
+  // A folder replaced by a file of the same name.
+  () => {
+    const folder = pick(entries('directory'));
+    if (folder === undefined) return false;
+    rmSync(at(folder), { recursive: true });
+    writeFile(folder, pick(SIZES) ?? 0);
     return true;
   },
 ];
