@@ -21,6 +21,18 @@ export function stateFileOf(home: string): string {
 
 export function openStateDatabase(file: string): StateDb {
   const db = new Database(file);
+  try {
+    prepareStateDatabase(db);
+  } catch (error) {
+    // Damaged, or busy past the wait: the caller sees why, and holds no connection to it.
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+/** Settings and migrations, each applied in one transaction. */
+function prepareStateDatabase(db: StateDb): void {
   db.pragma('journal_mode = WAL');
   // A 4 MB page cache, not better-sqlite3's 16 MB: the embedded service and the engine share
   // one process, and a backup of 100 000 files filled both caches, a tenth of its peak memory.
@@ -52,5 +64,4 @@ export function openStateDatabase(file: string): StateDb {
       );
     }).immediate();
   }
-  return db;
 }

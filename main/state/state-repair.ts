@@ -9,7 +9,7 @@ import { clearDamageMark, isDamageError, isMarkedDamaged } from './state-damage.
 // own, and most damage falls on the file index, by far the largest table. So a new database is
 // made, and each group of tables that only make sense together is copied from the damaged one
 // whole or not at all; a group that cannot be read is left out, and named to the user when it
-// is more than a cache. The damaged file is kept beside the new one, as it was found.
+// is more than a cache. The damaged file is kept beside the new one.
 //
 // The rebuild is made as `<file>.rebuilding`, and only then is the damaged file set aside and
 // the rebuilt one put in its place, so a crash at any point leaves a database to open: the
@@ -150,23 +150,26 @@ function rebuild(file: string, now: number): { db: StateDb; repair: StateRepair 
 export function openStateDatabaseRepairing(
   file: string,
   alone: (
-    work: () => { db: StateDb; repair: StateRepair },
-  ) => { db: StateDb; repair: StateRepair } | null,
+    work: () => { db: StateDb; repair: StateRepair | null },
+  ) => { db: StateDb; repair: StateRepair | null } | null,
   now: number,
 ): { db: StateDb; repair: StateRepair | null } {
-  // A rebuild stopped between setting the damaged file aside and putting the new one in place.
-  if (!existsSync(file) && existsSync(`${file}.rebuilding`)) {
-    moveWithJournal(`${file}.rebuilding`, file);
-    clearDamageMark(file);
-  }
-  if (!isMarkedDamaged(file)) {
+  // A rebuild stopped between setting the damaged file aside and putting the new one in place:
+  // the rebuilt one is whole, and goes in place.
+  const stopped = !existsSync(file) && existsSync(`${file}.rebuilding`);
+  if (!stopped && !isMarkedDamaged(file)) {
     try {
       return { db: openStateDatabase(file), repair: null };
     } catch (error) {
       if (!isDamageError(error)) throw error;
     }
   }
-  const rebuilt = alone(() => rebuild(file, now));
+  const rebuilt = alone(() => {
+    if (!stopped) return rebuild(file, now);
+    moveWithJournal(`${file}.rebuilding`, file);
+    clearDamageMark(file);
+    return { db: openStateDatabase(file), repair: null };
+  });
   if (!rebuilt)
     throw new EngineError(
       'busy',
