@@ -10,17 +10,18 @@ import {
 import type { Engine } from './engine.ts';
 
 // The Canopy home holds the state database, the staging folder and the metadata cache; any
-// request may write there, and read the state database. Two failures of the home would
-// otherwise reach the user as SQLite's own words, with a stack, and are mapped here, for every
-// request, in one place:
+// request may write there, and read the state database. Its failures would otherwise reach the
+// user as SQLite's own words, with a stack, and are mapped here, for every request, in one
+// place:
 // - a full disk ("database or disk is full", a bare ENOSPC): `disk_full`, naming the folder;
+// - a state database another process kept writing to for longer than a request waits
+//   ("database is locked"): `busy`;
 // - a damaged state database ("database disk image is malformed"): `state_damaged`, and the
 //   database is marked, for the next opening of it to rebuild it from what is intact
 //   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
-//   from whichever request read that page.
-// - a state database another process kept writing to for longer than a request waits (SQLite's
-//   "database is locked"): `busy`;
-// - the embedded service's database damaged: named as the user's own file, beside the backups.
+//   from whichever request read that page;
+// - the embedded service's database damaged (its answer says so): named as the user's own
+//   file, beside the backups.
 // Errors already mapped (a full restore target, a full service) pass.
 
 /**
@@ -88,10 +89,7 @@ export function homeError(error: unknown, home: string, engine?: Engine): unknow
   return error;
 }
 
-/**
- * Opens the engine (its state database), and reports a full home disk as `disk_full` and a
- * damaged state database as `state_damaged`.
- */
+/** Opens the engine (its state database), and maps the home's failures of every request. */
 export function withHomeErrors(open: () => Engine, home: string): Engine {
   let engine: Engine;
   try {
