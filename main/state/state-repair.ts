@@ -38,6 +38,7 @@ const GROUPS: readonly TableGroup[] = [
       'shard_plans',
       'planned_blocks',
       'superseded_versions',
+      'pushes_in_flight',
     ],
     loss: 'upload_queue',
   },

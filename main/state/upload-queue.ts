@@ -100,6 +100,17 @@ export interface UploadQueue {
   /** The versions of `bucketId` superseded and not yet deleted on the service. */
   supersededIn(bucketId: string): string[];
   forgetSuperseded(versionId: string): void;
+  /**
+   * Notes a push of the metadata CAR `metadataCid` to `bucketId` about to be made, until
+   * `forgetPush`: should the process die before its version is recorded (queued, or
+   * superseded), the next backup finds it pending on the service and deletes it.
+   */
+  notePush(bucketId: string, metadataCid: string, at: number): void;
+  /** The metadata CIDs of `bucketId`'s pushes noted and not forgotten (notePush). */
+  pushesIn(bucketId: string): string[];
+  forgetPush(bucketId: string, metadataCid: string): void;
+  /** The versions of every queued upload, and every superseded one: those a record refers to. */
+  recordedVersions(): Set<string>;
   /** The staging folders, and the metadata CARs' files, of every queued upload. */
   stagingDirs(): Set<string>;
 }
@@ -237,6 +248,35 @@ export function uploadQueue(db: StateDb): UploadQueue {
     },
     forgetSuperseded(versionId) {
       db.prepare('DELETE FROM superseded_versions WHERE version_id = ?').run(versionId);
+    },
+    notePush(bucketId, metadataCid, at) {
+      db.prepare(
+        'INSERT OR REPLACE INTO pushes_in_flight (bucket_id, metadata_cid, pushed_at) VALUES (?, ?, ?)',
+      ).run(bucketId, metadataCid, at);
+    },
+    pushesIn(bucketId) {
+      return db
+        .prepare<[string], string>(
+          'SELECT metadata_cid FROM pushes_in_flight WHERE bucket_id = ? ORDER BY pushed_at',
+        )
+        .pluck()
+        .all(bucketId);
+    },
+    forgetPush(bucketId, metadataCid) {
+      db.prepare('DELETE FROM pushes_in_flight WHERE bucket_id = ? AND metadata_cid = ?').run(
+        bucketId,
+        metadataCid,
+      );
+    },
+    recordedVersions() {
+      return new Set(
+        db
+          .prepare<[], string>(
+            'SELECT version_id FROM uploads UNION SELECT version_id FROM superseded_versions',
+          )
+          .pluck()
+          .all(),
+      );
     },
     stagingDirs() {
       const kept = new Set<string>();

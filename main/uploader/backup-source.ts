@@ -579,6 +579,9 @@ async function packAndPush(
       previousId: previous?.id ?? null,
       deletedBlockCids: deleted,
     };
+    // Noted before it is asked for: killed before the upload is recorded, the next backup
+    // deletes what the service made of it (dropUnrecordedPushes).
+    input.queue.notePush(input.bucketId, pushedAs.metadataCid, input.now());
     const pushed = await client
       .pushVersion({
         bucketId: input.bucketId,
@@ -619,6 +622,7 @@ async function packAndPush(
         needed: needed.has(number),
       }));
       input.queue.record(upload, queued, plan);
+      input.queue.forgetPush(input.bucketId, pushedAs.metadataCid);
       // Recorded, the plan is the queue's, and gone, and the staged shards are the queue's.
       plan = undefined;
       keepStaging = true;
@@ -626,6 +630,9 @@ async function packAndPush(
       // as the index, rather than reading every file again.
       staged.seal(pushed.id, untrustedOf(counts.changedWhileRead, scanStartedMs));
       input.afterShardConfirmed?.(0);
+    } else {
+      // Active at once: nothing of it waits.
+      input.queue.forgetPush(input.bucketId, pushedAs.metadataCid);
     }
     returned = true;
     return {
@@ -945,6 +952,7 @@ async function carryOver(
     /** The leaves the version lacks from the one it builds on. */
     const isCandidate = (leaf: number): boolean => previousLeaves?.has(leaves.cidAt(leaf)) !== true;
     const push = async (expectedDataSize: number): Promise<MetadataUploadResult> => {
+      input.queue.notePush(input.bucketId, pushedAs.metadataCid, input.now());
       const pushedAgain = await input.client.pushVersion({
         bucketId: input.bucketId,
         ...pushedAs,
@@ -992,6 +1000,7 @@ async function carryOver(
       created_at: input.now(),
     };
     input.queue.carryOver(upload.version_id, next, needed, input.now());
+    input.queue.forgetPush(input.bucketId, pushedAs.metadataCid);
     return next;
   } catch (error) {
     // The caller sees why (another device stored first, a full quota, a dead network); the
@@ -1135,6 +1144,31 @@ async function resumeInterrupted(
 }
 
 /**
+ * Deletes the versions a killed run pushed and never recorded (UploadQueue.notePush): pending
+ * on the service with a noted metadata CID, and neither queued nor superseded here. Left
+ * there, each would count toward the quota all it expects until its window ends.
+ */
+async function dropUnrecordedPushes(input: BackupInput): Promise<void> {
+  const noted = input.queue.pushesIn(input.bucketId);
+  if (noted.length === 0) return;
+  const versions = await input.client.listVersions(input.bucketId);
+  const recorded = input.queue.recordedVersions();
+  for (const metadataCid of noted) {
+    for (const version of versions) {
+      if (version.state !== 'pending' || version.metadata_cid !== metadataCid) continue;
+      if (recorded.has(version.id)) continue;
+      try {
+        await input.client.discardVersion(version.id);
+      } catch (error) {
+        // Gone meanwhile (its window ended, and its retention after it).
+        if (!isEngineError(error, 'not_found')) throw error;
+      }
+    }
+    input.queue.forgetPush(input.bucketId, metadataCid);
+  }
+}
+
+/**
  * Deletes the versions of the bucket left pending when their windows neared their ends
  * (UploadQueue.supersede), now that a version holding what they received is queued or stored.
  * Left pending, each would count toward the quota what it has yet to receive.
@@ -1181,6 +1215,7 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
     await dropAllSuperseded();
     throw uploadWindowOver(ending.storageAuthorization, ending, true);
   };
+  await dropUnrecordedPushes(run);
   try {
     resumedVersionId = await resumeInterrupted(run, resumedSent);
   } catch (error) {
