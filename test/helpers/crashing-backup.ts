@@ -27,4 +27,6 @@ const engine = createEngine({
   },
 });
 await engine.backup({ dir: source, bucket: 'Crash' });
+// The embedded service listens until closed: the process ends only then.
+await engine.close();
 process.stdout.write('backup finished without crashing\n');
