@@ -11,7 +11,7 @@ import { runCanopy } from '../helpers/canopy-cli.ts';
 // Two Canopy processes on one home and one local backup folder at once, as when a user runs a
 // command in a terminal while a backup is running: each starts its own embedded service on the
 // folder. The second backup to a bucket is refused clearly, and other commands work beside it
-// without disturbing the running upload.
+// without disturbing the running upload; backups to two buckets run side by side.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-concurrent-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -81,6 +81,51 @@ describe('concurrent commands', () => {
     } finally {
       resume();
       await engine.close();
+    }
+  });
+
+  it('runs two backups to two buckets at once, from two processes on one home, and both restore', async () => {
+    const home = path.join(scratch, 'home-two');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+    const sources = ['music', 'papers'].map((name) => {
+      const dir = path.join(scratch, 'two', name);
+      mkdirSync(dir, { recursive: true });
+      for (let i = 0; i < 40; i += 1)
+        writeFileSync(
+          path.join(dir, `${name}-${i}.bin`),
+          randomBytes(i % 4 === 0 ? 1 << 20 : 20_000),
+        );
+      return { name, dir };
+    });
+    const login = await runCanopy(
+      home,
+      ['login', '--local', '--data', path.join(scratch, 'two-disk')],
+      env,
+    );
+    expect(login.status, login.stderr).toBe(0);
+    for (const { name } of sources)
+      expect((await runCanopy(home, ['buckets', 'create', name], env)).status).toBe(0);
+
+    const backups = await Promise.all(
+      sources.map(({ name, dir }) => runCanopy(home, ['backup', dir, '--bucket', name], env)),
+    );
+    for (const backup of backups) {
+      expect(backup.stderr).toBe('');
+      expect(backup.status).toBe(0);
+    }
+    for (const { name, dir } of sources) {
+      const target = path.join(scratch, 'two-restored', name);
+      const restored = await runCanopy(home, ['restore', '--bucket', name, '--to', target], env);
+      expect(restored.status, restored.stderr).toBe(0);
+      for (let i = 0; i < 40; i += 1) {
+        const file = `${name}-${i}.bin`;
+        expect(
+          readFileSync(path.join(target, file)).equals(readFileSync(path.join(dir, file))),
+        ).toBe(true);
+      }
+      // Each backup's file index is whole: the next finds nothing to read.
+      const again = await runCanopy(home, ['backup', dir, '--bucket', name, '--json'], env);
+      expect(JSON.parse(again.stdout)).toMatchObject({ unchanged: true, bytesRead: 0 });
     }
   });
 });
