@@ -1,4 +1,5 @@
-import { DEFAULT_LIMITS, type SizeLimits } from '../main/protocol/index.ts';
+import { DEFAULT_KEPT_FREE, DEFAULT_LIMITS, type SizeLimits } from '../main/protocol/index.ts';
+import type { KeptFree } from './store/kept-free.ts';
 
 // Every limit of §14 is an option, and the clock is injectable, so conformance tests can run
 // with tiny times and small sizes.
@@ -45,6 +46,11 @@ export interface ServiceOptions {
    * after a kill. By default a folder of the service's own in the system's temporary folder.
    */
   readonly readOnlyCopyDir?: string;
+  /**
+   * Room left free on the data folder's disk: new data that would dip into it is refused as
+   * out of space (store/kept-free.ts); null leaves none.
+   */
+  readonly keptFree: KeptFree | null;
 }
 
 const HOUR = 3_600_000;
@@ -67,5 +73,6 @@ export function defaultServiceOptions(dataDir: string): ServiceOptions {
     ipRateLimit: { refillPerSecond: 10 / 60, burst: 10 },
     corsOrigins: [],
     logRequests: false,
+    keptFree: DEFAULT_KEPT_FREE,
   };
 }

@@ -57,7 +57,12 @@ import {
   type TreeIndexOfFile,
   type TreeLeaves,
 } from '../uploader/index.ts';
-import { OUT_OF_SPACE_MSG, type Metadata, type Snapshot } from '../protocol/index.ts';
+import {
+  DEFAULT_KEPT_FREE,
+  OUT_OF_SPACE_MSG,
+  type Metadata,
+  type Snapshot,
+} from '../protocol/index.ts';
 import {
   checkSourceFolder,
   excludingFolders,
@@ -167,6 +172,9 @@ function keptUnlessDiskFull(write: () => void): boolean {
     return false;
   }
 }
+
+/** The embedded service's room kept free on the backup disk, as the user is told it. */
+const KEPT_FREE_TEXT = `${DEFAULT_KEPT_FREE.fraction * 100} % of it, at most ${DEFAULT_KEPT_FREE.maxBytes / (1 << 30)} GiB,`;
 
 function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
   const bucket = buckets.find((candidate) => candidate.name === name);
@@ -740,7 +748,7 @@ export class Engine {
     if (error.code === 'server_error' && error.message.includes(OUT_OF_SPACE_MSG)) {
       return new EngineError(
         'disk_full',
-        `${disk} is full: free some space on it, then run the ${what} again${kept}`,
+        `${disk} is full (the backups leave ${KEPT_FREE_TEXT} free for other files): free some space on it, then run the ${what} again${kept}`,
         { cause: error },
       );
     }

@@ -14,6 +14,13 @@ export const PART_CAR_UPLOAD = 'car-upload';
 export const OUT_OF_SPACE_MSG = 'the service is out of storage space';
 
 /**
+ * The room this project's service leaves free on the disk of its data by default, refusing new
+ * data that would dip into it as out of space (server/store/kept-free.ts): 1 % of the disk, at
+ * most 1 GiB.
+ */
+export const DEFAULT_KEPT_FREE = { fraction: 0.01, maxBytes: 1 << 30 } as const;
+
+/**
  * The `msg` of this project's service when its database is damaged on its disk (a 500: the
  * operator restores it from a copy). The embedded service's client tells it as the user's own.
  */

@@ -39,6 +39,7 @@ import { findLiveBucket } from '../store/buckets.ts';
 import { activate, deleteVersion } from '../store/lifecycle.ts';
 import { createSnapshot } from '../store/snapshots.ts';
 import { requireUser } from '../store/users.ts';
+import { refuseIntoKeptFree } from '../store/kept-free.ts';
 import {
   findVersion,
   findVisibleVersion,
@@ -171,6 +172,16 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
     if (second?.name !== PART_CAR_UPLOAD) throw invalidRequest(`${PART_CAR_UPLOAD}: missing part`);
     checkPartType(second, MEDIA_CAR);
     const metadataCid = cidText(input.metadataCid);
+    // A metadata CAR that would fill the disk is refused before it is stored. The data it
+    // expects is checked shard by shard, as much of it may be held already.
+    refuseIntoKeptFree(
+      ctx.options.dataDir,
+      Math.min(
+        Number(request.raw.headers['content-length']) || 0,
+        ctx.options.limits.metadataCarBytes,
+      ),
+      ctx.options.keptFree,
+    );
     staged = await stageMetadataCar(ctx, second, metadataCid);
     if ((await nextPart(multipart.parts)) !== undefined) {
       throw invalidRequest(`${PART_CAR_UPLOAD}: must be the last part`);

@@ -42,6 +42,7 @@ import {
 import { findBucketById } from '../store/buckets.ts';
 import { addEgress } from '../store/egress.ts';
 import { IncomingBlocks } from '../store/incoming-blocks.ts';
+import { refuseIntoKeptFree } from '../store/kept-free.ts';
 import { insertPack } from '../store/packs.ts';
 import { activate } from '../store/lifecycle.ts';
 import {
@@ -77,6 +78,12 @@ function liveVersionOf(ctx: ServiceContext, id: string): VersionRow {
   return version;
 }
 
+/** The body's declared length; `limit`, the most it may be, when it declares none (chunked). */
+function declaredLength(request: StorageRequest, limit: number): number {
+  const declared = Number(request.raw.headers['content-length']);
+  return Number.isFinite(declared) && declared >= 0 ? Math.min(declared, limit) : limit;
+}
+
 /** Blocks, or bytes, of a shard looked up and recorded at once. */
 const ARRIVED_BATCH_BLOCKS = 2000;
 const ARRIVED_BATCH_BYTES = 1024 * 1024;
@@ -95,6 +102,12 @@ async function uploadShard(
     return { blocks: stored.blocks, bytes: stored.bytes, received_total: version.received_total };
   }
   if (version.state !== 'pending') throw conflict(`the version is ${version.state}, not pending`);
+  // Before a byte of it is read: a shard that would fill the disk is refused whole.
+  refuseIntoKeptFree(
+    ctx.options.dataDir,
+    declaredLength(request, ctx.options.limits.shardBytes),
+    ctx.options.keptFree,
+  );
 
   const received = new IncomingBlocks(ctx.db);
   // The shard's new blocks, in one pack file; opened at the first block the host lacks.

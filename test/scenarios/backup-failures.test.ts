@@ -309,7 +309,7 @@ describe('backup failures', () => {
     const full = await runCanopy(home, ['backup', source, '--bucket', 'Big'], fileStore);
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(
-      `canopy: the disk holding the backups (${localData}) is full: free some space on it, then run the backup again; what it stored before stays\n`,
+      `canopy: the disk holding the backups (${localData}) is full (the backups leave 1 % of it, at most 1 GiB, free for other files): free some space on it, then run the backup again; what it stored before stays\n`,
     );
     // Blocks that did not fit left no partial file, and no shard was staged on the local disk:
     // the home keeps the queued upload's metadata CAR (and the index of its nodes) alone, for
@@ -391,7 +391,7 @@ describe('backup failures', () => {
     writeFileSync(path.join(source, 'notes.txt'), 'more notes');
     const full = await runCanopy(home, ['backup', source, '--bucket', 'Full'], fileStore);
     expect(full.stderr).toBe(
-      `canopy: the disk holding the backups (${localData}) is full: free some space on it, then run the backup again; what it stored before stays\n`,
+      `canopy: the disk holding the backups (${localData}) is full (the backups leave 1 % of it, at most 1 GiB, free for other files): free some space on it, then run the backup again; what it stored before stays\n`,
     );
   });
 

@@ -1,0 +1,34 @@
+import { statfsSync } from 'node:fs';
+
+// Room the service leaves free on the disk of its data folder. A backup of a folder to the same
+// disk (the embedded service's default: this computer) would otherwise fill it to the last
+// byte, and every other program of the user's would then fail to save its files; Syncthing
+// keeps 1 % free for the same reason. New data that would dip into the room is refused as if
+// the disk were full (OUT_OF_SPACE_MSG): the operator's to fix on a server, the user's own
+// disk to clear for the embedded service. Reads never need room, and are never refused.
+
+export interface KeptFree {
+  /** Of the disk's size. */
+  readonly fraction: number;
+  /** At most this much, however large the disk: 1 % of a backup disk of 8 TB is no reserve. */
+  readonly maxBytes: number;
+}
+
+/** Refuses `incomingBytes` of new data into `dir` that would leave less than `kept` free. */
+export function refuseIntoKeptFree(
+  dir: string,
+  incomingBytes: number,
+  kept: KeptFree | null,
+): void {
+  if (kept === null) return;
+  const disk = statfsSync(dir);
+  const room = Math.min(disk.blocks * disk.bsize * kept.fraction, kept.maxBytes);
+  const free = disk.bavail * disk.bsize;
+  if (free - incomingBytes >= room) return;
+  throw Object.assign(
+    new Error(
+      `${incomingBytes} bytes would leave less than the ${Math.round(room)} bytes kept free on the disk of ${dir} (${free} bytes free)`,
+    ),
+    { code: 'ENOSPC' },
+  );
+}
