@@ -22,6 +22,8 @@ export function refuseIntoKeptFree(
 ): void {
   if (kept === null) return;
   const disk = statfsSync(dir);
+  // Some file systems (FUSE ones, network ones) tell no sizes: nothing to go by.
+  if (disk.blocks === 0) return;
   const room = Math.min(disk.blocks * disk.bsize * kept.fraction, kept.maxBytes);
   const free = disk.bavail * disk.bsize;
   if (free - incomingBytes >= room) return;
