@@ -9,6 +9,7 @@ import Database from 'better-sqlite3';
 import { startLocalService } from '../../cli/local-service.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
+import { seededRandom } from '../helpers/seeded-random.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
@@ -23,21 +24,9 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-crashes-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** xorshift32: the same edits and delays on every run, unless CRASH_SEED says otherwise. */
-function randomFrom(seed: number): () => number {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    return state / 0x1_0000_0000;
-  };
-}
+/** The same edits and delays on every run, unless CRASH_SEED says otherwise. */
 const seed = Number(process.env['CRASH_SEED'] ?? 20261126);
-const random = randomFrom(seed);
-const below = (n: number): number => Math.floor(random() * n);
+const { next: random, below } = seededRandom(seed);
 
 const source = path.join(scratch, 'source');
 const home = path.join(scratch, 'home');

@@ -17,6 +17,7 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { seededRandom } from '../helpers/seeded-random.ts';
 import { fingerprintTree, type Fingerprint } from '../helpers/tree-fingerprint.ts';
 
 // A folder edited the way people edit folders, between backups: files written, rewritten,
@@ -29,24 +30,7 @@ import { fingerprintTree, type Fingerprint } from '../helpers/tree-fingerprint.t
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-edits-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-/** xorshift32: the same edits on every run. */
-function randomFrom(seed: number): () => number {
-  let state = seed >>> 0 || 1;
-  return () => {
-    state ^= state << 13;
-    state >>>= 0;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    state >>>= 0;
-    return state / 0x1_0000_0000;
-  };
-}
-
-const random = randomFrom(Number(process.env['EDIT_SEED'] ?? 20261126));
-const below = (n: number): number => Math.floor(random() * n);
-function pick<T>(items: readonly T[]): T | undefined {
-  return items.length === 0 ? undefined : items[below(items.length)];
-}
+const { next: random, below, pick } = seededRandom(Number(process.env['EDIT_SEED'] ?? 20261126));
 
 function bytesOf(size: number): Buffer {
   const bytes = Buffer.alloc(size);
