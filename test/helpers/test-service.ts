@@ -18,6 +18,8 @@ export interface TestService {
   /** Moves the service's clock forward. */
   advance(ms: number): void;
   addUser(email: string, quota?: number | null): { userId: string; code: string };
+  /** The state of every version the service has made, oldest first. */
+  versionStates(): string[];
   close(): Promise<void>;
 }
 
@@ -65,6 +67,12 @@ export async function startTestService(
     addUser(email, quota = null) {
       const { userId, code } = addUser(service.ctx, email, quota);
       return { userId, code };
+    },
+    versionStates() {
+      return service.ctx.db
+        .prepare('SELECT state FROM versions ORDER BY seq')
+        .pluck()
+        .all() as string[];
     },
     async close() {
       await service.close();

@@ -1,13 +1,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import { runHelper, type HelperProcess } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { startTestService } from '../helpers/test-service.ts';
 
@@ -17,7 +16,6 @@ import { startTestService } from '../helpers/test-service.ts';
 // steps leaves versions pending that nothing queued refers to; the next backup completes all
 // the same, leaves none of them behind, and the folder restores as it is.
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-bridge-crash-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -29,8 +27,8 @@ async function killedInBridge(point: KillPoint) {
   const source = path.join(run, 'source');
   for (let i = 0; i < 4; i += 1)
     writeSettled(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
-  /** The device's process once spawned, and its end. */
-  const device: { process?: ChildProcess; gone?: Promise<NodeJS.Signals | null> } = {};
+  /** The device's process, once started. */
+  const device: { helper?: HelperProcess } = {};
   let deleteAsked = false;
   let killed = false;
   /** The shard bytes the service was sent: by the device killed, then by the next backup. */
@@ -42,7 +40,7 @@ async function killedInBridge(point: KillPoint) {
         const url = request.url.split('?')[0] ?? '';
         if (request.method === 'PUT' && url.includes('/upload/'))
           shardBytes[killed ? 'next' : 'killed'] += Number(request.headers['content-length']);
-        if (killed || !device.process) return;
+        if (killed || !device.helper) return;
         const deletes = request.method === 'DELETE' && url.includes('/buckets/metadata/');
         const pushes = request.method === 'POST' && url.endsWith('/buckets/metadata');
         const at = point === 'old version deleted' ? deletes : pushes && deleteAsked;
@@ -50,8 +48,8 @@ async function killedInBridge(point: KillPoint) {
         if (!at) return;
         // Before the service acts on the request: the device is gone, and so is its answer.
         killed = true;
-        device.process.kill('SIGKILL');
-        await device.gone;
+        device.helper.child.kill('SIGKILL');
+        await device.helper.exited;
         throw new Error('the device went away');
       });
     },
@@ -65,25 +63,11 @@ async function killedInBridge(point: KillPoint) {
   await setup.createBucket({ name: 'Slow', type: 'backup', storageClass: 'hot' });
   await setup.close();
 
-  const helper = path.join(here, '..', 'helpers', 'stalled-backup.ts');
-  const spawned = spawn(
-    process.execPath,
-    ['--import', 'tsx', helper, home, source, 'Slow', '6000'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  device.process = spawned;
-  let output = '';
-  spawned.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  spawned.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  device.gone = new Promise((resolve) => spawned.on('exit', (_code, signal) => resolve(signal)));
-  const signal = await device.gone;
-  if (signal !== 'SIGKILL') throw new Error(`the device was not killed ${point}:\n${output}`);
-  const states = (): string[] =>
-    service.service.ctx.db
-      .prepare('SELECT state FROM versions ORDER BY seq')
-      .pluck()
-      .all() as string[];
-  return { run, source, home, service, states, shardBytes };
+  const helper = runHelper('stalled-backup', [home, source, 'Slow', '6000']);
+  device.helper = helper;
+  if ((await helper.exited).signal !== 'SIGKILL')
+    throw new Error(`the device was not killed ${point}:\n${helper.output()}`);
+  return { run, source, home, service, shardBytes };
 }
 
 describe('a device killed while going on through a bridge version', () => {
@@ -93,7 +77,8 @@ describe('a device killed while going on through a bridge version', () => {
   ])(
     'as the $point, the next backup completes and leaves no version pending',
     async ({ point, atKill }) => {
-      const { run, source, home, service, states, shardBytes } = await killedInBridge(point);
+      const { run, source, home, service, shardBytes } = await killedInBridge(point);
+      const states = (): string[] => service.versionStates();
       const engine = createEngine({ home, secrets: new FileSecretStore(home) });
       try {
         // The version left pending, and the bridge that claimed what it received.

@@ -1,13 +1,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import { runHelper, type HelperProcess } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { startTestService } from '../helpers/test-service.ts';
 
@@ -16,7 +15,6 @@ import { startTestService } from '../helpers/test-service.ts';
 // toward the quota all it expects until its window ends (24 h by default), and shows in the
 // bucket's versions meanwhile. The next backup deletes it, and completes.
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-push-crash-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -25,16 +23,16 @@ describe('a device killed between its push and recording the upload', () => {
     const source = path.join(scratch, 'source');
     for (let i = 0; i < 3; i += 1)
       writeSettled(path.join(source, `part-${i}.bin`), randomBytes((1 << 20) + i));
-    const device: { process?: ChildProcess; gone?: Promise<NodeJS.Signals | null> } = {};
+    const device: { helper?: HelperProcess } = {};
     let killed = false;
     const service = await startTestService({ limits: DEFAULT_LIMITS }, (app) => {
       app.addHook('onRequest', async (request) => {
         // The push was answered; the device asks which blocks the service lacks, then records
         // the upload. It is gone before that answer.
-        if (killed || !device.process || !request.url.includes('/blocks/missing')) return;
+        if (killed || !device.helper || !request.url.includes('/blocks/missing')) return;
         killed = true;
-        device.process.kill('SIGKILL');
-        await device.gone;
+        device.helper.child.kill('SIGKILL');
+        await device.helper.exited;
         throw new Error('the device went away');
       });
     });
@@ -46,33 +44,11 @@ describe('a device killed between its push and recording the upload', () => {
       await engine.createBucket({ name: 'Pushed', type: 'backup', storageClass: 'hot' });
       await engine.close();
 
-      const spawned = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          path.join(here, '..', 'helpers', 'stalled-backup.ts'),
-          home,
-          source,
-          'Pushed',
-          '0',
-        ],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      device.process = spawned;
-      let output = '';
-      spawned.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      spawned.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-      device.gone = new Promise((resolve) =>
-        spawned.on('exit', (_code, signal) => resolve(signal)),
-      );
-      if ((await device.gone) !== 'SIGKILL')
-        throw new Error(`the device was not killed:\n${output}`);
-      const states = (): string[] =>
-        service.service.ctx.db
-          .prepare('SELECT state FROM versions ORDER BY seq')
-          .pluck()
-          .all() as string[];
+      const helper = runHelper('stalled-backup', [home, source, 'Pushed', '0']);
+      device.helper = helper;
+      if ((await helper.exited).signal !== 'SIGKILL')
+        throw new Error(`the device was not killed:\n${helper.output()}`);
+      const states = (): string[] => service.versionStates();
       expect(states()).toEqual(['pending']);
 
       const again = createEngine({ home, secrets: new FileSecretStore(home) });

@@ -1,14 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { startLocalService } from '../../cli/local-service.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
+import { runHelper } from '../helpers/helper-process.ts';
 import { seededRandom } from '../helpers/seeded-random.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
@@ -20,7 +19,6 @@ import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 // left pending or staged. Where each kill lands depends on the machine's speed; whatever it is,
 // the outcome must hold.
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-crashes-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -50,29 +48,13 @@ function filesNow(): string[] {
 
 /** A backup in a process of its own, killed after `delayMs` unless it ended first. */
 async function backupKilledAfter(delayMs: number): Promise<'killed' | 'finished'> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      path.join(here, '..', 'helpers', 'crashing-backup.ts'),
-      home,
-      source,
-      // A point never reached: the timer kills it.
-      'read:1000000000',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), delayMs);
-  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-    child.on('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal])),
-  );
+  // A point never reached: the timer kills it.
+  const backup = runHelper('crashing-backup', [home, source, 'read:1000000000']);
+  const timer = setTimeout(() => backup.child.kill('SIGKILL'), delayMs);
+  const { code, signal } = await backup.exited;
   clearTimeout(timer);
   if (signal === 'SIGKILL') return 'killed';
-  if (code !== 0) throw new Error(`the backup failed on its own (${code}):\n${output}`);
+  if (code !== 0) throw new Error(`the backup failed on its own (${code}):\n${backup.output()}`);
   return 'finished';
 }
 

@@ -83,11 +83,6 @@ function versionsOf(service: TestService): Array<[string, string]> {
   ).map((row) => [row.id, row.state]);
 }
 
-/** The states of versionsOf. */
-function statesOf(service: TestService): string[] {
-  return versionsOf(service).map(([, state]) => state);
-}
-
 /** `versionId` is the bucket's only version, active, and restores the four files of `source`. */
 async function expectOnlyVersion(
   engine: Engine,
@@ -150,7 +145,7 @@ describe('the upload window', () => {
         filesRead += 1;
       },
     });
-    versionStates = () => statesOf(service);
+    versionStates = () => service.versionStates();
     try {
       const source = fourFiles('ending');
       stallNext();
@@ -196,7 +191,7 @@ describe('the upload window', () => {
       expect(renewed.bytesUploaded).toBeLessThan((4 << 20) + 1024);
       expect(filesRead).toBe(4);
       // The version left pending, the bridge and the new one: only the last is left.
-      expect(statesOf(service)).toEqual(['deleted', 'deleted', 'active']);
+      expect(service.versionStates()).toEqual(['deleted', 'deleted', 'active']);
       await expectOnlyVersion(engine, renewed.versionId, source, 'quota');
     } finally {
       await engine.close();
@@ -229,7 +224,7 @@ describe('the upload window', () => {
       const renewed = await engine.backup({ dir: source, bucket: 'Slow' });
       expect(renewed.newBytes).toBe(4 << 20);
       expect(filesRead).toBe(8);
-      expect(statesOf(service)).toEqual(['deleted', 'active']);
+      expect(service.versionStates()).toEqual(['deleted', 'active']);
       await expectOnlyVersion(engine, renewed.versionId, source, 'no-bridge');
     } finally {
       await engine.close();
