@@ -56,3 +56,10 @@ export async function stopServerProcess(
   server.child.kill(signal);
   return exited;
 }
+
+/** A new user of the service on `dataDir`, by `canopy-server user add`: its enrollment code. */
+export function addUserCode(dataDir: string, email: string): string {
+  const added = runServerCommand(['user', 'add', '--email', email, '--data', dataDir, '--json']);
+  if (added.status !== 0) throw new Error(added.stderr);
+  return (JSON.parse(added.stdout) as { code: string }).code;
+}

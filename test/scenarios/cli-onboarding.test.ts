@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import {
-  runServerCommand,
+  addUserCode,
   startServerProcess,
   stopServerProcess,
   type ServerProcess,
@@ -35,9 +35,7 @@ function filesUnder(dir: string): string[] {
 }
 
 function enrollmentCode(email: string): string {
-  const added = runServerCommand(['user', 'add', '--email', email, '--data', serverData, '--json']);
-  if (added.status !== 0) throw new Error(added.stderr);
-  return (JSON.parse(added.stdout) as { code: string }).code;
+  return addUserCode(serverData, email);
 }
 
 describe('canopy onboarding', () => {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { clockOffEnv } from '../helpers/faked-clock.ts';
 import {
-  runServerCommand,
+  addUserCode,
   startServerProcess,
   stopServerProcess,
   type ServerProcess,
@@ -31,9 +31,7 @@ afterAll(async () => {
 });
 
 function enrollmentCode(email: string): string {
-  const added = runServerCommand(['user', 'add', '--email', email, '--data', serverData, '--json']);
-  if (added.status !== 0) throw new Error(added.stderr);
-  return (JSON.parse(added.stdout) as { code: string }).code;
+  return addUserCode(serverData, email);
 }
 
 describe('a computer whose clock is wrong', () => {
