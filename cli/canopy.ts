@@ -21,6 +21,7 @@ import {
 import { canopyHome } from '../main/state/index.ts';
 import { startLocalService } from './local-service.ts';
 import { stateRepairNotice } from './state-repair-notice.ts';
+import { wholeOnRetryLines } from './whole-on-retry-line.ts';
 import { StoppedBySignal, untilSignalled } from './signal-stop.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
@@ -453,12 +454,17 @@ async function run(
       const asOf = new Date(result.verifiedAt).toISOString();
       const lost = result.unavailable.length;
       out.print(
-        lost === 0
-          ? `verified ${result.checked} of ${counted(result.total, 'block')} (${counted(result.bytes, 'byte')}) of version ${result.versionId}: restorable as of ${asOf}`
-          : [
-              `checked ${result.checked} of ${counted(result.total, 'block')} of version ${result.versionId}: ${lost} did not come back whole, so it is not restorable in full as of ${asOf}`,
-              ...result.unrestorable.map((file) => `cannot restore ${file.path}: ${file.reason}`),
-            ].join('\n'),
+        [
+          ...(lost === 0
+            ? [
+                `verified ${result.checked} of ${counted(result.total, 'block')} (${counted(result.bytes, 'byte')}) of version ${result.versionId}: restorable as of ${asOf}`,
+              ]
+            : [
+                `checked ${result.checked} of ${counted(result.total, 'block')} of version ${result.versionId}: ${lost} did not come back whole, so it is not restorable in full as of ${asOf}`,
+                ...result.unrestorable.map((file) => `cannot restore ${file.path}: ${file.reason}`),
+              ]),
+          ...wholeOnRetryLines(result.wholeOnRetry.length),
+        ].join('\n'),
         result,
       );
       if (lost === 0) return;
@@ -511,6 +517,7 @@ async function run(
                   : `the disk would not take the permissions of ${result.modesNotKept} files and folders; they have the disk's own`,
               ]),
           ...result.notRestored.map((item) => `could not restore ${item.path}: ${item.reason}`),
+          ...wholeOnRetryLines(result.wholeOnRetry.length),
         ].join('\n'),
         result,
       );

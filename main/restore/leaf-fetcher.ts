@@ -86,6 +86,11 @@ function pendingLeaf(held: number): FetchedLeaf {
 }
 
 export class LeafFetcher {
+  /**
+   * Leaves, by CID text, that came back damaged and then whole when asked for again: only those
+   * checked as they arrive (smaller than LARGE_LEAF_BYTES); the others are checked as written.
+   */
+  readonly wholeOnRetry: string[] = [];
   private readonly fetched = new Map<string, FetchedLeaf>();
   /** Bytes of the leaves in `fetched`: asked for, arrived or not, and not yet taken. */
   private heldBytes = 0;
@@ -219,17 +224,20 @@ export class LeafFetcher {
         this.storageHost,
         [...batch.keys()],
         { maxBlockBytes: MAX_BLOCK_BYTES, uncheckedFrom: LARGE_LEAF_BYTES },
-        (key, block) => {
-          const leaf = batch.get(key);
-          if (!leaf) return;
-          leaf.bytes = block instanceof UncheckedCarBlock ? block : block.pieces;
-          leaf.settle();
-        },
-        (key, why) => {
-          const leaf = batch.get(key);
-          if (!leaf) return;
-          leaf.unavailable = unavailableBlockReason(key, why);
-          leaf.settle();
+        {
+          onBlock: (key, block) => {
+            const leaf = batch.get(key);
+            if (!leaf) return;
+            leaf.bytes = block instanceof UncheckedCarBlock ? block : block.pieces;
+            leaf.settle();
+          },
+          onUnavailable: (key, why) => {
+            const leaf = batch.get(key);
+            if (!leaf) return;
+            leaf.unavailable = unavailableBlockReason(key, why);
+            leaf.settle();
+          },
+          onWholeAgain: (key) => this.wholeOnRetry.push(key),
         },
       );
     } catch (error) {

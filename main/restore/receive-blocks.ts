@@ -13,6 +13,10 @@ import type { AnswerBody, ServiceClient } from '../service/index.ts';
 // that breaks off part-way (the link dropped, the host restarted) is not the end of the batch:
 // the blocks not yet received are asked for again. Failures before an answer starts are
 // retried by the service client, with backoff.
+//
+// A block that comes back damaged is asked for once more before it counts as damaged: bytes
+// flipped on the way (a flaky link, a proxy, memory) or on one read of a failing disk may come
+// whole the second time, as restic's tests of a backend that corrupts only the first read expect.
 
 /** Answers of one batch that may break part-way before the batch gives up. */
 const CUT_ANSWERS_PER_BATCH = 3;
@@ -38,23 +42,35 @@ export interface BlockReading {
   readonly uncheckedFrom?: number;
 }
 
+/** What receiveBlocks hands on. */
+export interface BlockTaker {
+  /** Each block that came back, once per CID. */
+  readonly onBlock: (cid: string, block: CarBlock | UncheckedCarBlock) => void;
+  /** A block the host sent damaged twice, or does not hold. */
+  readonly onUnavailable: (cid: string, why: UnavailableBlock) => void;
+  /** A block that came back damaged, then whole when asked for again (before its onBlock). */
+  readonly onWholeAgain?: (cid: string) => void;
+}
+
 /**
- * Asks for `cids` and hands each block that comes back to `onBlock`, once per CID; blocks not
+ * Asks for `cids` and hands each block that comes back to the taker, once per CID; blocks not
  * asked for are dropped. Resolves with the CIDs the host did not send. A third answer cut off
  * rejects with its network error.
  *
- * Without `onUnavailable`, a damaged block rejects with readCar's CarFormatError and a block the
- * host lacks with its 404, as for `canopy verify`. With it, such a block is reported there and
- * the others still come: after a damaged one, the rest are asked for again; on a 404, which
- * the host gives for the whole request (§11.5), the CIDs are halved until it is found.
+ * A block the host sends damaged, or does not hold, is reported to the taker and the others
+ * still come: after a damaged one, the rest, and it once more, are asked for again; on a 404,
+ * which the host gives for the whole request (§11.5), the CIDs are halved until it is found.
+ * Other damage to an answer (its framing, not a block's bytes) rejects with readCar's
+ * CarFormatError.
  */
 export async function receiveBlocks(
   client: ServiceClient,
   storageHost: string,
   cids: readonly string[],
   reading: BlockReading,
-  onBlock: (cid: string, block: CarBlock | UncheckedCarBlock) => void,
-  onUnavailable?: (cid: string, why: UnavailableBlock) => void,
+  taker: BlockTaker,
+  /** Blocks that came back damaged once already, across the halves of a 404. */
+  damagedOnce = new Set<string>(),
 ): Promise<Set<string>> {
   const wanted = new Set(cids);
   let cut = 0;
@@ -70,21 +86,24 @@ export async function receiveBlocks(
       for await (const item of items) {
         if (item.type === 'header') continue;
         const cid = cidText(item.cid);
-        if (wanted.delete(cid)) onBlock(cid, item);
+        if (!wanted.delete(cid)) continue;
+        if (damagedOnce.has(cid)) taker.onWholeAgain?.(cid);
+        taker.onBlock(cid, item);
       }
       break;
     } catch (error) {
       // The rest of this answer is not read: its connection goes now, not at the idle timeout.
       answer?.cancel();
-      if (onUnavailable) {
-        const damaged = error instanceof CarFormatError ? error.mismatchedCid : undefined;
-        if (damaged !== undefined && wanted.delete(damaged)) {
-          onUnavailable(damaged, 'damaged');
-          continue;
-        }
-        if (error instanceof EngineError && error.code === 'not_found')
-          return receiveHalves(client, storageHost, [...wanted], reading, onBlock, onUnavailable);
+      const damaged = error instanceof CarFormatError ? error.mismatchedCid : undefined;
+      if (damaged !== undefined && wanted.has(damaged)) {
+        if (damagedOnce.has(damaged)) {
+          wanted.delete(damaged);
+          taker.onUnavailable(damaged, 'damaged');
+        } else damagedOnce.add(damaged);
+        continue;
       }
+      if (error instanceof EngineError && error.code === 'not_found')
+        return receiveHalves(client, storageHost, [...wanted], reading, taker, damagedOnce);
       const broke = error instanceof EngineError && error.code === 'network';
       cut += 1;
       if (!broke || cut >= CUT_ANSWERS_PER_BATCH) throw error;
@@ -99,18 +118,18 @@ async function receiveHalves(
   storageHost: string,
   cids: readonly string[],
   reading: BlockReading,
-  onBlock: (cid: string, block: CarBlock | UncheckedCarBlock) => void,
-  onUnavailable: (cid: string, why: UnavailableBlock) => void,
+  taker: BlockTaker,
+  damagedOnce: Set<string>,
 ): Promise<Set<string>> {
   const [only] = cids;
   if (cids.length === 1 && only !== undefined) {
-    onUnavailable(only, 'missing');
+    taker.onUnavailable(only, 'missing');
     return new Set();
   }
   const half = Math.ceil(cids.length / 2);
   const notSent = new Set<string>();
   for (const part of [cids.slice(0, half), cids.slice(half)]) {
-    const left = await receiveBlocks(client, storageHost, part, reading, onBlock, onUnavailable);
+    const left = await receiveBlocks(client, storageHost, part, reading, taker, damagedOnce);
     for (const cid of left) notSent.add(cid);
   }
   return notSent;

@@ -70,6 +70,11 @@ import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 // contents then go with it. Such a disk may also take two names that differ only in case for
 // one: a name is settled only once a file of the same name, whatever its case, is written and
 // renamed.
+//
+// A block that comes back damaged is fetched once more before its file is given up: a small one
+// as it arrives (receive-blocks.ts), a large one, checked only as it is written (file-output.ts),
+// by writing its file again, with all its leaves fetched anew, once every other file is written.
+// Bytes damaged on the way (a flaky link, memory) then cost one file's fetch, not the file.
 
 const FILES_IN_FLIGHT = 8;
 /** Written files, each fsynced, waiting for their renames, at most. */
@@ -138,6 +143,11 @@ export interface RestoreResult {
   /** By path; empty when everything was restored. */
   readonly notRestored: readonly NotRestored[];
   /**
+   * Blocks, by CID text, that came back damaged and then whole when fetched again: their files
+   * are restored, yet something on the way (the link, memory, the server's disk) damages data.
+   */
+  readonly wholeOnRetry: readonly string[];
+  /**
    * Files and folders restored with the target disk's own permissions, since it would not take
    * theirs (FAT and exFAT).
    */
@@ -151,6 +161,18 @@ interface WrittenFile {
   readonly bytes: number;
   /** Whether it was fsynced itself; if not, it waits for a flush of its file system. */
   readonly synced: boolean;
+}
+
+/** A file whose leaf did not match its CID as it was written, to be written again. */
+interface FileToWriteAgain {
+  readonly entry: TreeEntry;
+  /** Where it goes unless something is in the way, and where its first try was to go. */
+  readonly destination: string;
+  readonly target: string;
+  /** Its path below the target. */
+  readonly relative: string;
+  /** The leaf that did not match, by its CID's text. */
+  readonly damagedCid: string;
 }
 
 interface UnrenamedFile extends WrittenFile {
@@ -225,6 +247,13 @@ function withGaps(
       }
     },
   };
+}
+
+/** The CID of the leaf that did not match it as it was written, if that is why `error` came. */
+function leafDamagedAsWritten(error: unknown): string | undefined {
+  return error instanceof EntryNotRestoredError && error.cause instanceof CarFormatError
+    ? error.cause.mismatchedCid
+    : undefined;
 }
 
 /**
@@ -343,6 +372,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     renamed: [] as string[],
     alreadyThere: 0,
     notRestored: [] as NotRestored[],
+    wholeOnRetry: [] as string[],
     modesNotKept: 0,
   };
   /** Gives `file` (a path, or an open descriptor) the mode it had, where the disk can hold it. */
@@ -518,6 +548,17 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
           yield* fetchedLeavesOf(entry.cid, entry.fileNode);
     })(),
   );
+  /** The leaves of the files written again (writeFilesAgain), once they are. */
+  let leavesAgain: LeafFetcher | undefined;
+  /** `fetcher`'s leaves for a file whose first leaf read is planned read number `firstRead`. */
+  const dagReading = (fetcher: LeafFetcher, firstRead: number): FileDag => {
+    let read = firstRead;
+    return {
+      node: (cid) => index.nodes.get(cid),
+      leaf: (cid) =>
+        isHole(cid) ? Promise.resolve(new Hole(CHUNK_BYTES)) : fetcher.take(cid, read++),
+    };
+  };
   /** Leaf reads planned before the next file's first. */
   let readsBefore = 0;
   /**
@@ -575,6 +616,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     failure ??= restoreError(error, input.targetDir, sparseWouldHelp);
     // Files waiting for a leaf that is no longer fetched would wait forever.
     leaves.stop(failure);
+    leavesAgain?.stop(failure);
   };
   /** Renames a written file to its target; false when the disk refuses the name (listed). */
   const renameToTarget = (file: UnrenamedFile): boolean => {
@@ -676,10 +718,27 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     if (writing) await writing;
     if (unrenamed.has(folded)) await renameWritten();
   };
-  /** Runs `work` among the writes in flight; a refused entry is listed, anything else stops. */
-  const track = (work: Promise<void>, relative: string): Promise<void> => {
+  /**
+   * Files left out for a leaf that did not match its CID as it was written, with where they were
+   * to go: written again, with their leaves fetched anew, once the others are written.
+   */
+  const writeAgain: FileToWriteAgain[] = [];
+  /**
+   * Runs `work` among the writes in flight; a refused entry is listed, anything else stops. With
+   * `again`, a file whose leaf did not match as it was written is kept for writeAgain instead.
+   */
+  const track = (
+    work: Promise<void>,
+    relative: string,
+    again?: Omit<FileToWriteAgain, 'damagedCid'>,
+  ): Promise<void> => {
     const settled: Promise<void> = work
       .catch((error: unknown) => {
+        const damagedCid = leafDamagedAsWritten(error);
+        if (again && damagedCid !== undefined) {
+          writeAgain.push({ ...again, damagedCid });
+          return;
+        }
         if (error instanceof EntryNotRestoredError) {
           result.notRestored.push({ path: relative, reason: error.reason });
           return;
@@ -693,6 +752,80 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const { signal } = input;
   const stopNow = (): void => {
     if (signal) stop(stoppedError(signal));
+  };
+  /**
+   * Settles the name of a file and starts writing it there: `destination` unless something is
+   * in the way. Its leaves come through `dag`. False when the restore stopped meanwhile.
+   * `again` is the file's first try when this is its second; a first try whose leaf does not
+   * match as it is written is kept for writeAgain.
+   */
+  const startFile = async (
+    entry: TreeEntry,
+    destination: string,
+    relative: string,
+    dag: FileDag,
+    again?: FileToWriteAgain,
+  ): Promise<boolean> => {
+    // Names are settled here, in order, before the write starts: a file still being written or
+    // renamed must count as taken, or two entries could be renamed onto one name. One that may
+    // be the same name on a disk that ignores case is written and renamed first, so the check
+    // below sees it. A file written again goes where its first try was to go, if it still can.
+    let target = again?.target ?? destination;
+    const sameName = foldedName(target);
+    if (nameTaken(sameName)) await nameSettled(sameName);
+    if (failure !== undefined) return false;
+    if (inTheWay(target, input.overwrite)) target = renamed(destination);
+    const folded = foldedName(target);
+    const written = restoreFile(entry, target, dag).then((file) => {
+      if (!file) return;
+      if (again) result.wholeOnRetry.push(again.damagedCid);
+      unrenamed.set(folded, { ...file, relative, folded });
+      filesWritten += 1;
+      input.afterFileWritten?.(filesWritten);
+      waitingFiles += 1;
+      if (!file.synced) waitingBytes += file.bytes;
+      const batchFiles = file.synced ? RENAME_BATCH : FLUSH_BATCH_FILES;
+      if (waitingFiles >= batchFiles || waitingBytes >= FLUSH_BATCH_BYTES) void renameWritten();
+      else renameTimer ??= setTimeout(() => void renameWritten(), RENAME_WITHIN_MS);
+    });
+    const writing = track(
+      written,
+      relative,
+      again ? undefined : { entry, destination, target, relative },
+    ).finally(() =>
+      // Written and waiting for its rename, or failed: `unrenamed` holds the name from here.
+      claimed.delete(folded),
+    );
+    claimed.set(folded, writing);
+    return true;
+  };
+  /**
+   * Writes the files of writeAgain once more, with their leaves fetched anew, each where its
+   * first try was to go. One whose leaf does not match again is left out.
+   */
+  const writeFilesAgain = async (): Promise<void> => {
+    const files = writeAgain.splice(0);
+    const fetcher = new LeafFetcher(
+      input.client,
+      input.storageHost,
+      index.leaves,
+      (function* leafReadsAgain(): Generator<string> {
+        for (const { entry } of files) yield* fetchedLeavesOf(entry.cid, entry.fileNode);
+      })(),
+    );
+    leavesAgain = fetcher;
+    let readsBeforeAgain = 0;
+    for (const file of files) {
+      if (signal?.aborted === true) {
+        stopNow();
+        return;
+      }
+      if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
+      if (failure !== undefined) return;
+      const dag = dagReading(fetcher, readsBeforeAgain);
+      readsBeforeAgain += countOf(fetchedLeavesOf(file.entry.cid, file.entry.fileNode));
+      if (!(await startFile(file.entry, file.destination, file.relative, dag, file))) return;
+    }
   };
   signal?.addEventListener('abort', stopNow, { once: true });
   try {
@@ -759,45 +892,18 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       // several at once about as fast as one. Their folders exist already (parents come first).
       if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
       if (failure !== undefined) break;
-      let read = readsBefore;
+      const dag = dagReading(leaves, readsBefore);
       if (entry.kind === 'file') readsBefore += countOf(fetchedLeavesOf(entry.cid, entry.fileNode));
-      const dag: FileDag = {
-        node: (cid) => index.nodes.get(cid),
-        leaf: (cid) =>
-          isHole(cid) ? Promise.resolve(new Hole(CHUNK_BYTES)) : leaves.take(cid, read++),
-      };
       if (underRefused) {
         // Its leaf reads are planned, and the files after it wait for them to be taken.
         void track(discardFile(entry.cid, dag, leafSize), relative);
         continue;
       }
-      // Names are settled here, in order, before the write starts: a file still being written or
-      // renamed must count as taken, or two entries could be renamed onto one name. One that may
-      // be the same name on a disk that ignores case is written and renamed first, so the check
-      // below sees it.
-      let target = destination;
-      const sameName = foldedName(target);
-      if (nameTaken(sameName)) await nameSettled(sameName);
-      if (failure !== undefined) break;
-      if (inTheWay(target, input.overwrite)) target = renamed(destination);
-      const folded = foldedName(target);
-      const written = restoreFile(entry, target, dag).then((file) => {
-        if (!file) return;
-        unrenamed.set(folded, { ...file, relative, folded });
-        filesWritten += 1;
-        input.afterFileWritten?.(filesWritten);
-        waitingFiles += 1;
-        if (!file.synced) waitingBytes += file.bytes;
-        const batchFiles = file.synced ? RENAME_BATCH : FLUSH_BATCH_FILES;
-        if (waitingFiles >= batchFiles || waitingBytes >= FLUSH_BATCH_BYTES) void renameWritten();
-        else renameTimer ??= setTimeout(() => void renameWritten(), RENAME_WITHIN_MS);
-      });
-      const writing = track(written, relative).finally(() =>
-        // Written and waiting for its rename, or failed: `unrenamed` holds the name from here.
-        claimed.delete(folded),
-      );
-      claimed.set(folded, writing);
+      if (!(await startFile(entry, destination, relative, dag))) break;
     }
+    // The files to write again are known once every first write has settled.
+    await Promise.all(inFlight);
+    if (failure === undefined && writeAgain.length > 0) await writeFilesAgain();
   } finally {
     // Every write settles, and every whole file gets its name, before the first failure is
     // reported: none is left running, nor left under its temporary name.
@@ -809,6 +915,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
   progress?.finish();
+  result.wholeOnRetry.push(...leaves.wholeOnRetry, ...(leavesAgain?.wholeOnRetry ?? []));
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {

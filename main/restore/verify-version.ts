@@ -12,7 +12,8 @@ import { receiveBlocks, type UnavailableBlock } from './receive-blocks.ts';
 // trusting nothing local: the proof that the version can be restored. An answer cut off on the
 // way is asked again for the rest, as a restore does, so a flaky link is not taken for loss.
 // A block the server no longer holds, or sends damaged, does not end the check: every one is
-// found and reported, so that the files needing them can be named.
+// found and reported, so that the files needing them can be named. One that comes back damaged
+// and then whole, asked for again (receive-blocks.ts), counts as whole and is reported apart.
 //
 // Blocks are asked for many at a time, up to a count and a size: a device may make 200 requests
 // at once and 50 a second after (§5.2), and in batches of 64 a verify of 100 000 small files
@@ -32,6 +33,11 @@ export interface VerifyResult {
   readonly verifiedAt: number;
   /** Blocks checked that did not come back whole; empty when the version is restorable. */
   readonly unavailable: readonly UnavailableBlockReport[];
+  /**
+   * Blocks, by CID text, that came back damaged and then whole when asked for again: counted
+   * whole, yet something on the way (the link, memory, the server's disk) damages data at times.
+   */
+  readonly wholeOnRetry: readonly string[];
 }
 
 /** At most this many blocks, and this many bytes as the tree states them, per request. */
@@ -129,6 +135,7 @@ export async function verifyVersion(input: {
   let bytes = 0;
   let checked = 0;
   const unavailable: UnavailableBlockReport[] = [];
+  const wholeOnRetry: string[] = [];
   const lost = (cid: string, why: UnavailableBlock): void => {
     unavailable.push({ cid, why });
     progress?.addFile();
@@ -141,12 +148,15 @@ export async function verifyVersion(input: {
         input.storageHost,
         batch,
         { maxBlockBytes: MAX_BLOCK_BYTES },
-        (_cid, block) => {
-          bytes += block.length;
-          progress?.addBytes(block.length);
-          progress?.addFile();
+        {
+          onBlock: (_cid, block) => {
+            bytes += block.length;
+            progress?.addBytes(block.length);
+            progress?.addFile();
+          },
+          onUnavailable: lost,
+          onWholeAgain: (cid) => wholeOnRetry.push(cid),
         },
-        lost,
       );
       // Blocks a whole answer left out, against §11.5: as good as lost.
       for (const cid of notSent) lost(cid, 'missing');
@@ -162,5 +172,12 @@ export async function verifyVersion(input: {
     }
   }
   progress?.finish();
-  return { checked, total: leaves.count, bytes, verifiedAt: input.now(), unavailable };
+  return {
+    checked,
+    total: leaves.count,
+    bytes,
+    verifiedAt: input.now(),
+    unavailable,
+    wholeOnRetry,
+  };
 }

@@ -8,7 +8,8 @@ import {
 
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
-// answer, the real answer cut off part-way through its body, or passing the request through to
+// answer, the real answer cut off part-way through its body, or with its last byte flipped (bytes
+// damaged on the way: the end of a CAR is its last block's data), or passing the request through to
 // the real server, at once or after a stall (a slow link). It records when each request
 // arrived, so tests can check the backoff. It can also refuse large bodies as a reverse proxy
 // with a body size limit does.
@@ -21,6 +22,8 @@ export type Fault =
    * after a few body bytes. An answer without a body is lost whole.
    */
   | 'cut'
+  /** The server's answer whole, but for its body's last byte, flipped. */
+  | 'damage'
   /** Passed through after this long, as over a link that stalls; not counted as injected. */
   | { delayMs: number }
   | { status: number; retryAfter?: number };
@@ -65,7 +68,11 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let injected = 0;
   let bodyLimit: number | undefined;
 
-  const forward = (incoming: IncomingMessage, outgoing: ServerResponse, cut = false): void => {
+  const forward = (
+    incoming: IncomingMessage,
+    outgoing: ServerResponse,
+    fault: 'pass' | 'cut' | 'damage' = 'pass',
+  ): void => {
     const upstream = request(
       {
         host: targetUrl.hostname,
@@ -78,9 +85,23 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         const head = (): void => {
           outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
         };
-        if (!cut) {
+        if (fault === 'pass') {
           head();
           answer.pipe(outgoing);
+          return;
+        }
+        if (fault === 'damage') {
+          const chunks: Buffer[] = [];
+          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+          answer.once('end', () => {
+            const body = Buffer.concat(chunks);
+            const last = body.length - 1;
+            if (last >= 0) body[last] = (body[last] ?? 0) ^ 0x01;
+            const headers = { ...answer.headers, 'content-length': String(body.length) };
+            delete headers['transfer-encoding'];
+            outgoing.writeHead(answer.statusCode ?? 502, headers);
+            outgoing.end(body);
+          });
           return;
         }
         let cutOff = false;
@@ -122,9 +143,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
               ? { status: 429, retryAfter: 1 }
               : 'reset';
     }
-    if (fault === 'pass' || fault === 'cut') {
-      if (fault === 'cut') injected += 1;
-      forward(incoming, outgoing, fault === 'cut');
+    if (fault === 'pass' || fault === 'cut' || fault === 'damage') {
+      if (fault !== 'pass') injected += 1;
+      forward(incoming, outgoing, fault);
       return;
     }
     if (typeof fault === 'object' && 'delayMs' in fault) {

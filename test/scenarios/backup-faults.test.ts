@@ -17,7 +17,8 @@ import { createEngine, type Engine } from '../../main/index.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
-import { changeQuota } from '../../server/admin.ts';
+import { changeQuota, newEnrollmentCode } from '../../server/admin.ts';
+import { runCanopy } from '../helpers/canopy-cli.ts';
 import { usageOf } from '../../server/store/accounting.ts';
 
 // A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
@@ -141,6 +142,86 @@ describe('backup through a faulty network', () => {
     expect(verified.total).toBe(6);
     expect(verified.checked).toBe(6);
     expect(verified.bytes).toBe(5 * 700_000 + 10 + 'small'.length);
+  });
+
+  it('restores a file whose block came back damaged once, fetched again whole, and says so', async () => {
+    proxy.randomFaults(0, 1);
+    await engine.createBucket({ name: 'Flipped', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'source-flipped');
+    mkdirSync(source);
+    // Two leaves of 1 MiB and one of 100 KiB: large enough to be checked as it is written.
+    const big = randomBytes(2 * (1 << 20) + 100 * 1024);
+    const small = randomBytes(3000);
+    writeFileSync(path.join(source, 'big.bin'), big);
+    writeFileSync(path.join(source, 'small.txt'), small);
+    await engine.backup({ dir: source, bucket: 'Flipped' });
+    const before = proxy.injected();
+    // The answer's last byte is the last leaf's: big.bin's tail, then small.txt's only leaf.
+    for (const [name, bytes] of [
+      ['big.bin', big],
+      ['small.txt', small],
+    ] as const) {
+      proxy.schedule(['damage'], /\/blocks\/car$/);
+      const target = path.join(scratch, `restored-flipped-${name}`);
+      const result = await engine.restore({
+        bucket: 'Flipped',
+        path: name,
+        to: target,
+        overwrite: false,
+      });
+      expect(result.notRestored).toEqual([]);
+      expect(result.wholeOnRetry).toHaveLength(1);
+      expect(readdirSync(target)).toEqual([name]);
+      expect(readFileSync(path.join(target, name)).equals(bytes)).toBe(true);
+    }
+    expect(proxy.injected() - before).toBe(2);
+  });
+
+  it('leaves out, and names, a file whose block comes back damaged twice', async () => {
+    proxy.randomFaults(0, 1);
+    proxy.schedule(['damage', 'damage'], /\/blocks\/car$/);
+    const target = path.join(scratch, 'restored-flipped-twice');
+    const result = await engine.restore({
+      bucket: 'Flipped',
+      path: 'big.bin',
+      to: target,
+      overwrite: false,
+    });
+    expect(result.notRestored).toEqual([
+      { path: 'big.bin', reason: expect.stringMatching(/came back from the server damaged$/) },
+    ]);
+    expect(result.wholeOnRetry).toEqual([]);
+    // Neither its temporary file nor a part of it is left.
+    expect(readdirSync(target)).toEqual([]);
+  });
+
+  it('verifies a version whose block came back damaged once, and says so', async () => {
+    proxy.randomFaults(0, 1);
+    proxy.schedule(['damage'], /\/blocks\/car$/);
+    const verified = await engine.verify({ bucket: 'Faulty', all: true });
+    expect(verified.unavailable).toEqual([]);
+    expect(verified.unrestorable).toEqual([]);
+    expect(verified.wholeOnRetry).toHaveLength(1);
+    expect(verified.checked).toBe(6);
+    expect(verified.bytes).toBe(5 * 700_000 + 10 + 'small'.length);
+  });
+
+  it('tells the user of `canopy verify` that a block came back damaged once', async () => {
+    proxy.randomFaults(0, 1);
+    const home = path.join(scratch, 'cli-home');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+    const { code } = newEnrollmentCode(service.service.ctx, 'ann@example.org');
+    const login = await runCanopy(home, ['login', '--server', proxy.url, '--code', code], env);
+    expect(login.status, login.stderr).toBe(0);
+    proxy.schedule(['damage'], /\/blocks\/car$/);
+    const verified = await runCanopy(home, ['verify', '--bucket', 'Faulty', '--all'], env);
+    expect(verified.status, verified.stderr).toBe(0);
+    const lines = verified.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^verified 6 of 6 blocks .*: restorable as of /);
+    expect(lines[1]).toBe(
+      "1 block came back damaged and whole when fetched again: something on the way (the network, this computer's memory, the server's disk) damages data at times",
+    );
   });
 
   it('verifies when the answer to pulling the version breaks off part-way, leaving no partial copy', async () => {

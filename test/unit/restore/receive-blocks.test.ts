@@ -1,63 +1,104 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import { receiveBlocks, type UnavailableBlock } from '../../../main/restore/receive-blocks.ts';
 import { ServiceClient } from '../../../main/service/index.ts';
 import { carBytes, rawBlock, type Block } from '../../helpers/cars.ts';
 import { startLoopbackServer, type LoopbackServer } from '../../helpers/loopback-server.ts';
 
-// A storage host whose first blocks/car answer starts with a damaged block and then stalls, as
-// a host with a bad disk sector might. The restore reports that block, asks again for the
-// others, and closes the stalled answer's connection rather than hold it until the timeout.
+// A storage host whose blocks/car answers hold a damaged block: on a bad disk sector every
+// time, or once, as bytes flipped on the way. A block damaged twice is reported and the others
+// still come; one damaged once comes whole when asked again. An answer left part-way has its
+// connection closed rather than held until the timeout.
 
 let server: LoopbackServer;
 let url = '';
 let good: Block;
 let damaged: Block;
-/** Whether the connection of the first (stalled) answer has closed. */
+/** Other bytes under the damaged block's CID. */
+let damagedCopy: Block;
+/** How the host answers each request, in turn; requests past the script get `good` alone. */
+let script: Array<(response: ServerResponse) => void> = [];
+/** Whether the connection of the first answer has closed. */
 let firstClosed = false;
 let requests = 0;
+
+/** Answers with a CAR of `blocks`, whole or, with `stall`, cut before its end and left open. */
+function answerWith(blocks: Block[], stall = false): (response: ServerResponse) => void {
+  return (response) =>
+    void carBytes([], blocks).then((car) =>
+      stall ? response.write(car.subarray(0, car.length - 100)) : response.end(car),
+    );
+}
 
 beforeAll(async () => {
   good = await rawBlock(randomBytes(4096));
   damaged = await rawBlock(randomBytes(4096));
+  damagedCopy = { cid: damaged.cid, bytes: randomBytes(4096) };
   server = await startLoopbackServer((request, response) => {
     request.resume();
     requests += 1;
-    response.writeHead(200, { 'content-type': 'application/vnd.ipld.car' });
     if (requests === 1) {
       request.socket.on('close', () => {
         firstClosed = true;
       });
-      // Other bytes under the damaged block's CID, then the answer stays open.
-      void carBytes([], [{ cid: damaged.cid, bytes: randomBytes(4096) }, good]).then((car) =>
-        response.write(car.subarray(0, car.length - 100)),
-      );
-      return;
     }
-    void carBytes([], [good]).then((car) => response.end(car));
+    response.writeHead(200, { 'content-type': 'application/vnd.ipld.car' });
+    (script[requests - 1] ?? answerWith([good]))(response);
   });
   url = server.url;
 });
 afterAll(() => server.close());
+beforeEach(() => {
+  requests = 0;
+  firstClosed = false;
+});
+
+/** receiveBlocks of the damaged and the good block, and what it handed on. */
+async function receiveBoth(): Promise<{
+  received: string[];
+  unavailable: Array<[string, UnavailableBlock]>;
+  wholeAgain: string[];
+  notSent: Set<string>;
+}> {
+  const client = new ServiceClient({ baseUrl: url, deviceToken: () => 'unused' });
+  const received: string[] = [];
+  const unavailable: Array<[string, UnavailableBlock]> = [];
+  const wholeAgain: string[] = [];
+  const notSent = await receiveBlocks(
+    client,
+    url,
+    [damaged.cid.toString(), good.cid.toString()],
+    { maxBlockBytes: 1 << 20 },
+    {
+      onBlock: (cid) => received.push(cid),
+      onUnavailable: (cid, why) => unavailable.push([cid, why]),
+      onWholeAgain: (cid) => wholeAgain.push(cid),
+    },
+  );
+  return { received, unavailable, wholeAgain, notSent };
+}
 
 describe('receiveBlocks', () => {
-  it('reports a damaged block, gets the others, and closes the answer it stopped reading', async () => {
-    const client = new ServiceClient({ baseUrl: url, deviceToken: () => 'unused' });
-    const received: string[] = [];
-    const unavailable: Array<[string, UnavailableBlock]> = [];
-    const notSent = await receiveBlocks(
-      client,
-      url,
-      [damaged.cid.toString(), good.cid.toString()],
-      { maxBlockBytes: 1 << 20 },
-      (cid) => received.push(cid),
-      (cid, why) => unavailable.push([cid, why]),
-    );
+  it('reports a block damaged twice, gets the others, and closes the answer it stopped reading', async () => {
+    script = [answerWith([damagedCopy, good], true), answerWith([damagedCopy, good])];
+    const { received, unavailable, wholeAgain, notSent } = await receiveBoth();
     expect(unavailable).toEqual([[damaged.cid.toString(), 'damaged']]);
     expect(received).toEqual([good.cid.toString()]);
+    expect(wholeAgain).toEqual([]);
     expect(notSent.size).toBe(0);
-    expect(requests).toBe(2);
+    expect(requests).toBe(3);
     // Left paused, it would stay open for the 300 s idle timeout.
     await vi.waitFor(() => expect(firstClosed).toBe(true), { timeout: 2000 });
+  });
+
+  it('takes a block damaged once when it comes whole the second time, and says so', async () => {
+    script = [answerWith([damagedCopy, good]), answerWith([damaged, good])];
+    const { received, unavailable, wholeAgain, notSent } = await receiveBoth();
+    expect(unavailable).toEqual([]);
+    expect(received).toEqual([damaged.cid.toString(), good.cid.toString()]);
+    expect(wholeAgain).toEqual([damaged.cid.toString()]);
+    expect(notSent.size).toBe(0);
+    expect(requests).toBe(2);
   });
 });
