@@ -9,7 +9,8 @@ import { openDatabase, type Db } from './store/database.ts';
 import { copyDatabase, type DatabaseCopy } from './store/database-copy.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
 import { clearUploadPins, takeUnheldBlocks } from './store/block-sets.ts';
-import { allPackIds, deletePack, releasePackBytes } from './store/packs.ts';
+import { allPackIds } from './store/packs.ts';
+import { releaseCopies, type ReleasedCopies } from './store/released-copies.ts';
 import { compactSparsePacks } from './blocks/pack-compaction.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 
@@ -92,27 +93,20 @@ export class ServiceContext {
    * unlinked, and a pack left with no live block is retired.
    */
   collectGarbage(): number {
-    const { legacy, emptied, count } = this.db
+    const { released, count } = this.db
       .transaction(() => {
         const freed = takeUnheldBlocks(this.db, 10_000);
-        const freedPerPack = new Map<string, number>();
-        const legacyCids: string[] = [];
-        for (const block of freed) {
-          if (block.pack === null) legacyCids.push(block.cid);
-          else freedPerPack.set(block.pack, (freedPerPack.get(block.pack) ?? 0) + block.size);
-        }
-        const emptiedPacks: string[] = [];
-        for (const [pack, bytes] of freedPerPack) {
-          if (!releasePackBytes(this.db, pack, bytes)) continue;
-          deletePack(this.db, pack);
-          emptiedPacks.push(pack);
-        }
-        return { legacy: legacyCids, emptied: emptiedPacks, count: freed.length };
+        return { released: releaseCopies(this.db, freed), count: freed.length };
       })
       .immediate();
-    for (const cid of legacy) this.blocks.removeLegacyBlock(cid);
-    for (const pack of emptied) this.blocks.retirePack(pack);
+    this.removeReleased(released);
     return count;
+  }
+
+  /** Frees the bytes of copies released in a transaction that has committed. */
+  removeReleased(released: ReleasedCopies): void {
+    for (const cid of released.legacy) this.blocks.removeLegacyBlock(cid);
+    for (const pack of released.emptied) this.blocks.retirePack(pack);
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   type ShardUploadResult,
 } from '../../main/protocol/index.ts';
 import { carAnswer } from '../blocks/car-answer.ts';
+import { damagedStoredCopies } from '../blocks/damaged-copies.ts';
 import type { PackWriter } from '../blocks/pack-writer.ts';
 import type { ServiceContext } from '../context.ts';
 import {
@@ -31,6 +32,7 @@ import {
   readNoBody,
 } from '../http/request-body.ts';
 import { evaluateQuota } from '../store/accounting.ts';
+import { releaseCopies, type ReleasedCopies } from '../store/released-copies.ts';
 import {
   addToBlockSet,
   type BlockLocation,
@@ -57,7 +59,8 @@ import type { RouteSpec, StorageRequest } from './route-spec.ts';
 
 // §11: the storage host. Shards are verified block by block as they stream in, their new
 // blocks staged as one pack file, and committed in one transaction with the pack's rename, so
-// a shard is stored whole or not at all.
+// a shard is stored whole or not at all. A block the host stores already is written again only
+// when its stored copy turns out damaged (damaged-copies.ts): the new copy replaces it.
 
 /** §11.1 steps 2 and 3: path shape (404, body unread), then the SA must name this version. */
 function checkUploadPath(request: StorageRequest): string {
@@ -110,6 +113,8 @@ async function uploadShard(
   );
 
   const received = new IncomingBlocks(ctx.db);
+  /** Blocks stored already whose stored copy differs from the one that came, by CID. */
+  const damagedCopies = new Set<string>();
   // The shard's new blocks, in one pack file; opened at the first block the host lacks.
   let pack: PackWriter | undefined;
   // Blocks read but not yet recorded: looked up and recorded a batch at a time, as a shard may
@@ -123,6 +128,15 @@ async function uploadShard(
     // are looked up again and pinned at once, so that none is collected before the commit.
     let stored = storedAmong(ctx.db, cids);
     if (stored.size > 0) stored = received.pinStored(cids);
+    if (stored.size > 0) {
+      // A stored copy that differs from the bytes that came is damaged: replaced, not kept.
+      const again = arrived.filter((_, index) => stored.has(cids[index] ?? ''));
+      const againCids = cids.filter((cid) => stored.has(cid));
+      for (const cid of await damagedStoredCopies(ctx.db, ctx.blocks, again, againCids)) {
+        stored.delete(cid);
+        damagedCopies.add(cid);
+      }
+    }
     if (cids.some((cid) => !stored.has(cid))) pack ??= await ctx.blocks.startPack();
     const into = pack;
     // A block named again within the batch is passed over. One named again further on is
@@ -148,6 +162,8 @@ async function uploadShard(
   };
   let packInPlace = false;
   let packCommitted = false;
+  /** Damaged copies the shard's replaced, freed once it is committed. */
+  let released: ReleasedCopies | undefined;
   const bodyHash = createHash('sha256');
   async function* hashed(): AsyncGenerator<Buffer> {
     for await (const chunk of limitedChunks(request.raw, ctx.options.limits.shardBytes, 'shard')) {
@@ -197,7 +213,9 @@ async function uploadShard(
         // Pins make this a guard; a client that sends the shard again gets it stored.
         throw conflict('a block was collected during the upload; send the shard again');
       }
-      const packed = pack ? received.storeInPack(pack.id) : 0;
+      const replacing = pack ? received.replaceStored(pack.id, damagedCopies) : undefined;
+      released = replacing && releaseCopies(ctx.db, replacing.replaced);
+      const packed = pack ? received.storeInPack(pack.id) + (replacing?.bytes ?? 0) : 0;
       received.addToBlockSet(metadataId, current.user_id);
       addReceived(ctx.db, metadataId, added);
       insertShard(ctx.db, metadataId, shardCid, distinct.count, distinct.bytes);
@@ -216,6 +234,7 @@ async function uploadShard(
       };
     });
     packCommitted = packInPlace;
+    if (released) ctx.removeReleased(released);
     return result;
   } finally {
     try {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Statement } from 'better-sqlite3';
-import { pinStoredAmong, unpinUpload } from './block-sets.ts';
+import { findBlock, pinStoredAmong, unpinUpload, type BlockLocation } from './block-sets.ts';
 import type { Db } from './database.ts';
 
 // The blocks of one shard as it streams in (§11.2), kept in temporary tables of the server's
@@ -149,6 +149,35 @@ export class IncomingBlocks {
       )
       .run(packId);
     return row?.bytes ?? 0;
+  }
+
+  /**
+   * Points each of `cids`, a block the host stored already whose stored copy was found damaged
+   * (damaged-copies.ts), at its copy in pack `packId`; returns those bytes and the copies they
+   * replace, for the caller to release. A block collected meanwhile was stored anew by
+   * storeInPack instead.
+   */
+  replaceStored(
+    packId: string,
+    cids: ReadonlySet<string>,
+  ): { bytes: number; replaced: BlockLocation[] } {
+    const arrivedCopy = this.db.prepare<[string], { size: number; pack_offset: number }>(
+      `SELECT size, pack_offset FROM ${this.blocks} WHERE cid = ? AND pack_offset IS NOT NULL`,
+    );
+    const point = this.db.prepare<[string, number, string]>(
+      'UPDATE blocks SET pack = ?, pack_offset = ? WHERE cid = ?',
+    );
+    let bytes = 0;
+    const replaced: BlockLocation[] = [];
+    for (const cid of cids) {
+      const copy = arrivedCopy.get(cid);
+      const old = findBlock(this.db, cid);
+      if (!copy || !old || old.pack === packId) continue;
+      point.run(packId, copy.pack_offset, cid);
+      bytes += copy.size;
+      replaced.push(old);
+    }
+    return { bytes, replaced };
   }
 
   /**

@@ -4,7 +4,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, truncateSync } from 
 import path from 'node:path';
 import { CarReader } from '@ipld/car';
 import { call } from '../helpers/http-client.ts';
-import { storedBlock, storeFiles } from '../helpers/stored-blocks.ts';
+import { damageStoredBlock, storedBlock, storeFiles } from '../helpers/stored-blocks.ts';
 import { rawBlock, type Block } from '../helpers/cars.ts';
 import { createBucket, enrolledDevice, storeVersion } from '../helpers/flows.ts';
 import type { TestDevice } from '../helpers/test-device.ts';
@@ -181,6 +181,39 @@ describe('pack files', () => {
     } finally {
       await quiet.close();
     }
+  });
+
+  it('replaces a stored copy damaged on its disk when a shard brings the block again, and keeps sound ones', async () => {
+    const damaged = await rawBlock(randomBytes(5000));
+    // Most of their pack, so that compaction leaves it be once the damaged copy is dead.
+    const sound = await rawBlock(randomBytes(60_000));
+    const cutShort = await rawBlock(randomBytes(4000));
+    const bucketId = await createBucket(service, ann, 'heal');
+    // cutShort alone in a pack of its own, which is then cut short before it.
+    const first = await storeVersion(service, ann, bucketId, null, [cutShort]);
+    const second = await storeVersion(service, ann, bucketId, first, [damaged, sound]);
+    const before = { damaged: stored(damaged), sound: stored(sound), cutShort: stored(cutShort) };
+    if (!before.damaged?.pack || !before.cutShort?.pack) throw new Error('not in packs');
+    damageStoredBlock(service.dataDir, damaged.cid.toString());
+    truncateSync(before.cutShort.file, before.cutShort.offset + 10);
+    expect((await readBack(ann, damaged)).equals(Buffer.from(damaged.bytes))).toBe(false);
+    const liveBefore = findPack(service.service.ctx.db, before.damaged.pack)?.live_bytes ?? 0;
+
+    // The same blocks again, as a client that found them damaged sends them.
+    await storeVersion(service, ann, bucketId, second, [damaged, sound, cutShort]);
+    expect((await readBack(ann, damaged)).equals(Buffer.from(damaged.bytes))).toBe(true);
+    expect((await readBack(ann, cutShort)).equals(Buffer.from(cutShort.bytes))).toBe(true);
+    const after = { damaged: stored(damaged), sound: stored(sound), cutShort: stored(cutShort) };
+    expect(after.damaged?.pack).not.toBe(before.damaged.pack);
+    expect(after.cutShort?.pack).toBe(after.damaged?.pack);
+    // The sound copy is left where it was; the damaged one no longer counts as live.
+    expect(after.sound).toEqual(before.sound);
+    expect(findPack(service.service.ctx.db, before.damaged.pack)?.live_bytes).toBe(
+      liveBefore - 5000,
+    );
+    // Its pack held nothing else live: it is gone.
+    expect(findPack(service.service.ctx.db, before.cutShort.pack)).toBeUndefined();
+    expect(existsSync(before.cutShort.file)).toBe(false);
   });
 
   it('still serves and collects a block stored as a file of its own by an earlier server', async () => {

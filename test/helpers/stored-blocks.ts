@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
-import { readdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, readdirSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { BlockStore } from '../../server/blocks/block-store.ts';
 import { findBlock } from '../../server/store/block-sets.ts';
@@ -36,4 +37,16 @@ export function storeFiles(dataDir: string, folder: 'packs' | 'staging' | 'block
   const root = path.join(dataDir, folder);
   if (folder !== 'blocks') return readdirSync(root);
   return readdirSync(root).flatMap((fanOut) => readdirSync(path.join(root, fanOut)));
+}
+
+/** Overwrites the server's stored copy of `cid` with other bytes of its length, as a bad disk. */
+export function damageStoredBlock(dataDir: string, cid: string): void {
+  const stored = storedBlock(dataDir, cid);
+  if (!stored) throw new Error(`the server stores no block ${cid}`);
+  const file = openSync(stored.file, 'r+');
+  try {
+    writeSync(file, randomBytes(stored.size), 0, stored.size, stored.offset);
+  } finally {
+    closeSync(file);
+  }
 }

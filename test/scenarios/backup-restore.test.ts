@@ -4,11 +4,9 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
-  closeSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readdirSync,
   readFileSync,
   rmSync,
@@ -16,7 +14,6 @@ import {
   symlinkSync,
   utimesSync,
   writeFileSync,
-  writeSync,
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,7 +28,7 @@ import {
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
-import { storedBlock } from '../helpers/stored-blocks.ts';
+import { damageStoredBlock } from '../helpers/stored-blocks.ts';
 
 // Backup and restore through the engine and the embedded local service: a generated tree
 // round-trips byte for byte with modes, mtimes and symlinks, and a second backup sends only
@@ -562,14 +559,7 @@ describe('browse, snapshots and verify', () => {
     await engine.backup({ dir: tree, bucket: 'Damaged' });
     // The host's copy of the file's first chunk is overwritten with other bytes of its length.
     const leaf = cidText(await rawCidOf(damagedContent.subarray(0, 1 << 20)));
-    const stored = storedBlock(path.join(scratch, 'home', 'local-server'), leaf);
-    if (!stored) throw new Error('the first chunk is not stored');
-    const pack = openSync(stored.file, 'r+');
-    try {
-      writeSync(pack, randomBytes(stored.size), 0, stored.size, stored.offset);
-    } finally {
-      closeSync(pack);
-    }
+    damageStoredBlock(path.join(scratch, 'home', 'local-server'), leaf);
     const target = path.join(scratch, 'restored-damaged');
     const result = await engine.restore({ bucket: 'Damaged', to: target, overwrite: false });
     expect(result.notRestored).toEqual([
