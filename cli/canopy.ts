@@ -345,6 +345,11 @@ async function run(
             ? `nothing changed since version ${result.versionId}: no new version made`
             : `version ${result.versionId}`,
           `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${counted(result.bytesScanned, 'byte')} scanned, ${counted(result.bytesRead, 'byte')} read, ${counted(result.newBytes, 'new byte')}, ${counted(result.bytesUploaded, 'byte')} uploaded in ${(result.durationMs / 1000).toFixed(1)} s`,
+          ...(result.blocksResent === 0
+            ? []
+            : [
+                `sent again ${counted(result.blocksResent, 'block')} the server could not give back whole`,
+              ]),
           ...skipped,
           ...result.changedWhileRead.map(
             (item) =>
@@ -468,9 +473,10 @@ async function run(
         result,
       );
       if (lost === 0) return;
-      // The version's other files can still be restored; back these up again while they exist.
+      // The version's other files can still be restored; the next backup of the bucket sends
+      // the blocks again from those its source still holds.
       process.stderr.write(
-        `canopy: ${counted(result.unrestorable.length, 'file')} of this version cannot be restored (listed in the output); back ${result.unrestorable.length === 1 ? 'it' : 'them'} up again if you still have ${result.unrestorable.length === 1 ? 'it' : 'them'}\n`,
+        `canopy: ${counted(result.unrestorable.length, 'file')} of this version cannot be restored (listed in the output); the next backup of this bucket sends again what its folder still holds of ${result.unrestorable.length === 1 ? 'it' : 'them'}\n`,
       );
       return 1;
     }

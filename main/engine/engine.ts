@@ -43,6 +43,7 @@ import {
   unavailableBlockReason,
   verifyVersion,
   type RestoreResult,
+  type UnavailableBlockReport,
   type UnrestorableFile,
   type VerifyResult,
   type VersionEntry,
@@ -82,6 +83,9 @@ import {
   recordUploadSpeed,
   sourceExcludesOf,
   sourceFileIndex,
+  blocksToResend,
+  forgetBlocksToResend,
+  noteBlocksToResend,
   uploadQueue,
   shardLimitOf,
   uploadSpeedOf,
@@ -774,6 +778,7 @@ export class Engine {
   ): Promise<BackupResult> {
     const fileIndex = sourceFileIndex(this.db, bucket.id, sourceDir);
     if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
+    const resendLeaves = blocksToResend(this.db, bucket.id);
     /** Trees read with their nodes for this backup: their files are closed when it ends. */
     const opened: TreeIndexOfFile[] = [];
     const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
@@ -795,6 +800,7 @@ export class Engine {
         now: () => this.now(),
         queue: uploadQueue(this.db),
         fileIndex,
+        ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
         excludes: sourceExcludesOf(this.db, sourceDir),
         ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
         ...(this.deps.metadataLimitBytes === undefined
@@ -827,6 +833,8 @@ export class Engine {
       version_id: result.versionId,
       seen_at: this.now(),
     });
+    // Sent again, or no longer in the source, which then cannot give them back.
+    forgetBlocksToResend(this.db, bucket.id, resendLeaves);
     // After the new version is known active: the one it replaced may go now.
     await this.metadata.trim();
     return result;
@@ -953,7 +961,7 @@ export class Engine {
     client: ServiceClient,
     input: { bucket: string; version?: string; snapshot?: string },
     whole = false,
-  ): Promise<string> {
+  ): Promise<{ readonly versionId: string; readonly bucketId: string }> {
     const bucket = await this.bucketByName(input.bucket, client);
     if (input.version !== undefined) {
       const named = (await this.listRemembered(client, bucket)).versions.find(
@@ -971,10 +979,12 @@ export class Engine {
             ? `version ${named.id} is still being uploaded, so not all of its data is stored: run the backup again to finish it, or name a version stored whole`
             : `the upload of version ${named.id} failed, so not all of its data is stored: name a version stored whole (canopy versions lists them)`,
         );
-      return named.id;
+      return { versionId: named.id, bucketId: bucket.id };
     }
-    if (input.snapshot !== undefined)
-      return (await client.getSnapshot(bucket.id, input.snapshot)).metadata_id;
+    if (input.snapshot !== undefined) {
+      const snapshot = await client.getSnapshot(bucket.id, input.snapshot);
+      return { versionId: snapshot.metadata_id, bucketId: bucket.id };
+    }
     const active = (await this.listRemembered(client, bucket)).versions.find(
       (version) => version.state === 'active',
     );
@@ -985,7 +995,7 @@ export class Engine {
       version_id: active.id,
       seen_at: this.now(),
     });
-    return active.id;
+    return { versionId: active.id, bucketId: bucket.id };
   }
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
@@ -1038,7 +1048,7 @@ export class Engine {
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
       const { client } = await this.connect({ retry: NO_RETRY });
-      const versionId = await this.resolveVersion(client, input);
+      const { versionId } = await this.resolveVersion(client, input);
       let entries: VersionEntry[];
       try {
         entries = await list(
@@ -1105,7 +1115,7 @@ export class Engine {
   ): Promise<
     VerifyResult & { readonly versionId: string; readonly unrestorable: UnrestorableFile[] }
   > {
-    const versionId = await this.resolveVersion(client, input, true);
+    const { versionId, bucketId } = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
     // (read from the pulled file, open until the verify ends).
@@ -1128,6 +1138,7 @@ export class Engine {
     } finally {
       withNodes?.close();
     }
+    this.noteUnavailable(bucketId, result.unavailable);
     if (result.unavailable.length === 0) return { ...result, versionId, unrestorable: [] };
     // Rare, and the leaves alone do not name files: the whole tree is read only now.
     const reasons = new Map(
@@ -1138,6 +1149,20 @@ export class Engine {
       (tree) => Promise.resolve(filesNeedingBlocks(tree, reasons)),
     );
     return { ...result, versionId, unrestorable };
+  }
+
+  /**
+   * Notes blocks the host could not give back whole for the bucket's next backup to send again
+   * (backupSource's resendLeaves), from whichever of its versions they were asked.
+   */
+  private noteUnavailable(bucketId: string, unavailable: readonly UnavailableBlockReport[]): void {
+    if (unavailable.length === 0) return;
+    noteBlocksToResend(
+      this.db,
+      bucketId,
+      unavailable.map((block) => block.cid),
+      this.now(),
+    );
   }
 
   async restore(input: {
@@ -1159,12 +1184,14 @@ export class Engine {
   > {
     try {
       const client = await this.stoppableClient(input.signal);
-      const versionId = await this.resolveVersion(client, input, true);
+      const { versionId, bucketId } = await this.resolveVersion(client, input, true);
       const who = await client.whoAmI();
-      return await usingTree(
+      const result = await usingTree(
         await this.metadata.versionTree(client, versionId, readTreeIndexOfFile),
         (tree) => this.restoreTree(client, who.storage_host, tree, input),
       );
+      this.noteUnavailable(bucketId, result.unavailable);
+      return result;
     } catch (error) {
       if (input.signal?.aborted === true)
         throw new EngineError(

@@ -73,6 +73,11 @@ export interface PackInput {
    */
   readonly knownLeaves?: LeafSizes;
   /**
+   * Leaves to hand to `onLeaf` even when `knownLeaves` has them: the host could not give them
+   * back whole, and needs them sent again. Only leaves read come; `reuse` must not return them.
+   */
+  readonly resendLeaves?: { has(cid: CID): boolean };
+  /**
    * Called once per distinct leaf of the new tree that `knownLeaves` lacks, with where its bytes
    * were first read, its CID's text (spelled once here, for callers that keep leaves by text)
    * and its number among the packed tree's `leaves`. The bytes are lent: their buffer is read
@@ -269,9 +274,12 @@ function parentOf(relativePath: string): string {
 export async function packSource(input: PackInput): Promise<PackedTree> {
   const leaves = new LeafSizes();
   const known = input.knownLeaves ? new LeafMarks(input.knownLeaves) : undefined;
-  /** Holds a leaf of the tree; true the first time for a leaf the known leaves lack. */
-  const holdLeaf = (cid: CID, size: number): boolean =>
-    known?.mark(cid) !== true && leaves.add(cid, size);
+  /**
+   * Holds a leaf of the tree; true the first time for a leaf the known leaves lack, or, with
+   * `resend`, for one they have too.
+   */
+  const holdLeaf = (cid: CID, size: number, resend = false): boolean =>
+    (known?.mark(cid) !== true || resend) && leaves.add(cid, size);
   let fileCount = 0;
   let totalBytes = 0;
   const changedWhileRead: string[] = [];
@@ -295,7 +303,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
 
   /** Records a leaf the first time the tree holds it, and hands a new one to the caller. */
   async function putLeaf(cid: CID, bytes: Uint8Array, origin: LeafOrigin): Promise<void> {
-    if (!holdLeaf(cid, bytes.length)) return;
+    if (!holdLeaf(cid, bytes.length, input.resendLeaves?.has(cid) === true)) return;
     await input.onLeaf(cid, bytes, origin, cidText(cid), leaves.count - 1);
   }
 

@@ -5,6 +5,7 @@ import type { ServiceClient } from '../service/index.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import type { LeafPart } from './file-bytes.ts';
 import { receiveBlocks, unavailableBlockReason } from './receive-blocks.ts';
+import type { UnavailableBlockReport } from './verify-version.ts';
 
 // The leaves a restore writes, fetched ahead of the writes in batches through blocks/car (each
 // block checked against its CID by readCar). The restore's leaf reads, in order, come from a
@@ -91,6 +92,8 @@ export class LeafFetcher {
    * checked as they arrive (smaller than LARGE_LEAF_BYTES); the others are checked as written.
    */
   readonly wholeOnRetry: string[] = [];
+  /** Leaves the host could not give back whole: the files needing them are not restored. */
+  readonly unavailable: UnavailableBlockReport[] = [];
   private readonly fetched = new Map<string, FetchedLeaf>();
   /** Bytes of the leaves in `fetched`: asked for, arrived or not, and not yet taken. */
   private heldBytes = 0;
@@ -234,6 +237,7 @@ export class LeafFetcher {
           onUnavailable: (key, why) => {
             const leaf = batch.get(key);
             if (!leaf) return;
+            this.unavailable.push({ cid: key, why });
             leaf.unavailable = unavailableBlockReason(key, why);
             leaf.settle();
           },

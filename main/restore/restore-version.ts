@@ -30,6 +30,7 @@ import { fsyncFully } from './file-writes.ts';
 import { FileSystemFlush } from './file-system-flush.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { unavailableBlockReason } from './receive-blocks.ts';
+import type { UnavailableBlockReport } from './verify-version.ts';
 import { makeFolders } from './make-folders.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
@@ -147,6 +148,8 @@ export interface RestoreResult {
    * are restored, yet something on the way (the link, memory, the server's disk) damages data.
    */
   readonly wholeOnRetry: readonly string[];
+  /** Blocks the host could not give back whole; the files needing them are in `notRestored`. */
+  readonly unavailable: readonly UnavailableBlockReport[];
   /**
    * Files and folders restored with the target disk's own permissions, since it would not take
    * theirs (FAT and exFAT).
@@ -373,6 +376,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     alreadyThere: 0,
     notRestored: [] as NotRestored[],
     wholeOnRetry: [] as string[],
+    unavailable: [] as UnavailableBlockReport[],
     modesNotKept: 0,
   };
   /** Gives `file` (a path, or an open descriptor) the mode it had, where the disk can hold it. */
@@ -739,6 +743,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
           writeAgain.push({ ...again, damagedCid });
           return;
         }
+        if (damagedCid !== undefined) result.unavailable.push({ cid: damagedCid, why: 'damaged' });
         if (error instanceof EntryNotRestoredError) {
           result.notRestored.push({ path: relative, reason: error.reason });
           return;
@@ -916,6 +921,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
   progress?.finish();
   result.wholeOnRetry.push(...leaves.wholeOnRetry, ...(leavesAgain?.wholeOnRetry ?? []));
+  result.unavailable.push(...leaves.unavailable, ...(leavesAgain?.unavailable ?? []));
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {

@@ -87,6 +87,11 @@ export interface BackupInput {
   readonly excludes?: readonly string[];
   /** What each file looked like at the last backup of this source to this bucket. */
   readonly fileIndex: SourceFileIndex;
+  /**
+   * Blocks, by CID text, that a restore or a verify found the host could not give back whole:
+   * each the source still has is read and sent again, even though the host counts it held.
+   */
+  readonly resendLeaves?: ReadonlySet<string>;
   /** Test seam: runs after a file was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /**
@@ -141,6 +146,8 @@ export interface BackupResult {
   readonly unchanged: boolean;
   /** An interrupted upload of an earlier run that this run finished first. */
   readonly resumedVersionId: string | null;
+  /** How many of `resendLeaves` the source still had, and were sent again. */
+  readonly blocksResent: number;
 }
 
 const MAX_DELETED_IN_REQUEST = 1500; // keeps request-data well under 128 KiB (§11.6 allows a subset)
@@ -154,19 +161,23 @@ const RACY_MTIME_NS = 2_000_000_000n;
 /**
  * Reuse a file's leaves when the index shows it unchanged and the active version holds them:
  * the leaves its index entry lists, or, in an index from before entries listed them, those of
- * its File node in the active version's tree.
+ * its File node in the active version's tree. A file holding a leaf to send again is read.
  */
 function reuseUnchanged(
   index: SourceFileIndex,
   previous: TreeLeaves | undefined,
+  resend: ReadonlySet<string>,
 ): PackInput['reuse'] {
   if (!previous) return undefined;
   return (file) => {
     const known = vouchingEntry(index, file, index.lookup(file.path));
     if (!known) return undefined;
-    return known.leaves
+    const leaves = known.leaves
       ? listedLeavesInTree(previous, known.leaves, file.size)
       : leavesOfFile(previous, known.cid, file.size);
+    if (resend.size > 0 && leaves?.some((leaf) => resend.has(cidText(leaf.cid))) === true)
+      return undefined;
+    return leaves;
   };
 }
 
@@ -253,6 +264,9 @@ async function attempt(
     (version) => version.state === 'active',
   );
   const indexIsActive = active !== undefined && input.fileIndex.versionId === active.id;
+  // Blocks to send again are found only by reading the files that hold them: nothing is taken
+  // as unchanged from the index, neither the source nor a folder.
+  const resend = input.resendLeaves ?? new Set<string>();
   // With progress to report, the walk that looks for changes also counts what to read.
   const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
   const survey =
@@ -262,7 +276,7 @@ async function attempt(
         )
       : undefined;
   scanning?.finish();
-  if (indexIsActive && survey?.unchanged === true) {
+  if (indexIsActive && survey?.unchanged === true && resend.size === 0) {
     return {
       versionId: active.id,
       files: survey.files,
@@ -276,11 +290,13 @@ async function attempt(
       changedWhileRead: [],
       unchanged: true,
       resumedVersionId: null,
+      blocksResent: 0,
     };
   }
   const { loadTree } = input;
   // Folders found unchanged reuse the active version's nodes, when the index describes it.
-  const changedFolders = indexIsActive ? (survey?.changedFolders ?? null) : null;
+  const changedFolders =
+    indexIsActive && resend.size === 0 ? (survey?.changedFolders ?? null) : null;
   const previous = active
     ? {
         id: active.id,
@@ -324,6 +340,7 @@ async function attempt(
         garbage,
         staged,
         changedFolders,
+        resend,
       );
       versionId = pushed.versionId;
       // What packing held is garbage now, before the upload makes its own.
@@ -382,6 +399,7 @@ async function attempt(
     changedWhileRead: pushed.changedWhileRead,
     unchanged: pushed.sameAsPrevious,
     resumedVersionId: null,
+    blocksResent: pushed.blocksResent,
   };
 }
 
@@ -423,6 +441,8 @@ interface PushedVersion {
   readonly filesUnchanged: number;
   readonly newBytes: number;
   readonly skipped: readonly SkippedItem[];
+  /** Blocks to send again that the source still had: each is in a shard sent. */
+  readonly blocksResent: number;
 }
 
 /**
@@ -443,6 +463,8 @@ async function packAndPush(
   staged: StagedEntries,
   /** Folders the survey found changed; every other is reused. Null: none is. */
   changedFolders: ReadonlySet<string> | null,
+  /** Blocks to send again, by CID text (BackupInput.resendLeaves). */
+  resend: ReadonlySet<string>,
 ): Promise<PushedVersion> {
   const { client } = input;
   const shardTarget = input.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES;
@@ -475,7 +497,7 @@ async function packAndPush(
   };
   let returned = false;
   try {
-    const reuse = reuseUnchanged(input.fileIndex, previous?.tree);
+    const reuse = reuseUnchanged(input.fileIndex, previous?.tree, resend);
     const reuseFolder = reuseUnchangedFolders(input.fileIndex, previous?.tree, changedFolders);
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
@@ -515,6 +537,7 @@ async function packAndPush(
         onSkip: (item) => skipped.push(item),
         onEntry: (entry) => staged.add(entry),
         ...(previous ? { knownLeaves: previous.tree.leaves } : {}),
+        ...(resend.size > 0 ? { resendLeaves: { has: (cid) => resend.has(cidText(cid)) } } : {}),
         onLeaf: async (cid, bytes, origin, text, leaf) => {
           if (shards instanceof ShardWriter) await shards.add(cid, bytes, leaf);
           else shards.add(cid, bytes, origin, leaf, text);
@@ -548,15 +571,21 @@ async function packAndPush(
       filesUnchanged: tree.filesReused,
       skipped,
     };
+    /** The leaves to send again that the source still has, by their number in the tree. */
+    const resent = [...resend]
+      .map((text) => tree.leaves.indexOfText(text))
+      .filter((leaf) => leaf >= 0);
     // The file index could not vouch for the source (after a resumed upload, or with the
     // index lost), yet nothing changed: a second version would only duplicate the first.
     if (
       previous &&
+      resent.length === 0 &&
       tree.rootCid.toString() === previous.rootCid &&
       previous.tree.manifest['source_label'] === input.sourceLabel
     ) {
       return {
         ...counts,
+        blocksResent: 0,
         versionId: previous.id,
         metadataFile: null,
         sameAsPrevious: true,
@@ -600,6 +629,11 @@ async function packAndPush(
     let upload: QueuedUpload | null = null;
     if (pushed.state === 'pending') {
       const needed = await shardsNeeded(input, pushed, tree.leaves, shards.leafShards);
+      // The host counts a block to send again held: its shard goes all the same.
+      for (const leaf of resent) {
+        const shard = shards.leafShards.shardOf(leaf);
+        if (shard !== undefined) needed.add(shard);
+      }
       upload = {
         version_id: pushed.id,
         bucket_id: input.bucketId,
@@ -643,6 +677,7 @@ async function packAndPush(
       upload,
       pushedAs: upload ? pushedAs : null,
       newBytes: expected,
+      blocksResent: resent.length,
     };
   } catch (error) {
     if (error instanceof MetadataOverLimit) throw sourceTooLarge(input.sourceDir, error.limitBytes);

@@ -134,7 +134,8 @@ export class IncomingBlocks {
 
   /**
    * Stores the blocks no upload stored meanwhile as held in pack `packId`, and returns their
-   * bytes; those another upload stored first stay dead bytes in the pack.
+   * bytes; those another upload stored first stay dead bytes in the pack. Call after
+   * markNewToSet.
    */
   storeInPack(packId: string): number {
     const unstored = `FROM ${this.blocks} WHERE pack_offset IS NOT NULL
@@ -142,12 +143,24 @@ export class IncomingBlocks {
     const row = this.db
       .prepare<[], { bytes: number }>(`SELECT COALESCE(SUM(size), 0) AS bytes ${unstored}`)
       .get();
+    // A block the version's set has already, yet the store lacks, was lost from the store while
+    // users held it: its holders are those users, not none, or it would be collected again.
+    // Call after markNewToSet. Only such blocks are counted, one by one.
+    const lost = this.db
+      .prepare<[], string>(`SELECT cid ${unstored} AND new_to_set = 0`)
+      .pluck()
+      .all();
     this.db
       .prepare(
         `INSERT INTO blocks (cid, size, holders, pack, pack_offset)
          SELECT cid, size, 0, ?, pack_offset ${unstored}`,
       )
       .run(packId);
+    const countHolders = this.db.prepare<[string]>(
+      `UPDATE blocks SET holders = (SELECT COUNT(*) FROM user_blocks
+         WHERE user_blocks.cid = blocks.cid AND refs <> 0) WHERE cid = ?`,
+    );
+    for (const cid of lost) countHolders.run(cid);
     return row?.bytes ?? 0;
   }
 

@@ -216,6 +216,25 @@ describe('pack files', () => {
     expect(existsSync(before.cutShort.file)).toBe(false);
   });
 
+  it('stores again a block the store lost while the user held it, and keeps it from collection', async () => {
+    const lost = await rawBlock(randomBytes(2000));
+    const bucketId = await createBucket(service, ann, 'lost-row');
+    const first = await storeVersion(service, ann, bucketId, null, [lost]);
+    const ctx = service.service.ctx;
+    ctx.db.prepare('DELETE FROM blocks WHERE cid = ?').run(lost.cid.toString());
+    const asked = await call('GET', `${service.api}/blocks/${lost.cid.toString()}`, {
+      token: ann.token(),
+    });
+    expect(asked.status).toBe(404);
+
+    await storeVersion(service, ann, bucketId, first, [lost]);
+    ctx.collectGarbage();
+    expect((await readBack(ann, lost)).equals(Buffer.from(lost.bytes))).toBe(true);
+    expect(
+      ctx.db.prepare('SELECT holders FROM blocks WHERE cid = ?').pluck().get(lost.cid.toString()),
+    ).toBe(1);
+  });
+
   it('still serves and collects a block stored as a file of its own by an earlier server', async () => {
     const block = await rawBlock(new Uint8Array(3000).fill(4));
     const bucketId = await createBucket(service, ann, 'legacy');

@@ -433,7 +433,7 @@ open("deep.txt", "w").write("deep")`,
     expect(removed.status, removed.stderr).toBe(0);
   });
 
-  it('names the files a lost block takes from a version when verifying, and exits 1', async () => {
+  it('names the files a lost block takes from a version when verifying, exits 1, and the next backup sends it again', async () => {
     const source = path.join(scratch, 'lost-block-source');
     mkdirSync(source);
     const photo = randomBytes(2 << 20);
@@ -463,8 +463,15 @@ open("deep.txt", "w").write("deep")`,
       `cannot restore photo.jpg: the server no longer holds block ${lost}`,
     ]);
     expect(verified.stderr).toBe(
-      'canopy: 1 file of this version cannot be restored (listed in the output); back it up again if you still have it\n',
+      'canopy: 1 file of this version cannot be restored (listed in the output); the next backup of this bucket sends again what its folder still holds of it\n',
     );
+    // The source has not changed, and the next backup sends the block again all the same.
+    const healed = await runCanopy(home, ['backup', source, '--bucket', 'Photos'], fileStore);
+    expect(healed.status, healed.stderr).toBe(0);
+    expect(healed.stdout).toContain('\nsent again 1 block the server could not give back whole\n');
+    const whole = await runCanopy(home, ['verify', '--bucket', 'Photos', '--all'], fileStore);
+    expect(whole.status, whole.stderr).toBe(0);
+    expect(whole.stdout).toMatch(/^verified 3 of 3 blocks .*: restorable as of /);
   });
 
   it('reports a full disk under the Canopy home clearly, loses neither version nor file index, and backs up once space is free', async () => {

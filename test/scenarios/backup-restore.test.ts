@@ -572,6 +572,19 @@ describe('browse, snapshots and verify', () => {
     // No partial or temporary copy of the damaged file is left, and the other file is whole.
     expect(readdirSync(target)).toEqual(['fine.txt']);
     expect(readFileSync(path.join(target, 'fine.txt')).equals(fine)).toBe(true);
+
+    // The next backup sends the damaged block again, though the source did not change and the
+    // host counts it held; the file then restores whole, and the backup after sends nothing.
+    const healed = await engine.backup({ dir: tree, bucket: 'Damaged' });
+    expect(healed.blocksResent).toBe(1);
+    expect(healed.bytesUploaded).toBeGreaterThanOrEqual(1 << 20);
+    expect((await engine.verify({ bucket: 'Damaged', all: true })).unavailable).toEqual([]);
+    const again = path.join(scratch, 'restored-healed');
+    const whole = await engine.restore({ bucket: 'Damaged', to: again, overwrite: false });
+    expect(whole.notRestored).toEqual([]);
+    expect(readFileSync(path.join(again, 'damaged.bin')).equals(damagedContent)).toBe(true);
+    const after = await engine.backup({ dir: tree, bucket: 'Damaged' });
+    expect(after).toMatchObject({ unchanged: true, blocksResent: 0, bytesUploaded: 0 });
   });
 
   it('restores the rest when the server has lost a block, and lists the files that need it', async () => {
