@@ -1015,14 +1015,27 @@ async function carryOver(
     const missing = new Set<string>();
     await askMissing(input, carried, leaves, isCandidate, (cid) => missing.add(cid));
     const beyondExpected = [...missing].some((cid) => allowedMissing?.has(cid) === false);
+    // Blocks to send again are held, as far as the host knows, and the new version inherits
+    // them: a shard carrying one goes unless the host confirmed it (and replaced its damaged
+    // copy then). A block to send again in no shard queued packs anew.
+    const resend = new Set(
+      [...(input.resendLeaves ?? [])].filter((cid) => leaves.indexOfText(cid) >= 0),
+    );
+    const confirmed = new Set(
+      input.queue
+        .shardsOf(upload.version_id)
+        .filter((shard) => shard.confirmed !== 0)
+        .map((shard) => shard.shard_cid),
+    );
     // The shards that carry them: sent again even if the old version's host confirmed them.
     const needed = new Set<string>();
     for (const block of input.queue.blocksOfUpload(upload.version_id)) {
+      if (resend.delete(block.cid) && !confirmed.has(block.shard_cid)) needed.add(block.shard_cid);
       if (!missing.has(block.cid)) continue;
       needed.add(block.shard_cid);
       missing.delete(block.cid);
     }
-    if (missing.size > 0 || beyondExpected) {
+    if (missing.size > 0 || resend.size > 0 || beyondExpected) {
       await input.client.discardVersion(carried.id);
       await supersedeUpload(input, upload);
       return null;

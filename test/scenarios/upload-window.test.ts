@@ -8,6 +8,8 @@ import { createEngine, type Engine } from '../../main/index.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { changeQuota } from '../../server/admin.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
+import { damageStoredBlock } from '../helpers/stored-blocks.ts';
+import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
 // A backup's upload must end within the server's upload window for its version (§10.2: 24 h
@@ -71,6 +73,11 @@ async function slowBackup(
   await engine.login({ server: service.url, code });
   await engine.createBucket({ name: 'Slow', type: 'backup', storageClass: 'hot' });
   return { service, engine, stallNext: () => (stalls = true) };
+}
+
+/** The CID of a file of one chunk: its only leaf's. */
+async function fileCid(file: string): Promise<string> {
+  return cidText(await rawCidOf(readFileSync(file)));
 }
 
 /** Every version the service has made, oldest first, with its state. */
@@ -353,6 +360,44 @@ describe('the upload window', () => {
         ).toBe(true);
     } finally {
       await other.close();
+      await engine.close();
+      await service.close();
+    }
+  });
+
+  it('a backup sending damaged blocks again that nears its window end sends each of them all the same', async () => {
+    const { service, engine, stallNext } = await slowBackup('resend', 8000, 6000);
+    try {
+      const source = fourFiles('resend');
+      await engine.backup({ dir: source, bucket: 'Slow' });
+      // The host's copies of every file's block go bad; a verify finds them.
+      const damaged = [0, 1, 2, 3].map((i) => fileCid(path.join(source, `part-${i}.bin`)));
+      for (const cid of await Promise.all(damaged)) damageStoredBlock(service.dataDir, cid);
+      expect((await engine.verify({ bucket: 'Slow', all: true })).unavailable).toHaveLength(4);
+      // Each block goes in a shard of its own; the window nears its end after the first, with
+      // the second on its way, and the upload goes on as a new version for the other two.
+      stallNext();
+      const healed = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(healed.blocksResent).toBe(4);
+      const verified = await engine.verify({ bucket: 'Slow', all: true });
+      expect(verified).toMatchObject({ unavailable: [], checked: 4 });
+      // It went on as a new version, and each block went once, to one version or the other.
+      expect(versionsOf(service).map(([, state]) => state)).toEqual([
+        'outdated',
+        'deleted',
+        'active',
+      ]);
+      expect(healed.bytesUploaded).toBeGreaterThan(4 << 20);
+      expect(healed.bytesUploaded).toBeLessThan((4 << 20) + 1024);
+      const target = path.join(scratch, 'resend', 'restored');
+      await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
+      for (let i = 0; i < 4; i += 1)
+        expect(
+          readFileSync(path.join(target, `part-${i}.bin`)).equals(
+            readFileSync(path.join(source, `part-${i}.bin`)),
+          ),
+        ).toBe(true);
+    } finally {
       await engine.close();
       await service.close();
     }
