@@ -100,6 +100,11 @@ async function expectOnlyVersion(
   expect((await engine.listVersions({ bucket: 'Slow' })).map((v) => [v.id, v.state])).toEqual([
     [versionId, 'active'],
   ]);
+  await expectRestored(engine, source, name);
+}
+
+/** The active version of 'Slow' restores the four files of `source`. */
+async function expectRestored(engine: Engine, source: string, name: string): Promise<void> {
   const target = path.join(scratch, name, 'restored');
   await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
   for (let i = 0; i < 4; i += 1)
@@ -389,14 +394,7 @@ describe('the upload window', () => {
       ]);
       expect(healed.bytesUploaded).toBeGreaterThan(4 << 20);
       expect(healed.bytesUploaded).toBeLessThan((4 << 20) + 1024);
-      const target = path.join(scratch, 'resend', 'restored');
-      await engine.restore({ bucket: 'Slow', to: target, overwrite: false });
-      for (let i = 0; i < 4; i += 1)
-        expect(
-          readFileSync(path.join(target, `part-${i}.bin`)).equals(
-            readFileSync(path.join(source, `part-${i}.bin`)),
-          ),
-        ).toBe(true);
+      await expectRestored(engine, source, 'resend');
     } finally {
       await engine.close();
       await service.close();
