@@ -21,6 +21,7 @@ import {
 import { canopyHome } from '../main/state/index.ts';
 import { startLocalService } from './local-service.ts';
 import { stateRepairNotice } from './state-repair-notice.ts';
+import { localDatabaseNotice } from './local-database-notice.ts';
 import { wholeOnRetryLines } from './whole-on-retry-line.ts';
 import { StoppedBySignal, untilSignalled } from './signal-stop.ts';
 
@@ -665,16 +666,31 @@ export async function main(argv: readonly string[]): Promise<number> {
     // opened again rebuilds it, and the command runs once more, on the rebuilt one.
     for (let attempt = 1; ; attempt += 1) {
       try {
-        engine = createEngine({ home, secrets: store, startLocalService });
+        engine = createEngine({
+          home,
+          secrets: store,
+          startLocalService: async (...args) => {
+            const service = await startLocalService(...args);
+            if (service.restoredDatabase)
+              process.stderr.write(`canopy: ${localDatabaseNotice(service.restoredDatabase)}\n`);
+            return service;
+          },
+        });
         const repair = engine.stateRepair();
         if (repair)
           for (const line of stateRepairNotice(repair)) process.stderr.write(`canopy: ${line}\n`);
         return (await run(engine, positionals, values, out)) ?? 0;
       } catch (error) {
-        if (attempt > 1 || !isEngineError(error, 'state_damaged')) throw error;
-        process.stderr.write(
-          `canopy: Canopy's state database was found damaged (${(error.cause as Error).message}); rebuilding it, then running the command again\n`,
-        );
+        if (attempt > 1) throw error;
+        if (isEngineError(error, 'state_damaged'))
+          process.stderr.write(
+            `canopy: Canopy's state database was found damaged (${(error.cause as Error).message}); rebuilding it, then running the command again\n`,
+          );
+        else if (isEngineError(error, 'local_database_damaged'))
+          process.stderr.write(
+            'canopy: the database of the backups (service.sqlite) was found damaged on its disk; putting the copy Canopy keeps of it in its place, then running the command again\n',
+          );
+        else throw error;
         await engine?.close();
         engine = undefined;
       }

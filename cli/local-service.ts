@@ -11,10 +11,11 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { EngineError } from '../main/api/index.ts';
-import type { LocalService } from '../main/index.ts';
+import { localDatabaseDamaged, type LocalService } from '../main/index.ts';
 import { enrollmentCodeCreatingUser } from '../server/admin.ts';
 import { createBucketService, type BucketService } from '../server/app.ts';
 import { holdsServiceData } from '../server/data-dir.ts';
+import { isDamagedDatabase } from '../server/store/damaged-database.ts';
 import { defaultServiceOptions } from '../server/options.ts';
 
 // Canopy's embedded Bucket Storage Service for one data folder (this computer or an external
@@ -164,7 +165,8 @@ export async function startLocalService(
     });
   } catch (error) {
     removeFolder();
-    throw error;
+    // Damaged beyond opening, with no copy kept to put in its place (server/app.ts).
+    throw isDamagedDatabase(error) ? localDatabaseDamaged(dataDir, error) : error;
   }
   let url: string;
   let socketPath: string | undefined;
@@ -187,6 +189,7 @@ export async function startLocalService(
     url,
     readOnly,
     ...(socketPath === undefined ? {} : { socketPath }),
+    ...(service.restoredDatabase ? { restoredDatabase: service.restoredDatabase } : {}),
     matchesDisk: () => {
       try {
         const now = statSync(dataDir, { throwIfNoEntry: false });

@@ -4,6 +4,8 @@ import { Engine } from './engine/engine.ts';
 import type { EngineDeps } from './engine/engine-deps.ts';
 import { withHomeErrors } from './engine/home-errors.ts';
 
+export { localDatabaseDamaged } from './engine/home-errors.ts';
+
 export type { AccountSummary, LinkWaiting } from './engine/engine.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';

@@ -15,6 +15,13 @@ import { isDamagedDatabase } from './store/damaged-database.ts';
 import { ServiceError } from './errors.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 import { ServingLock } from './store/serving-lock.ts';
+import {
+  isDatabaseMarkedDamaged,
+  keepDatabaseCopy,
+  markDatabaseDamaged,
+  putBackKeptCopy,
+  type DatabaseRestore,
+} from './store/kept-database-copy.ts';
 import { drainRequest } from './http/request-body.ts';
 import type { ServiceOptions } from './options.ts';
 import { ROUTES, type RouteSpec } from './routes/index.ts';
@@ -34,6 +41,11 @@ export interface BucketService {
    * socket cannot be made there.
    */
   listenOnSocket(socketPath: string): Promise<void>;
+  /**
+   * Set when this start found the database damaged and put the kept copy in its place
+   * (store/kept-database-copy.ts).
+   */
+  readonly restoredDatabase: DatabaseRestore | undefined;
   close(): Promise<void>;
 }
 
@@ -78,8 +90,36 @@ function errorBody(error: unknown): {
   return { status: 500, body: { msg: 'internal error', code: 'internal' }, headers: {} };
 }
 
+/**
+ * The service's context on its data folder, with the kept copy of its database put back first
+ * when a request found the database damaged, or when it cannot even be opened.
+ */
+function openContext(options: ServiceOptions): {
+  ctx: ServiceContext;
+  restoredDatabase: DatabaseRestore | undefined;
+} {
+  const { dataDir, readOnly } = options;
+  const putBack = (): DatabaseRestore | undefined =>
+    readOnly === true || !isDatabaseMarkedDamaged(dataDir)
+      ? undefined
+      : ServingLock.whenAlone(dataDir, () => putBackKeptCopy(dataDir, options.clock()));
+  let restoredDatabase = putBack();
+  try {
+    return { ctx: new ServiceContext(options), restoredDatabase };
+  } catch (error) {
+    if (readOnly === true || restoredDatabase || !isDamagedDatabase(error)) throw error;
+    markDatabaseDamaged(dataDir);
+    restoredDatabase = putBack();
+    if (!restoredDatabase) throw error;
+    return { ctx: new ServiceContext(options), restoredDatabase };
+  }
+}
+
+/** While it serves, the database is copied (when it changed) at most this often. */
+const DATABASE_COPY_EVERY_MS = 60 * 60 * 1000;
+
 export function createBucketService(options: ServiceOptions): BucketService {
-  const ctx = new ServiceContext(options);
+  const { ctx, restoredDatabase } = openContext(options);
   const app = Fastify({
     logger: options.logRequests
       ? {
@@ -129,6 +169,15 @@ export function createBucketService(options: ServiceOptions): BucketService {
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const { status, body, headers } = errorBody(error);
     if (status === 500) request.log.error({ err: error }, 'request failed');
+    // The next lone start puts the kept copy in its place. A disk that refuses even this word
+    // fails the next request alike, and is asked again then.
+    if (isDamagedDatabase(error) && options.readOnly !== true) {
+      try {
+        markDatabaseDamaged(options.dataDir);
+      } catch (markError) {
+        request.log.error({ err: markError }, 'could not leave word of the damaged database');
+      }
+    }
     // An early answer: read at most the drain amount of the rest, then hang up (§14).
     drainRequest(request.raw, options.limits.drainBytes);
     return reply.code(status).headers(headers).type('application/json').send(body);
@@ -234,9 +283,36 @@ export function createBucketService(options: ServiceOptions): BucketService {
   let sweepTimer: NodeJS.Timeout | undefined;
   /** Hands the connections it accepts to the HTTP server, as its own listening socket does. */
   let socketServer: Server | undefined;
+  /** When the kept copy of the database was last made or tried, and what had changed then. */
+  let lastCopyAt = options.clock();
+  let changesAtCopy = 0;
+  let copying: Promise<void> | undefined;
+  /**
+   * Copies the database for the day it is damaged, when this process changed it since the last
+   * copy (store/kept-database-copy.ts). One at a time; a failure is logged, never thrown: the
+   * service goes on, and the copy kept before stays.
+   */
+  const keepCopy = (): Promise<void> => {
+    copying ??= (async () => {
+      if (options.readOnly === true) return;
+      const changes = ctx.db.prepare<[], number>('SELECT total_changes()').pluck().get() ?? 0;
+      if (changes === changesAtCopy) return;
+      lastCopyAt = options.clock();
+      try {
+        if (await keepDatabaseCopy(ctx.db, options.dataDir)) changesAtCopy = changes;
+        else app.log.error('the database does not pass quick_check: the copy kept before stays');
+      } catch (error) {
+        app.log.error({ err: error }, 'could not keep a copy of the database');
+      }
+    })().finally(() => {
+      copying = undefined;
+    });
+    return copying;
+  };
   return {
     app,
     ctx,
+    restoredDatabase,
     async listen(host, port) {
       const address = await app.listen({ host, port });
       const url = new URL(address);
@@ -253,6 +329,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
         ctx.compactPacks().catch((error: unknown) => {
           app.log.error({ err: error }, 'pack compaction failed');
         });
+        if (options.clock() - lastCopyAt >= DATABASE_COPY_EVERY_MS) void keepCopy();
       }, options.sweepIntervalMs);
       sweepTimer.unref();
       return base;
@@ -283,6 +360,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
         clearTimeout(force);
         try {
           await ctx.settle();
+          await keepCopy();
           ctx.close();
         } finally {
           serving?.lock.release();

@@ -21,6 +21,11 @@ export type EngineErrorCode =
   | 'secret_store'
   | 'local_server'
   /**
+   * The embedded service's database is damaged on its disk: its next start puts back the copy
+   * it keeps of it (server/store/kept-database-copy.ts), when there is one.
+   */
+  | 'local_database_damaged'
+  /**
    * The embedded service's data folder is gone or empty (its external disk unplugged, most
    * likely); nothing was made in its place.
    */

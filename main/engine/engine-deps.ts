@@ -25,6 +25,12 @@ export interface LocalService {
    * engine (the daemon, the app) then starts the service anew.
    */
   matchesDisk?(): boolean;
+  /**
+   * Set when this start found the service's database damaged, and put the copy kept of it in
+   * its place: the damaged one is kept as `setAsideAs`; what was recorded after the copy was
+   * made (epoch ms) is not in it.
+   */
+  readonly restoredDatabase?: { readonly setAsideAs: string; readonly copyMadeAt: number };
   close(): Promise<void>;
 }
 

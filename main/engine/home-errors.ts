@@ -28,7 +28,7 @@ import type { Engine } from './engine.ts';
  * The embedded service's database damaged: the user's own, kept beside the backups, rather
  * than a server's that an operator restores.
  */
-function localDatabaseDamaged(error: unknown, engine: Engine | undefined): unknown {
+function localDatabaseError(error: unknown, engine: Engine | undefined): unknown {
   if (!isEngineError(error, 'server_error') || !error.message.includes(DAMAGED_DATABASE_MSG))
     return error;
   let dataDir: string | null;
@@ -39,17 +39,22 @@ function localDatabaseDamaged(error: unknown, engine: Engine | undefined): unkno
     return error;
   }
   if (dataDir === null) return error;
+  return localDatabaseDamaged(dataDir, error);
+}
+
+/** The embedded service's database in `dataDir` found damaged, with no copy to put back. */
+export function localDatabaseDamaged(dataDir: string, cause: unknown): EngineError {
   return new EngineError(
-    'local_server',
-    `the database of the backups in ${dataDir} (service.sqlite) is damaged on its disk: put back a copy of that file if you keep one`,
-    { cause: error },
+    'local_database_damaged',
+    `the database of the backups in ${dataDir} (service.sqlite) is damaged on its disk, and Canopy has no sound copy of it to put in its place: put back a copy of that file if you keep one`,
+    { cause },
   );
 }
 
 /** Exported for its test; the engine maps every request's errors through withHomeErrors. */
 export function homeError(error: unknown, home: string, engine?: Engine): unknown {
   if (engine) {
-    const local = localDatabaseDamaged(error, engine);
+    const local = localDatabaseError(error, engine);
     if (local !== error) return local;
   }
   if (!(error instanceof EngineError) && isDiskFull(error))

@@ -1,5 +1,5 @@
 import { EngineError, type EngineErrorCode } from '../api/index.ts';
-import { READ_ONLY_MSG } from '../protocol/index.ts';
+import { DAMAGED_DATABASE_MSG, READ_ONLY_MSG } from '../protocol/index.ts';
 
 // The one place HTTP failures become EngineErrors (ARCHITECTURE.md). Statuses that a retry can
 // fix (429, 500, 502, 503, 504) are marked retryable; every other status is final (§6).
@@ -94,7 +94,8 @@ export function errorFromResponse(
           : `unexpected answer from the server (HTTP ${status})`;
   }
   return new EngineError(code, message, {
-    retryable: isRetryableStatus(status),
+    // This project's service with its database damaged answers every try alike.
+    retryable: isRetryableStatus(status) && serverMsg !== DAMAGED_DATABASE_MSG,
     cause: new ServiceAnswer(status, serverCode, serverMsg),
   });
 }

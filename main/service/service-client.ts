@@ -27,7 +27,7 @@ import type {
 } from '../protocol/index.ts';
 import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
-import { answerCut, errorFromResponse, isRetryableStatus, networkError } from './http-errors.ts';
+import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
 import { socketDispatcher } from './socket-dispatcher.ts';
@@ -233,7 +233,7 @@ export class ServiceClient {
           continue;
         }
         retryAfter = outcome.status === 429 ? parseRetryAfter(outcome.retryAfter) : undefined;
-        if (!isRetryableStatus(outcome.status)) throw error;
+        if (!error.retryable) throw error;
       } catch (caught) {
         // However the cut-off request failed (an AbortError, a broken body), it was stopped.
         throwIfStopped(signal);

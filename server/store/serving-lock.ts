@@ -25,16 +25,7 @@ export class ServingLock {
   static acquire(dataDir: string, recover: () => void): { lock: ServingLock; recovered: boolean } {
     const db = new Database(path.join(dataDir, 'serving.lock'), { timeout: 0 });
     try {
-      // Nothing is ever written: no journal file, and the exclusive transaction ends in a
-      // rollback. So a full disk still serves, and its backups can still be restored.
-      db.pragma('journal_mode = MEMORY');
-      let alone = true;
-      try {
-        db.exec('BEGIN EXCLUSIVE');
-      } catch (error) {
-        if ((error as { code?: unknown }).code !== 'SQLITE_BUSY') throw error;
-        alone = false;
-      }
+      const alone = ServingLock.tryExclusive(db);
       if (alone) {
         try {
           recover();
@@ -50,6 +41,40 @@ export class ServingLock {
     } catch (error) {
       db.close();
       throw error;
+    }
+  }
+
+  /**
+   * Runs `work` under the exclusive lock when no other process serves `dataDir`, and returns
+   * what it returns; undefined, without running it, when another one does.
+   */
+  static whenAlone<T>(dataDir: string, work: () => T): T | undefined {
+    const db = new Database(path.join(dataDir, 'serving.lock'), { timeout: 0 });
+    try {
+      if (!ServingLock.tryExclusive(db)) return undefined;
+      try {
+        return work();
+      } finally {
+        db.exec('ROLLBACK');
+      }
+    } finally {
+      db.close();
+    }
+  }
+
+  /**
+   * Takes the exclusive lock on the lock file `db` unless another process holds it; false then.
+   * Nothing is ever written: no journal file, and the exclusive transaction ends in a rollback.
+   * So a full disk still serves, and its backups can still be restored.
+   */
+  private static tryExclusive(db: Database.Database): boolean {
+    db.pragma('journal_mode = MEMORY');
+    try {
+      db.exec('BEGIN EXCLUSIVE');
+      return true;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY') throw error;
+      return false;
     }
   }
 

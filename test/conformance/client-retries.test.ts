@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../main/api/index.ts';
 import { ServiceClient } from '../../main/service/index.ts';
+import { DAMAGED_DATABASE_MSG } from '../../main/protocol/index.ts';
 import { CarReader } from '@ipld/car';
 import { rawBlock } from '../helpers/cars.ts';
 import { createBucket, enrolledDevice, storeVersion } from '../helpers/flows.ts';
@@ -51,6 +52,16 @@ describe('client retries', () => {
     proxy.seen.length = 0;
     proxy.schedule([{ status: 401 }]);
     await expect(client().listBuckets()).rejects.toMatchObject({ code: 'not_authorized' });
+    expect(proxy.seen).toHaveLength(1);
+  });
+
+  it("does not retry a 500 that says this project's service has its database damaged", async () => {
+    proxy.seen.length = 0;
+    proxy.schedule([{ status: 500, msg: DAMAGED_DATABASE_MSG }]);
+    await expect(client().listBuckets()).rejects.toMatchObject({
+      code: 'server_error',
+      retryable: false,
+    });
     expect(proxy.seen).toHaveLength(1);
   });
 

@@ -26,7 +26,8 @@ export type Fault =
   | 'damage'
   /** Passed through after this long, as over a link that stalls; not counted as injected. */
   | { delayMs: number }
-  | { status: number; retryAfter?: number };
+  /** An answer of the service's own error shape (§6): 'injected fault' unless `msg` is given. */
+  | { status: number; retryAfter?: number; msg?: string };
 
 const CUT_AFTER_BYTES = 100;
 
@@ -163,7 +164,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     outgoing.writeHead(fault.status, headers);
     outgoing.end(
       JSON.stringify({
-        msg: 'injected fault',
+        msg: fault.msg ?? 'injected fault',
         code: fault.status === 429 ? 'rate_limited' : 'internal',
       }),
     );

@@ -101,15 +101,54 @@ describe('a damaged state database', () => {
     expect(existsSync(state)).toBe(true);
   });
 
-  it("of the embedded service, not the device's: a backup names that file, and the device's own state is left as it is", async () => {
+  it("of the embedded service: the copy it keeps is put in its place, the command runs again, and the device's own state is left as it is", async () => {
     const { run, home, source } = await backedUp('service');
-    const serviceDatabase = path.join(run, 'local', 'service.sqlite');
-    damageTable(serviceDatabase, 'versions');
+    const local = path.join(run, 'local');
+    // The service keeps a copy of its database, made as the backup's command ended.
+    expect(existsSync(path.join(local, 'service.sqlite.copy'))).toBe(true);
+    damageTable(path.join(local, 'service.sqlite'), 'versions');
+
+    const again = await runCanopy(home, ['backup', source, '--bucket', 'Docs'], env);
+    expect(again.status, again.stderr).toBe(0);
+    const lines = again.stderr.trimEnd().split('\n');
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toBe(
+      'canopy: the database of the backups (service.sqlite) was found damaged on its disk; putting the copy Canopy keeps of it in its place, then running the command again',
+    );
+    expect(lines[1]).toMatch(
+      /^canopy: the database of the backups was damaged: it is kept as .*\/local\/service\.sqlite\.damaged-\S+, and the copy Canopy made of it at \d{4}-\S+ is in its place; anything backed up after then is not in it, and the next backup of each folder sends it again$/,
+    );
+    // The copy holds the version the backup made: nothing changed since.
+    expect(again.stdout).toContain('nothing changed since version');
+    // The damaged database is kept, with its log if it had one.
+    const setAside = readdirSync(local).filter((name) => name.includes('.damaged-'));
+    expect(setAside.filter((name) => !name.endsWith('-wal'))).toHaveLength(1);
+    expect(readdirSync(home).filter((name) => name.includes('damaged'))).toEqual([]);
+    await expectRestorable(home, run, source, 'restored');
+  });
+
+  it('of the embedded service beyond opening: the copy is put in its place as the service starts', async () => {
+    const { run, home, source } = await backedUp('service-header');
+    damageHeader(path.join(run, 'local', 'service.sqlite'));
+    const listed = await runCanopy(home, ['versions', '--bucket', 'Docs'], env);
+    expect(listed.status, listed.stderr).toBe(0);
+    expect(listed.stderr).toMatch(
+      /^canopy: the database of the backups was damaged: it is kept as /,
+    );
+    expect(listed.stdout).toMatch(/\sactive\s/);
+    await expectRestorable(home, run, source, 'restored');
+  });
+
+  it('of the embedded service, with no copy kept: names that file, and says what to do', async () => {
+    const { run, home, source } = await backedUp('service-no-copy');
+    const local = path.join(run, 'local');
+    rmSync(path.join(local, 'service.sqlite.copy'));
+    damageTable(path.join(local, 'service.sqlite'), 'versions');
 
     const again = await runCanopy(home, ['backup', source, '--bucket', 'Docs'], env);
     expect(again.status).toBe(1);
-    expect(again.stderr).toBe(
-      `canopy: the database of the backups in ${path.join(run, 'local')} (service.sqlite) is damaged on its disk: put back a copy of that file if you keep one\n`,
+    expect(again.stderr.trimEnd().split('\n').at(-1)).toBe(
+      `canopy: the database of the backups in ${local} (service.sqlite) is damaged on its disk, and Canopy has no sound copy of it to put in its place: put back a copy of that file if you keep one`,
     );
     expect(readdirSync(home).filter((name) => name.includes('damaged'))).toEqual([]);
   });
