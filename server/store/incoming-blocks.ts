@@ -147,7 +147,10 @@ export class IncomingBlocks {
     // users held it: its holders are those users, not none, or it would be collected again.
     // Call after markNewToSet. Only such blocks are counted, one by one.
     const lost = this.db
-      .prepare<[], string>(`SELECT cid ${unstored} AND new_to_set = 0`)
+      .prepare<[], string>(
+        `SELECT cid FROM ${this.blocks} WHERE new_to_set = 0 AND pack_offset IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM blocks WHERE blocks.cid = ${this.table}.cid)`,
+      )
       .pluck()
       .all();
     this.db
