@@ -23,6 +23,7 @@ import { startLocalService } from './local-service.ts';
 import { stateRepairNotice } from './state-repair-notice.ts';
 import { localDatabaseNotice } from './local-database-notice.ts';
 import { wholeOnRetryLines } from './whole-on-retry-line.ts';
+import { sampleCheckLines } from './sample-check-lines.ts';
 import { StoppedBySignal, untilSignalled } from './signal-stop.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
@@ -36,7 +37,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   devices [list | approve PEMFILE [--name N] | revoke ID | code]
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
-  backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source]
+  backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source] [--skip-check]
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
@@ -53,6 +54,12 @@ exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
 
 class UsageError extends Error {}
+
+/**
+ * Random blocks of the bucket a backup fetches again once it is stored, and checks: at most a
+ * few MiB, and over many backups a good part of the bucket.
+ */
+const CHECKED_BLOCKS = 8;
 
 /** A backup's exit status when it stored a version without some items it could not read. */
 const BACKUP_INCOMPLETE = 3;
@@ -333,6 +340,7 @@ async function run(
           ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
           ...(values['replace-source'] === true ? { replaceSource: true } : {}),
           ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+          ...(values['skip-check'] === true ? {} : { checkBlocks: CHECKED_BLOCKS }),
           signal,
         }),
       ).finally(() => progress.done());
@@ -351,6 +359,7 @@ async function run(
             : [
                 `sent again ${counted(result.blocksResent, 'block')} the server could not give back whole`,
               ]),
+          ...sampleCheckLines(result.sampleCheck),
           ...skipped,
           ...result.changedWhileRead.map(
             (item) =>
@@ -359,6 +368,12 @@ async function run(
         ].join('\n'),
         result,
       );
+      const check = result.sampleCheck;
+      const lost = check && !('failed' in check) ? check.unavailable.length : 0;
+      if (lost > 0)
+        process.stderr.write(
+          `canopy: ${counted(lost, 'block')} of bucket "${str('bucket') ?? ''}" did not come back whole (see the output); \`canopy verify --bucket ${str('bucket') ?? ''} --all\` names the files that need ${lost === 1 ? 'it' : 'them'}\n`,
+        );
       // As restic's exit code 3: the version is stored, but lacks files the user can still get
       // backed up; a script must see that. Files deleted meanwhile and sockets, pipes and devices
       // are nothing to see to.
@@ -637,6 +652,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         'dry-run': { type: 'boolean' },
         'allow-empty': { type: 'boolean' },
         'replace-source': { type: 'boolean' },
+        'skip-check': { type: 'boolean' },
         add: { type: 'string', multiple: true },
         remove: { type: 'string', multiple: true },
         clear: { type: 'boolean' },

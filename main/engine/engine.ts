@@ -43,6 +43,7 @@ import {
   unavailableBlockReason,
   verifyVersion,
   type RestoreResult,
+  type SampleCheck,
   type UnavailableBlockReport,
   type UnrestorableFile,
   type VerifyResult,
@@ -695,9 +696,14 @@ export class Engine {
     /** Back up the folder even when it is empty and its last backup was not (emptied-source.ts). */
     allowEmpty?: boolean;
     onProgress?: (progress: BackupProgress) => void;
+    /**
+     * Once the backup is stored, this many random blocks of the bucket's active version are
+     * fetched again and checked against their CIDs (`sampleCheck`); none when not given.
+     */
+    checkBlocks?: number;
     /** Stops the backup (`stopped`); the next one finishes what it stored. */
     signal?: AbortSignal;
-  }): Promise<BackupResult> {
+  }): Promise<BackupResult & { readonly sampleCheck?: SampleCheck }> {
     const sourceDir = path.resolve(input.dir);
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(sourceDir);
@@ -721,7 +727,15 @@ export class Engine {
       );
     }
     try {
-      return await this.backupLocked(client, account, bucket, sourceDir, input);
+      const result = await this.backupLocked(client, account, bucket, sourceDir, input);
+      if (input.checkBlocks === undefined || input.checkBlocks <= 0) return result;
+      const sampleCheck = await this.checkSample(
+        client,
+        bucket.id,
+        result.versionId,
+        input.checkBlocks,
+      );
+      return { ...result, sampleCheck };
     } catch (error) {
       if (input.signal?.aborted === true)
         throw new EngineError(
@@ -732,6 +746,34 @@ export class Engine {
       throw this.toldAsLocalDisk(diskGoneError(error, sourceDir, 'backup'), 'backup');
     } finally {
       lock.release();
+    }
+  }
+
+  /**
+   * Fetches `blocks` random blocks of version `versionId` again and checks them: a block the
+   * host sent damaged twice, or lost, is noted for the next backup to send again. A failure to
+   * check (the link went, the backup was stopped) is told, not thrown: the backup is stored.
+   */
+  private async checkSample(
+    client: ServiceClient,
+    bucketId: string,
+    versionId: string,
+    blocks: number,
+  ): Promise<SampleCheck> {
+    try {
+      const who = await client.whoAmI();
+      const tree = await this.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
+      const { checked, verifiedAt, unavailable, wholeOnRetry } = await verifyVersion({
+        client,
+        storageHost: who.storage_host,
+        tree,
+        sample: blocks,
+        now: () => this.now(),
+      });
+      this.noteUnavailable(bucketId, unavailable);
+      return { checked, verifiedAt, unavailable, wholeOnRetry };
+    } catch (error) {
+      return { failed: error instanceof Error ? error.message : String(error) };
     }
   }
 

@@ -40,6 +40,14 @@ export interface VerifyResult {
   readonly wholeOnRetry: readonly string[];
 }
 
+/**
+ * A few random blocks of a version re-fetched and checked after a backup: what they showed, or
+ * why they could not be checked (the backup itself is stored either way).
+ */
+export type SampleCheck =
+  | Pick<VerifyResult, 'checked' | 'verifiedAt' | 'unavailable' | 'wholeOnRetry'>
+  | { readonly failed: string };
+
 /** At most this many blocks, and this many bytes as the tree states them, per request. */
 const BATCH_BLOCKS = 1024;
 const BATCH_BYTES = 64 * 1024 * 1024;

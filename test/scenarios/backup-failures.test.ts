@@ -474,6 +474,48 @@ open("deep.txt", "w").write("deep")`,
     expect(whole.stdout).toMatch(/^verified 3 of 3 blocks .*: restorable as of /);
   });
 
+  it('checks random blocks once a backup is stored, names one that is lost, and the next backup sends it again', async () => {
+    const source = path.join(scratch, 'checked-source');
+    mkdirSync(source);
+    const photo = randomBytes(1 << 20);
+    writeFileSync(path.join(source, 'photo.jpg'), photo);
+    writeFileSync(path.join(source, 'notes.txt'), 'notes');
+    const home = path.join(scratch, 'checked-home');
+    const localData = path.join(scratch, 'checked-disk');
+    await loginWithBucket(home, localData, 'Checked');
+    const first = await runCanopy(home, ['backup', source, '--bucket', 'Checked'], fileStore);
+    expect(first.status, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(
+      /\nfetched 2 random blocks of it again, each whole: restorable as of \d{4}-\S+\n/,
+    );
+    // The backup disk loses the photo's only chunk.
+    const lost = cidText(await rawCidOf(photo));
+    const db = new Database(path.join(localData, 'service.sqlite'));
+    try {
+      expect(db.prepare('DELETE FROM blocks WHERE cid = ?').run(lost).changes).toBe(1);
+    } finally {
+      db.close();
+    }
+    const unchecked = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Checked', '--skip-check'],
+      fileStore,
+    );
+    expect(unchecked.stdout).not.toContain('random block');
+    const found = await runCanopy(home, ['backup', source, '--bucket', 'Checked'], fileStore);
+    expect(found.status, found.stderr).toBe(0);
+    expect(found.stdout).toContain(
+      '\nfetched 2 random blocks of it again: 1 did not come back whole; the next backup sends again what this folder still holds of it\n',
+    );
+    expect(found.stderr).toBe(
+      'canopy: 1 block of bucket "Checked" did not come back whole (see the output); `canopy verify --bucket Checked --all` names the files that need it\n',
+    );
+    const healed = await runCanopy(home, ['backup', source, '--bucket', 'Checked'], fileStore);
+    expect(healed.stderr).toBe('');
+    expect(healed.stdout).toContain('\nsent again 1 block the server could not give back whole\n');
+    expect(healed.stdout).toMatch(/\nfetched 2 random blocks of it again, each whole: /);
+  });
+
   it('reports a full disk under the Canopy home clearly, loses neither version nor file index, and backs up once space is free', async () => {
     const source = path.join(scratch, 'home-source');
     // Settled: a file modified within seconds of a backup is read again by the next one

@@ -224,6 +224,17 @@ describe('backup through a faulty network', () => {
     );
   });
 
+  it('keeps a stored backup when the blocks it fetches again to check them do not come', async () => {
+    proxy.randomFaults(0, 1);
+    const source = path.join(scratch, 'source');
+    proxy.schedule(['cut', 'cut', 'cut'], /\/blocks\/car$/);
+    const result = await engine.backup({ dir: source, bucket: 'Faulty', checkBlocks: 8 });
+    expect(result.sampleCheck).toEqual({ failed: expect.stringMatching(/broke part-way/) });
+    const versions = await engine.listVersions({ bucket: 'Faulty' });
+    expect(versions.find((version) => version.state === 'active')?.id).toBe(result.versionId);
+    proxy.schedule([]);
+  });
+
   it('verifies when the answer to pulling the version breaks off part-way, leaving no partial copy', async () => {
     proxy.randomFaults(0, 1);
     const before = proxy.injected();
