@@ -433,26 +433,41 @@ open("deep.txt", "w").write("deep")`,
     expect(removed.status, removed.stderr).toBe(0);
   });
 
-  it('names the files a lost block takes from a version when verifying, exits 1, and the next backup sends it again', async () => {
-    const source = path.join(scratch, 'lost-block-source');
+  /**
+   * A folder with a photo of `photoBytes` random bytes and a note, and a home logged in to its
+   * own local service with a bucket named `bucket`.
+   */
+  async function photoFolder(name: string, photoBytes: number, bucket: string) {
+    const source = path.join(scratch, `${name}-source`);
     mkdirSync(source);
-    const photo = randomBytes(2 << 20);
+    const photo = randomBytes(photoBytes);
     writeFileSync(path.join(source, 'photo.jpg'), photo);
     writeFileSync(path.join(source, 'notes.txt'), 'notes');
-    const home = path.join(scratch, 'lost-block-home');
-    const localData = path.join(scratch, 'lost-block-disk');
-    await loginWithBucket(home, localData, 'Photos');
-    expect(
-      (await runCanopy(home, ['backup', source, '--bucket', 'Photos'], fileStore)).status,
-    ).toBe(0);
-    // The backup disk loses the photo's second chunk.
-    const lost = cidText(await rawCidOf(photo.subarray(1 << 20)));
+    const home = path.join(scratch, `${name}-home`);
+    const localData = path.join(scratch, `${name}-disk`);
+    await loginWithBucket(home, localData, bucket);
+    return { source, home, localData, photo };
+  }
+
+  /** The local service on `localData` loses its block of `bytes`, as if its disk lost it. */
+  async function loseBlock(localData: string, bytes: Uint8Array): Promise<string> {
+    const lost = cidText(await rawCidOf(bytes));
     const db = new Database(path.join(localData, 'service.sqlite'));
     try {
       expect(db.prepare('DELETE FROM blocks WHERE cid = ?').run(lost).changes).toBe(1);
     } finally {
       db.close();
     }
+    return lost;
+  }
+
+  it('names the files a lost block takes from a version when verifying, exits 1, and the next backup sends it again', async () => {
+    const { source, home, localData, photo } = await photoFolder('lost-block', 2 << 20, 'Photos');
+    expect(
+      (await runCanopy(home, ['backup', source, '--bucket', 'Photos'], fileStore)).status,
+    ).toBe(0);
+    // The backup disk loses the photo's second chunk.
+    const lost = await loseBlock(localData, photo.subarray(1 << 20));
     const verified = await runCanopy(home, ['verify', '--bucket', 'Photos', '--all'], fileStore);
     expect(verified.status).toBe(1);
     const lines = verified.stdout.trimEnd().split('\n');
@@ -475,27 +490,14 @@ open("deep.txt", "w").write("deep")`,
   });
 
   it('checks random blocks once a backup is stored, names one that is lost, and the next backup sends it again', async () => {
-    const source = path.join(scratch, 'checked-source');
-    mkdirSync(source);
-    const photo = randomBytes(1 << 20);
-    writeFileSync(path.join(source, 'photo.jpg'), photo);
-    writeFileSync(path.join(source, 'notes.txt'), 'notes');
-    const home = path.join(scratch, 'checked-home');
-    const localData = path.join(scratch, 'checked-disk');
-    await loginWithBucket(home, localData, 'Checked');
+    const { source, home, localData, photo } = await photoFolder('checked', 1 << 20, 'Checked');
     const first = await runCanopy(home, ['backup', source, '--bucket', 'Checked'], fileStore);
     expect(first.status, first.stderr).toBe(0);
     expect(first.stdout).toMatch(
       /\nfetched 2 random blocks of it again, each whole: restorable as of \d{4}-\S+\n/,
     );
     // The backup disk loses the photo's only chunk.
-    const lost = cidText(await rawCidOf(photo));
-    const db = new Database(path.join(localData, 'service.sqlite'));
-    try {
-      expect(db.prepare('DELETE FROM blocks WHERE cid = ?').run(lost).changes).toBe(1);
-    } finally {
-      db.close();
-    }
+    await loseBlock(localData, photo);
     const unchecked = await runCanopy(
       home,
       ['backup', source, '--bucket', 'Checked', '--skip-check'],
