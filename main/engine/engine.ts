@@ -60,6 +60,7 @@ import {
   type TreeLeaves,
 } from '../uploader/index.ts';
 import {
+  CarFormatError,
   DEFAULT_KEPT_FREE,
   OUT_OF_SPACE_MSG,
   type Metadata,
@@ -87,6 +88,9 @@ import {
   blocksToResend,
   forgetBlocksToResend,
   noteBlocksToResend,
+  metadataToStoreAgain,
+  forgetMetadataToStoreAgain,
+  noteMetadataToStoreAgain,
   uploadQueue,
   shardLimitOf,
   uploadSpeedOf,
@@ -108,7 +112,7 @@ import {
   type SourceExcludeRules,
 } from './source-exclude-rules.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
-import { MetadataCache } from './metadata-cache.ts';
+import { MetadataCache, type TreeReader } from './metadata-cache.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** Runs `use` on `tree`, then closes the metadata CAR file its nodes are read from. */
@@ -821,6 +825,7 @@ export class Engine {
     const fileIndex = sourceFileIndex(this.db, bucket.id, sourceDir);
     if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
     const resendLeaves = blocksToResend(this.db, bucket.id);
+    const storeAgainVersion = metadataToStoreAgain(this.db, bucket.id);
     /** Trees read with their nodes for this backup: their files are closed when it ends. */
     const opened: TreeIndexOfFile[] = [];
     const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
@@ -843,6 +848,7 @@ export class Engine {
         queue: uploadQueue(this.db),
         fileIndex,
         ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
+        ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),
         excludes: sourceExcludesOf(this.db, sourceDir),
         ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
         ...(this.deps.metadataLimitBytes === undefined
@@ -877,6 +883,8 @@ export class Engine {
     });
     // Sent again, or no longer in the source, which then cannot give them back.
     forgetBlocksToResend(this.db, bucket.id, resendLeaves);
+    // Stored again, or no longer the active version.
+    if (storeAgainVersion !== undefined) forgetMetadataToStoreAgain(this.db, bucket.id);
     // After the new version is known active: the one it replaced may go now.
     await this.metadata.trim();
     return result;
@@ -1003,7 +1011,7 @@ export class Engine {
     client: ServiceClient,
     input: { bucket: string; version?: string; snapshot?: string },
     whole = false,
-  ): Promise<{ readonly versionId: string; readonly bucketId: string }> {
+  ): Promise<{ readonly versionId: string; readonly bucketId: string; readonly active: boolean }> {
     const bucket = await this.bucketByName(input.bucket, client);
     if (input.version !== undefined) {
       const named = (await this.listRemembered(client, bucket)).versions.find(
@@ -1021,11 +1029,11 @@ export class Engine {
             ? `version ${named.id} is still being uploaded, so not all of its data is stored: run the backup again to finish it, or name a version stored whole`
             : `the upload of version ${named.id} failed, so not all of its data is stored: name a version stored whole (canopy versions lists them)`,
         );
-      return { versionId: named.id, bucketId: bucket.id };
+      return { versionId: named.id, bucketId: bucket.id, active: named.state === 'active' };
     }
     if (input.snapshot !== undefined) {
       const snapshot = await client.getSnapshot(bucket.id, input.snapshot);
-      return { versionId: snapshot.metadata_id, bucketId: bucket.id };
+      return { versionId: snapshot.metadata_id, bucketId: bucket.id, active: false };
     }
     const active = (await this.listRemembered(client, bucket)).versions.find(
       (version) => version.state === 'active',
@@ -1037,7 +1045,7 @@ export class Engine {
       version_id: active.id,
       seen_at: this.now(),
     });
-    return { versionId: active.id, bucketId: bucket.id };
+    return { versionId: active.id, bucketId: bucket.id, active: true };
   }
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
@@ -1157,15 +1165,19 @@ export class Engine {
   ): Promise<
     VerifyResult & { readonly versionId: string; readonly unrestorable: UnrestorableFile[] }
   > {
-    const { versionId, bucketId } = await this.resolveVersion(client, input, true);
+    const { versionId, bucketId, active } = await this.resolveVersion(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
     // (read from the pulled file, open until the verify ends).
-    const withNodes = input.all
-      ? await this.metadata.pulledTree(client, versionId, readTreeIndexOfFile, false)
-      : undefined;
-    const tree =
-      withNodes ?? (await this.metadata.pulledTree(client, versionId, readTreeLeavesOfFile, false));
+    const pulled = async <Tree>(read: TreeReader<Tree>): Promise<Tree> => {
+      try {
+        return await this.metadata.pulledTree(client, versionId, read, false);
+      } catch (error) {
+        throw this.damagedMetadata(error, { bucketId, versionId, active });
+      }
+    };
+    const withNodes = input.all ? await pulled(readTreeIndexOfFile) : undefined;
+    const tree = withNodes ?? (await pulled(readTreeLeavesOfFile));
     let result: VerifyResult;
     try {
       const who = await client.whoAmI();
@@ -1191,6 +1203,26 @@ export class Engine {
       (tree) => Promise.resolve(filesNeedingBlocks(tree, reasons)),
     );
     return { ...result, versionId, unrestorable };
+  }
+
+  /**
+   * `error` told as a version's metadata damaged on the server, where it is that: of the active
+   * version, noted for the bucket's next backup to store a version in its place.
+   */
+  private damagedMetadata(
+    error: unknown,
+    version: { readonly bucketId: string; readonly versionId: string; readonly active: boolean },
+  ): unknown {
+    if (!isEngineError(error, 'protocol') || !(error.cause instanceof CarFormatError)) return error;
+    const { bucketId, versionId, active } = version;
+    if (active) noteMetadataToStoreAgain(this.db, bucketId, versionId, this.now());
+    return new EngineError(
+      'protocol',
+      active
+        ? `the metadata of version ${versionId} is damaged on the server (${error.cause.message}): the next backup of its folder stores a version in its place`
+        : `the metadata of version ${versionId} is damaged on the server (${error.cause.message}): it can no longer be browsed, restored or verified from there`,
+      { cause: error },
+    );
   }
 
   /**

@@ -92,6 +92,11 @@ export interface BackupInput {
    * each the source still has is read and sent again, even though the host counts it held.
    */
   readonly resendLeaves?: ReadonlySet<string>;
+  /**
+   * A version whose metadata a verify found damaged on the server: while it is the bucket's
+   * active version, a new version of the tree is stored even when nothing changed.
+   */
+  readonly storeAgainVersion?: string;
   /** Test seam: runs after a file was read, before it is checked for changes. */
   readonly afterFileRead?: (relativePath: string) => Promise<void>;
   /**
@@ -148,6 +153,8 @@ export interface BackupResult {
   readonly resumedVersionId: string | null;
   /** How many of `resendLeaves` the source still had, and were sent again. */
   readonly blocksResent: number;
+  /** Whether a new version took the place of `storeAgainVersion`, with whole metadata. */
+  readonly metadataStoredAgain: boolean;
 }
 
 const MAX_DELETED_IN_REQUEST = 1500; // keeps request-data well under 128 KiB (§11.6 allows a subset)
@@ -267,6 +274,9 @@ async function attempt(
   // Blocks to send again are found only by reading the files that hold them: nothing is taken
   // as unchanged from the index, neither the source nor a folder.
   const resend = input.resendLeaves ?? new Set<string>();
+  // A version is made even of an unchanged source, to take the place of one whose metadata
+  // the server holds damaged.
+  const storeAgain = active !== undefined && active.id === input.storeAgainVersion;
   // With progress to report, the walk that looks for changes also counts what to read.
   const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
   const survey =
@@ -276,7 +286,7 @@ async function attempt(
         )
       : undefined;
   scanning?.finish();
-  if (indexIsActive && survey?.unchanged === true && resend.size === 0) {
+  if (indexIsActive && survey?.unchanged === true && resend.size === 0 && !storeAgain) {
     return {
       versionId: active.id,
       files: survey.files,
@@ -291,6 +301,7 @@ async function attempt(
       unchanged: true,
       resumedVersionId: null,
       blocksResent: 0,
+      metadataStoredAgain: false,
     };
   }
   const { loadTree } = input;
@@ -341,6 +352,7 @@ async function attempt(
         staged,
         changedFolders,
         resend,
+        storeAgain,
       );
       versionId = pushed.versionId;
       // What packing held is garbage now, before the upload makes its own.
@@ -400,6 +412,7 @@ async function attempt(
     unchanged: pushed.sameAsPrevious,
     resumedVersionId: null,
     blocksResent: pushed.blocksResent,
+    metadataStoredAgain: storeAgain && !pushed.sameAsPrevious,
   };
 }
 
@@ -465,6 +478,8 @@ async function packAndPush(
   changedFolders: ReadonlySet<string> | null,
   /** Blocks to send again, by CID text (BackupInput.resendLeaves). */
   resend: ReadonlySet<string>,
+  /** Push even a tree the previous version has (BackupInput.storeAgainVersion). */
+  storeAgain: boolean,
 ): Promise<PushedVersion> {
   const { client } = input;
   const shardTarget = input.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES;
@@ -580,6 +595,7 @@ async function packAndPush(
     if (
       previous &&
       resent.length === 0 &&
+      !storeAgain &&
       tree.rootCid.toString() === previous.rootCid &&
       previous.tree.manifest['source_label'] === input.sourceLabel
     ) {

@@ -518,6 +518,51 @@ open("deep.txt", "w").write("deep")`,
     expect(healed.stdout).toMatch(/\nfetched 2 random blocks of it again, each whole: /);
   });
 
+  it('stores a version in place of one whose metadata verify finds damaged on the server, though nothing changed', async () => {
+    const { source, home, localData, photo } = await photoFolder('metadata', 5000, 'Meta');
+    const first = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Meta', '--json'],
+      fileStore,
+    );
+    expect(first.status, first.stderr).toBe(0);
+    const damaged = (JSON.parse(first.stdout) as { versionId: string }).versionId;
+    // A byte of the version's metadata CAR goes bad on the backup disk.
+    const car = path.join(localData, 'metadata', `${damaged}.car`);
+    const bytes = readFileSync(car);
+    bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
+    writeFileSync(car, bytes);
+
+    const verified = await runCanopy(home, ['verify', '--bucket', 'Meta'], fileStore);
+    expect(verified.status).toBe(1);
+    expect(verified.stderr).toMatch(
+      new RegExp(
+        `^canopy: the metadata of version ${damaged} is damaged on the server \\(.+\\): the next backup of its folder stores a version in its place\n$`,
+      ),
+    );
+    const again = await runCanopy(home, ['backup', source, '--bucket', 'Meta'], fileStore);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toContain(
+      '\nit takes the place of the version before it, whose metadata is damaged on the server\n',
+    );
+    expect(again.stdout).not.toContain(damaged);
+    const whole = await runCanopy(home, ['verify', '--bucket', 'Meta', '--all'], fileStore);
+    expect(whole.status, whole.stderr).toBe(0);
+    // Another device, with no copy of its own, restores it from the server.
+    rmSync(path.join(home, 'metadata'), { recursive: true, force: true });
+    const target = path.join(scratch, 'metadata-restored');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Meta', '--to', target],
+      fileStore,
+    );
+    expect(restored.status, restored.stderr).toBe(0);
+    expect(readFileSync(path.join(target, 'photo.jpg')).equals(photo)).toBe(true);
+    // Stored once: the backup after finds nothing changed.
+    const third = await runCanopy(home, ['backup', source, '--bucket', 'Meta'], fileStore);
+    expect(third.stdout).toContain('nothing changed since version');
+  });
+
   it('reports a full disk under the Canopy home clearly, loses neither version nor file index, and backs up once space is free', async () => {
     const source = path.join(scratch, 'home-source');
     // Settled: a file modified within seconds of a backup is read again by the next one
