@@ -52,6 +52,7 @@ import {
 import {
   openBrowsableTree,
   readTreeIndexOfFile,
+  isDamagedMetadata,
   readTreeLeavesOfFile,
   shardTargetFor,
   type TreeIndex,
@@ -60,7 +61,6 @@ import {
   type TreeLeaves,
 } from '../uploader/index.ts';
 import {
-  CarFormatError,
   DEFAULT_KEPT_FREE,
   OUT_OF_SPACE_MSG,
   type Metadata,
@@ -1213,7 +1213,7 @@ export class Engine {
     error: unknown,
     version: { readonly bucketId: string; readonly versionId: string; readonly active: boolean },
   ): unknown {
-    if (!isEngineError(error, 'protocol') || !(error.cause instanceof CarFormatError)) return error;
+    if (!isDamagedMetadata(error)) return error;
     const { bucketId, versionId, active } = version;
     if (active) noteMetadataToStoreAgain(this.db, bucketId, versionId, this.now());
     return new EngineError(

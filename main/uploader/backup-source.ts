@@ -8,7 +8,7 @@ import {
   DEFAULT_LIMITS,
   type MetadataUploadResult,
 } from '../protocol/index.ts';
-import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
+import { LeafSizes, packSource, type PackInput } from '../packer/index.ts';
 import { ChunkHasher } from '../packer/chunk-hasher.ts';
 import {
   excludingFolders,
@@ -28,6 +28,7 @@ import type {
   UploadQueue,
 } from '../state/index.ts';
 import {
+  isDamagedMetadata,
   leavesOfFile,
   listedLeavesInTree,
   readTreeLeavesOfFile,
@@ -276,7 +277,7 @@ async function attempt(
   const resend = input.resendLeaves ?? new Set<string>();
   // A version is made even of an unchanged source, to take the place of one whose metadata
   // the server holds damaged.
-  const storeAgain = active !== undefined && active.id === input.storeAgainVersion;
+  let storeAgain = active !== undefined && active.id === input.storeAgainVersion;
   // With progress to report, the walk that looks for changes also counts what to read.
   const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
   const survey =
@@ -308,12 +309,22 @@ async function attempt(
   // Folders found unchanged reuse the active version's nodes, when the index describes it.
   const changedFolders =
     indexIsActive && resend.size === 0 ? (survey?.changedFolders ?? null) : null;
+  /**
+   * The active version's tree; one of no leaf when its metadata is damaged on the server and
+   * this device keeps no copy: every file is read, the host says which of its blocks it lacks,
+   * and a version is stored in its place even when nothing changed.
+   */
+  const previousTree = async (id: string): Promise<TreeLeaves> => {
+    try {
+      return await loadTree(id, !input.fileIndex.leavesRecorded || changedFolders !== null);
+    } catch (error) {
+      if (!isDamagedMetadata(error)) throw error;
+      storeAgain = true;
+      return { manifest: {}, leaves: new LeafSizes() };
+    }
+  };
   const previous = active
-    ? {
-        id: active.id,
-        rootCid: active.root_cid,
-        tree: await loadTree(active.id, !input.fileIndex.leavesRecorded || changedFolders !== null),
-      }
+    ? { id: active.id, rootCid: active.root_cid, tree: await previousTree(active.id) }
     : null;
   const label = previous?.tree.manifest['source_label'];
   if (

@@ -31,6 +31,17 @@ export interface TreeNodes {
 }
 
 /** What a backup needs of the version it builds on: its manifest, and every leaf it holds. */
+/** Whether `error` says a version's metadata CAR is damaged (readTreeLeaves and the like). */
+export function isDamagedMetadata(
+  error: unknown,
+): error is EngineError & { cause: CarFormatError } {
+  return (
+    error instanceof EngineError &&
+    error.code === 'protocol' &&
+    error.cause instanceof CarFormatError
+  );
+}
+
 export interface TreeLeaves {
   readonly manifest: Record<string, unknown>;
   /** Every leaf the File nodes link to, with its size. */

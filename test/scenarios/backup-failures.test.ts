@@ -449,6 +449,13 @@ open("deep.txt", "w").write("deep")`,
     return { source, home, localData, photo };
   }
 
+  /** Flips a byte near the end of the CAR file `car` (its last block's), as a bad disk. */
+  function damageCar(car: string): void {
+    const bytes = readFileSync(car);
+    bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
+    writeFileSync(car, bytes);
+  }
+
   /** The local service on `localData` loses its block of `bytes`, as if its disk lost it. */
   async function loseBlock(localData: string, bytes: Uint8Array): Promise<string> {
     const lost = cidText(await rawCidOf(bytes));
@@ -528,10 +535,7 @@ open("deep.txt", "w").write("deep")`,
     expect(first.status, first.stderr).toBe(0);
     const damaged = (JSON.parse(first.stdout) as { versionId: string }).versionId;
     // A byte of the version's metadata CAR goes bad on the backup disk.
-    const car = path.join(localData, 'metadata', `${damaged}.car`);
-    const bytes = readFileSync(car);
-    bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
-    writeFileSync(car, bytes);
+    damageCar(path.join(localData, 'metadata', `${damaged}.car`));
 
     const verified = await runCanopy(home, ['verify', '--bucket', 'Meta'], fileStore);
     expect(verified.status).toBe(1);
@@ -559,8 +563,27 @@ open("deep.txt", "w").write("deep")`,
     expect(restored.status, restored.stderr).toBe(0);
     expect(readFileSync(path.join(target, 'photo.jpg')).equals(photo)).toBe(true);
     // Stored once: the backup after finds nothing changed.
-    const third = await runCanopy(home, ['backup', source, '--bucket', 'Meta'], fileStore);
-    expect(third.stdout).toContain('nothing changed since version');
+    const third = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Meta', '--json'],
+      fileStore,
+    );
+    const stored = JSON.parse(third.stdout) as { versionId: string; unchanged: boolean };
+    expect(stored.unchanged).toBe(true);
+
+    // Damaged again, and a device that keeps no copy of it backs the folder up: it reads every
+    // file, sends none, and stores a version in place of that one all the same.
+    damageCar(path.join(localData, 'metadata', `${stored.versionId}.car`));
+    const other = path.join(scratch, 'metadata-other-home');
+    const login = await runCanopy(other, ['login', '--local', '--data', localData], fileStore);
+    expect(login.status, login.stderr).toBe(0);
+    const fresh = await runCanopy(other, ['backup', source, '--bucket', 'Meta'], fileStore);
+    expect(fresh.status, fresh.stderr).toBe(0);
+    expect(fresh.stdout).toContain('2 files (0 unchanged, not read again)');
+    expect(fresh.stdout).toContain(' 0 bytes uploaded');
+    expect(fresh.stdout).toContain('\nit takes the place of the version before it');
+    const sound = await runCanopy(other, ['verify', '--bucket', 'Meta', '--all'], fileStore);
+    expect(sound.status, sound.stderr).toBe(0);
   });
 
   it('reports a full disk under the Canopy home clearly, loses neither version nor file index, and backs up once space is free', async () => {
