@@ -70,23 +70,33 @@ function* batchesOf(leaves: Iterable<{ cid: CID; size: number }>): Generator<str
 }
 
 /**
- * `count` leaves of the tree picked at random, each once; for 'all', all of them, in the order
- * a restore reads them when the tree's nodes are at hand.
+ * `count` leaves of the tree picked at random, each once, and no more than `maxBytes` of them
+ * beyond the first; for 'all', all of them, in the order a restore reads them when the tree's
+ * nodes are at hand.
  */
-function chosenLeaves(
+export function chosenLeaves(
   tree: TreeLeaves,
   count: number | 'all',
+  maxBytes = Number.POSITIVE_INFINITY,
 ): Iterable<{ cid: CID; size: number }> {
   const { leaves, nodes } = tree;
-  if (count === 'all' || count >= leaves.count) {
+  if (count === 'all' || (count >= leaves.count && maxBytes === Number.POSITIVE_INFINITY)) {
     return nodes ? { [Symbol.iterator]: () => leavesInTreeOrder({ ...tree, nodes }) } : leaves;
   }
   const picked = new Set<number>();
-  while (picked.size < count) picked.add(randomInt(leaves.count));
-  return [...picked].map((index) => {
+  const chosen: Array<{ cid: CID; size: number }> = [];
+  let bytes = 0;
+  while (picked.size < Math.min(count, leaves.count)) {
+    const index = randomInt(leaves.count);
+    if (picked.has(index)) continue;
+    picked.add(index);
     const cid = leaves.cidAt(index);
-    return { cid, size: leaves.sizeOf(cid) ?? MAX_BLOCK_BYTES };
-  });
+    const size = leaves.sizeOf(cid) ?? MAX_BLOCK_BYTES;
+    if (chosen.length > 0 && bytes + size > maxBytes) continue;
+    chosen.push({ cid, size });
+    bytes += size;
+  }
+  return chosen;
 }
 
 /** Counts what `onProgress` is told of a verify of `chosen`. */
@@ -132,13 +142,15 @@ export async function verifyVersion(input: {
    */
   tree: TreeLeaves;
   sample: number | 'all';
+  /** A sample's blocks come to no more than this, but its first. */
+  sampleBytes?: number;
   now: () => number;
   /** Takes the blocks checked so far, at most every 200 ms and once at the end. */
   onProgress?: (progress: VerifyProgress) => void;
 }): Promise<VerifyResult> {
   const { leaves } = input.tree;
-  const chosen = chosenLeaves(input.tree, input.sample);
-  const counted = input.sample === 'all' || input.sample >= leaves.count ? leaves : chosen;
+  const chosen = chosenLeaves(input.tree, input.sample, input.sampleBytes);
+  const counted = Array.isArray(chosen) ? chosen : leaves;
   const progress = input.onProgress && verifyProgress(counted, input.onProgress);
   let bytes = 0;
   let checked = 0;
