@@ -551,8 +551,13 @@ async function run(
       const missing = result.notRestored.length;
       if (missing === 0) return;
       // Not a failure of the command, yet not a complete restore either: scripts must see it.
+      // Blocks the server could not give back are the next backup's to send again.
+      const resent =
+        result.unavailable.length === 0
+          ? ''
+          : `; the next backup of ${str('bucket') ?? ''} sends again what its folder still holds of the blocks that did not come back whole`;
       process.stderr.write(
-        `canopy: ${counted(missing, 'item')} could not be restored (listed in the output); everything else is in place\n`,
+        `canopy: ${counted(missing, 'item')} could not be restored (listed in the output); everything else is in place${resent}\n`,
       );
       return 1;
     }

@@ -487,6 +487,18 @@ open("deep.txt", "w").write("deep")`,
     expect(verified.stderr).toBe(
       'canopy: 1 file of this version cannot be restored (listed in the output); the next backup of this bucket sends again what its folder still holds of it\n',
     );
+    const partial = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Photos', '--to', path.join(scratch, 'lost-block-restored')],
+      fileStore,
+    );
+    expect(partial.status).toBe(1);
+    expect(partial.stdout).toContain(
+      `could not restore photo.jpg: the server no longer holds block ${lost}`,
+    );
+    expect(partial.stderr).toBe(
+      'canopy: 1 item could not be restored (listed in the output); everything else is in place; the next backup of Photos sends again what its folder still holds of the blocks that did not come back whole\n',
+    );
     // The source has not changed, and the next backup sends the block again all the same.
     const healed = await runCanopy(home, ['backup', source, '--bucket', 'Photos'], fileStore);
     expect(healed.status, healed.stderr).toBe(0);
