@@ -298,11 +298,25 @@ export function createBucketService(options: ServiceOptions): BucketService {
       const changes = ctx.db.prepare<[], number>('SELECT total_changes()').pluck().get() ?? 0;
       if (changes === changesAtCopy) return;
       lastCopyAt = options.clock();
+      let retired: string[] = [];
       try {
-        if (await keepDatabaseCopy(ctx.db, options.dataDir)) changesAtCopy = changes;
-        else app.log.error('the database does not pass quick_check: the copy kept before stays');
+        // Packs retired before this copy are named by no row it holds: they go once it is kept.
+        retired = ctx.blocks.retiredPacks();
+        if (await keepDatabaseCopy(ctx.db, options.dataDir)) {
+          changesAtCopy = changes;
+          ctx.blocks.dropRetired(retired);
+        } else app.log.error('the database does not pass quick_check: the copy kept before stays');
       } catch (error) {
         app.log.error({ err: error }, 'could not keep a copy of the database');
+        // A disk too full for the copy must not stay full for want of one: the copy kept
+        // before then misses those packs' blocks, which devices send again when they find so.
+        if (isOutOfSpace(error)) {
+          try {
+            ctx.blocks.dropRetired(retired);
+          } catch (dropError) {
+            app.log.error({ err: dropError }, 'could not delete retired packs');
+          }
+        }
       }
     })().finally(() => {
       copying = undefined;

@@ -20,6 +20,14 @@ import { PackWriter } from './pack-writer.ts';
 // reader never sees a partial pack. The database says where each block is (pack and offset);
 // blocks written by earlier servers as files of their own, under `blocks/`, stay readable.
 // A pack is immutable; garbage collection deletes empty packs and rewrites mostly dead ones.
+//
+// A pack no row names any more is not deleted at once but moved to `retired-packs/`, and
+// deleted once a copy of the database that no longer names it is kept
+// (store/kept-database-copy.ts): the copy kept before may still name it, and should it be put
+// back in place of a damaged database, its blocks must be where it says.
+
+/** Where packs no row names wait for the next kept copy of the database (see above). */
+export const RETIRED_PACKS_DIR = 'retired-packs';
 
 /**
  * Packs written at once with O_DIRECT, each from a 1 MiB aligned slot (pack-writer.ts). A
@@ -32,7 +40,8 @@ export class BlockStore {
   private readonly packsDir: string;
   private readonly stagingDir: string;
   private readonly metadataDir: string;
-  /** Readers open now; packs retired meanwhile are unlinked when the last one closes. */
+  private readonly retiredDir: string;
+  /** Readers open now; packs retired meanwhile are moved away when the last one closes. */
   private openReaders = 0;
   private readonly retired = new Set<string>();
   /** Made with the first pack: most runs of the embedded service (a restore, a browse) write none. */
@@ -44,8 +53,15 @@ export class BlockStore {
     this.packsDir = path.join(dataDir, 'packs');
     this.stagingDir = path.join(dataDir, 'staging');
     this.metadataDir = path.join(dataDir, 'metadata');
+    this.retiredDir = path.join(dataDir, RETIRED_PACKS_DIR);
     if (options.readOnly) return;
-    for (const dir of [this.blocksDir, this.packsDir, this.stagingDir, this.metadataDir])
+    for (const dir of [
+      this.blocksDir,
+      this.packsDir,
+      this.stagingDir,
+      this.metadataDir,
+      this.retiredDir,
+    ])
       mkdirSync(dir, { recursive: true });
   }
 
@@ -120,10 +136,31 @@ export class BlockStore {
     rmSync(this.packPath(id), { force: true });
   }
 
-  /** Unlinks a pack no row names any more, once no reader can still be reading it. */
+  /**
+   * Moves a pack no row names any more to the retired packs, once no reader can still be
+   * reading it.
+   */
   retirePack(id: string): void {
-    if (this.openReaders === 0) rmSync(this.packPath(id), { force: true });
+    if (this.openReaders === 0) this.moveToRetired(id);
     else this.retired.add(id);
+  }
+
+  /** The retired packs' file names now: those a copy of the database made from now lets go. */
+  retiredPacks(): string[] {
+    return readdirSync(this.retiredDir);
+  }
+
+  /** Deletes the retired packs `names` (from retiredPacks). */
+  dropRetired(names: readonly string[]): void {
+    for (const name of names) rmSync(path.join(this.retiredDir, name), { force: true });
+  }
+
+  private moveToRetired(id: string): void {
+    try {
+      renameSync(this.packPath(id), path.join(this.retiredDir, `${id}.pack`));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
   }
 
   removeLegacyBlock(cid: string): void {
@@ -156,7 +193,7 @@ export class BlockStore {
     return new BlockReader(this, () => {
       this.openReaders -= 1;
       if (this.openReaders > 0) return;
-      for (const id of this.retired) rmSync(this.packPath(id), { force: true });
+      for (const id of this.retired) this.moveToRetired(id);
       this.retired.clear();
     });
   }

@@ -4,6 +4,7 @@ import {
   existsSync,
   fsyncSync,
   openSync,
+  readdirSync,
   renameSync,
   rmSync,
   statSync,
@@ -11,6 +12,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { RETIRED_PACKS_DIR } from '../blocks/block-store.ts';
 import { SERVICE_DATABASE_FILE } from '../data-dir.ts';
 import type { Db } from './database.ts';
 import { isDamagedDatabase } from './damaged-database.ts';
@@ -26,7 +28,9 @@ import { isDamagedDatabase } from './damaged-database.ts';
 // the folder alone then sets the damaged database aside and puts the copy in its place. What
 // was recorded after the copy was made is not in it: versions stored since are gone, and their
 // packs, which no row names, go with the crash leftovers. A device's next backup finds its
-// bucket at the version the copy has, and sends what the service lacks of its files.
+// bucket at the version the copy has, and sends what the service lacks of its files. Packs let
+// go since the copy was made (collected, compacted) wait in `retired-packs/` until a newer copy
+// is kept (blocks/block-store.ts), so the copy put back finds every block it names.
 
 export const KEPT_COPY_FILE = `${SERVICE_DATABASE_FILE}.copy`;
 const DAMAGE_MARK_FILE = `${SERVICE_DATABASE_FILE}.found-damaged`;
@@ -130,6 +134,12 @@ export function putBackKeptCopy(dataDir: string, now: number): DatabaseRestore |
   rmSync(`${database}-shm`, { force: true });
   renameSync(incoming, database);
   fsyncPath(dataDir);
+  // Packs retired since the copy was made may be named in it (block-store.ts): back in place.
+  // Those it does not name go with the crash leftovers at this start.
+  const retired = path.join(dataDir, RETIRED_PACKS_DIR);
+  if (existsSync(retired))
+    for (const name of readdirSync(retired))
+      renameSync(path.join(retired, name), path.join(dataDir, 'packs', name));
   rmSync(mark, { force: true });
   return { setAsideAs, copyMadeAt: statSync(kept).mtimeMs };
 }

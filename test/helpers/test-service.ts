@@ -39,7 +39,8 @@ export async function startTestService(
   /** Called with the service's Fastify app before it listens, to add hooks. */
   onApp?: (app: FastifyInstance) => void,
 ): Promise<TestService> {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'canopy-service-'));
+  // A data folder given is the caller's, and stays after close: a test restarting the service.
+  const dataDir = overrides.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'canopy-service-'));
   let offset = 0;
   const options: ServiceOptions = {
     ...defaultServiceOptions(dataDir),
@@ -76,7 +77,7 @@ export async function startTestService(
     },
     async close() {
       await service.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (overrides.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,0 +1,120 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { call } from '../helpers/http-client.ts';
+import { rawBlock, type Block } from '../helpers/cars.ts';
+import { damageTable } from '../helpers/damaged-database.ts';
+import { mountMemoryDisk } from '../helpers/limited-disks.ts';
+import { createBucket, enrolledDevice, storeVersion } from '../helpers/flows.ts';
+import { storedBlock } from '../helpers/stored-blocks.ts';
+import type { TestDevice } from '../helpers/test-device.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { markDatabaseDamaged } from '../../server/store/kept-database-copy.ts';
+
+// The copy of its database a service keeps, put back in place of a damaged one, finds every
+// block it names: packs compacted or collected after it was made wait until a newer copy is
+// kept, rather than go at once.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-kept-copy-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+async function readBack(service: TestService, device: TestDevice, block: Block) {
+  return call('GET', `${service.api}/blocks/${block.cid.toString()}`, { token: device.token() });
+}
+
+/** A service on `dataDir` whose pack of two blocks was compacted: the pack is retired. */
+async function withRetiredPack(dataDir: string): Promise<TestService> {
+  const service = await startTestService({ dataDir });
+  const ann = await enrolledDevice(service, 'ann@example.org');
+  const bob = await enrolledDevice(service, 'bob@example.org');
+  const shared = await rawBlock(new Uint8Array(1024).fill(7));
+  const annBucket = await createBucket(service, ann, 'ann');
+  await storeVersion(service, ann, annBucket, null, [
+    await rawBlock(new Uint8Array(64 * 1024).fill(8)),
+    shared,
+  ]);
+  await storeVersion(service, bob, await createBucket(service, bob, 'bob'), null, [shared]);
+  expect(
+    (await call('DELETE', `${service.api}/buckets/${annBucket}`, { token: ann.token() })).status,
+  ).toBe(204);
+  await service.service.ctx.compactPacks();
+  expect(readdirSync(path.join(dataDir, 'retired-packs'))).toHaveLength(1);
+  return service;
+}
+
+describe('the kept copy of the database', () => {
+  it('put back after packs were compacted and collected, finds the blocks it names', async () => {
+    const dataDir = path.join(scratch, 'data');
+    const shared = await rawBlock(new Uint8Array(1024).fill(5));
+    const own = await rawBlock(new Uint8Array(64 * 1024).fill(6));
+    let service = await startTestService({ dataDir });
+    const ann = await enrolledDevice(service, 'ann@example.org');
+    const bob = await enrolledDevice(service, 'bob@example.org');
+    const annBucket = await createBucket(service, ann, 'ann');
+    await storeVersion(service, ann, annBucket, null, [own, shared]);
+    await storeVersion(service, bob, await createBucket(service, bob, 'bob'), null, [shared]);
+    const pack = storedBlock(dataDir, shared.cid.toString())?.pack;
+    // Closed, the service keeps a copy naming the pack of both blocks.
+    await service.close();
+    expect(existsSync(path.join(dataDir, 'service.sqlite.copy'))).toBe(true);
+
+    service = await startTestService({ dataDir });
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${annBucket}`, { token: ann.token() })).status,
+    ).toBe(204);
+    // `own` is collected, and the pack, mostly dead, rewritten: the shared block moves.
+    await service.service.ctx.compactPacks();
+    expect(storedBlock(dataDir, shared.cid.toString())?.pack).not.toBe(pack);
+    expect(readdirSync(path.join(dataDir, 'retired-packs'))).toEqual([`${pack}.pack`]);
+    // The database is damaged before the service stops: no newer copy can be kept.
+    damageTable(path.join(dataDir, 'service.sqlite'), 'invoices');
+    markDatabaseDamaged(dataDir);
+    await service.close();
+
+    service = await startTestService({ dataDir });
+    try {
+      expect(service.service.restoredDatabase).toBeDefined();
+      // As the copy has it: Ann's bucket is there again, and both blocks in the pack it names.
+      for (const [device, block] of [
+        [ann, own],
+        [ann, shared],
+        [bob, shared],
+      ] as const) {
+        const answer = await readBack(service, device, block);
+        expect(answer.status).toBe(200);
+        expect(Buffer.from(answer.bytes).equals(Buffer.from(block.bytes))).toBe(true);
+      }
+      expect(storedBlock(dataDir, shared.cid.toString())?.pack).toBe(pack);
+      expect(readdirSync(path.join(dataDir, 'retired-packs'))).toEqual([]);
+    } finally {
+      await service.close();
+    }
+  });
+
+  it('lets retired packs go when a disk too full for a copy would otherwise stay full', async () => {
+    const disk = mountMemoryDisk(path.join(scratch, 'small'), 'tmpfs', 8);
+    try {
+      const dataDir = path.join(disk.dir, 'data');
+      const service = await withRetiredPack(dataDir);
+      // Something else takes every last byte of the disk.
+      const free = statfsSync(dataDir);
+      writeFileSync(path.join(disk.dir, 'filler'), Buffer.alloc(free.bavail * free.bsize));
+      await service.close();
+      // No copy could be made, and the retired pack went all the same.
+      expect(existsSync(path.join(dataDir, 'service.sqlite.copy'))).toBe(false);
+      expect(readdirSync(path.join(dataDir, 'retired-packs'))).toEqual([]);
+      expect(readdirSync(dataDir).filter((name) => name.includes('partial'))).toEqual([]);
+    } finally {
+      disk.unmount();
+    }
+  });
+
+  it('keeps retired packs until a copy is kept that no longer names them', async () => {
+    const dataDir = path.join(scratch, 'kept-until-copied');
+    const service = await withRetiredPack(dataDir);
+    await service.close();
+    expect(existsSync(path.join(dataDir, 'service.sqlite.copy'))).toBe(true);
+    expect(readdirSync(path.join(dataDir, 'retired-packs'))).toEqual([]);
+  });
+});
