@@ -192,6 +192,15 @@ function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
 }
 
 /**
+ * A request names a version by its id or by a snapshot of it, not both: which one was meant
+ * cannot be known, and taking either would restore what the user may not have asked for.
+ */
+function refuseVersionAndSnapshot(input: { version?: string; snapshot?: string }): void {
+  if (input.version !== undefined && input.snapshot !== undefined)
+    throw new EngineError('usage', 'name a version or a snapshot, not both');
+}
+
+/**
  * What a backup's check of random blocks fetches at most (beyond its first block): over a slow
  * link, more would keep the backup from ending for minutes (4 MiB take 30 s at 1 Mbit/s).
  */
@@ -1020,6 +1029,7 @@ export class Engine {
     input: { bucket: string; version?: string; snapshot?: string },
     whole = false,
   ): Promise<{ readonly versionId: string; readonly bucketId: string; readonly active: boolean }> {
+    refuseVersionAndSnapshot(input);
     const bucket = await this.bucketByName(input.bucket, client);
     if (input.version !== undefined) {
       const named = (await this.listRemembered(client, bucket)).versions.find(
@@ -1040,7 +1050,17 @@ export class Engine {
       return { versionId: named.id, bucketId: bucket.id, active: named.state === 'active' };
     }
     if (input.snapshot !== undefined) {
-      const snapshot = await client.getSnapshot(bucket.id, input.snapshot);
+      const snapshot = await client
+        .getSnapshot(bucket.id, input.snapshot)
+        .catch((error: unknown) => {
+          // The service's 404 names no snapshot; the user typed one.
+          if (!isEngineError(error, 'not_found')) throw error;
+          throw new EngineError(
+            'not_found',
+            `bucket "${input.bucket}" has no snapshot ${input.snapshot} (canopy snapshots lists them)`,
+            { cause: error },
+          );
+        });
       return { versionId: snapshot.metadata_id, bucketId: bucket.id, active: false };
     }
     const active = (await this.listRemembered(client, bucket)).versions.find(
@@ -1087,6 +1107,7 @@ export class Engine {
     offlineBecause: EngineErrorCode | null;
     entries: VersionEntry[];
   }> {
+    refuseVersionAndSnapshot(input);
     const online = { offlineSince: null, offlineBecause: null };
     const list = async (versionId: string, tree: BrowsableTree): Promise<VersionEntry[]> => {
       try {
@@ -1264,6 +1285,8 @@ export class Engine {
   }): Promise<
     RestoreResult & { readonly leftoversRemoved: number; readonly restoredInto: string }
   > {
+    // Before any network: the request is wrong whatever the service says.
+    refuseVersionAndSnapshot(input);
     try {
       const client = await this.stoppableClient(input.signal);
       const { versionId, bucketId } = await this.resolveVersion(client, input, true);

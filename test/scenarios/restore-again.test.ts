@@ -244,6 +244,31 @@ describe('a restore of a named version', () => {
       code: 'not_found',
       message: `bucket "Again" has no version ${unknown} (canopy versions lists them)`,
     });
+    // A mistyped snapshot is named back, in a UUID's shape or not.
+    for (const snapshot of [unknown, 'last-week']) {
+      await expect(
+        engine.restore({ bucket: 'Again', snapshot, to: scratch, overwrite: false }),
+      ).rejects.toMatchObject({
+        code: 'not_found',
+        message: `bucket "Again" has no snapshot ${snapshot} (canopy snapshots lists them)`,
+      });
+      await expect(engine.ls({ bucket: 'Again', snapshot })).rejects.toMatchObject({
+        code: 'not_found',
+        message: `bucket "Again" has no snapshot ${snapshot} (canopy snapshots lists them)`,
+      });
+    }
+    // Both named: which was meant is not guessed, even for a version in the local cache.
+    const [snapshot] = await engine.listSnapshots({ bucket: 'Again' });
+    const [active] = await engine.listVersions({ bucket: 'Again' });
+    const both = { bucket: 'Again', version: active?.id ?? '', snapshot: snapshot?.id ?? '' };
+    expect(snapshot).toBeDefined();
+    await expect(engine.ls(both)).rejects.toMatchObject({
+      code: 'usage',
+      message: 'name a version or a snapshot, not both',
+    });
+    await expect(engine.restore({ ...both, to: scratch, overwrite: false })).rejects.toMatchObject({
+      code: 'usage',
+    });
     const otherFolder = path.join(scratch, 'other');
     mkdirSync(otherFolder);
     writeFileSync(path.join(otherFolder, 'other.txt'), 'another bucket');
