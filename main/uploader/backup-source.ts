@@ -175,6 +175,8 @@ function reuseUnchanged(
   index: SourceFileIndex,
   previous: TreeLeaves | undefined,
   resend: ReadonlySet<string>,
+  /** Takes the size of each file read only to send a leaf again: the survey counted it unread. */
+  onReadToResend: (bytes: number) => void,
 ): PackInput['reuse'] {
   if (!previous) return undefined;
   return (file) => {
@@ -183,8 +185,10 @@ function reuseUnchanged(
     const leaves = known.leaves
       ? listedLeavesInTree(previous, known.leaves, file.size)
       : leavesOfFile(previous, known.cid, file.size);
-    if (resend.size > 0 && leaves?.some((leaf) => resend.has(cidText(leaf.cid))) === true)
+    if (resend.size > 0 && leaves?.some((leaf) => resend.has(cidText(leaf.cid))) === true) {
+      onReadToResend(file.size);
       return undefined;
+    }
     return leaves;
   };
 }
@@ -523,7 +527,11 @@ async function packAndPush(
   };
   let returned = false;
   try {
-    const reuse = reuseUnchanged(input.fileIndex, previous?.tree, resend);
+    /** The reading phase's progress of the pass under way, if progress is wanted. */
+    let passProgress: PhaseProgress<'reading'> | undefined;
+    const reuse = reuseUnchanged(input.fileIndex, previous?.tree, resend, (bytes) =>
+      passProgress?.addToTotal(bytes),
+    );
     const reuseFolder = reuseUnchangedFolders(input.fileIndex, previous?.tree, changedFolders);
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
@@ -534,6 +542,7 @@ async function packAndPush(
         onProgress && totals
           ? new PhaseProgress('reading', totals.files, totals.bytes, onProgress, input.now)
           : undefined;
+      passProgress = progress;
       const nodes = await newMetadata();
       const packed = await packSource({
         rules,

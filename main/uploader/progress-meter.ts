@@ -94,7 +94,7 @@ export class PhaseProgress<Phase extends string> {
   constructor(
     private readonly phase: Phase,
     private readonly filesTotal: number,
-    private readonly bytesTotal: number,
+    private bytesTotal: number,
     private readonly report: (progress: CountedProgress<Phase>) => void,
     private readonly now: () => number,
     filesAlreadyDone = 0,
@@ -109,6 +109,11 @@ export class PhaseProgress<Phase extends string> {
     this.bytesDone += count;
     this.meter.sample(this.bytesDone);
     this.maybeReport();
+  }
+
+  /** Adds bytes found to be done after all, which the total left out when it was counted. */
+  addToTotal(count: number): void {
+    this.bytesTotal += count;
   }
 
   addFile(): void {

@@ -555,6 +555,9 @@ describe('browse, snapshots and verify', () => {
     const fine = randomBytes(3000);
     writeFileSync(path.join(tree, 'damaged.bin'), damagedContent);
     writeFileSync(path.join(tree, 'fine.txt'), fine);
+    // Written long ago: the file index vouches for both files, which need not be read again.
+    for (const name of ['damaged.bin', 'fine.txt'])
+      utimesSync(path.join(tree, name), new Date('2020-05-01'), new Date('2020-05-01'));
     await engine.createBucket({ name: 'Damaged', type: 'backup', storageClass: 'hot' });
     await engine.backup({ dir: tree, bucket: 'Damaged' });
     // The host's copy of the file's first chunk is overwritten with other bytes of its length.
@@ -575,8 +578,22 @@ describe('browse, snapshots and verify', () => {
 
     // The next backup sends the damaged block again, though the source did not change and the
     // host counts it held; the file then restores whole, and the backup after sends nothing.
-    const healed = await engine.backup({ dir: tree, bucket: 'Damaged' });
+    // Its progress counts the file read to send the block among the bytes to read.
+    const reading: BackupProgress[] = [];
+    const healed = await engine.backup({
+      dir: tree,
+      bucket: 'Damaged',
+      onProgress: (progress) => {
+        if (progress.phase === 'reading') reading.push(progress);
+      },
+    });
     expect(healed.blocksResent).toBe(1);
+    expect(healed.bytesRead).toBe(damagedContent.length);
+    expect(reading.at(-1)).toMatchObject({
+      bytesDone: damagedContent.length,
+      bytesTotal: damagedContent.length,
+      etaSeconds: 0,
+    });
     expect(healed.bytesUploaded).toBeGreaterThanOrEqual(1 << 20);
     expect((await engine.verify({ bucket: 'Damaged', all: true })).unavailable).toEqual([]);
     const again = path.join(scratch, 'restored-healed');
