@@ -54,6 +54,7 @@ import { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 import { sourceTooLarge } from './source-too-large.ts';
 import { sameEntry, surveySource, vouchingEntry } from './unchanged-source.ts';
 import { nodeIndexFileOf } from './tree-node-index.ts';
+import { askMissing, type PushedUpload } from './ask-missing.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
 // version lacks into shards, push, ask which of those the user already holds, upload the shards
@@ -760,7 +761,7 @@ async function shardsNeeded(
 ): Promise<Set<number>> {
   const needed = new Set<number>();
   await askMissing(
-    input,
+    input.client,
     pushed,
     leaves,
     (leaf) => leafShards.shardOf(leaf) !== undefined,
@@ -770,42 +771,6 @@ async function shardsNeeded(
     },
   );
   return needed;
-}
-
-/** Where a pushed version's upload goes, and its authorization. */
-interface PushedUpload {
-  readonly storage_host: string;
-  readonly storage_authorization: string;
-}
-
-/**
- * Asks blocks/missing under `pushed`'s authorization about the leaves `asks` picks, in lists of
- * 10 000 (§11.3), each list's CID text made for it and dropped after; the host adds those it
- * holds to the version's set, and `onMissing` takes each it lacks.
- */
-async function askMissing(
-  input: BackupInput,
-  pushed: PushedUpload,
-  leaves: LeafSizes,
-  asks: (leaf: number) => boolean,
-  onMissing: (cid: string) => void,
-): Promise<void> {
-  let asking: string[] = [];
-  const ask = async (): Promise<void> => {
-    const missing = await input.client.missingBlocks(
-      pushed.storage_host,
-      pushed.storage_authorization,
-      asking,
-    );
-    asking = [];
-    for (const cid of missing) onMissing(cid);
-  };
-  for (let leaf = 0; leaf < leaves.count; leaf++) {
-    if (!asks(leaf)) continue;
-    asking.push(cidText(leaves.cidAt(leaf)));
-    if (asking.length === 10_000) await ask();
-  }
-  if (asking.length > 0) await ask();
 }
 
 /**
@@ -1049,7 +1014,7 @@ async function carryOver(
     // Every leaf the version lacks must be held, or in a shard still to send, before the new
     // version may complete.
     const missing = new Set<string>();
-    await askMissing(input, carried, leaves, isCandidate, (cid) => missing.add(cid));
+    await askMissing(input.client, carried, leaves, isCandidate, (cid) => missing.add(cid));
     const beyondExpected = [...missing].some((cid) => allowedMissing?.has(cid) === false);
     // Blocks to send again are held, as far as the host knows, and the new version inherits
     // them: a shard carrying one goes unless the host confirmed it (and replaced its damaged
@@ -1137,7 +1102,7 @@ async function pushThroughBridge(
   const bridge = await push(1);
   input.queue.recordSuperseded(bridge.id, input.bucketId, input.now());
   const missing = new Set<string>();
-  await askMissing(input, bridge, leaves, isCandidate, (cid) => missing.add(cid));
+  await askMissing(input.client, bridge, leaves, isCandidate, (cid) => missing.add(cid));
   // What the old version received is the bridge's too now.
   await input.client.discardVersion(upload.version_id);
   let missingBytes = 0;
