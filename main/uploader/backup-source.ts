@@ -55,6 +55,7 @@ import { sourceTooLarge } from './source-too-large.ts';
 import { sameEntry, surveySource, vouchingEntry } from './unchanged-source.ts';
 import { nodeIndexFileOf } from './tree-node-index.ts';
 import { askMissing, type PushedUpload } from './ask-missing.ts';
+import { pushWithinQuota } from './quota-probe.ts';
 
 // One backup of a source folder into a bucket (§17.4): pack, lay out only leaves the previous
 // version lacks into shards, push, ask which of those the user already holds, upload the shards
@@ -638,31 +639,53 @@ async function packAndPush(
     await metadata.finish(tree.manifestCid, tree.manifestBytes);
     // Packing's garbage goes before pushing makes more, while its tree is still needed.
     garbage.collect();
-    const pushedAs: PushedAs = {
+    let pushedAs: PushedAs = {
       rootCid: tree.rootCid.toString(),
       metadataCid: tree.manifestCid.toString(),
       expectedDataSize: expected,
       previousId: previous?.id ?? null,
       deletedBlockCids: deleted,
     };
+    const push = async (expectedDataSize: number): Promise<MetadataUploadResult> =>
+      client
+        .pushVersion({
+          bucketId: input.bucketId,
+          ...pushedAs,
+          expectedDataSize,
+          validKeys: [],
+          car: await openAsBlob(metadataFile),
+        })
+        .catch((error: unknown) => {
+          // The service's own 413 for a push is its limit on the metadata CAR (request-data is
+          // kept well under its own): a service with a lower limit than the spec's. A proxy's
+          // 413 is told as such.
+          throw isServiceRefusal(error, 'payload_too_large')
+            ? sourceTooLarge(input.sourceDir)
+            : error;
+        });
     // Noted before it is asked for: killed before the upload is recorded, the next backup
     // deletes what the service made of it (dropUnrecordedPushes).
     input.queue.notePush(input.bucketId, pushedAs.metadataCid, input.now());
-    const pushed = await client
-      .pushVersion({
+    let pushed: MetadataUploadResult;
+    try {
+      pushed = await push(expected);
+    } catch (error) {
+      if (!isEngineError(error, 'quota_exceeded')) throw error;
+      const within = await pushWithinQuota({
+        client,
+        queue: input.queue,
         bucketId: input.bucketId,
-        ...pushedAs,
-        validKeys: [],
-        car: await openAsBlob(metadataFile),
-      })
-      .catch((error: unknown) => {
-        // The service's own 413 for a push is its limit on the metadata CAR (request-data is
-        // kept well under its own): a service with a lower limit than the spec's. A proxy's
-        // 413 is told as such.
-        throw isServiceRefusal(error, 'payload_too_large')
-          ? sourceTooLarge(input.sourceDir)
-          : error;
+        now: input.now,
+        push,
+        leaves: tree.leaves,
+        inShards: (leaf) => shards.leafShards.shardOf(leaf) !== undefined,
+        expected,
+        refused: error,
       });
+      pushed = within.pushed;
+      // A version carried over to a new one later expects no more than this one.
+      pushedAs = { ...pushedAs, expectedDataSize: within.expectedDataSize };
+    }
     let upload: QueuedUpload | null = null;
     if (pushed.state === 'pending') {
       const needed = await shardsNeeded(input, pushed, tree.leaves, shards.leafShards);
