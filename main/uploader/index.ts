@@ -1,5 +1,6 @@
 // Pushes versions and uploads their shards. May import main/api, protocol, service, packer.
-export * from './backup-source.ts';
+export * from './backup-input.ts';
+export { backupSource } from './backup-source.ts';
 export * from './browsable-tree.ts';
 export { nodeIndexFileOf } from './tree-node-index.ts';
 export * from './previous-tree.ts';

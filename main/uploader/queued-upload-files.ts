@@ -1,0 +1,23 @@
+import { rm } from 'node:fs/promises';
+import { nodeIndexFileOf } from './tree-node-index.ts';
+import type { BackupInput } from './backup-input.ts';
+
+// The files a queued upload keeps on this computer (its staged shards, its metadata CAR), and
+// whether it is queued still: what a backup may remove, and when.
+
+/** Whether the upload of `versionId` is queued still, for a later run to finish. */
+export function stillQueued(input: BackupInput, versionId: string): boolean {
+  return versionId !== '' && input.queue.pendingFor(input.bucketId)?.version_id === versionId;
+}
+
+/** Removes a pushed metadata CAR's file, and the index of its nodes. */
+export async function removeMetadataFile(file: string | null): Promise<void> {
+  if (file === null) return;
+  await rm(file, { force: true });
+  await rm(nodeIndexFileOf(file), { force: true });
+}
+
+/** Removes a staging folder; planned shards have none (''). */
+export async function removeStaging(dir: string): Promise<void> {
+  if (dir !== '') await rm(dir, { recursive: true, force: true });
+}
