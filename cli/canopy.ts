@@ -404,7 +404,8 @@ async function run(
         versions.length === 0
           ? 'no versions yet'
           : table([
-              ['ID', 'STATE', 'CREATED', 'DATA BYTES'],
+              // data_size: what the version added to the bucket, or expects to while pending.
+              ['ID', 'STATE', 'CREATED', 'NEW BYTES'],
               ...versions.map((v) => [
                 v.id,
                 v.state,
