@@ -70,6 +70,8 @@ export interface BackupInput {
    * ones, with the shard target that passed: where the next backup should start.
    */
   readonly onShardLimit?: (maxBytes: number) => void;
+  /** Counts the metadata CAR bytes pushed (metadata-push.ts); backupSource sets it. */
+  readonly metadataSent?: { bytes: number };
 }
 
 export interface BackupResult {
@@ -80,7 +82,13 @@ export interface BackupResult {
   readonly bytesRead: number;
   readonly filesUnchanged: number;
   readonly newBytes: number;
+  /** Bytes of data (shards) sent, this run's and an interrupted run's it finished. */
   readonly bytesUploaded: number;
+  /**
+   * Bytes of metadata CARs this run pushed: each version's CAR holds its whole tree, so even a
+   * version with one changed file sends it all (metadata-push.ts).
+   */
+  readonly metadataBytesUploaded: number;
   readonly durationMs: number;
   readonly skipped: readonly SkippedItem[];
   /** Files that changed while read, twice: stored as read, possibly mixing old and new bytes. */

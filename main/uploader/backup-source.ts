@@ -70,6 +70,7 @@ async function attempt(
       filesUnchanged: survey.files,
       newBytes: 0,
       bytesUploaded: 0,
+      metadataBytesUploaded: 0,
       durationMs: input.now() - started,
       skipped: [],
       changedWhileRead: [],
@@ -191,6 +192,8 @@ async function attempt(
     filesUnchanged: pushed.filesUnchanged,
     newBytes: pushed.newBytes,
     bytesUploaded: uploaded,
+    // backupSource counts every push of the run.
+    metadataBytesUploaded: 0,
     durationMs: input.now() - started,
     skipped: pushed.skipped,
     changedWhileRead: pushed.changedWhileRead,
@@ -201,8 +204,11 @@ async function attempt(
   };
 }
 
-export async function backupSource(input: BackupInput): Promise<BackupResult> {
-  const started = input.now();
+export async function backupSource(given: BackupInput): Promise<BackupResult> {
+  const started = given.now();
+  /** Every metadata CAR this run pushed, for attempts it then started over too: all were sent. */
+  const metadataSent = { bytes: 0 };
+  const input: BackupInput = { ...given, metadataSent };
   let run = input;
   let steppedDown = false;
   /** After a shard was refused as too large: smaller shards from now on, or the user's error. */
@@ -253,6 +259,7 @@ export async function backupSource(input: BackupInput): Promise<BackupResult> {
       return {
         ...result,
         bytesUploaded: result.bytesUploaded + resumedSent.bytes,
+        metadataBytesUploaded: metadataSent.bytes,
         resumedVersionId,
       };
     } catch (error) {

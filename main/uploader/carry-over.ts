@@ -1,4 +1,4 @@
-import { existsSync, openAsBlob } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { isEngineError } from '../api/index.ts';
 import type { MetadataUploadResult } from '../protocol/index.ts';
 import type { LeafSizes } from '../packer/index.ts';
@@ -8,6 +8,7 @@ import type { WindowEnding } from './upload-window.ts';
 import { askMissing } from './ask-missing.ts';
 import type { BackupInput } from './backup-input.ts';
 import { removeStaging } from './queued-upload-files.ts';
+import { pushFromFile } from './metadata-push.ts';
 
 // An upload nearing the end of its window goes on as a new version of the same tree, pushed
 // again from the same metadata CAR (upload-window.ts says when): days of uploading over a slow
@@ -62,13 +63,11 @@ export async function carryOver(
     const isCandidate = (leaf: number): boolean => previousLeaves?.has(leaves.cidAt(leaf)) !== true;
     const push = async (expectedDataSize: number): Promise<MetadataUploadResult> => {
       input.queue.notePush(input.bucketId, pushedAs.metadataCid, input.now());
-      const pushedAgain = await input.client.pushVersion({
-        bucketId: input.bucketId,
-        ...pushedAs,
-        expectedDataSize,
-        validKeys: [],
-        car: await openAsBlob(metadataFile),
-      });
+      const pushedAgain = await pushFromFile(
+        input,
+        { ...pushedAs, expectedDataSize },
+        metadataFile,
+      );
       if (pushedAgain.state !== 'pending')
         throw new Error(`a version pushed again with data to receive is ${pushedAgain.state}`);
       return pushedAgain;

@@ -1,4 +1,3 @@
-import { openAsBlob } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { isEngineError } from '../api/index.ts';
 import { CID } from 'multiformats/cid';
@@ -32,6 +31,7 @@ import { sourceTooLarge } from './source-too-large.ts';
 import { sameEntry, vouchingEntry } from './unchanged-source.ts';
 import { askMissing, type PushedUpload } from './ask-missing.ts';
 import { pushWithinQuota } from './quota-probe.ts';
+import { pushFromFile } from './metadata-push.ts';
 import type { BackupInput } from './backup-input.ts';
 import { removeStaging } from './queued-upload-files.ts';
 import type { PushedAs } from './carry-over.ts';
@@ -331,23 +331,17 @@ export async function packAndPush(
       previousId: previous?.id ?? null,
       deletedBlockCids: deleted,
     };
-    const push = async (expectedDataSize: number): Promise<MetadataUploadResult> =>
-      client
-        .pushVersion({
-          bucketId: input.bucketId,
-          ...pushedAs,
-          expectedDataSize,
-          validKeys: [],
-          car: await openAsBlob(metadataFile),
-        })
-        .catch((error: unknown) => {
+    const push = (expectedDataSize: number): Promise<MetadataUploadResult> =>
+      pushFromFile(input, { ...pushedAs, expectedDataSize }, metadataFile).catch(
+        (error: unknown) => {
           // The service's own 413 for a push is its limit on the metadata CAR (request-data is
           // kept well under its own): a service with a lower limit than the spec's. A proxy's
           // 413 is told as such.
           throw isServiceRefusal(error, 'payload_too_large')
             ? sourceTooLarge(input.sourceDir)
             : error;
-        });
+        },
+      );
     // Noted before it is asked for: killed before the upload is recorded, the next backup
     // deletes what the service made of it (dropUnrecordedPushes).
     input.queue.notePush(input.bucketId, pushedAs.metadataCid, input.now());

@@ -98,6 +98,7 @@ describe('backup and restore', () => {
       bytesUploaded: 0,
       bytesRead: 0,
       filesUnchanged: 11,
+      metadataBytesUploaded: 0,
     });
     const file = path.join(source, '1MiB-plus-1');
     const bytes = readFileSync(file);
@@ -105,6 +106,15 @@ describe('backup and restore', () => {
     writeFileSync(file, bytes);
     const edited = await engine.backup({ dir: source, bucket: 'Everything' });
     expect(edited).toMatchObject({ newBytes: 1, bytesRead: bytes.length, filesUnchanged: 10 });
+    // The new version's metadata CAR, its whole tree, went up with it, and is told.
+    const storedCar = path.join(
+      scratch,
+      'home',
+      'local-server',
+      'metadata',
+      `${edited.versionId}.car`,
+    );
+    expect(edited.metadataBytesUploaded).toBe(statSync(storedCar).size);
     const versions = await engine.listVersions({ bucket: 'Everything' });
     // The unchanged run made no version.
     expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
