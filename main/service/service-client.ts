@@ -27,6 +27,7 @@ import type {
 } from '../protocol/index.ts';
 import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
+import { pushBody } from './push-body.ts';
 import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
@@ -116,8 +117,19 @@ export interface PushRequest {
   readonly previousId: string | null;
   readonly validKeys: readonly string[];
   readonly deletedBlockCids: readonly string[];
-  /** The metadata CAR: bytes, or a Blob (a file's, from `openAsBlob`, is read as it is sent). */
-  readonly car: Uint8Array | Blob;
+  /**
+   * The metadata CAR: bytes, a Blob (a file's, from `openAsBlob`, is read as it is sent), or a
+   * file read as it is sent, whose bytes sent are told (push-body.ts).
+   */
+  readonly car:
+    | Uint8Array
+    | Blob
+    | {
+        readonly file: string;
+        readonly bytes: number;
+        /** Bytes of the CAR handed to the connection so far; a retry starts again at 0. */
+        readonly onSent?: (sentThisAttempt: number) => void;
+      };
 }
 
 /**
@@ -562,7 +574,11 @@ export class ServiceClient {
       valid_keys: input.validKeys,
       deleted_block_cids: input.deletedBlockCids,
     };
-    const body = (): { bytes: RequestBody; contentType: string } => {
+    const body = (): { bytes: RequestBody; contentType: string; length?: number } => {
+      if (!(input.car instanceof Uint8Array || input.car instanceof Blob)) {
+        const made = pushBody(JSON.stringify(requestData), input.car);
+        return { bytes: made.stream, contentType: made.contentType, length: made.length };
+      }
       const form = new FormData();
       form.append(PART_REQUEST_DATA, new Blob([JSON.stringify(requestData)], { type: MEDIA_JSON }));
       const car = input.car instanceof Blob ? input.car : new Blob([input.car]);

@@ -67,6 +67,7 @@ export async function carryOver(
         input,
         { ...pushedAs, expectedDataSize },
         metadataFile,
+        upload.files,
       );
       if (pushedAgain.state !== 'pending')
         throw new Error(`a version pushed again with data to receive is ${pushedAgain.state}`);

@@ -332,7 +332,7 @@ export async function packAndPush(
       deletedBlockCids: deleted,
     };
     const push = (expectedDataSize: number): Promise<MetadataUploadResult> =>
-      pushFromFile(input, { ...pushedAs, expectedDataSize }, metadataFile).catch(
+      pushFromFile(input, { ...pushedAs, expectedDataSize }, metadataFile, tree.fileCount).catch(
         (error: unknown) => {
           // The service's own 413 for a push is its limit on the metadata CAR (request-data is
           // kept well under its own): a service with a lower limit than the spec's. A proxy's

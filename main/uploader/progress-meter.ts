@@ -21,9 +21,11 @@ export interface CountedProgress<Phase extends string> {
 
 /**
  * 'scanning': the source is walked and compared with the file index; 'reading': files are
- * read and packed; 'uploading': staged shards go to the host.
+ * read and packed; 'pushing': the version's metadata CAR (its tree of names, sizes and times)
+ * goes to the service, its bytes counted, every file done; 'uploading': the shards go to the
+ * host.
  */
-export type BackupProgress = CountedProgress<'scanning' | 'reading' | 'uploading'>;
+export type BackupProgress = CountedProgress<'scanning' | 'reading' | 'pushing' | 'uploading'>;
 
 /**
  * The files a restore writes (not those the target holds already) and their bytes, counted as

@@ -130,8 +130,9 @@ describe('backup and restore', () => {
     });
     const scanning = seen.filter((progress) => progress.phase === 'scanning');
     const reading = seen.filter((progress) => progress.phase === 'reading');
+    const pushing = seen.filter((progress) => progress.phase === 'pushing');
     const uploading = seen.filter((progress) => progress.phase === 'uploading');
-    expect(seen).toEqual([...scanning, ...reading, ...uploading]);
+    expect(seen).toEqual([...scanning, ...reading, ...pushing, ...uploading]);
     // The scan counts what it finds, with no ETA: its total is known only at its end.
     expect(scanning.at(-1)).toEqual({
       phase: 'scanning',
@@ -148,11 +149,21 @@ describe('backup and restore', () => {
       bytesTotal: result.bytesScanned,
       etaSeconds: 0,
     });
+    // The version's tree goes before its data, every file read by then.
+    expect(result.metadataBytesUploaded).toBeGreaterThan(0);
+    expect(pushing.at(-1)).toEqual({
+      phase: 'pushing',
+      filesDone: 11,
+      filesTotal: 11,
+      bytesDone: result.metadataBytesUploaded,
+      bytesTotal: result.metadataBytesUploaded,
+      etaSeconds: 0,
+    });
     expect(uploading.at(-1)).toMatchObject({
       bytesDone: result.bytesUploaded,
       bytesTotal: result.bytesUploaded,
     });
-    for (const phase of [scanning, reading, uploading]) {
+    for (const phase of [scanning, reading, pushing, uploading]) {
       for (const [index, progress] of phase.entries()) {
         expect(progress.bytesDone).toBeGreaterThanOrEqual(phase[index - 1]?.bytesDone ?? 0);
         expect(progress.etaSeconds === null || progress.etaSeconds >= 0).toBe(true);

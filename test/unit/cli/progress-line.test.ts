@@ -35,6 +35,17 @@ describe('the progress line', () => {
         etaSeconds: 95,
       }),
     ).toBe('uploading: 10/10 files, 250 MB of 1.0 GB, about 2 min left');
+    // Every file is read by the push: the bytes going are the list of them.
+    expect(
+      progressLine({
+        phase: 'pushing',
+        filesDone: 100_000,
+        filesTotal: 100_000,
+        bytesDone: 3_200_000,
+        bytesTotal: 15_800_000,
+        etaSeconds: 40,
+      }),
+    ).toBe('sending the list of files: 3.2 MB of 16 MB, about 40 s left');
     // A scan knows no total until it ends: what it found so far, and no time left.
     expect(
       progressLine({
