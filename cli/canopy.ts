@@ -332,7 +332,11 @@ async function run(
         );
         return;
       }
-      const progress = progressShown({ line: progressLine, ended: isPhaseEnd });
+      const progress = progressShown({
+        line: progressLine,
+        ended: isPhaseEnd,
+        phase: (p) => p.phase,
+      });
       const result = await untilSignalled((signal) =>
         engine.backup({
           dir: need(sub, 'DIR'),
@@ -506,7 +510,11 @@ async function run(
       const snapshot = str('snapshot');
       const version = str('version');
       const to = str('to');
-      const progress = progressShown({ line: progressLine, ended: isPhaseEnd });
+      const progress = progressShown({
+        line: progressLine,
+        ended: isPhaseEnd,
+        phase: (p) => p.phase,
+      });
       const result = await untilSignalled((signal) =>
         engine.restore({
           bucket: need(str('bucket'), '--bucket'),

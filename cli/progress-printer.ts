@@ -10,6 +10,11 @@ export interface ProgressView<Progress> {
   line(progress: Progress): string;
   /** Whether it is its phase's last report, printed however soon after the one before. */
   ended(progress: Progress): boolean;
+  /**
+   * The report's phase, where there are several: off a terminal, a phase whose last report
+   * cannot tell it is the last (a scan's) has it printed once the next phase starts.
+   */
+  phase?(progress: Progress): string;
 }
 
 export interface ProgressPrinter<Progress> {
@@ -27,6 +32,12 @@ export function progressPrinter<Progress>(
   if (!terminal && !asked) return { onProgress: undefined, done: () => undefined };
   let lastLine = 0;
   let shown = false;
+  /** Off a terminal, the last report not printed, and its phase. */
+  let skipped: { readonly line: string; readonly phase: string | undefined } | undefined;
+  const printSkipped = (): void => {
+    if (skipped) process.stderr.write(`${skipped.line}\n`);
+    skipped = undefined;
+  };
   return {
     onProgress: (progress) => {
       const line = view.line(progress);
@@ -35,11 +46,19 @@ export function progressPrinter<Progress>(
         shown = true;
         return;
       }
-      if (!view.ended(progress) && Date.now() - lastLine < LOG_LINE_MS) return;
+      const phase = view.phase?.(progress);
+      if (skipped && skipped.phase !== phase) printSkipped();
+      if (!view.ended(progress) && Date.now() - lastLine < LOG_LINE_MS) {
+        skipped = { line, phase };
+        return;
+      }
+      skipped = undefined;
       lastLine = Date.now();
       process.stderr.write(`${line}\n`);
     },
     done: () => {
+      // Where the operation got to, in a log: its last report, if it was not printed.
+      printSkipped();
       if (shown) process.stderr.write('\r\x1b[K');
       shown = false;
     },

@@ -338,6 +338,9 @@ describe('canopy restore run again', () => {
     expect(backup.status, backup.stderr).toBe(0);
     // Off a terminal, --progress prints a line now and then, and each phase's last.
     expect(backup.stderr).toMatch(/^reading: 5\/5 files, 3\.1 MB of 3\.1 MB, almost done$/m);
+    // A scan's last count is printed once reading starts, however soon after the one before.
+    expect(backup.stderr).toMatch(/^scanning: 5 files, 3\.1 MB found\nreading: /m);
+    expect(backup.stderr).toMatch(/^sending the list of files: (.+) of \1, almost done$/m);
     const verified = await runCanopy(
       cliHome,
       ['verify', '--bucket', 'Words', '--all', '--progress'],
