@@ -34,9 +34,11 @@ export function progressLine(progress: BackupProgress | RestoreProgress): string
     return `scanning: ${files}, ${formatBytes(progress.bytesDone)} found`;
   }
   const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
-  // Every file is read by then: what goes is the list of them, which a user would not call files.
+  // What goes or comes then is the list of the files, which a user would not call files.
   if (progress.phase === 'pushing')
     return `sending the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
+  if (progress.phase === 'pulling')
+    return `fetching the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   const files = `${progress.filesDone}/${progress.filesTotal} files`;
   return `${progress.phase}: ${files}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
 }

@@ -29,6 +29,7 @@ import {
 } from '../service/index.ts';
 import {
   backupSource,
+  pullPhase,
   type BackupProgress,
   type BackupResult,
   type RestoreProgress,
@@ -1291,8 +1292,11 @@ export class Engine {
       const client = await this.stoppableClient(input.signal);
       const { versionId, bucketId } = await this.resolveVersion(client, input, true);
       const who = await client.whoAmI();
+      // A version this computer keeps no copy of (a new computer's restore) pulls its list of
+      // files first: megabytes, over a slow link minutes, shown as their own phase.
+      const onPull = input.onProgress ? pullPhase(input.onProgress, () => this.now()) : undefined;
       const result = await usingTree(
-        await this.metadata.versionTree(client, versionId, readTreeIndexOfFile),
+        await this.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull),
         (tree) => this.restoreTree(client, who.storage_host, tree, input),
       );
       this.noteUnavailable(bucketId, result.unavailable);

@@ -16,6 +16,9 @@ import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache
 /** Reads a version's tree from the file of its metadata CAR, whole or in part. */
 export type TreeReader<Tree> = (file: string) => Promise<Tree>;
 
+/** A pull's bytes received in this attempt, and the CAR's size when the answer states it. */
+export type PullProgress = (receivedThisAttempt: number, total: number | null) => void;
+
 export class MetadataCache {
   private readonly home: string;
   private readonly db: StateDb;
@@ -118,12 +121,13 @@ export class MetadataCache {
     versionId: string,
     read: TreeReader<Tree>,
     keep: boolean,
+    onPull?: PullProgress,
   ): Promise<Tree> {
     await removeAbandonedStaging(this.stagingRoot, uploadQueue(this.db).stagingDirs());
     const pulled = newStagingDir(this.stagingRoot);
     mkdirSync(path.dirname(pulled), { recursive: true, mode: 0o700 });
     try {
-      await client.pullVersionToFile(versionId, pulled);
+      await client.pullVersionToFile(versionId, pulled, onPull);
       const file = keep ? await this.keep(versionId, pulled) : pulled;
       if (keep) await this.trim(versionId);
       try {
@@ -145,6 +149,8 @@ export class MetadataCache {
     client: ServiceClient,
     versionId: string,
     read: TreeReader<Tree>,
+    /** Told the bytes of the metadata CAR received, when it is pulled rather than cached. */
+    onPull?: PullProgress,
   ): Promise<Tree> {
     try {
       const cached = await this.cachedTree(versionId, read);
@@ -154,6 +160,6 @@ export class MetadataCache {
       // replaced.
       if (!isEngineError(error, 'protocol')) throw error;
     }
-    return this.pulledTree(client, versionId, read, true);
+    return this.pulledTree(client, versionId, read, true, onPull);
   }
 }

@@ -667,7 +667,15 @@ export class ServiceClient {
    * off is asked for again from its start; a failed write (a full disk) is final, and its own
    * error.
    */
-  async pullVersionToFile(id: string, file: string): Promise<void> {
+  async pullVersionToFile(
+    id: string,
+    file: string,
+    /**
+     * Bytes of this attempt written so far, and the CAR's size as the answer states it (null
+     * when it does not); a retry starts again at 0.
+     */
+    onReceived?: (receivedThisAttempt: number, total: number | null) => void,
+  ): Promise<void> {
     await this.sendAndRead(
       {
         method: 'GET',
@@ -676,9 +684,17 @@ export class ServiceClient {
       },
       async (response) => {
         const handle = await own(() => open(file, 'w', 0o600));
+        const stated = Number(response.headers.get('content-length') ?? Number.NaN);
+        const total = Number.isSafeInteger(stated) && stated >= 0 ? stated : null;
+        let received = 0;
         try {
+          onReceived?.(0, total);
           if (response.body)
-            for await (const chunk of response.body) await own(() => handle.write(chunk));
+            for await (const chunk of response.body as ReadableStream<Uint8Array>) {
+              await own(() => handle.write(chunk));
+              received += chunk.length;
+              onReceived?.(received, total);
+            }
         } finally {
           await own(() => handle.close());
         }

@@ -28,10 +28,11 @@ export interface CountedProgress<Phase extends string> {
 export type BackupProgress = CountedProgress<'scanning' | 'reading' | 'pushing' | 'uploading'>;
 
 /**
- * The files a restore writes (not those the target holds already) and their bytes, counted as
- * they are written.
+ * 'pulling': the version's metadata CAR (its list of files) is fetched, when this computer
+ * keeps no copy of it; no file is known yet (0 of 0). 'restoring': the files a restore writes
+ * (not those the target holds already) and their bytes, counted as they are written.
  */
-export type RestoreProgress = CountedProgress<'restoring'>;
+export type RestoreProgress = CountedProgress<'pulling' | 'restoring'>;
 
 /** The blocks a verify fetches and checks, and their bytes as the version's tree states them. */
 export interface VerifyProgress {
@@ -149,6 +150,27 @@ export class PhaseProgress<Phase extends string> {
 }
 
 const REPORT_MS = 200;
+
+/**
+ * Reports the pull of a version's metadata CAR as the 'pulling' phase of a restore: no file
+ * known yet, the CAR's bytes received of its size (of those received so far, while the answer
+ * states no size). Takes the pull's reports (a retry starts again at 0).
+ */
+export function pullPhase(
+  report: (progress: RestoreProgress) => void,
+  now: () => number,
+): (receivedThisAttempt: number, total: number | null) => void {
+  let phase: PhaseProgress<'pulling'> | undefined;
+  let receivedBefore = 0;
+  return (received, total) => {
+    phase ??= new PhaseProgress('pulling', 0, total ?? 0, report, now);
+    const more = received - receivedBefore;
+    receivedBefore = received;
+    if (total === null) phase.addToTotal(more);
+    phase.addBytes(more);
+    if (received === total) phase.finish();
+  };
+}
 
 /**
  * Reports the scan of a source: the files found so far and their size, at most every REPORT_MS

@@ -145,6 +145,36 @@ describe('a restore run again', () => {
     });
   });
 
+  it("shows the fetch of a version's list of files, when this computer keeps no copy, as a phase of its own", async () => {
+    const [active] = await engine.listVersions({ bucket: 'Again' });
+    const id = active?.id ?? '';
+    const cache = path.join(home, 'metadata');
+    // As on a new computer: the version's metadata CAR is not kept here.
+    for (const name of readdirSync(cache).filter((name) => name.startsWith(id)))
+      rmSync(path.join(cache, name));
+    const seen: RestoreProgress[] = [];
+    await engine.restore({
+      bucket: 'Again',
+      to: path.join(scratch, 'pulled'),
+      overwrite: false,
+      onProgress: (progress) => seen.push(progress),
+    });
+    const pulling = seen.filter((progress) => progress.phase === 'pulling');
+    const restoring = seen.filter((progress) => progress.phase === 'restoring');
+    expect(seen).toEqual([...pulling, ...restoring]);
+    // Kept again once pulled: its size is what was fetched.
+    const carBytes = statSync(path.join(cache, `${id}.car`)).size;
+    expect(pulling.at(-1)).toEqual({
+      phase: 'pulling',
+      filesDone: 0,
+      filesTotal: 0,
+      bytesDone: carBytes,
+      bytesTotal: carBytes,
+      etaSeconds: 0,
+    });
+    expect(restoring.at(-1)).toMatchObject({ filesDone: 5, filesTotal: 5 });
+  });
+
   it('restores one wanted file beside a different one, and leaves it when it is the same', async () => {
     const target = path.join(scratch, 'one-file');
     mkdirSync(target);

@@ -46,6 +46,16 @@ describe('the progress line', () => {
         etaSeconds: 40,
       }),
     ).toBe('sending the list of files: 3.2 MB of 16 MB, about 40 s left');
+    expect(
+      progressLine({
+        phase: 'pulling',
+        filesDone: 0,
+        filesTotal: 0,
+        bytesDone: 700_000,
+        bytesTotal: 15_800_000,
+        etaSeconds: null,
+      }),
+    ).toBe('fetching the list of files: 700 kB of 16 MB, estimating time left');
     // A scan knows no total until it ends: what it found so far, and no time left.
     expect(
       progressLine({
