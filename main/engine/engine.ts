@@ -847,8 +847,13 @@ export class Engine {
     /** Trees read with their nodes for this backup: their files are closed when it ends. */
     const opened: TreeIndexOfFile[] = [];
     const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
-      if (!withNodes) return this.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
-      const tree = await this.metadata.versionTree(client, versionId, readTreeIndexOfFile);
+      // The version built on, pulled when this computer keeps no copy of it (the first backup
+      // here into a bucket another computer fills): its own phase of the progress.
+      const { onProgress } = input;
+      const onPull = onProgress ? pullPhase(onProgress, () => this.now()) : undefined;
+      if (!withNodes)
+        return this.metadata.versionTree(client, versionId, readTreeLeavesOfFile, onPull);
+      const tree = await this.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull);
       opened.push(tree);
       return tree;
     };

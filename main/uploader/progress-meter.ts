@@ -20,12 +20,16 @@ export interface CountedProgress<Phase extends string> {
 }
 
 /**
- * 'scanning': the source is walked and compared with the file index; 'reading': files are
+ * 'scanning': the source is walked and compared with the file index; 'pulling': the metadata
+ * CAR of the version it builds on is fetched, when this computer keeps no copy of it (as a
+ * restore's 'pulling'); 'reading': files are
  * read and packed; 'pushing': the version's metadata CAR (its tree of names, sizes and times)
  * goes to the service, its bytes counted, every file done; 'uploading': the shards go to the
  * host.
  */
-export type BackupProgress = CountedProgress<'scanning' | 'reading' | 'pushing' | 'uploading'>;
+export type BackupProgress = CountedProgress<
+  'scanning' | 'pulling' | 'reading' | 'pushing' | 'uploading'
+>;
 
 /**
  * 'pulling': the version's metadata CAR (its list of files) is fetched, when this computer
@@ -152,12 +156,12 @@ export class PhaseProgress<Phase extends string> {
 const REPORT_MS = 200;
 
 /**
- * Reports the pull of a version's metadata CAR as the 'pulling' phase of a restore: no file
- * known yet, the CAR's bytes received of its size (of those received so far, while the answer
- * states no size). Takes the pull's reports (a retry starts again at 0).
+ * Reports the pull of a version's metadata CAR as the 'pulling' phase of a restore or backup:
+ * no file known yet, the CAR's bytes received of its size (of those received so far, while the
+ * answer states no size). Takes the pull's reports (a retry starts again at 0).
  */
 export function pullPhase(
-  report: (progress: RestoreProgress) => void,
+  report: (progress: CountedProgress<'pulling'>) => void,
   now: () => number,
 ): (receivedThisAttempt: number, total: number | null) => void {
   let phase: PhaseProgress<'pulling'> | undefined;

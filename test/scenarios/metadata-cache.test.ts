@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine, type Engine } from '../../main/index.ts';
+import { createEngine, type BackupProgress, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 import * as dagCbor from '@ipld/dag-cbor';
@@ -167,5 +167,31 @@ describe('the metadata cache', () => {
     expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
     expect(readdirSync(staging).sort()).toEqual([running, `${running}.nodes`]);
     for (const name of readdirSync(staging)) rmSync(path.join(staging, name));
+  });
+
+  it('shows the pull of the version a backup builds on, when it lacks it, as a phase of its own', async () => {
+    const [active] = await engine.listVersions({ bucket: 'Cached' });
+    const activeCar = path.join(cacheDir, `${active?.id ?? ''}.car`);
+    const size = readFileSync(activeCar).length;
+    rmSync(activeCar);
+    writeFileSync(path.join(source, 'todo.txt'), 'water the plants, and the lawn');
+    const seen: BackupProgress[] = [];
+    await engine.backup({
+      dir: source,
+      bucket: 'Cached',
+      onProgress: (progress) => seen.push(progress),
+    });
+    const phases = seen
+      .map((progress) => progress.phase)
+      .filter((phase, at, all) => phase !== all[at - 1]);
+    expect(phases).toEqual(['scanning', 'pulling', 'reading', 'pushing', 'uploading']);
+    expect(seen.filter((progress) => progress.phase === 'pulling').at(-1)).toEqual({
+      phase: 'pulling',
+      filesDone: 0,
+      filesTotal: 0,
+      bytesDone: size,
+      bytesTotal: size,
+      etaSeconds: 0,
+    });
   });
 });
