@@ -472,7 +472,11 @@ async function run(
     }
     case 'verify': {
       const version = str('version');
-      const progress = progressShown({ line: verifyProgressLine, ended: isVerifyEnd });
+      const progress = progressShown({
+        line: verifyProgressLine,
+        ended: isVerifyEnd,
+        phase: (p) => p.phase,
+      });
       const result = await untilSignalled((signal) =>
         engine.verify({
           bucket: need(str('bucket'), '--bucket'),

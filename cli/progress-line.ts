@@ -53,6 +53,8 @@ export function isPhaseEnd(progress: BackupProgress | RestoreProgress): boolean 
 }
 
 export function verifyProgressLine(progress: VerifyProgress): string {
+  if (progress.phase === 'pulling')
+    return `fetching the list of files: ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}, ${formatEta(progress.etaSeconds)}`;
   const blocks = `${progress.blocksDone}/${progress.blocksTotal} blocks`;
   const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
   return `verifying: ${blocks}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
@@ -60,5 +62,6 @@ export function verifyProgressLine(progress: VerifyProgress): string {
 
 /** Whether `progress` is a verify's last report. */
 export function isVerifyEnd(progress: VerifyProgress): boolean {
+  if (progress.phase === 'pulling') return progress.bytesDone === progress.bytesTotal;
   return progress.blocksDone === progress.blocksTotal;
 }

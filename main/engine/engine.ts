@@ -1204,9 +1204,24 @@ export class Engine {
     // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
     // (read from the pulled file, open until the verify ends).
+    const { onProgress } = input;
+    const onPull = onProgress
+      ? pullPhase(
+          ({ bytesDone, bytesTotal, etaSeconds }) =>
+            onProgress({
+              phase: 'pulling',
+              blocksDone: 0,
+              blocksTotal: 0,
+              bytesDone,
+              bytesTotal,
+              etaSeconds,
+            }),
+          () => this.now(),
+        )
+      : undefined;
     const pulled = async <Tree>(read: TreeReader<Tree>): Promise<Tree> => {
       try {
-        return await this.metadata.pulledTree(client, versionId, read, false);
+        return await this.metadata.pulledTree(client, versionId, read, false, onPull);
       } catch (error) {
         throw this.damagedMetadata(error, { bucketId, versionId, active });
       }

@@ -123,6 +123,7 @@ function verifyProgress(
     bytes,
     (counted) =>
       onProgress({
+        phase: 'verifying',
         blocksDone: counted.filesDone,
         blocksTotal: counted.filesTotal,
         bytesDone: counted.bytesDone,

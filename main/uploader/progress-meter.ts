@@ -38,8 +38,13 @@ export type BackupProgress = CountedProgress<
  */
 export type RestoreProgress = CountedProgress<'pulling' | 'restoring'>;
 
-/** The blocks a verify fetches and checks, and their bytes as the version's tree states them. */
+/**
+ * The blocks a verify fetches and checks, and their bytes as the version's tree states them;
+ * before them ('pulling'), the version's metadata CAR it fetches afresh, its bytes received of
+ * its size, no block known yet (0 of 0).
+ */
 export interface VerifyProgress {
+  readonly phase: 'pulling' | 'verifying';
   /** Blocks answered so far, whole or not, and how many are asked for in all. */
   readonly blocksDone: number;
   readonly blocksTotal: number;

@@ -558,15 +558,32 @@ describe('browse, snapshots and verify', () => {
     });
     expect(verified.checked).toBe(verified.total);
     expect(verified.total).toBeGreaterThan(10);
-    expect(seen.at(-1)).toEqual({
+    // Trusting nothing local, it fetches the version's metadata CAR first, then the blocks.
+    const pulling = seen.filter((progress) => progress.phase === 'pulling');
+    const verifying = seen.filter((progress) => progress.phase === 'verifying');
+    expect(seen).toEqual([...pulling, ...verifying]);
+    const carBytes = statSync(
+      path.join(scratch, 'home', 'local-server', 'metadata', `${verified.versionId}.car`),
+    ).size;
+    expect(pulling.at(-1)).toEqual({
+      phase: 'pulling',
+      blocksDone: 0,
+      blocksTotal: 0,
+      bytesDone: carBytes,
+      bytesTotal: carBytes,
+      etaSeconds: 0,
+    });
+    expect(verifying.at(-1)).toEqual({
+      phase: 'verifying',
       blocksDone: verified.total,
       blocksTotal: verified.total,
       bytesDone: verified.bytes,
       bytesTotal: verified.bytes,
       etaSeconds: 0,
     });
-    for (const [index, progress] of seen.entries())
-      expect(progress.bytesDone).toBeGreaterThanOrEqual(seen[index - 1]?.bytesDone ?? 0);
+    for (const phase of [pulling, verifying])
+      for (const [index, progress] of phase.entries())
+        expect(progress.bytesDone).toBeGreaterThanOrEqual(phase[index - 1]?.bytesDone ?? 0);
   });
 
   it('restores the rest when the server sends a damaged block, and lists the file that needs it', async () => {

@@ -380,6 +380,7 @@ describe('canopy restore run again', () => {
     expect(verified.stderr.trimEnd().split('\n').at(-1)).toBe(
       'verifying: 7/7 blocks, 3.1 MB of 3.1 MB, almost done',
     );
+    expect(verified.stderr).toMatch(/^fetching the list of files: (.+) of \1, almost done$/m);
     const target = path.join(scratch, 'cli-target');
     const first = await runCanopy(
       cliHome,

@@ -89,6 +89,7 @@ describe('the progress line', () => {
     ).toBe('restoring: 3/7 files, 5.0 MB of 9.0 MB, about 2 h 30 min left');
     expect(
       verifyProgressLine({
+        phase: 'verifying',
         blocksDone: 1024,
         blocksTotal: 400_000,
         bytesDone: 12_000,
@@ -96,5 +97,16 @@ describe('the progress line', () => {
         etaSeconds: null,
       }),
     ).toBe('verifying: 1024/400000 blocks, 12 kB of 4.7 MB, estimating time left');
+    // A verify fetches the version's list of files afresh first.
+    expect(
+      verifyProgressLine({
+        phase: 'pulling',
+        blocksDone: 0,
+        blocksTotal: 0,
+        bytesDone: 4_000_000,
+        bytesTotal: 60_000_000,
+        etaSeconds: 30,
+      }),
+    ).toBe('fetching the list of files: 4.0 MB of 60 MB, about 30 s left');
   });
 });
