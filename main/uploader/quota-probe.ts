@@ -26,8 +26,8 @@ export interface PushedWithinQuota {
 
 /**
  * Pushes the version again, after `refused`, expecting only the bytes of the leaves `inShards`
- * picks that the host lacks; throws `refused` when that is no fewer than `expected`, and the
- * host's answer when the quota has no room for them either.
+ * picks that the host lacks. When those are no fewer than `expected`, or the quota has no room
+ * for them either, the refusal is thrown again, saying how many bytes the backup adds.
  */
 export async function pushWithinQuota(input: {
   readonly client: ServiceClient;
