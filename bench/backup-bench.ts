@@ -137,7 +137,7 @@ async function rescanBench(home: string, work: string): Promise<void> {
     [
       `first backup        ${(first.ms / 1000).toFixed(1)} s for ${count} small files in ${folders} folders, peak RSS ${first.peakRssMb.toFixed(0)} MB`,
       `unchanged rescan    ${(rescanMs / 1000).toFixed(2)} s for ${count} files (${rescan.unchanged ? 'recognised unchanged, ' : ''}${rescan.bytesRead} bytes read; target < 3 s)`,
-      `one file changed    ${(oneChange.ms / 1000).toFixed(2)} s (${oneChange.filesUnchanged ?? '?'} files not read again, ${oneChange.bytesRead ?? '?'} bytes read), peak RSS ${oneChange.peakRssMb.toFixed(0)} MB`,
+      `one file changed    ${(oneChange.ms / 1000).toFixed(2)} s (${oneChange.filesUnchanged ?? '?'} files not read again, ${oneChange.bytesRead ?? '?'} bytes read, ${((oneChange.metadataBytesUploaded ?? 0) / 1e6).toFixed(1)} MB of metadata sent), peak RSS ${oneChange.peakRssMb.toFixed(0)} MB`,
       `restore             ${(restored.ms / 1000).toFixed(1)} s for the ${count} files, peak RSS ${restored.peakRssMb.toFixed(0)} MB`,
       `                    (each its own process; memory that grows with the number of files shows here; target < 300 MB)`,
     ].join('\n') + '\n',
@@ -323,6 +323,8 @@ interface MeasuredRun {
   readonly peakRssMb: number;
   readonly filesUnchanged?: number;
   readonly bytesRead?: number;
+  /** The metadata CAR the backup pushed: the whole tree, however little changed. */
+  readonly metadataBytesUploaded?: number;
 }
 
 /** One round's measured backup or restore, and the disk's speed around it. */

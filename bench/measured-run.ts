@@ -16,9 +16,17 @@ function peakRssMb(): number {
   return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
 }
 
-/** A backup's reading figures; nothing for a restore. */
-function pick(result: { filesUnchanged?: number; bytesRead?: number }) {
-  return { filesUnchanged: result.filesUnchanged, bytesRead: result.bytesRead };
+/** A backup's reading and sending figures; nothing for a restore. */
+function pick(result: {
+  filesUnchanged?: number;
+  bytesRead?: number;
+  metadataBytesUploaded?: number;
+}) {
+  return {
+    filesUnchanged: result.filesUnchanged,
+    bytesRead: result.bytesRead,
+    metadataBytesUploaded: result.metadataBytesUploaded,
+  };
 }
 
 const [operation, home, bucket, dir] = process.argv.slice(2);
