@@ -687,13 +687,15 @@ export class ServiceClient {
         const stated = Number(response.headers.get('content-length') ?? Number.NaN);
         const total = Number.isSafeInteger(stated) && stated >= 0 ? stated : null;
         let received = 0;
+        // The caller's own failure, as a write's is: not the answer breaking off.
+        const told = (): Promise<void> => own(() => Promise.resolve(onReceived?.(received, total)));
         try {
-          onReceived?.(0, total);
+          await told();
           if (response.body)
             for await (const chunk of response.body as ReadableStream<Uint8Array>) {
               await own(() => handle.write(chunk));
               received += chunk.length;
-              onReceived?.(received, total);
+              await told();
             }
         } finally {
           await own(() => handle.close());
