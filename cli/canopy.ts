@@ -41,7 +41,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
-  ls --bucket NAME [--version ID | --snapshot ID] [PATH]
+  ls --bucket NAME [--version ID | --snapshot ID] [PATH] [--progress]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
           [--sparse] [--progress]                   without --to, to where it was backed up from;
                                                     --sparse leaves runs of zeros as holes
@@ -443,12 +443,21 @@ async function run(
     case 'ls': {
       const version = str('version');
       const snapshot = str('snapshot');
-      const { entries, versionId, offlineSince, offlineBecause } = await engine.browse({
-        bucket: need(str('bucket'), '--bucket'),
-        ...(version === undefined ? {} : { version }),
-        ...(snapshot === undefined ? {} : { snapshot }),
-        ...(sub === undefined ? {} : { path: sub }),
+      // Shown only while a version this computer keeps no copy of is fetched.
+      const progress = progressShown({
+        line: progressLine,
+        ended: isPhaseEnd,
+        phase: (p) => p.phase,
       });
+      const { entries, versionId, offlineSince, offlineBecause } = await engine
+        .browse({
+          bucket: need(str('bucket'), '--bucket'),
+          ...(version === undefined ? {} : { version }),
+          ...(snapshot === undefined ? {} : { snapshot }),
+          ...(sub === undefined ? {} : { path: sub }),
+          ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+        })
+        .finally(() => progress.done());
       if (offlineSince !== null) {
         process.stderr.write(
           `canopy: ${offlineReason(offlineBecause)}; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,

@@ -113,7 +113,7 @@ import {
   type SourceExcludeRules,
 } from './source-exclude-rules.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
-import { MetadataCache, type TreeReader } from './metadata-cache.ts';
+import { MetadataCache, type PullProgress, type TreeReader } from './metadata-cache.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
 
 /** Runs `use` on `tree`, then closes the metadata CAR file its nodes are read from. */
@@ -1092,6 +1092,7 @@ export class Engine {
     version?: string;
     snapshot?: string;
     path?: string;
+    onProgress?: (progress: RestoreProgress) => void;
   }): Promise<VersionEntry[]> {
     return (await this.browse(input)).entries;
   }
@@ -1107,6 +1108,11 @@ export class Engine {
     version?: string;
     snapshot?: string;
     path?: string;
+    /**
+     * Told the fetch of the version's metadata CAR (the 'pulling' phase, as a restore's), when
+     * this computer keeps no copy of it: browsing is instant only once it is kept.
+     */
+    onProgress?: (progress: RestoreProgress) => void;
   }): Promise<{
     versionId: string;
     offlineSince: number | null;
@@ -1134,15 +1140,24 @@ export class Engine {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
       const { client } = await this.connect({ retry: NO_RETRY });
       const { versionId } = await this.resolveVersion(client, input);
+      const { onProgress } = input;
+      const onPull = (): PullProgress | undefined =>
+        onProgress ? pullPhase(onProgress, () => this.now()) : undefined;
       let entries: VersionEntry[];
       try {
         entries = await list(
           versionId,
-          await this.metadata.versionTree(client, versionId, openBrowsableTree),
+          await this.metadata.versionTree(client, versionId, openBrowsableTree, onPull()),
         );
       } catch (error) {
         if (!isEngineError(error, 'protocol')) throw error;
-        const pulled = await this.metadata.pulledTree(client, versionId, openBrowsableTree, true);
+        const pulled = await this.metadata.pulledTree(
+          client,
+          versionId,
+          openBrowsableTree,
+          true,
+          onPull(),
+        );
         entries = await list(versionId, pulled);
       }
       return { versionId, ...online, entries };

@@ -13,7 +13,12 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine, type BackupProgress, type Engine } from '../../main/index.ts';
+import {
+  createEngine,
+  type BackupProgress,
+  type Engine,
+  type RestoreProgress,
+} from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 import * as dagCbor from '@ipld/dag-cbor';
@@ -56,6 +61,29 @@ afterAll(async () => {
 });
 
 describe('the metadata cache', () => {
+  it('pulls a version it lacks for browsing, telling the fetch as it goes, and keeps it', async () => {
+    rmSync(cached);
+    const seen: RestoreProgress[] = [];
+    const listed = await engine.ls({
+      bucket: 'Cached',
+      onProgress: (progress) => seen.push(progress),
+    });
+    expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
+    expect(seen.at(-1)).toEqual({
+      phase: 'pulling',
+      filesDone: 0,
+      filesTotal: 0,
+      bytesDone: whole.length,
+      bytesTotal: whole.length,
+      etaSeconds: 0,
+    });
+    expect(readFileSync(cached).equals(whole)).toBe(true);
+    // Kept, it is browsed without a fetch.
+    seen.length = 0;
+    await engine.ls({ bucket: 'Cached', onProgress: (progress) => seen.push(progress) });
+    expect(seen).toEqual([]);
+  });
+
   it('pulls a version it lacks, keeps it, and the restore reads it', async () => {
     rmSync(cached);
     const target = path.join(scratch, 'restored');
