@@ -107,6 +107,16 @@ describe('quota and blocks the server holds already', () => {
       expect(
         (await engine.listVersions({ bucket: 'Archive' })).map((version) => version.state),
       ).toEqual(['active']);
+      // A new bucket counts both files new; the server holds one, and the quota has no room
+      // for the other either: refused all the same, saying what it would add.
+      await engine.createBucket({ name: 'Third', type: 'backup', storageClass: 'hot' });
+      await expect(engine.backup({ dir: source, bucket: 'Third' })).rejects.toMatchObject({
+        code: 'quota_exceeded',
+        message: expect.stringMatching(
+          /^your storage quota is full: this backup adds 2000000 bytes the server does not hold yet;/,
+        ),
+      });
+      expect(await engine.listVersions({ bucket: 'Third' })).toEqual([]);
       expect(stagedLeftovers(home)).toEqual([]);
     } finally {
       await engine.close();
