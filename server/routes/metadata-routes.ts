@@ -39,7 +39,7 @@ import { findLiveBucket } from '../store/buckets.ts';
 import { activate, deleteVersion } from '../store/lifecycle.ts';
 import { createSnapshot } from '../store/snapshots.ts';
 import { requireUser } from '../store/users.ts';
-import { refuseIntoKeptFree } from '../store/kept-free.ts';
+import { admitIntoKeptFree } from '../store/kept-free.ts';
 import {
   findVersion,
   findVisibleVersion,
@@ -174,7 +174,7 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
     const metadataCid = cidText(input.metadataCid);
     // A metadata CAR that would fill the disk is refused before it is stored. The data it
     // expects is checked shard by shard, as much of it may be held already.
-    refuseIntoKeptFree(
+    const release = admitIntoKeptFree(
       ctx.options.dataDir,
       Math.min(
         Number(request.raw.headers['content-length']) || 0,
@@ -182,7 +182,11 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
       ),
       ctx.options.keptFree,
     );
-    staged = await stageMetadataCar(ctx, second, metadataCid);
+    try {
+      staged = await stageMetadataCar(ctx, second, metadataCid);
+    } finally {
+      release();
+    }
     if ((await nextPart(multipart.parts)) !== undefined) {
       throw invalidRequest(`${PART_CAR_UPLOAD}: must be the last part`);
     }

@@ -44,7 +44,7 @@ import {
 import { findBucketById } from '../store/buckets.ts';
 import { addEgress } from '../store/egress.ts';
 import { IncomingBlocks } from '../store/incoming-blocks.ts';
-import { refuseIntoKeptFree } from '../store/kept-free.ts';
+import { admitIntoKeptFree } from '../store/kept-free.ts';
 import { insertPack } from '../store/packs.ts';
 import { activate } from '../store/lifecycle.ts';
 import {
@@ -105,13 +105,27 @@ async function uploadShard(
     return { blocks: stored.blocks, bytes: stored.bytes, received_total: version.received_total };
   }
   if (version.state !== 'pending') throw conflict(`the version is ${version.state}, not pending`);
-  // Before a byte of it is read: a shard that would fill the disk is refused whole.
-  refuseIntoKeptFree(
+  // Before a byte of it is read: a shard that would fill the disk is refused whole, counting
+  // the shards let in before it and still arriving.
+  const release = admitIntoKeptFree(
     ctx.options.dataDir,
     declaredLength(request, ctx.options.limits.shardBytes),
     ctx.options.keptFree,
   );
+  try {
+    return await receiveShard(ctx, request, metadataId, shardCid);
+  } finally {
+    release();
+  }
+}
 
+/** Receives, verifies and stores the body of a shard let in (uploadShard). */
+async function receiveShard(
+  ctx: ServiceContext,
+  request: StorageRequest,
+  metadataId: string,
+  shardCid: string,
+): Promise<ShardUploadResult> {
   const received = new IncomingBlocks(ctx.db);
   /** Blocks stored already whose stored copy differs from the one that came, by CID. */
   const damagedCopies = new Set<string>();

@@ -34,3 +34,35 @@ export function refuseIntoKeptFree(
     { code: 'ENOSPC' },
   );
 }
+
+/**
+ * Bytes of new data let into each data folder and not yet done with (being received, or
+ * written and not yet counted by the file system): what its free space does not show yet. Two
+ * shards arriving at once each saw the same free space, and both were let in where only one
+ * had room.
+ */
+const admitted = new Map<string, number>();
+
+/**
+ * Lets `incomingBytes` of new data into `dir`, counting the bytes let in before them and not
+ * yet released, or refuses them as refuseIntoKeptFree does. Returns the release, to call once
+ * they are written or refused (more than once does no harm).
+ */
+export function admitIntoKeptFree(
+  dir: string,
+  incomingBytes: number,
+  kept: KeptFree | null,
+): () => void {
+  if (kept === null) return () => undefined;
+  const before = admitted.get(dir) ?? 0;
+  refuseIntoKeptFree(dir, before + incomingBytes, kept);
+  admitted.set(dir, before + incomingBytes);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const left = (admitted.get(dir) ?? 0) - incomingBytes;
+    if (left > 0) admitted.set(dir, left);
+    else admitted.delete(dir);
+  };
+}
