@@ -8,7 +8,7 @@ import type { ServiceOptions } from './options.ts';
 import { openDatabase, type Db } from './store/database.ts';
 import { copyDatabase, type DatabaseCopy } from './store/database-copy.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
-import { clearUploadPins, takeUnheldBlocks } from './store/block-sets.ts';
+import { clearUploadPins, takeUnheldBlocks } from './store/stored-blocks.ts';
 import { allPackIds } from './store/packs.ts';
 import { releaseCopies, type ReleasedCopies } from './store/released-copies.ts';
 import { compactSparsePacks } from './blocks/pack-compaction.ts';

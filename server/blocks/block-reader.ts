@@ -1,5 +1,5 @@
 import { closeSync, openSync, read } from 'node:fs';
-import type { BlockLocation } from '../store/block-sets.ts';
+import type { BlockLocation } from '../store/stored-blocks.ts';
 import type { BlockStore } from './block-store.ts';
 
 // A run of block reads (one blocks/car answer, one GET), made through BlockStore.openReader.

@@ -11,7 +11,7 @@ import {
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { AlignedSlots } from '../../main/direct-io/index.ts';
-import type { BlockLocation } from '../store/block-sets.ts';
+import type { BlockLocation } from '../store/stored-blocks.ts';
 import { BlockReader } from './block-reader.ts';
 import { PackWriter } from './pack-writer.ts';
 

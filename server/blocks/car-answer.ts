@@ -4,7 +4,7 @@ import {
   encodeCarSectionHead,
   type ProtocolCid,
 } from '../../main/protocol/index.ts';
-import type { BlockLocation } from '../store/block-sets.ts';
+import type { BlockLocation } from '../store/stored-blocks.ts';
 import type { BlockStore } from './block-store.ts';
 import { ReadBuffers } from './read-buffers.ts';
 

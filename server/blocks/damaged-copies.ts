@@ -1,5 +1,5 @@
 import type { CarBlock } from '../../main/protocol/index.ts';
-import { findBlock } from '../store/block-sets.ts';
+import { findBlock } from '../store/stored-blocks.ts';
 import type { Db } from '../store/database.ts';
 import type { BlockStore } from './block-store.ts';
 

@@ -1,5 +1,5 @@
 import type { ServiceContext } from '../context.ts';
-import { blocksInPack, moveBlock } from '../store/block-sets.ts';
+import { blocksInPack, moveBlock } from '../store/stored-blocks.ts';
 import { deletePack, insertPack, sparsePacks } from '../store/packs.ts';
 import type { PackWriter } from './pack-writer.ts';
 

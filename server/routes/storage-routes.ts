@@ -33,14 +33,13 @@ import {
 } from '../http/request-body.ts';
 import { evaluateQuota } from '../store/accounting.ts';
 import { releaseCopies, type ReleasedCopies } from '../store/released-copies.ts';
+import { isHeldByUser, takeHeldIntoSet } from '../store/block-sets.ts';
 import {
-  addToBlockSet,
   type BlockLocation,
   findBlock,
   findHeldBlocks,
-  isHeldByUser,
   storedAmong,
-} from '../store/block-sets.ts';
+} from '../store/stored-blocks.ts';
 import { findBucketById } from '../store/buckets.ts';
 import { addEgress } from '../store/egress.ts';
 import { IncomingBlocks } from '../store/incoming-blocks.ts';
@@ -303,17 +302,8 @@ export const storageRoutes: RouteSpec[] = [
         const version = liveVersionOf(ctx, request.storage.metadata_id);
         if (version.state !== 'pending')
           throw conflict(`the version is ${version.state}, not pending`);
-        const missing: string[] = [];
-        const seen = new Set<string>();
-        for (const cid of cids) {
-          if (seen.has(cid)) continue;
-          seen.add(cid);
-          // Held blocks join this version's set, so the client may skip them (§11.3).
-          if (isHeldByUser(ctx.db, version.user_id, cid))
-            addToBlockSet(ctx.db, version.id, version.user_id, cid);
-          else missing.push(cid);
-        }
-        return missing;
+        // Held blocks join this version's set, so the client may skip them (§11.3).
+        return takeHeldIntoSet(ctx.db, version.id, version.user_id, cids);
       });
     },
   },

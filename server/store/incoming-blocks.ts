@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Statement } from 'better-sqlite3';
-import { findBlock, pinStoredAmong, unpinUpload, type BlockLocation } from './block-sets.ts';
+import { chainHolds, chainOf } from './block-sets.ts';
+import { findBlock, pinStoredAmong, unpinUpload, type BlockLocation } from './stored-blocks.ts';
 import type { Db } from './database.ts';
 
 // The blocks of one shard as it streams in (§11.2), kept in temporary tables of the server's
@@ -16,7 +17,7 @@ import type { Db } from './database.ts';
 // batch per transaction (a first try, inserting each into a table keyed by CID in a
 // transaction of its own, spent 8.6 s on a million), then copied once in CID order into a
 // table keyed by CID, the order of every index the commit walks. The statements do
-// addToBlockSet's bookkeeping for every block at once.
+// the bookkeeping of block-sets.ts and block-refs.ts for every block at once.
 //
 // The commit is still one transaction, as a shard is stored whole or not at all, and the
 // server has one thread: other requests wait for it, 7.7 s for a million blocks, 30 s for three
@@ -104,17 +105,28 @@ export class IncomingBlocks {
   /**
    * Marks the blocks version `versionId` does not hold yet, and returns their bytes: what the
    * shard adds to the version's received total. Call within the committing transaction.
+   * new_to_set is 2 for a block the version's own row removed from its base's set, 1 for the
+   * others. A block the user holds in no set is in none of this version's, without a walk.
    */
   markNewToSet(versionId: string): number {
     this.db
       .prepare(
-        `UPDATE ${this.blocks} SET new_to_set = 1 WHERE NOT EXISTS (SELECT 1 FROM version_blocks
-           WHERE version_id = ? AND version_blocks.cid = ${this.table}.cid)`,
+        `UPDATE ${this.blocks} SET new_to_set = 1 WHERE NOT EXISTS (SELECT 1 FROM user_blocks
+           WHERE user_id = (SELECT user_id FROM versions WHERE id = @version)
+             AND user_blocks.cid = ${this.table}.cid AND refs > 0)
+           OR NOT ${chainHolds('@chain', `${this.table}.cid`)}`,
+      )
+      .run({ chain: chainOf(this.db, versionId), version: versionId });
+    this.db
+      .prepare(
+        `UPDATE ${this.blocks} SET new_to_set = 2 WHERE new_to_set = 1 AND EXISTS (
+           SELECT 1 FROM version_blocks WHERE version_id = ? AND removed = 1
+             AND version_blocks.cid = ${this.table}.cid)`,
       )
       .run(versionId);
     const row = this.db
       .prepare<[], { bytes: number }>(
-        `SELECT COALESCE(SUM(size), 0) AS bytes FROM ${this.blocks} WHERE new_to_set = 1`,
+        `SELECT COALESCE(SUM(size), 0) AS bytes FROM ${this.blocks} WHERE new_to_set <> 0`,
       )
       .get();
     return row?.bytes ?? 0;
@@ -134,8 +146,8 @@ export class IncomingBlocks {
 
   /**
    * Stores the blocks no upload stored meanwhile as held in pack `packId`, and returns their
-   * bytes; those another upload stored first stay dead bytes in the pack. Call after
-   * markNewToSet.
+   * bytes; those another upload stored first stay dead bytes in the pack. Call before
+   * addToBlockSet.
    */
   storeInPack(packId: string): number {
     const unstored = `FROM ${this.blocks} WHERE pack_offset IS NOT NULL
@@ -143,13 +155,13 @@ export class IncomingBlocks {
     const row = this.db
       .prepare<[], { bytes: number }>(`SELECT COALESCE(SUM(size), 0) AS bytes ${unstored}`)
       .get();
-    // A block the version's set has already, yet the store lacks, was lost from the store while
-    // users held it: its holders are those users, not none, or it would be collected again.
-    // Call after markNewToSet. Only such blocks are counted, one by one.
+    // A block some user holds, yet the store lacks, was lost from the store while they held
+    // it: its holders are those users, not none, or it would be collected again (addToBlockSet
+    // then counts this user, if it is new to them). Only such blocks are counted, one by one.
     const lost = this.db
       .prepare<[], string>(
-        `SELECT cid FROM ${this.blocks} WHERE new_to_set = 0 AND pack_offset IS NOT NULL
-         AND NOT EXISTS (SELECT 1 FROM blocks WHERE blocks.cid = ${this.table}.cid)`,
+        `SELECT cid ${unstored} AND EXISTS (SELECT 1 FROM user_blocks
+           WHERE user_blocks.cid = ${this.table}.cid AND refs <> 0)`,
       )
       .pluck()
       .all();
@@ -197,20 +209,25 @@ export class IncomingBlocks {
   }
 
   /**
-   * Adds the blocks marked by markNewToSet to the version's set, each stored already, with
-   * addToBlockSet's bookkeeping: the user's count of live versions holding it, and, for a
-   * block the user did not hold, its holders and the user's stored bytes.
+   * Adds the blocks marked by markNewToSet to the version's set, each stored already: a row
+   * of the version that removed one from its base's set goes; for the others an adding row
+   * with its bookkeeping (block-refs.ts): the user's count of adding rows, and, for a block
+   * the user did not hold, its holders and the user's stored bytes.
    */
   addToBlockSet(versionId: string, userId: string): void {
     const { db } = this;
+    db.prepare(
+      `DELETE FROM version_blocks WHERE version_id = ? AND removed = 1
+         AND cid IN (SELECT cid FROM ${this.blocks} WHERE new_to_set = 2)`,
+    ).run(versionId);
     db.prepare(
       `UPDATE ${this.blocks} SET new_to_user = 1 WHERE new_to_set = 1 AND NOT EXISTS
          (SELECT 1 FROM user_blocks WHERE user_id = ? AND user_blocks.cid = ${this.table}.cid
           AND refs <> 0)`,
     ).run(userId);
     db.prepare(
-      `INSERT INTO version_blocks (version_id, cid)
-       SELECT ?, cid FROM ${this.blocks} WHERE new_to_set = 1`,
+      `INSERT INTO version_blocks (version_id, cid, removed)
+       SELECT ?, cid, 0 FROM ${this.blocks} WHERE new_to_set = 1`,
     ).run(versionId);
     db.prepare(
       `INSERT INTO user_blocks (user_id, cid, refs)
@@ -226,6 +243,11 @@ export class IncomingBlocks {
          (SELECT COALESCE(SUM(size), 0) FROM ${this.blocks} WHERE new_to_user = 1)
        WHERE id = ?`,
     ).run(userId);
+    db.prepare(
+      `UPDATE versions SET set_bytes = set_bytes +
+         (SELECT COALESCE(SUM(size), 0) FROM ${this.blocks} WHERE new_to_set <> 0)
+       WHERE id = ?`,
+    ).run(versionId);
   }
 
   /** Drops this upload's tables and pins. */

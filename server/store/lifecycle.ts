@@ -121,8 +121,9 @@ export function pruneBucket(
 export function deleteBucket(db: Db, bucket: BucketRow, now: number): string[] {
   const versions = sql<[string], VersionRow>(
     db,
-    "SELECT * FROM versions WHERE bucket_id = ? AND state != 'deleted'",
+    "SELECT * FROM versions WHERE bucket_id = ? AND state != 'deleted' ORDER BY seq DESC",
   ).all(bucket.id);
+  // Newest first: a version goes after those built on it, so none is handed its block set.
   for (const version of versions) removeVersion(db, version, now);
   markBucketSnapshotsDeleted(db, bucket.id, now);
   markBucketDeleted(db, bucket.id, now);

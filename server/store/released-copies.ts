@@ -1,4 +1,4 @@
-import type { BlockLocation } from './block-sets.ts';
+import type { BlockLocation } from './stored-blocks.ts';
 import type { Db } from './database.ts';
 import { deletePack, releasePackBytes } from './packs.ts';
 

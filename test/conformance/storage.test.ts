@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call } from '../helpers/http-client.ts';
 import { storedBlock } from '../helpers/stored-blocks.ts';
 import { openDatabase } from '../../server/store/database.ts';
-import { takeUnheldBlocks } from '../../server/store/block-sets.ts';
+import { takeUnheldBlocks } from '../../server/store/stored-blocks.ts';
 import { carBytes, metadataCar, rawBlock, shardOf } from '../helpers/cars.ts';
 import {
   complete,

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, openSync, readdirSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { BlockStore } from '../../server/blocks/block-store.ts';
-import { findBlock } from '../../server/store/block-sets.ts';
+import { findBlock } from '../../server/store/stored-blocks.ts';
 
 // Where a server keeps a block's bytes, read from its data folder the way the server itself
 // reads it, for tests that damage a stored block or check what is left on disk.

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { BlockStore } from '../../../server/blocks/block-store.ts';
-import type { BlockLocation } from '../../../server/store/block-sets.ts';
+import type { BlockLocation } from '../../../server/store/stored-blocks.ts';
 
 // The block store's files on a real disk: packs written, committed, read, retired and
 // recovered after a crash.
