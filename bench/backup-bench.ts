@@ -108,7 +108,7 @@ function hashAllMs(files: readonly string[]): number {
  * event. In 1 000 folders of 100, a bug that read that top folder again after each subfolder
  * (88 s for this rescan) went unseen.
  */
-async function rescanBench(home: string, work: string): Promise<void> {
+async function rescanBench(home: string, dataDir: string, work: string): Promise<void> {
   const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
   const count = Math.round(100_000 * scale);
   const tree = path.join(work, 'many-files');
@@ -131,13 +131,16 @@ async function rescanBench(home: string, work: string): Promise<void> {
   await rescanning.close();
   const touched = path.join(tree, 'd7', 'f7.txt');
   writeFileSync(touched, 'changed\n');
+  const keptBefore = await bytesUnder(dataDir);
   const oneChange = measuredRun('backup', home, 'Many', tree);
+  const keptForIt = (await bytesUnder(dataDir)) - keptBefore;
   const restored = measuredRun('restore', home, 'Many', path.join(work, 'many-files-restored'));
   process.stdout.write(
     [
       `first backup        ${(first.ms / 1000).toFixed(1)} s for ${count} small files in ${folders} folders, peak RSS ${first.peakRssMb.toFixed(0)} MB`,
       `unchanged rescan    ${(rescanMs / 1000).toFixed(2)} s for ${count} files (${rescan.unchanged ? 'recognised unchanged, ' : ''}${rescan.bytesRead} bytes read; target < 3 s)`,
       `one file changed    ${(oneChange.ms / 1000).toFixed(2)} s (${oneChange.filesUnchanged ?? '?'} files not read again, ${oneChange.bytesRead ?? '?'} bytes read, ${((oneChange.metadataBytesUploaded ?? 0) / 1e6).toFixed(1)} MB of metadata sent), peak RSS ${oneChange.peakRssMb.toFixed(0)} MB`,
+      `                    the service keeps ${(keptForIt / 1e6).toFixed(1)} MB more for that version (its list of files, the database and the database's kept copy)`,
       `restore             ${(restored.ms / 1000).toFixed(1)} s for the ${count} files, peak RSS ${restored.peakRssMb.toFixed(0)} MB`,
       `                    (each its own process; memory that grows with the number of files shows here; target < 300 MB)`,
     ].join('\n') + '\n',
@@ -536,7 +539,7 @@ export async function runBackupBench(): Promise<void> {
         `peak RSS            ${highestRss(backups)} MB for a backup, ${highestRss(restores)} MB for a restore (the highest of the rounds; each its own process, embedded service included; target < 300 MB)`,
       ].join('\n') + '\n',
     );
-    await rescanBench(firstHome, work);
+    await rescanBench(firstHome, path.join(work, 'local-server-1'), work);
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
