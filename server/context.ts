@@ -7,6 +7,7 @@ import { SERVICE_DATABASE_FILE } from './data-dir.ts';
 import type { ServiceOptions } from './options.ts';
 import { openDatabase, type Db } from './store/database.ts';
 import { copyDatabase, type DatabaseCopy } from './store/database-copy.ts';
+import { allChunkFileIds, deadChunkFiles, forgetChunkFile } from './store/metadata-chunks.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
 import { clearUploadPins, takeUnheldBlocks } from './store/stored-blocks.ts';
 import { allPackIds } from './store/packs.ts';
@@ -71,12 +72,26 @@ export class ServiceContext {
     return this.options.clock();
   }
 
-  /** Runs `work` in one IMMEDIATE transaction, then unlinks the CARs of deleted versions. */
+  /**
+   * Runs `work` in one IMMEDIATE transaction, then unlinks the CARs of deleted versions stored
+   * whole and retires the files of metadata chunks no CAR names any more.
+   */
   transact<T>(work: (deleted: string[]) => T): T {
     const deleted: string[] = [];
     const result = this.db.transaction(() => work(deleted)).immediate();
     for (const id of deleted) this.blocks.removeMetadata(id);
+    if (deleted.length > 0) this.retireDeadChunkFiles();
     return result;
+  }
+
+  /** Retires the files of metadata chunks none of which is named, then forgets them. */
+  retireDeadChunkFiles(): number {
+    const dead = deadChunkFiles(this.db);
+    for (const id of dead) {
+      this.blocks.metadataChunks.retire(id);
+      forgetChunkFile(this.db, id);
+    }
+    return dead.length;
   }
 
   /** Records expired upload windows and retention; cheap when nothing is due. */
@@ -123,11 +138,15 @@ export class ServiceContext {
   /** Clears what a crash left in the block store; only under the exclusive ServingLock. */
   recoverStore(): { staged: number; orphanPacks: number; uploadPins: number } {
     const store = this.blocks.recover(allPackIds(this.db));
+    this.blocks.metadataChunks.removeOrphans(allChunkFileIds(this.db));
     try {
+      // Files a crash left unretired after their last chunk went.
+      this.retireDeadChunkFiles();
       return { ...store, uploadPins: clearUploadPins(this.db) };
     } catch (error) {
       // A disk full to the last byte must still serve its backups for restoring. The pins only
-      // keep blocks from garbage collection; a later start with room lifts them.
+      // keep blocks from garbage collection, and a dead file of chunks only takes room; a later
+      // start with room lets them go.
       if (!isOutOfSpace(error)) throw error;
       return { ...store, uploadPins: 0 };
     }

@@ -13,6 +13,7 @@ import path from 'node:path';
 import { AlignedSlots } from '../../main/direct-io/index.ts';
 import type { BlockLocation } from '../store/stored-blocks.ts';
 import { BlockReader } from './block-reader.ts';
+import { MetadataChunkFiles } from './metadata-chunk-files.ts';
 import { PackWriter } from './pack-writer.ts';
 
 // The content-addressed block store on disk. A shard's new blocks are written as one pack
@@ -44,6 +45,8 @@ export class BlockStore {
   /** Readers open now; packs retired meanwhile are moved away when the last one closes. */
   private openReaders = 0;
   private readonly retired = new Set<string>();
+  /** Metadata CARs, as chunks each stored once. */
+  readonly metadataChunks: MetadataChunkFiles;
   /** Made with the first pack: most runs of the embedded service (a restore, a browse) write none. */
   private packSlots: AlignedSlots | undefined | null = null;
 
@@ -54,6 +57,12 @@ export class BlockStore {
     this.stagingDir = path.join(dataDir, 'staging');
     this.metadataDir = path.join(dataDir, 'metadata');
     this.retiredDir = path.join(dataDir, RETIRED_PACKS_DIR);
+    this.metadataChunks = new MetadataChunkFiles(
+      path.join(this.metadataDir, 'chunks'),
+      this.stagingDir,
+      this.retiredDir,
+      options.readOnly === true,
+    );
     if (options.readOnly) return;
     for (const dir of [
       this.blocksDir,
@@ -101,6 +110,7 @@ export class BlockStore {
       : { file: this.packPath(location.pack), offset: location.offset };
   }
 
+  /** A metadata CAR stored whole, by a server before chunks (metadata-chunk-files.ts). */
   metadataPath(versionId: string): string {
     return path.join(this.metadataDir, `${versionId}.car`);
   }
@@ -169,10 +179,6 @@ export class BlockStore {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
-  }
-
-  commitMetadata(staged: string, versionId: string): void {
-    renameSync(staged, this.metadataPath(versionId));
   }
 
   discard(staged: string): void {

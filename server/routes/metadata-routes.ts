@@ -1,5 +1,6 @@
 import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
+import { Readable } from 'node:stream';
 import {
   CarFormatError,
   cidText,
@@ -15,6 +16,7 @@ import {
   readCar,
   type MetadataUploadResult,
 } from '../../main/protocol/index.ts';
+import { chunkFile } from '../blocks/content-chunker.ts';
 import type { ServiceContext } from '../context.ts';
 import {
   conflict,
@@ -36,6 +38,7 @@ import { noContent } from '../http/respond.ts';
 import { evaluateQuota, usageOf } from '../store/accounting.ts';
 import { inheritBlockSet } from '../store/block-sets.ts';
 import { findLiveBucket } from '../store/buckets.ts';
+import { carChunksOf, storeCarChunks } from '../store/metadata-chunks.ts';
 import { activate, deleteVersion } from '../store/lifecycle.ts';
 import { createSnapshot } from '../store/snapshots.ts';
 import { requireUser } from '../store/users.ts';
@@ -135,7 +138,7 @@ async function stageMetadataCar(
       throw error;
     }
     if (!hasRootBlock) throw await invalidCar('CAR holds no block for metadata_cid');
-    await handle.datasync();
+    // Not synced: what is kept is its chunks, written durably from it (metadata-chunk-files.ts).
     return { file, bytes };
   } catch (error) {
     ctx.blocks.discard(file);
@@ -200,7 +203,9 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
     const windowEndsAt = now + ctx.options.uploadWindowMs;
     const carFile = staged.file;
     const carBytes = staged.bytes;
-    const state = ctx.transact((deleted) => {
+    const chunks = await chunkFile(carFile);
+    let writtenChunks: string | undefined;
+    const store = (deleted: string[]): 'active' | 'pending' => {
       insertVersion(
         ctx.db,
         {
@@ -233,10 +238,21 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
       } else {
         evaluateQuota(ctx.db, userId, now);
       }
-      ctx.blocks.commitMetadata(carFile, versionId);
+      // Last, as the transaction can still fail before: the chunks the store lacks.
+      storeCarChunks(ctx.db, versionId, chunks, (fresh) => {
+        const written = ctx.blocks.metadataChunks.write(carFile, fresh);
+        writtenChunks = written.file;
+        return written;
+      });
       return input.expectedDataSize === 0 ? 'active' : 'pending';
-    });
-    staged = undefined;
+    };
+    let state: 'active' | 'pending';
+    try {
+      state = ctx.transact(store);
+    } catch (error) {
+      if (writtenChunks !== undefined) ctx.blocks.metadataChunks.removeUncommitted(writtenChunks);
+      throw error;
+    }
     return {
       id: versionId,
       state,
@@ -304,11 +320,12 @@ export const metadataRoutes: RouteSpec[] = [
     auth: 'device',
     async handler(ctx, request, reply) {
       const version = requireVersion(ctx, request.device.userId, request.params['metadata_id']);
+      const chunks = carChunksOf(ctx.db, version.id);
+      const body = chunks
+        ? Readable.from(ctx.blocks.metadataChunks.read(chunks), { objectMode: false })
+        : createReadStream(ctx.blocks.metadataPath(version.id));
       return Promise.resolve(
-        reply
-          .type(MEDIA_CAR)
-          .header('content-length', version.car_bytes)
-          .send(createReadStream(ctx.blocks.metadataPath(version.id))),
+        reply.type(MEDIA_CAR).header('content-length', version.car_bytes).send(body),
       );
     },
   },

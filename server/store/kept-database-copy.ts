@@ -1,4 +1,5 @@
 import {
+  mkdirSync,
   closeSync,
   copyFileSync,
   existsSync,
@@ -13,6 +14,7 @@ import {
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { RETIRED_PACKS_DIR } from '../blocks/block-store.ts';
+import { CHUNK_FILE_SUFFIX } from '../blocks/metadata-chunk-files.ts';
 import { SERVICE_DATABASE_FILE } from '../data-dir.ts';
 import type { Db } from './database.ts';
 import { isDamagedDatabase } from './damaged-database.ts';
@@ -134,12 +136,18 @@ export function putBackKeptCopy(dataDir: string, now: number): DatabaseRestore |
   rmSync(`${database}-shm`, { force: true });
   renameSync(incoming, database);
   fsyncPath(dataDir);
-  // Packs retired since the copy was made may be named in it (block-store.ts): back in place.
-  // Those it does not name go with the crash leftovers at this start.
+  // Packs and files of metadata chunks retired since the copy was made may be named in it
+  // (block-store.ts): back in place. Those it does not name go with the crash leftovers at this
+  // start.
   const retired = path.join(dataDir, RETIRED_PACKS_DIR);
   if (existsSync(retired))
-    for (const name of readdirSync(retired))
-      renameSync(path.join(retired, name), path.join(dataDir, 'packs', name));
+    for (const name of readdirSync(retired)) {
+      const home = name.endsWith(CHUNK_FILE_SUFFIX)
+        ? path.join(dataDir, 'metadata', 'chunks')
+        : path.join(dataDir, 'packs');
+      mkdirSync(home, { recursive: true });
+      renameSync(path.join(retired, name), path.join(home, name));
+    }
   rmSync(mark, { force: true });
   return { setAsideAs, copyMadeAt: statSync(kept).mtimeMs };
 }

@@ -1,6 +1,7 @@
 import { stalePrevious } from '../errors.ts';
 import { evaluateQuota } from './accounting.ts';
 import { releaseBlockSet } from './block-sets.ts';
+import { releaseCarChunks } from './metadata-chunks.ts';
 import { findBucketById, markBucketDeleted, setActiveVersion, type BucketRow } from './buckets.ts';
 import type { Db } from './database.ts';
 import { raiseNotification } from './notifications.ts';
@@ -33,12 +34,13 @@ function nextActivationSeq(db: Db): number {
   return row.value;
 }
 
-/** Moves a version to `deleted` and drops its block set. */
+/** Moves a version to `deleted` and drops its block set and its metadata CAR's chunks. */
 function removeVersion(db: Db, version: VersionRow, now: number): void {
   const wasLive =
     version.state === 'pending' || version.state === 'active' || version.state === 'outdated';
   setVersionState(db, version.id, 'deleted', now);
   if (wasLive) releaseBlockSet(db, version.id, version.user_id);
+  releaseCarChunks(db, version.id);
 }
 
 /** Of the bucket's outdated versions without a snapshot, keeps the most recently active few. */
@@ -175,6 +177,7 @@ export function sweepUploadWindows(db: Db, policy: LifecyclePolicy, now: number)
   ).all(now - policy.uploadFailedRetentionMs);
   for (const version of retired) {
     setVersionState(db, version.id, 'deleted', now);
+    releaseCarChunks(db, version.id);
     touchedUsers.add(version.user_id);
   }
   for (const userId of touchedUsers) evaluateQuota(db, userId, now);

@@ -39,8 +39,15 @@ async function withRetiredPack(dataDir: string): Promise<TestService> {
     (await call('DELETE', `${service.api}/buckets/${annBucket}`, { token: ann.token() })).status,
   ).toBe(204);
   await service.service.ctx.compactPacks();
-  expect(readdirSync(path.join(dataDir, 'retired-packs'))).toHaveLength(1);
+  // The pack, and the file of the chunks of Ann's metadata CAR, which no other CAR holds.
+  expect(retired(dataDir, '.pack')).toHaveLength(1);
+  expect(retired(dataDir, '.chunks')).toHaveLength(1);
   return service;
+}
+
+/** The retired files with this suffix, by name. */
+function retired(dataDir: string, suffix: string): string[] {
+  return readdirSync(path.join(dataDir, 'retired-packs')).filter((name) => name.endsWith(suffix));
 }
 
 describe('the kept copy of the database', () => {
@@ -52,9 +59,12 @@ describe('the kept copy of the database', () => {
     const ann = await enrolledDevice(service, 'ann@example.org');
     const bob = await enrolledDevice(service, 'bob@example.org');
     const annBucket = await createBucket(service, ann, 'ann');
-    await storeVersion(service, ann, annBucket, null, [own, shared]);
+    const annVersion = await storeVersion(service, ann, annBucket, null, [own, shared]);
     await storeVersion(service, bob, await createBucket(service, bob, 'bob'), null, [shared]);
     const pack = storedBlock(dataDir, shared.cid.toString())?.pack;
+    const pull = () =>
+      call('GET', `${service.api}/buckets/metadata/${annVersion}/pull`, { token: ann.token() });
+    const annCar = (await pull()).bytes;
     // Closed, the service keeps a copy naming the pack of both blocks.
     await service.close();
     expect(existsSync(path.join(dataDir, 'service.sqlite.copy'))).toBe(true);
@@ -66,7 +76,8 @@ describe('the kept copy of the database', () => {
     // `own` is collected, and the pack, mostly dead, rewritten: the shared block moves.
     await service.service.ctx.compactPacks();
     expect(storedBlock(dataDir, shared.cid.toString())?.pack).not.toBe(pack);
-    expect(readdirSync(path.join(dataDir, 'retired-packs'))).toEqual([`${pack}.pack`]);
+    expect(retired(dataDir, '.pack')).toEqual([`${pack}.pack`]);
+    expect(retired(dataDir, '.chunks')).toHaveLength(1);
     // The database is damaged before the service stops: no newer copy can be kept.
     damageTable(path.join(dataDir, 'service.sqlite'), 'invoices');
     markDatabaseDamaged(dataDir);
@@ -86,6 +97,10 @@ describe('the kept copy of the database', () => {
         expect(Buffer.from(answer.bytes).equals(Buffer.from(block.bytes))).toBe(true);
       }
       expect(storedBlock(dataDir, shared.cid.toString())?.pack).toBe(pack);
+      // And Ann's version's list of files, whose chunks were retired with her bucket.
+      const pulled = await pull();
+      expect(pulled.status).toBe(200);
+      expect(Buffer.from(pulled.bytes).equals(Buffer.from(annCar))).toBe(true);
       expect(readdirSync(path.join(dataDir, 'retired-packs'))).toEqual([]);
     } finally {
       await service.close();

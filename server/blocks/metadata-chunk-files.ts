@@ -1,0 +1,147 @@
+import { createHash, randomUUID } from 'node:crypto';
+import {
+  closeSync,
+  fdatasyncSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
+import type { ChunkLocation } from '../store/metadata-chunks.ts';
+import { MAX_CHUNK_BYTES, type ContentChunk } from './content-chunker.ts';
+
+// The files that hold metadata CARs' chunks (store/metadata-chunks.ts): one per push that
+// brought chunks the store lacked, holding those alone, in `metadata/chunks/`. Like a pack, a
+// file is written in the staging folder, made durable, then renamed into place; one no chunk
+// row names any more is retired beside the packs (block-store.ts), for the kept copy of the
+// database that may still name it.
+
+export const CHUNK_FILE_SUFFIX = '.chunks';
+/** Files a pull keeps open at once. */
+const OPEN_FILES = 16;
+
+export class MetadataChunkFiles {
+  constructor(
+    readonly dir: string,
+    private readonly stagingDir: string,
+    private readonly retiredDir: string,
+    readOnly: boolean,
+  ) {
+    if (!readOnly) mkdirSync(dir, { recursive: true });
+  }
+
+  /** File ids are UUIDs the server made, so they cannot escape the folder. */
+  path(id: string): string {
+    return path.join(this.dir, `${id}${CHUNK_FILE_SUFFIX}`);
+  }
+
+  /**
+   * Copies `fresh`, chunks of the file `source`, into a new file, durable and in place when
+   * this returns. Synchronous, to run inside the transaction that records them: a crash
+   * before its commit leaves a file no row names, which removeOrphans removes.
+   */
+  write(source: string, fresh: readonly ContentChunk[]): { file: string; offsets: number[] } {
+    const id = randomUUID();
+    const staged = path.join(this.stagingDir, `${id}${CHUNK_FILE_SUFFIX}`);
+    const buffer = Buffer.allocUnsafe(MAX_CHUNK_BYTES);
+    const offsets: number[] = [];
+    const input = openSync(source, 'r');
+    try {
+      const output = openSync(staged, 'wx', 0o600);
+      try {
+        let length = 0;
+        for (const chunk of fresh) {
+          const bytes = buffer.subarray(0, chunk.length);
+          if (readSync(input, bytes, 0, chunk.length, chunk.offset) !== chunk.length)
+            throw new Error('the staged metadata CAR is shorter than its chunks');
+          for (let at = 0; at < bytes.length;)
+            at += writeSync(output, bytes, at, bytes.length - at);
+          offsets.push(length);
+          length += chunk.length;
+        }
+        fdatasyncSync(output);
+      } finally {
+        closeSync(output);
+      }
+      renameSync(staged, this.path(id));
+      fsyncDir(this.dir);
+    } catch (error) {
+      rmSync(staged, { force: true });
+      throw error;
+    } finally {
+      closeSync(input);
+    }
+    return { file: id, offsets };
+  }
+
+  /** Removes a file whose rows did not commit after all. */
+  removeUncommitted(id: string): void {
+    rmSync(this.path(id), { force: true });
+  }
+
+  /** Moves a file no chunk row names to the retired files; gone already is fine. */
+  retire(id: string): void {
+    try {
+      renameSync(this.path(id), path.join(this.retiredDir, `${id}${CHUNK_FILE_SUFFIX}`));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+
+  /** Removes files no row names: a crash between a file's rename and its commit. */
+  removeOrphans(known: ReadonlySet<string>): number {
+    let removed = 0;
+    for (const name of readdirSync(this.dir)) {
+      if (known.has(name.slice(0, -CHUNK_FILE_SUFFIX.length))) continue;
+      rmSync(path.join(this.dir, name), { force: true });
+      removed += 1;
+    }
+    return removed;
+  }
+
+  /**
+   * The bytes of `chunks` in order, each checked against its digest: a chunk damaged on the
+   * disk ends the stream with an error rather than hand out wrong bytes.
+   */
+  async *read(chunks: readonly ChunkLocation[]): AsyncGenerator<Buffer> {
+    const handles = new Map<string, FileHandle>();
+    try {
+      for (const chunk of chunks) {
+        let handle = handles.get(chunk.file);
+        if (!handle) {
+          // A CAR of a long line of versions may have chunks in hundreds of files: a few open.
+          const [oldest] = handles;
+          if (oldest && handles.size >= OPEN_FILES) {
+            handles.delete(oldest[0]);
+            await oldest[1].close();
+          }
+          handle = await open(this.path(chunk.file), 'r');
+          handles.set(chunk.file, handle);
+        }
+        const bytes = Buffer.allocUnsafe(chunk.length);
+        const { bytesRead } = await handle.read(bytes, 0, chunk.length, chunk.offset);
+        const digest = createHash('sha256').update(bytes.subarray(0, bytesRead)).digest();
+        if (bytesRead !== chunk.length || !digest.equals(chunk.digest))
+          throw new Error(`metadata chunk ${chunk.digest.toString('hex')} is damaged on the disk`);
+        yield bytes;
+      }
+    } finally {
+      for (const handle of handles.values()) await handle.close();
+    }
+  }
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}

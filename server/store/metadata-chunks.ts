@@ -1,0 +1,132 @@
+import type { ContentChunk } from '../blocks/content-chunker.ts';
+import type { Db } from './database.ts';
+import { sql } from './statements.ts';
+
+// Versions' metadata CARs as chunks, each stored once (migration 080, blocks/content-chunker.ts).
+// metadata_chunks.refs counts the places in stored CARs that name a chunk; a version's CAR
+// stays stored until the version is deleted (it counts toward usage while upload_failed too).
+// Every function runs inside the caller's transaction.
+
+const DIGEST_BYTES = 32;
+
+/** Where a chunk's bytes lie. */
+export interface ChunkLocation {
+  readonly digest: Buffer;
+  readonly file: string;
+  readonly offset: number;
+  readonly length: number;
+}
+
+interface ChunkRow {
+  digest: Buffer;
+  file: string;
+  file_offset: number;
+  length: number;
+}
+
+/** Writes chunks the store lacks into a new file; returns its id and where each one lies. */
+export type WriteChunks = (fresh: readonly ContentChunk[]) => {
+  readonly file: string;
+  readonly offsets: readonly number[];
+};
+
+/**
+ * Records a version's CAR as `chunks`, in order. Those the store lacks are handed to `write`
+ * first, each once, and recorded as lying in the file it made. Looked up and written in the
+ * same transaction as the refs, so no chunk found here is released meanwhile.
+ */
+export function storeCarChunks(
+  db: Db,
+  versionId: string,
+  chunks: readonly ContentChunk[],
+  write: WriteChunks,
+): void {
+  const find = sql<[Buffer], number>(db, 'SELECT 1 FROM metadata_chunks WHERE digest = ?').pluck();
+  const fresh = new Map<string, ContentChunk>();
+  for (const chunk of chunks) {
+    const key = chunk.digest.toString('hex');
+    if (!fresh.has(key) && find.get(chunk.digest) === undefined) fresh.set(key, chunk);
+  }
+  if (fresh.size > 0) {
+    const written = write([...fresh.values()]);
+    sql(db, 'INSERT INTO metadata_chunk_files (id, live_chunks) VALUES (?, ?)').run(
+      written.file,
+      fresh.size,
+    );
+    const insert = sql<[Buffer, string, number, number]>(
+      db,
+      `INSERT INTO metadata_chunks (digest, file, file_offset, length, refs)
+       VALUES (?, ?, ?, ?, 0)`,
+    );
+    [...fresh.values()].forEach((chunk, index) =>
+      insert.run(chunk.digest, written.file, written.offsets[index] ?? 0, chunk.length),
+    );
+  }
+  const count = sql<[Buffer]>(db, 'UPDATE metadata_chunks SET refs = refs + 1 WHERE digest = ?');
+  for (const chunk of chunks) count.run(chunk.digest);
+  sql(db, 'UPDATE versions SET car_chunks = ? WHERE id = ?').run(
+    Buffer.concat(chunks.map((chunk) => chunk.digest)),
+    versionId,
+  );
+}
+
+function digestsOf(layout: Buffer): Buffer[] {
+  const digests: Buffer[] = [];
+  for (let at = 0; at + DIGEST_BYTES <= layout.length; at += DIGEST_BYTES)
+    digests.push(layout.subarray(at, at + DIGEST_BYTES));
+  return digests;
+}
+
+/** The stored chunks of a version's CAR; undefined for a CAR stored whole. */
+export function carChunksOf(db: Db, versionId: string): ChunkLocation[] | undefined {
+  const layout = sql<[string], Buffer | null>(db, 'SELECT car_chunks FROM versions WHERE id = ?')
+    .pluck()
+    .get(versionId);
+  if (!layout) return undefined;
+  const find = sql<[Buffer], ChunkRow>(
+    db,
+    'SELECT digest, file, file_offset, length FROM metadata_chunks WHERE digest = ?',
+  );
+  return digestsOf(layout).map((digest) => {
+    const row = find.get(digest);
+    if (!row) throw new Error(`metadata chunk ${digest.toString('hex')} of ${versionId} is lost`);
+    return { digest: row.digest, file: row.file, offset: row.file_offset, length: row.length };
+  });
+}
+
+/** Lets go of a deleted version's chunks; a chunk no CAR names goes, and counts its file down. */
+export function releaseCarChunks(db: Db, versionId: string): void {
+  const layout = sql<[string], Buffer | null>(db, 'SELECT car_chunks FROM versions WHERE id = ?')
+    .pluck()
+    .get(versionId);
+  if (!layout) return;
+  const lower = sql<[Buffer], { refs: number; file: string }>(
+    db,
+    'UPDATE metadata_chunks SET refs = refs - 1 WHERE digest = ? RETURNING refs, file',
+  );
+  for (const digest of digestsOf(layout)) {
+    const row = lower.get(digest);
+    if (row?.refs !== 0) continue;
+    sql(db, 'DELETE FROM metadata_chunks WHERE digest = ?').run(digest);
+    sql(db, 'UPDATE metadata_chunk_files SET live_chunks = live_chunks - 1 WHERE id = ?').run(
+      row.file,
+    );
+  }
+  sql(db, 'UPDATE versions SET car_chunks = NULL WHERE id = ?').run(versionId);
+}
+
+/** Files of chunks none of which is named any more: to be retired, then forgotten. */
+export function deadChunkFiles(db: Db): string[] {
+  return sql<[], string>(db, 'SELECT id FROM metadata_chunk_files WHERE live_chunks = 0')
+    .pluck()
+    .all();
+}
+
+export function forgetChunkFile(db: Db, id: string): void {
+  sql(db, 'DELETE FROM metadata_chunk_files WHERE id = ? AND live_chunks = 0').run(id);
+}
+
+/** Every file of chunks the database names. */
+export function allChunkFileIds(db: Db): Set<string> {
+  return new Set(sql<[], string>(db, 'SELECT id FROM metadata_chunk_files').pluck().all());
+}
