@@ -106,10 +106,17 @@ export class MetadataChunkFiles {
   }
 
   /**
-   * The bytes of `chunks` in order, each checked against its digest: a chunk damaged on the
-   * disk ends the stream with an error rather than hand out wrong bytes.
+   * The bytes of `chunks` in order, each checked against its digest. A chunk damaged on the
+   * disk is told to `onDamaged` and handed out as the disk has it, as a CAR stored whole was:
+   * the client checks every block of a pulled CAR against its CID, tells the user, and stores
+   * a version in place of the damaged one (main/uploader/backup-input.ts). Cut short instead,
+   * the answer would look like a network failure. A chunk shorter than recorded ends the
+   * stream with an error, as the answer cannot have its stated length.
    */
-  async *read(chunks: readonly ChunkLocation[]): AsyncGenerator<Buffer> {
+  async *read(
+    chunks: readonly ChunkLocation[],
+    onDamaged: (chunk: ChunkLocation) => void,
+  ): AsyncGenerator<Buffer> {
     const handles = new Map<string, FileHandle>();
     try {
       for (const chunk of chunks) {
@@ -126,9 +133,11 @@ export class MetadataChunkFiles {
         }
         const bytes = Buffer.allocUnsafe(chunk.length);
         const { bytesRead } = await handle.read(bytes, 0, chunk.length, chunk.offset);
-        const digest = createHash('sha256').update(bytes.subarray(0, bytesRead)).digest();
-        if (bytesRead !== chunk.length || !digest.equals(chunk.digest))
-          throw new Error(`metadata chunk ${chunk.digest.toString('hex')} is damaged on the disk`);
+        if (bytesRead !== chunk.length)
+          throw new Error(
+            `metadata chunk ${chunk.digest.toString('hex')} is cut short on the disk`,
+          );
+        if (!createHash('sha256').update(bytes).digest().equals(chunk.digest)) onDamaged(chunk);
         yield bytes;
       }
     } finally {

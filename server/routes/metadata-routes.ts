@@ -240,9 +240,19 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
       }
       // Last, as the transaction can still fail before: the chunks the store lacks.
       storeCarChunks(ctx.db, versionId, chunks, (fresh) => {
-        const written = ctx.blocks.metadataChunks.write(carFile, fresh);
-        writtenChunks = written.file;
-        return written;
+        // Written beside the staged CAR: the room kept free must still be there after both.
+        const release = admitIntoKeptFree(
+          ctx.options.dataDir,
+          fresh.reduce((sum, chunk) => sum + chunk.length, 0),
+          ctx.options.keptFree,
+        );
+        try {
+          const written = ctx.blocks.metadataChunks.write(carFile, fresh);
+          writtenChunks = written.file;
+          return written;
+        } finally {
+          release();
+        }
       });
       return input.expectedDataSize === 0 ? 'active' : 'pending';
     };
@@ -322,7 +332,15 @@ export const metadataRoutes: RouteSpec[] = [
       const version = requireVersion(ctx, request.device.userId, request.params['metadata_id']);
       const chunks = carChunksOf(ctx.db, version.id);
       const body = chunks
-        ? Readable.from(ctx.blocks.metadataChunks.read(chunks), { objectMode: false })
+        ? Readable.from(
+            ctx.blocks.metadataChunks.read(chunks, (chunk) =>
+              reply.log.error(
+                { version: version.id, chunk: chunk.digest.toString('hex'), file: chunk.file },
+                'pull: a chunk of the metadata CAR is damaged on the disk',
+              ),
+            ),
+            { objectMode: false },
+          )
         : createReadStream(ctx.blocks.metadataPath(version.id));
       return Promise.resolve(
         reply.type(MEDIA_CAR).header('content-length', version.car_bytes).send(body),

@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readdirSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { BlockStore } from '../../server/blocks/block-store.ts';
 import { findBlock } from '../../server/store/stored-blocks.ts';
@@ -48,5 +48,53 @@ export function damageStoredBlock(dataDir: string, cid: string): void {
     writeSync(file, randomBytes(stored.size), 0, stored.size, stored.offset);
   } finally {
     closeSync(file);
+  }
+}
+
+/** The size of the metadata CAR the server holds for a version, as pushed. */
+export function storedCarBytes(dataDir: string, versionId: string): number {
+  const db = new Database(path.join(dataDir, 'service.sqlite'), { readonly: true });
+  try {
+    const bytes = db
+      .prepare<[string], number>('SELECT car_bytes FROM versions WHERE id = ?')
+      .pluck()
+      .get(versionId);
+    if (bytes === undefined) throw new Error(`the server holds no version ${versionId}`);
+    return bytes;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Flips a byte of the server's stored copy of a version's metadata CAR, 3 bytes before its
+ * end (in its last block), as a bad disk: in the file of its last chunk.
+ */
+export function damageStoredCar(dataDir: string, versionId: string): void {
+  const db = new Database(path.join(dataDir, 'service.sqlite'), { readonly: true });
+  let chunk: { file: string; offset: number } | undefined;
+  try {
+    const chunks = db
+      .prepare<[string], Buffer | null>('SELECT car_chunks FROM versions WHERE id = ?')
+      .pluck()
+      .get(versionId);
+    if (!chunks) throw new Error(`the server holds no chunks of version ${versionId}`);
+    chunk = db
+      .prepare<[Buffer], { file: string; offset: number }>(
+        `SELECT file, file_offset + length - 3 AS offset FROM metadata_chunks WHERE digest = ?`,
+      )
+      .get(chunks.subarray(chunks.length - 32));
+  } finally {
+    db.close();
+  }
+  if (!chunk) throw new Error(`the last chunk of version ${versionId} is not stored`);
+  const fd = openSync(path.join(dataDir, 'metadata', 'chunks', `${chunk.file}.chunks`), 'r+');
+  try {
+    const byte = Buffer.alloc(1);
+    readSync(fd, byte, 0, 1, chunk.offset);
+    byte[0] = (byte[0] ?? 0) ^ 0xff;
+    writeSync(fd, byte, 0, 1, chunk.offset);
+  } finally {
+    closeSync(fd);
   }
 }

@@ -26,6 +26,7 @@ import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
+import { damageStoredCar } from '../helpers/stored-blocks.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
@@ -449,13 +450,6 @@ open("deep.txt", "w").write("deep")`,
     return { source, home, localData, photo };
   }
 
-  /** Flips a byte near the end of the CAR file `car` (its last block's), as a bad disk. */
-  function damageCar(car: string): void {
-    const bytes = readFileSync(car);
-    bytes[bytes.length - 3] = (bytes[bytes.length - 3] ?? 0) ^ 0xff;
-    writeFileSync(car, bytes);
-  }
-
   /** The local service on `localData` loses its block of `bytes`, as if its disk lost it. */
   async function loseBlock(localData: string, bytes: Uint8Array): Promise<string> {
     const lost = cidText(await rawCidOf(bytes));
@@ -547,7 +541,7 @@ open("deep.txt", "w").write("deep")`,
     expect(first.status, first.stderr).toBe(0);
     const damaged = (JSON.parse(first.stdout) as { versionId: string }).versionId;
     // A byte of the version's metadata CAR goes bad on the backup disk.
-    damageCar(path.join(localData, 'metadata', `${damaged}.car`));
+    damageStoredCar(localData, damaged);
 
     const verified = await runCanopy(home, ['verify', '--bucket', 'Meta'], fileStore);
     expect(verified.status).toBe(1);
@@ -585,7 +579,7 @@ open("deep.txt", "w").write("deep")`,
 
     // Damaged again, and a device that keeps no copy of it backs the folder up: it reads every
     // file, sends none, and stores a version in place of that one all the same.
-    damageCar(path.join(localData, 'metadata', `${stored.versionId}.car`));
+    damageStoredCar(localData, stored.versionId);
     const other = path.join(scratch, 'metadata-other-home');
     const login = await runCanopy(other, ['login', '--local', '--data', localData], fileStore);
     expect(login.status, login.stderr).toBe(0);

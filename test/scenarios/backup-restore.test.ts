@@ -28,7 +28,7 @@ import {
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
-import { damageStoredBlock } from '../helpers/stored-blocks.ts';
+import { damageStoredBlock, storedCarBytes } from '../helpers/stored-blocks.ts';
 
 // Backup and restore through the engine and the embedded local service: a generated tree
 // round-trips byte for byte with modes, mtimes and symlinks, and a second backup sends only
@@ -107,14 +107,9 @@ describe('backup and restore', () => {
     const edited = await engine.backup({ dir: source, bucket: 'Everything' });
     expect(edited).toMatchObject({ newBytes: 1, bytesRead: bytes.length, filesUnchanged: 10 });
     // The new version's metadata CAR, its whole tree, went up with it, and is told.
-    const storedCar = path.join(
-      scratch,
-      'home',
-      'local-server',
-      'metadata',
-      `${edited.versionId}.car`,
+    expect(edited.metadataBytesUploaded).toBe(
+      storedCarBytes(path.join(scratch, 'home', 'local-server'), edited.versionId),
     );
-    expect(edited.metadataBytesUploaded).toBe(statSync(storedCar).size);
     const versions = await engine.listVersions({ bucket: 'Everything' });
     // The unchanged run made no version.
     expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
@@ -562,9 +557,7 @@ describe('browse, snapshots and verify', () => {
     const pulling = seen.filter((progress) => progress.phase === 'pulling');
     const verifying = seen.filter((progress) => progress.phase === 'verifying');
     expect(seen).toEqual([...pulling, ...verifying]);
-    const carBytes = statSync(
-      path.join(scratch, 'home', 'local-server', 'metadata', `${verified.versionId}.car`),
-    ).size;
+    const carBytes = storedCarBytes(path.join(scratch, 'home', 'local-server'), verified.versionId);
     expect(pulling.at(-1)).toEqual({
       phase: 'pulling',
       blocksDone: 0,
