@@ -1,18 +1,10 @@
-import {
-  closeSync,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  unlinkSync,
-} from 'node:fs';
+import { mkdirSync, readdirSync, renameSync, rmSync, unlinkSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { AlignedSlots } from '../../main/direct-io/index.ts';
 import type { BlockLocation } from '../store/stored-blocks.ts';
 import { BlockReader } from './block-reader.ts';
+import { fsyncPath } from './fsync-path.ts';
 import { MetadataChunkFiles } from './metadata-chunk-files.ts';
 import { PackWriter } from './pack-writer.ts';
 
@@ -133,12 +125,7 @@ export class BlockStore {
    */
   commitPack(pack: PackWriter): void {
     renameSync(pack.file, this.packPath(pack.id));
-    const fd = openSync(this.packsDir, 'r');
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
+    fsyncPath(this.packsDir);
   }
 
   /** Removes a committed pack whose rows did not commit after all. */

@@ -2,7 +2,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import {
   closeSync,
   fdatasyncSync,
-  fsyncSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -13,6 +12,7 @@ import {
 } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import { fsyncPath } from './fsync-path.ts';
 import type { ChunkLocation } from '../store/metadata-chunks.ts';
 import { MAX_CHUNK_BYTES, type ContentChunk } from './content-chunker.ts';
 
@@ -70,7 +70,7 @@ export class MetadataChunkFiles {
         closeSync(output);
       }
       renameSync(staged, this.path(id));
-      fsyncDir(this.dir);
+      fsyncPath(this.dir);
     } catch (error) {
       rmSync(staged, { force: true });
       throw error;
@@ -143,14 +143,5 @@ export class MetadataChunkFiles {
     } finally {
       for (const handle of handles.values()) await handle.close();
     }
-  }
-}
-
-function fsyncDir(dir: string): void {
-  const fd = openSync(dir, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }

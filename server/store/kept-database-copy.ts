@@ -1,10 +1,7 @@
 import {
   mkdirSync,
-  closeSync,
   copyFileSync,
   existsSync,
-  fsyncSync,
-  openSync,
   readdirSync,
   renameSync,
   rmSync,
@@ -14,6 +11,7 @@ import {
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { RETIRED_PACKS_DIR } from '../blocks/block-store.ts';
+import { fsyncPath } from '../blocks/fsync-path.ts';
 import { CHUNK_FILE_SUFFIX } from '../blocks/metadata-chunk-files.ts';
 import { SERVICE_DATABASE_FILE } from '../data-dir.ts';
 import type { Db } from './database.ts';
@@ -45,15 +43,6 @@ export interface DatabaseRestore {
   readonly setAsideAs: string;
   /** When the copy put in its place was made (epoch ms). */
   readonly copyMadeAt: number;
-}
-
-function fsyncPath(file: string): void {
-  const fd = openSync(file, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** Whether the database at `file` passes SQLite's quick_check. */
