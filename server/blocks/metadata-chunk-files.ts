@@ -23,6 +23,8 @@ import { MAX_CHUNK_BYTES, type ContentChunk } from './content-chunker.ts';
 // database that may still name it.
 
 export const CHUNK_FILE_SUFFIX = '.chunks';
+/** For write, which is synchronous, so never used by two at once. */
+const writeBuffer = Buffer.allocUnsafe(MAX_CHUNK_BYTES);
 /** Files a pull keeps open at once. */
 const OPEN_FILES = 16;
 
@@ -49,7 +51,7 @@ export class MetadataChunkFiles {
   write(source: string, fresh: readonly ContentChunk[]): { file: string; offsets: number[] } {
     const id = randomUUID();
     const staged = path.join(this.stagingDir, `${id}${CHUNK_FILE_SUFFIX}`);
-    const buffer = Buffer.allocUnsafe(MAX_CHUNK_BYTES);
+    const buffer = writeBuffer;
     const offsets: number[] = [];
     const input = openSync(source, 'r');
     try {
