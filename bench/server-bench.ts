@@ -1,3 +1,4 @@
+import { blockSetBench } from './block-set-bench.ts';
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { execFileSync } from 'node:child_process';
@@ -426,6 +427,7 @@ export async function runServerBench(): Promise<void> {
       `empty-data push     p50 ${pushLatency.p50.toFixed(2)} ms   p99 ${pushLatency.p99.toFixed(2)} ms (target p99 < 20 ms)`,
       `server peak RSS     ${(uploadRss / MiB).toFixed(0)} MB during upload, ${(finalRss / MiB).toFixed(0)} MB overall (target < 200 MB)`,
       await tinyBlockShard(workDir),
+      blockSetBench(workDir),
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   } finally {

@@ -228,7 +228,9 @@ async function receiveShard(
       }
       const replacing = pack ? received.replaceStored(pack.id, damagedCopies) : undefined;
       released = replacing && releaseCopies(ctx.db, replacing.replaced);
-      const packed = pack ? received.storeInPack(pack.id) + (replacing?.bytes ?? 0) : 0;
+      const packed = pack
+        ? received.storeInPack(pack.id, current.user_id) + (replacing?.bytes ?? 0)
+        : 0;
       received.addToBlockSet(metadataId, current.user_id);
       addReceived(ctx.db, metadataId, added);
       insertShard(ctx.db, metadataId, shardCid, distinct.count, distinct.bytes);

@@ -146,25 +146,27 @@ export class IncomingBlocks {
 
   /**
    * Stores the blocks no upload stored meanwhile as held in pack `packId`, and returns their
-   * bytes; those another upload stored first stay dead bytes in the pack. Call before
-   * addToBlockSet.
+   * bytes; those another upload stored first stay dead bytes in the pack. Call after
+   * markNewToSet and before addToBlockSet; `userId` is the uploading user.
    */
-  storeInPack(packId: string): number {
+  storeInPack(packId: string, userId: string): number {
     const unstored = `FROM ${this.blocks} WHERE pack_offset IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM blocks WHERE blocks.cid = ${this.table}.cid)`;
     const row = this.db
       .prepare<[], { bytes: number }>(`SELECT COALESCE(SUM(size), 0) AS bytes ${unstored}`)
       .get();
-    // A block some user holds, yet the store lacks, was lost from the store while they held
-    // it: its holders are those users, not none, or it would be collected again (addToBlockSet
-    // then counts this user, if it is new to them). Only such blocks are counted, one by one.
+    // A block the uploading user holds (in this version's set, or another's), yet the store
+    // lacks, was lost from the store while held: its holders are those who hold it, not none,
+    // or it would be collected again. Only such blocks are counted, one by one. Asked of this
+    // user only, by the key of user_blocks: whether any user holds a block would scan the table
+    // for each block of the shard (17 ms a block with 100 000 held), as it has no index by CID.
     const lost = this.db
-      .prepare<[], string>(
-        `SELECT cid ${unstored} AND EXISTS (SELECT 1 FROM user_blocks
-           WHERE user_blocks.cid = ${this.table}.cid AND refs <> 0)`,
+      .prepare<[string], string>(
+        `SELECT cid ${unstored} AND (new_to_set <> 1 OR EXISTS (SELECT 1 FROM user_blocks
+           WHERE user_id = ? AND user_blocks.cid = ${this.table}.cid AND refs <> 0))`,
       )
       .pluck()
-      .all();
+      .all(userId);
     this.db
       .prepare(
         `INSERT INTO blocks (cid, size, holders, pack, pack_offset)

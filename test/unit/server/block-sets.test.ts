@@ -120,7 +120,7 @@ class Store {
       incoming.settle();
       const added = this.db.transaction(() => {
         const bytes = incoming.markNewToSet(versionId);
-        incoming.storeInPack(pack);
+        incoming.storeInPack(pack, version.userId);
         incoming.addToBlockSet(versionId, version.userId);
         addReceived(this.db, versionId, bytes);
         return bytes;
