@@ -1,5 +1,4 @@
 import { createHash, type Hash } from 'node:crypto';
-import { open } from 'node:fs/promises';
 
 // Content-defined chunking of a metadata CAR, so that the service keeps each run of bytes that
 // versions share once (store/metadata-chunks.ts). A version's CAR holds every directory and
@@ -17,7 +16,6 @@ export const MIN_CHUNK_BYTES = 8 * 1024;
 export const MAX_CHUNK_BYTES = 128 * 1024;
 /** Cut where the top 15 bits of the hash are zero: about 32 KiB past the minimum on average. */
 const CUT_MASK = 0x7fff << 17;
-const READ_BYTES = 1 << 20;
 
 /** 256 fixed pseudo-random words from xorshift32: changing them would change every cut. */
 const GEAR = (() => {
@@ -86,26 +84,4 @@ export class ContentChunker {
     this.rolling = 0;
     this.hash = createHash('sha256');
   }
-}
-
-/**
- * The chunks of a file, read a megabyte at a time, or in one read of its size when smaller:
- * most pushes of a small tree are a few kilobytes, and a megabyte each for many of them at
- * once raised the server's peak memory by 40 MB (`npm run bench -- server`).
- */
-export async function chunkFile(file: string): Promise<ContentChunk[]> {
-  const chunker = new ContentChunker();
-  const handle = await open(file, 'r');
-  try {
-    const size = Math.max(1, Math.min(READ_BYTES, (await handle.stat()).size));
-    const buffer = Buffer.allocUnsafe(size);
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, size, null);
-      if (bytesRead === 0) break;
-      chunker.push(buffer.subarray(0, bytesRead));
-    }
-  } finally {
-    await handle.close();
-  }
-  return chunker.end();
 }

@@ -16,7 +16,7 @@ import {
   readCar,
   type MetadataUploadResult,
 } from '../../main/protocol/index.ts';
-import { chunkFile } from '../blocks/content-chunker.ts';
+import { ContentChunker, type ContentChunk } from '../blocks/content-chunker.ts';
 import type { ServiceContext } from '../context.ts';
 import {
   conflict,
@@ -84,9 +84,14 @@ async function readRequestData(part: MultipartPart, limit: number): Promise<Buff
 interface StagedCar {
   readonly file: string;
   readonly bytes: number;
+  /** Its chunks, as the service keeps them (store/metadata-chunks.ts). */
+  readonly chunks: readonly ContentChunk[];
 }
 
-/** Streams the metadata CAR to a staging file while checking it (§10.1's CAR rules). */
+/**
+ * Streams the metadata CAR to a staging file while checking it (§10.1's CAR rules) and
+ * cutting it into chunks, so that it is read once.
+ */
 async function stageMetadataCar(
   ctx: ServiceContext,
   part: MultipartPart,
@@ -94,6 +99,7 @@ async function stageMetadataCar(
 ): Promise<StagedCar> {
   const file = ctx.blocks.stagingPath();
   const handle = await open(file, 'wx', 0o600);
+  const chunker = new ContentChunker();
   let bytes = 0;
   const limit = ctx.options.limits.metadataCarBytes;
   // §10.1 ranks the part's size (413) before its validity (400): measure the rest first.
@@ -107,6 +113,7 @@ async function stageMetadataCar(
     async function* tee(): AsyncGenerator<Buffer> {
       for await (const chunk of limitedPart(part, ctx.options.limits.metadataCarBytes)) {
         await handle.write(chunk);
+        chunker.push(chunk);
         bytes += chunk.length;
         yield chunk;
       }
@@ -139,7 +146,7 @@ async function stageMetadataCar(
     }
     if (!hasRootBlock) throw await invalidCar('CAR holds no block for metadata_cid');
     // Not synced: what is kept is its chunks, written durably from it (metadata-chunk-files.ts).
-    return { file, bytes };
+    return { file, bytes, chunks: chunker.end() };
   } catch (error) {
     ctx.blocks.discard(file);
     throw error;
@@ -203,7 +210,7 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
     const windowEndsAt = now + ctx.options.uploadWindowMs;
     const carFile = staged.file;
     const carBytes = staged.bytes;
-    const chunks = await chunkFile(carFile);
+    const { chunks } = staged;
     let writtenChunks: string | undefined;
     const store = (deleted: string[]): 'active' | 'pending' => {
       insertVersion(
