@@ -68,8 +68,10 @@ export class ServingLock {
    * So a full disk still serves, and its backups can still be restored.
    */
   private static tryExclusive(db: Database.Database): boolean {
-    db.pragma('journal_mode = MEMORY');
     try {
+      // Inside: while another process holds the exclusive lock (recovering), even setting the
+      // journal mode is refused at once, and that process is not alone either.
+      db.pragma('journal_mode = MEMORY');
       db.exec('BEGIN EXCLUSIVE');
       return true;
     } catch (error) {
