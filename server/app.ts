@@ -140,6 +140,9 @@ export function createBucketService(options: ServiceOptions): BucketService {
     bodyLimit: 1,
     return503OnClosing: false,
   });
+  // Without a request log, the context's own report (a process warning on stderr) stays.
+  if (options.logRequests)
+    ctx.onHousekeepingFailure = (error, what) => app.log.error({ err: error }, `could not ${what}`);
   // Before the first request: what a crash left half-written in the block store goes, unless
   // another process serves this folder too and may be writing it.
   // On a read-only disk nothing can be half-written by anyone, and no lock can be made.

@@ -29,6 +29,12 @@ export class ServiceContext {
   private compaction: Promise<number> | undefined;
   /** Packs compaction failed on (a damaged file), left alone until the next start. */
   private readonly uncompactable = new Set<string>();
+  /** A `housekeep` failed since the last sweep. */
+  private housekeepingOwed = false;
+  /** Where `housekeep` reports what failed; the server's log once it has one (app.ts). */
+  onHousekeepingFailure: (error: unknown, what: string) => void = (error, what) => {
+    process.emitWarning(`could not ${what}: ${String(error)}`);
+  };
   /** What a read-only service serves from (ServiceOptions.readOnly). */
   private readonly databaseCopy: DatabaseCopy | undefined;
 
@@ -79,9 +85,32 @@ export class ServiceContext {
   transact<T>(work: (deleted: string[]) => T): T {
     const deleted: string[] = [];
     const result = this.db.transaction(() => work(deleted)).immediate();
-    for (const id of deleted) this.blocks.removeMetadata(id);
-    if (deleted.length > 0) this.retireDeadChunkFiles();
+    if (deleted.length > 0)
+      this.housekeep('free the metadata of deleted versions', () => {
+        for (const id of deleted) this.blocks.removeMetadata(id);
+        this.retireDeadChunkFiles();
+      });
     return result;
+  }
+
+  /**
+   * Runs work that frees bytes after a change has committed. Its failure (a file that would not
+   * move, a disk error) must not turn the committed change into an error for the device, which
+   * would try it again: it is reported, and the sweep tries the files of chunks again
+   * (`sweep`); what else it left, the next start's recovery clears.
+   */
+  housekeep(what: string, work: () => void): void {
+    try {
+      work();
+    } catch (error) {
+      this.housekeepingOwed = true;
+      this.onHousekeepingFailure(error, what);
+    }
+  }
+
+  /** Deletes blocks no user holds, after a change that let some go; see `housekeep`. */
+  collectGarbageAfterCommit(): void {
+    this.housekeep('delete blocks no one holds', () => this.collectGarbage());
   }
 
   /** Retires the files of metadata chunks none of which is named, then forgets them. */
@@ -96,6 +125,10 @@ export class ServiceContext {
 
   /** Records expired upload windows and retention; cheap when nothing is due. */
   sweep(): void {
+    if (this.housekeepingOwed) {
+      this.housekeepingOwed = false;
+      this.housekeep('free the metadata of deleted versions', () => this.retireDeadChunkFiles());
+    }
     const now = this.now();
     if (!hasDueVersions(this.db, this.policy, now)) return;
     this.transact((deleted) => deleted.push(...sweepUploadWindows(this.db, this.policy, now)));

@@ -121,7 +121,7 @@ export const bucketRoutes: RouteSpec[] = [
         const bucket = requireBucket(ctx, request.device.userId, request.params['bucket_id']);
         deleted.push(...deleteBucket(ctx.db, bucket, ctx.now()));
       });
-      ctx.collectGarbage();
+      ctx.collectGarbageAfterCommit();
       return Promise.resolve(noContent(reply));
     },
   },
@@ -162,7 +162,7 @@ export const bucketRoutes: RouteSpec[] = [
         // The version, if outdated, is now subject to pruning (§12).
         deleted.push(...pruneBucket(ctx.db, bucket.id, userId, ctx.policy, now));
       });
-      ctx.collectGarbage();
+      ctx.collectGarbageAfterCommit();
       return Promise.resolve(noContent(reply));
     },
   },

@@ -327,7 +327,7 @@ export const metadataRoutes: RouteSpec[] = [
           throw conflict('the version has a snapshot; delete the snapshot first');
         deleted.push(...deleteVersion(ctx.db, version, ctx.policy, ctx.now()));
       });
-      ctx.collectGarbage();
+      ctx.collectGarbageAfterCommit();
       return Promise.resolve(noContent(reply));
     },
   },

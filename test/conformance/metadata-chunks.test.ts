@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import {
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -115,6 +116,50 @@ describe('metadata CARs kept as chunks', () => {
       expect((await del(secondId)).status).toBe(204);
       expect(chunkBytes(dataDir)).toBe(0);
       expect(readdirSync(path.join(dataDir, 'retired-packs')).length).toBeGreaterThan(0);
+    } finally {
+      await service.close();
+    }
+  });
+
+  it('deletes a version whose file of chunks will not move away, and moves it on a later sweep', async () => {
+    const dataDir = path.join(scratch, 'stuck-retire');
+    const service = await startTestService({ dataDir, limits });
+    try {
+      const ctx = service.service.ctx;
+      const failures: string[] = [];
+      ctx.onHousekeepingFailure = (_error, what) => failures.push(what);
+      const ann = await enrolledDevice(service, 'ann@example.org');
+      const bucketId = await createBucket(service, ann, 'Documents', 'interactive');
+      const id = await pushCar(
+        service,
+        ann,
+        bucketId,
+        null,
+        await metadataCarOf([await rawBlock()]),
+      );
+      // The folder retired files go to is, for now, a file: the move fails (ENOTDIR).
+      const retired = path.join(dataDir, 'retired-packs');
+      rmSync(retired, { recursive: true, force: true });
+      writeFileSync(retired, 'in the way');
+
+      const deleted = await call('DELETE', `${service.api}/buckets/metadata/${id}`, {
+        token: ann.token(),
+      });
+      expect(deleted.status).toBe(204);
+      // Reported (once, or again if the sweep tried meanwhile).
+      expect(new Set(failures)).toEqual(new Set(['free the metadata of deleted versions']));
+      expect((await pull(service, ann, id)).status).toBe(404);
+      expect(chunkBytes(dataDir)).toBeGreaterThan(0);
+
+      // The service's own sweep (every 200 ms here) tries again, and succeeds once it can.
+      rmSync(retired);
+      mkdirSync(retired);
+      const failedBefore = failures.length;
+      for (let waited = 0; chunkBytes(dataDir) > 0 && waited < 5000; waited += 50)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(chunkBytes(dataDir)).toBe(0);
+      expect(readdirSync(retired).length).toBe(1);
+      expect(failures.length).toBe(failedBefore);
     } finally {
       await service.close();
     }
