@@ -134,8 +134,7 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
   const keptBefore = await bytesUnder(dataDir);
   const oneChange = measuredRun('backup', home, 'Many', tree);
   const keptForIt = (await bytesUnder(dataDir)) - keptBefore;
-  // And once more: the first version after a first backup lists its nodes in another order
-  // (folders reused whole are copied parents first), so few of its chunks are the first's.
+  // And once more: the service's cost of a version after one other than the first.
   writeFileSync(path.join(tree, 'd9', 'f9.txt'), 'changed\n');
   const keptBeforeNext = await bytesUnder(dataDir);
   const nextChange = measuredRun('backup', home, 'Many', tree);

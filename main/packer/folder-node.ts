@@ -176,8 +176,18 @@ async function shardedFolderNode(
     made.set(path, entry.node);
     candidates.push({ path, content: [] });
   }
+  // The importer writes nodes the folder does not link to (an empty folder's); kept here, only
+  // the folder's own shard nodes are written, below.
+  const shards = new Map<string, Uint8Array>();
+  const kept: WritableStorage = {
+    put(cid, bytes) {
+      if (!(bytes instanceof Uint8Array)) throw new Error('the importer streamed a node');
+      shards.set(cid.toString(), bytes);
+      return cid;
+    },
+  };
   let folder: MadeNode | undefined;
-  for await (const result of importer(candidates, blockstore, {
+  for await (const result of importer(candidates, kept, {
     ...settings,
     // Every entry is made already: the importer only lays the shards out.
     fileBuilder: (file) => {
@@ -194,5 +204,22 @@ async function shardedFolderNode(
     if (result.path === FOLDER) folder = { cid: result.cid, size: Number(result.size) };
   }
   if (!folder) throw new Error('the importer made no sharded folder');
+  await putShards(folder.cid, shards, blockstore);
   return folder;
+}
+
+/**
+ * Writes the shard node `cid` and the shards below it, each shard's after those it links to,
+ * in link order: the order a copy of the folder writes them in (copy-nodes.ts).
+ */
+async function putShards(
+  cid: CID,
+  shards: ReadonlyMap<string, Uint8Array>,
+  blockstore: WritableStorage,
+): Promise<void> {
+  const bytes = shards.get(cid.toString());
+  if (!bytes) throw new Error(`the importer made no node ${cid.toString()}`);
+  for (const link of dagPb.decode(bytes).Links)
+    if (shards.has(link.Hash.toString())) await putShards(link.Hash, shards, blockstore);
+  await blockstore.put(cid, bytes);
 }

@@ -1,18 +1,10 @@
 import { closeSync, fstatSync } from 'node:fs';
 import path from 'node:path';
 import * as dagCbor from '@ipld/dag-cbor';
-import * as dagPb from '@ipld/dag-pb';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { EngineError, isDiskGone, throwIfStopped } from '../api/index.ts';
-import {
-  cidFromSha256,
-  cidText,
-  DAG_PB_CODEC,
-  DagPbLinks,
-  RAW_CODEC,
-  sha256CidOf,
-} from '../protocol/index.ts';
+import { isDiskGone, throwIfStopped } from '../api/index.ts';
+import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../protocol/index.ts';
 import {
   openSourceFile,
   skipKindOf,
@@ -47,6 +39,8 @@ import { WalkAhead } from './walk-ahead.ts';
 import { LeafMarks } from './leaf-marks.ts';
 import { LeafSizes } from './leaf-sizes.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
+import { NodeOrder, type NodeSlot } from './node-order.ts';
+import { copyTreeNodes } from './copy-nodes.ts';
 
 // Turns a source folder into a UnixFS tree (§17.1): raw-leaf chunks go to `onLeaf` as they are
 // made (the caller stages the ones the bucket lacks), and the dag-pb nodes to `nodes`; with the
@@ -292,14 +286,17 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   if (!settingsLayout) throw new Error('the UnixFS settings name no layout');
   const layout = settingsLayout;
 
-  const blockstore = {
+  /** The tree's nodes, in the tree's order whatever order they are made in. */
+  const order = new NodeOrder(input.nodes);
+  /** What the node builders write an entry's nodes to: its slot. */
+  const blockstoreOf = (slot: NodeSlot) => ({
     async put(cid: CID, bytes: Uint8Array): Promise<CID> {
       // Raw leaves come through putLeaf, which knows where they were read.
       if (cid.code !== DAG_PB_CODEC) throw new Error(`unexpected block codec ${cid.code}`);
-      await input.nodes.put(cid, bytes);
+      await slot.put(cid, bytes);
       return cid;
     },
-  };
+  });
 
   /** Records a leaf the first time the tree holds it, and hands a new one to the caller. */
   async function putLeaf(cid: CID, bytes: Uint8Array, origin: LeafOrigin): Promise<void> {
@@ -376,31 +373,54 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     file: ScannedFile,
     leaf: { cid: CID; size: number },
     reused: boolean,
+    slot: NodeSlot,
   ): Promise<FolderEntry> {
     const node = oneLeafFileNode({ mode: file.mode, mtime: mtimeOf(file.mtimeNs) }, leaf);
-    await input.nodes.put(node.cid, node.bytes);
+    await slot.put(node.cid, node.bytes);
     return packedFile(file, node, oneLeafList(leaf), reused);
   }
 
   /** A file read whole: one leaf, hashed here. */
-  async function packSmallFile(file: ScannedFile, bytes: Uint8Array): Promise<FolderEntry> {
+  async function packSmallFile(
+    file: ScannedFile,
+    bytes: Uint8Array,
+    slot: NodeSlot,
+  ): Promise<FolderEntry> {
     const cid = sha256CidOf(RAW_CODEC, bytes);
     await putLeaf(cid, bytes, { path: file.path, offset: 0 });
-    return packOneLeafFile(file, { cid, size: bytes.length }, false);
+    return packOneLeafFile(file, { cid, size: bytes.length }, false, slot);
   }
 
-  async function packFile(file: ScannedFile, source: FileSource): Promise<FolderEntry> {
-    if (source.kind === 'small') return packSmallFile(file, source.bytes);
+  /** A file's node, its nodes written to `slot`, which is closed once they all are. */
+  async function packFile(
+    file: ScannedFile,
+    source: FileSource,
+    slot: NodeSlot,
+  ): Promise<FolderEntry> {
+    try {
+      return await packFileNodes(file, source, slot);
+    } finally {
+      slot.close();
+    }
+  }
+
+  async function packFileNodes(
+    file: ScannedFile,
+    source: FileSource,
+    slot: NodeSlot,
+  ): Promise<FolderEntry> {
+    if (source.kind === 'small') return packSmallFile(file, source.bytes, slot);
     if (source.kind === 'reused' && source.leaves.length <= 1) {
       const leaf = source.leaves[0] ?? { cid: EMPTY_LEAF_CID, size: 0 };
       holdLeaf(leaf.cid, leaf.size);
-      return packOneLeafFile(file, leaf, true);
+      return packOneLeafFile(file, leaf, true, slot);
     }
     const list = new LeafListBuilder();
     const fileLeaves = leavesOf(file, source, list);
     try {
       const mtime = mtimeOf(file.mtimeNs);
-      const made = await buildFileNode({ mode: file.mode, mtime }, fileLeaves, blockstore, layout);
+      const store = blockstoreOf(slot);
+      const made = await buildFileNode({ mode: file.mode, mtime }, fileLeaves, store, layout);
       return packedFile(file, made, list.finish(), source.kind === 'reused');
     } finally {
       // Ended first, should the node have failed half way: a chunk read ahead may still be
@@ -484,11 +504,16 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     }
   }
 
-  /** The folder's node, once every entry of it is made. */
-  async function makeFolder(folder: OpenFolder): Promise<FolderEntry> {
+  /** The folder's node, once every entry of it is made, written to `slot`, then closed. */
+  async function makeFolder(folder: OpenFolder, slot: NodeSlot): Promise<FolderEntry> {
     const made: FolderEntry[] = [];
-    for (const entry of folder.entries) made.push(await entry.made);
-    const node = await makeFolderNode(folder.meta, made, blockstore);
+    let node: MadeNode;
+    try {
+      for (const entry of folder.entries) made.push(await entry.made);
+      node = await makeFolderNode(folder.meta, made, blockstoreOf(slot));
+    } finally {
+      slot.close();
+    }
     onEntry(packedEntryOf(folder.entry, { cid: cidText(node.cid), nodeSize: node.size }));
     return {
       name: nameOf(folder.entry.path),
@@ -501,48 +526,18 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   if (reuseFolder && (!previousNodes || !known))
     throw new Error("reusing folders needs the previous version's nodes and leaves");
 
-  /**
-   * Copies a reused folder's nodes into the tree, and marks its leaves held again: left
-   * unmarked, they would be listed as no longer referenced, and the host would drop them
-   * from the new version's block set.
-   */
-  async function copyNodes(top: CID): Promise<void> {
-    const links = new DagPbLinks();
-    const pending = [top];
-    for (let cid = pending.pop(); cid; cid = pending.pop()) {
-      const bytes = previousNodes?.get(cid);
-      if (!bytes)
-        throw new EngineError(
-          'protocol',
-          `the previous version's metadata lacks node ${cidText(cid)}`,
-        );
-      await input.nodes.put(cid, bytes);
-      const count = links.read(bytes);
-      let held = true;
-      if (count >= 0) {
-        for (let link = 0; link < count && held; link++) {
-          const codec = links.codecs[link];
-          if (codec === DAG_PB_CODEC) pending.push(cidFromSha256(codec, links.digest(link)));
-          else held = codec === RAW_CODEC && known?.markDigest(links.digest(link)) === true;
-        }
-      } else {
-        // Not a node this client writes: decoded the slow way.
-        for (const link of dagPb.decode(bytes).Links) {
-          if (link.Hash.code === DAG_PB_CODEC) pending.push(link.Hash);
-          else held &&= link.Hash.code === RAW_CODEC && known?.mark(link.Hash) === true;
-        }
-      }
-      if (!held)
-        throw new EngineError(
-          'protocol',
-          `the previous version's node ${cidText(cid)} links to a block it does not hold`,
-        );
-    }
-  }
-
   /** A folder reused whole: its entry in its parent. */
   async function reuse(entry: ScannedFolder, reused: ReusedFolder): Promise<FolderEntry> {
-    await copyNodes(reused.cid);
+    const slot = order.next();
+    try {
+      await copyTreeNodes(reused.cid, {
+        previousNodes: previousNodes ?? { get: () => undefined },
+        sink: slot,
+        markLeaf: (digest) => known?.markDigest(digest) === true,
+      });
+    } finally {
+      slot.close();
+    }
     fileCount += reused.files;
     totalBytes += reused.bytes;
     filesReused += reused.files;
@@ -593,9 +588,12 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       if (!folder) throw new Error(`no open folder holds ${relativePath}`);
       if (folder.entry.path === parent) return folder;
       openFolders.pop();
-      folder.settle(makeFolder(folder));
+      // Its place in the tree's order is here, after everything under it.
+      folder.settle(makeFolder(folder, order.next()));
     }
   };
+  /** The slots of files started before their turn, until the packing reaches them. */
+  const earlySlots = new Map<SourceEntry, NodeSlot>();
   /** Folders the walk did not go into, by path, until the packing reaches them. */
   const reusedFolders = new Map<string, ReusedFolder>();
   const ahead = new WalkAhead<FolderEntry>(
@@ -619,7 +617,10 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         if (entry.kind !== 'file') throw new Error(`${entry.path} is not a file`);
         const source = largeSourceOf(entry);
         if (!source) return undefined;
-        const made = packFile(entry, source);
+        // Its nodes are held until the packing reaches it, and places its slot.
+        const slot = order.detached();
+        earlySlots.set(entry, slot);
+        const made = packFile(entry, source, slot);
         watch(made);
         return made;
       },
@@ -656,7 +657,13 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
         }
         case 'symlink': {
           onEntry(packedEntryOf(entry));
-          const node = await makeSymlinkNode(meta, entry.target, blockstore);
+          const slot = order.next();
+          let node: MadeNode;
+          try {
+            node = await makeSymlinkNode(meta, entry.target, blockstoreOf(slot));
+          } finally {
+            slot.close();
+          }
           folder.entries.push({ name, made: Promise.resolve({ name, node }) });
           break;
         }
@@ -665,13 +672,17 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           if (item.early) {
             // Started as it was walked, or now that those before it have room.
             const started = await ahead.started(item);
+            const slot = earlySlots.get(entry);
+            earlySlots.delete(entry);
             if (!started) break;
+            if (!slot) throw new Error(`${entry.path} was started without a slot`);
+            order.place(slot);
             made = started.made;
           } else {
             while (packing.size >= FILES_AT_ONCE) await Promise.race(packing);
             const source = await smallSourceOf(entry);
             if (!source) break;
-            made = packFile(entry, source);
+            made = packFile(entry, source, order.next());
             watch(made);
             packing.add(made);
             const ended = (): boolean => packing.delete(made);
@@ -691,8 +702,9 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     closeFoldersAbove('');
     const root = openFolders.pop();
     if (!root) throw new Error('the source folder was closed early');
-    root.settle(makeFolder(root));
+    root.settle(makeFolder(root, order.next()));
     rootNode = (await rootMade).node;
+    await order.finish();
   } finally {
     await ahead.close();
     // A pack that stopped early (a full staging disk) has files still being packed: they

@@ -19,12 +19,29 @@ const NODE_LINK_TAG = 0x12;
 const LINK_HASH_TAG = 0x0a;
 const LINK_NAME_TAG = 0x12;
 const LINK_TSIZE_TAG = 0x18;
+/** UnixFS Data: Type (1), a varint, written first. */
+const UNIXFS_TYPE_TAG = 0x08;
+
+/** UnixFS's node types (ipfs-unixfs), as `unixfsType` reads them. */
+export const UNIXFS_TYPES = {
+  raw: 0,
+  directory: 1,
+  file: 2,
+  metadata: 3,
+  symlink: 4,
+  hamtShard: 5,
+} as const;
 
 export class DagPbLinks {
   /** Per link read: its CID's codec, where its digest starts in the bytes, and its Tsize. */
   readonly codecs: number[] = [];
   readonly digestAt: number[] = [];
   readonly tsizes: number[] = [];
+  /** Where each link's name starts in the bytes, and its length (0 with no name). */
+  readonly nameAt: number[] = [];
+  readonly nameLength: number[] = [];
+  /** The UnixFS type of the node read last (UNIXFS_TYPES), -1 when its Data names none. */
+  unixfsType = -1;
   private bytes: Uint8Array = new Uint8Array(0);
   private at = 0;
 
@@ -38,6 +55,9 @@ export class DagPbLinks {
     this.codecs.length = 0;
     this.digestAt.length = 0;
     this.tsizes.length = 0;
+    this.nameAt.length = 0;
+    this.nameLength.length = 0;
+    this.unixfsType = -1;
     while (this.at < bytes.length) {
       const tag = this.varint();
       const length = this.varint();
@@ -45,7 +65,9 @@ export class DagPbLinks {
       if (length < 0 || end > bytes.length) return -1;
       if (tag === NODE_LINK_TAG) {
         if (!this.link(end)) return -1;
-      } else if (tag !== NODE_DATA_TAG) {
+      } else if (tag === NODE_DATA_TAG) {
+        this.unixfsType = this.typeIn(end);
+      } else {
         return -1;
       }
       this.at = end;
@@ -59,10 +81,26 @@ export class DagPbLinks {
     return this.bytes.subarray(start, start + DIGEST_BYTES);
   }
 
+  /** The name's bytes of link `index` of the node read last: a view of its bytes. */
+  name(index: number): Uint8Array {
+    const start = this.nameAt[index] ?? 0;
+    return this.bytes.subarray(start, start + (this.nameLength[index] ?? 0));
+  }
+
+  /** The Type of the UnixFS Data at the read position (its first field), or -1. */
+  private typeIn(end: number): number {
+    if (this.at >= end || this.bytes[this.at] !== UNIXFS_TYPE_TAG) return -1;
+    this.at += 1;
+    const type = this.varint();
+    return this.at <= end ? type : -1;
+  }
+
   private link(end: number): boolean {
     let digestAt = -1;
     let codec = -1;
     let tsize = 0;
+    let nameAt = 0;
+    let nameLength = 0;
     while (this.at < end) {
       const tag = this.varint();
       if (tag === LINK_TSIZE_TAG) {
@@ -85,7 +123,10 @@ export class DagPbLinks {
           return false;
         codec = b[at + 1] ?? -1;
         digestAt = at + 4;
-      } else if (tag !== LINK_NAME_TAG) {
+      } else if (tag === LINK_NAME_TAG) {
+        nameAt = this.at;
+        nameLength = length;
+      } else {
         return false;
       }
       this.at += length;
@@ -94,6 +135,8 @@ export class DagPbLinks {
     this.codecs.push(codec);
     this.digestAt.push(digestAt);
     this.tsizes.push(tsize);
+    this.nameAt.push(nameAt);
+    this.nameLength.push(nameLength);
     return true;
   }
 
