@@ -13,6 +13,8 @@ const LARGE_NODE_BYTES = SLAB_BYTES / 8;
 
 export class MetadataNodes {
   private readonly slabs: Buffer[] = [];
+  /** The slab small nodes go to, and how much of it they fill; -1 before the first. */
+  private slabOfSmall = -1;
   private slabUsed = SLAB_BYTES;
   private readonly cids = new CidTable(DAG_PB_CODEC);
   /** (slab, offset, length) of the node numbered n in `cids`, at 3n. */
@@ -27,11 +29,12 @@ export class MetadataNodes {
       slab = this.slabs.push(Buffer.from(bytes)) - 1;
       offset = 0;
     } else {
-      if (this.slabUsed + bytes.length > SLAB_BYTES) {
-        this.slabs.push(Buffer.allocUnsafe(SLAB_BYTES));
+      // Not simply the last slab: a large node's may have come since.
+      if (this.slabOfSmall < 0 || this.slabUsed + bytes.length > SLAB_BYTES) {
+        this.slabOfSmall = this.slabs.push(Buffer.allocUnsafe(SLAB_BYTES)) - 1;
         this.slabUsed = 0;
       }
-      slab = this.slabs.length - 1;
+      slab = this.slabOfSmall;
       offset = this.slabUsed;
       this.slabs[slab]?.set(bytes, offset);
       this.slabUsed += bytes.length;

@@ -13,12 +13,16 @@ async function node(size: number): Promise<{ key: string; cid: CID; bytes: Uint8
 
 describe('MetadataNodes', () => {
   it('gives back every node byte for byte, across slabs and for large nodes, ordered by CID', async () => {
-    // Enough small nodes to fill several 1 MiB slabs, and nodes above the large-node size.
+    // Enough small nodes to fill several 1 MiB slabs, and nodes above the large-node size
+    // between them (a folder of thousands of files read in the middle of a tree).
+    const small = (count: number) => Promise.all(Array.from({ length: count }, () => node(900)));
     const nodes = [
-      ...(await Promise.all(Array.from({ length: 3000 }, () => node(900)))),
+      ...(await small(1500)),
       await node(200 * 1024),
+      ...(await small(1500)),
       await node(600 * 1024),
       await node(0),
+      ...(await small(10)),
     ];
     const held = new MetadataNodes();
     for (const { cid, bytes } of nodes) held.put(cid, bytes);
