@@ -1,4 +1,4 @@
-import type { CID } from 'multiformats/cid';
+import { CID } from 'multiformats/cid';
 import type { NodeSink } from './pack-source.ts';
 
 // The order a tree's nodes reach its metadata CAR: each file's nodes at the file's place in
@@ -13,28 +13,51 @@ import type { NodeSink } from './pack-source.ts';
 // folders above it, and the service stores little more than those.
 //
 // A slot holds one entry's nodes. Slots are placed in the tree's order; the first one still
-// open writes straight to the sink, and those after it hold their nodes until it closes. The
-// packer runs at most a bounded number of entries ahead, so the nodes held are bounded too.
+// open writes straight to the sink, and those after it hold their nodes until it closes. While
+// a large file is read, the packer goes on with the small files after it, whose nodes are held
+// meanwhile: a 100 GB disk image first, a million small files after it, and they would be
+// hundreds of megabytes. Past a bound, a slot's put waits until the nodes held are written
+// (or the slot is first in line): the small files wait for the large one, as they did before
+// the packer ran ahead.
 
-interface HeldNode {
-  readonly cid: CID;
-  readonly bytes: Uint8Array;
+/** Nodes held beyond this many bytes make the puts of slots behind the first one wait. */
+export const MAX_HELD_NODE_BYTES = 8 * 1024 * 1024;
+/**
+ * What holding a node costs beyond its bytes: the view of its copy. A node is held as one copy
+ * of its CID's length, its CID and its bytes, not as the CID object and the bytes given, which
+ * cost about a kilobyte more once a node waits long enough to outlive young-generation
+ * collection.
+ */
+const HELD_NODE_OVERHEAD_BYTES = 128;
+
+/** A held node's copy: [CID length][CID][node]. */
+function heldCopy(cid: CID, bytes: Uint8Array): Buffer {
+  const cidBytes = cid.bytes;
+  const copy = Buffer.allocUnsafe(1 + cidBytes.length + bytes.length);
+  copy[0] = cidBytes.length;
+  copy.set(cidBytes, 1);
+  copy.set(bytes, 1 + cidBytes.length);
+  return copy;
 }
 
 export class NodeSlot implements NodeSink {
   /** Nodes put before this slot was the first open one; null once it was. */
-  held: HeldNode[] | null = [];
+  held: Buffer[] | null = [];
   closed = false;
   placed = false;
 
   constructor(private readonly order: NodeOrder) {}
 
-  /** Writes the node when this slot is first in line, else holds it until it is. */
+  /**
+   * Writes the node when this slot is first in line, else holds it until it is; then, when
+   * too many nodes are held, resolves once there is room again.
+   */
   put(cid: CID, bytes: Uint8Array): void | Promise<void> {
     if (this.closed) throw new Error('a node was put in a closed slot');
     if (this.held === null) return this.order.write(cid, bytes);
-    this.held.push({ cid, bytes });
-    return undefined;
+    const copy = heldCopy(cid, bytes);
+    this.held.push(copy);
+    return this.order.hold(this, copy.length);
   }
 
   /** No more nodes come: the slots after it may write theirs. */
@@ -53,8 +76,15 @@ export class NodeOrder {
   private writes: Promise<void> = Promise.resolve();
   private failure: unknown;
   private failed = false;
+  /** Bytes of the nodes held, with their overhead. */
+  private heldBytes = 0;
+  /** Puts waiting for room, each with its slot. */
+  private waiting: Array<{ readonly slot: NodeSlot; readonly resume: () => void }> = [];
 
-  constructor(private readonly sink: NodeSink) {}
+  constructor(
+    private readonly sink: NodeSink,
+    private readonly maxHeldBytes = MAX_HELD_NODE_BYTES,
+  ) {}
 
   /** A slot not yet in line: it holds its nodes until `place` puts it there. */
   detached(): NodeSlot {
@@ -93,6 +123,25 @@ export class NodeOrder {
     if (slot.placed) this.advance();
   }
 
+  /** @internal Counts a node `slot` held; a promise to wait on while there is no room. */
+  hold(slot: NodeSlot, bytes: number): Promise<void> | undefined {
+    this.heldBytes += bytes + HELD_NODE_OVERHEAD_BYTES;
+    if (this.heldBytes <= this.maxHeldBytes) return undefined;
+    return new Promise((resume) => this.waiting.push({ slot, resume }));
+  }
+
+  /** Lets go the puts that have room now, or whose slot is first in line. */
+  private wake(): void {
+    if (this.waiting.length === 0) return;
+    const room = this.heldBytes <= this.maxHeldBytes;
+    const still: typeof this.waiting = [];
+    for (const waiter of this.waiting) {
+      if (room || waiter.slot.held === null) waiter.resume();
+      else still.push(waiter);
+    }
+    this.waiting = still;
+  }
+
   /** Writes what the slots at the head of the line held, up to the first one still open. */
   private advance(): void {
     for (;;) {
@@ -101,7 +150,13 @@ export class NodeOrder {
       if (head.held !== null) {
         const held = head.held;
         head.held = null;
-        for (const node of held) this.track(this.sink.put(node.cid, node.bytes));
+        for (const copy of held) {
+          this.heldBytes -= copy.length + HELD_NODE_OVERHEAD_BYTES;
+          const cidEnd = 1 + (copy[0] ?? 0);
+          const cid = CID.decode(copy.subarray(1, cidEnd));
+          this.track(this.sink.put(cid, copy.subarray(cidEnd)));
+        }
+        this.wake();
       }
       if (!head.closed) return;
       this.lineHead += 1;

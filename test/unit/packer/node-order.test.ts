@@ -171,6 +171,49 @@ describe('NodeOrder', () => {
     expect(written).toEqual([cid(1), cid(2), cid(4), cid(3)].map(String));
   });
 
+  it('makes puts behind the first slot wait once too many bytes are held, until they are written', async () => {
+    const written: string[] = [];
+    const order = new NodeOrder({ put: (cid) => void written.push(cid.toString()) }, 1000);
+    const cid = (n: number) => sha256CidOf(RAW_CODEC, Uint8Array.of(n));
+    const first = order.next();
+    const behind = order.next();
+    // Within the bound: held, and the put is done at once.
+    expect(behind.put(cid(1), new Uint8Array(100))).toBeUndefined();
+    const waiting = behind.put(cid(2), new Uint8Array(2000));
+    expect(waiting).toBeInstanceOf(Promise);
+    let resumed = false;
+    void waiting?.then(() => {
+      resumed = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(resumed).toBe(false);
+    expect(written).toEqual([]);
+    // The first slot closes: the held nodes are written, and the put goes on.
+    first.close();
+    await waiting;
+    expect(written).toEqual([cid(1), cid(2)].map(String));
+    // First in line now, it writes through, with no bound.
+    expect(behind.put(cid(3), new Uint8Array(5000))).toBeUndefined();
+    behind.close();
+
+    // A slot waiting behind others goes on once it is first in line, though as much is held.
+    const wide = new NodeOrder({ put: () => undefined }, 1000);
+    const head = wide.next();
+    const second = wide.next();
+    const third = wide.next();
+    const thirdWaits = third.put(cid(4), new Uint8Array(900));
+    const secondWaits = second.put(cid(5), new Uint8Array(900));
+    expect(thirdWaits).toBeInstanceOf(Promise);
+    expect(secondWaits).toBeInstanceOf(Promise);
+    head.close();
+    await secondWaits;
+    // The third waits on: as much is held as before, until the second is written.
+    second.close();
+    await thirdWaits;
+    third.close();
+    await wide.finish();
+  });
+
   it('reports a slot left open, and the first held node that failed to be written', async () => {
     const open = new NodeOrder({ put: () => undefined });
     open.next();
