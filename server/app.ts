@@ -346,6 +346,9 @@ export function createBucketService(options: ServiceOptions): BucketService {
         ctx.compactPacks().catch((error: unknown) => {
           app.log.error({ err: error }, 'pack compaction failed');
         });
+        ctx.compactChunkFiles().catch((error: unknown) => {
+          app.log.error({ err: error }, 'compaction of metadata chunk files failed');
+        });
         if (options.clock() - lastCopyAt >= DATABASE_COPY_EVERY_MS) void keepCopy();
       }, options.sweepIntervalMs);
       sweepTimer.unref();

@@ -13,6 +13,7 @@ import { clearUploadPins, takeUnheldBlocks } from './store/stored-blocks.ts';
 import { allPackIds } from './store/packs.ts';
 import { releaseCopies, type ReleasedCopies } from './store/released-copies.ts';
 import { compactSparsePacks } from './blocks/pack-compaction.ts';
+import { compactChunkFiles } from './blocks/chunk-file-compaction.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 
 /** Everything a route needs, built once per server. */
@@ -29,6 +30,9 @@ export class ServiceContext {
   private compaction: Promise<number> | undefined;
   /** Packs compaction failed on (a damaged file), left alone until the next start. */
   private readonly uncompactable = new Set<string>();
+  private chunkCompaction: Promise<number> | undefined;
+  /** Files of metadata chunks compaction failed on, left alone until the next start. */
+  private readonly uncompactableChunkFiles = new Set<string>();
   /** A `housekeep` failed since the last sweep. */
   private housekeepingOwed = false;
   /** Where `housekeep` reports what failed; the server's log once it has one (app.ts). */
@@ -168,6 +172,19 @@ export class ServiceContext {
     return this.compaction;
   }
 
+  /**
+   * Rewrites files of metadata chunks that are mostly dead bytes, a few per call; as
+   * compactPacks.
+   */
+  compactChunkFiles(max = 4): Promise<number> {
+    this.chunkCompaction ??= compactChunkFiles(this, max, this.uncompactableChunkFiles).finally(
+      () => {
+        this.chunkCompaction = undefined;
+      },
+    );
+    return this.chunkCompaction;
+  }
+
   /** Clears what a crash left in the block store; only under the exclusive ServingLock. */
   recoverStore(): { staged: number; orphanPacks: number; uploadPins: number } {
     const store = this.blocks.recover(allPackIds(this.db));
@@ -185,9 +202,10 @@ export class ServiceContext {
     }
   }
 
-  /** Waits for background store work (compaction) to end. */
+  /** Waits for background store work (compaction) to end; their failures were reported. */
   async settle(): Promise<void> {
     await this.compaction?.catch(() => undefined);
+    await this.chunkCompaction?.catch(() => undefined);
   }
 
   close(): void {

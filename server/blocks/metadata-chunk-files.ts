@@ -82,9 +82,72 @@ export class MetadataChunkFiles {
     return { file: id, offsets };
   }
 
+  /**
+   * Copies `chunks` of the file `sourceId` into a new file, durable and in place when this
+   * resolves; for compaction (chunk-file-compaction.ts), which records the copies after. The
+   * bytes are copied as they lie: a chunk damaged on the disk stays so, for a pull to report.
+   */
+  async writeCopy(
+    sourceId: string,
+    chunks: readonly ChunkLocation[],
+  ): Promise<{ file: string; offsets: number[] }> {
+    const id = randomUUID();
+    const staged = path.join(this.stagingDir, `${id}${CHUNK_FILE_SUFFIX}`);
+    const offsets: number[] = [];
+    const input = await open(this.path(sourceId), 'r');
+    try {
+      const output = await open(staged, 'wx', 0o600);
+      try {
+        let length = 0;
+        for (const chunk of chunks) {
+          const bytes = Buffer.allocUnsafe(chunk.length);
+          const { bytesRead } = await input.read(bytes, 0, chunk.length, chunk.offset);
+          if (bytesRead !== chunk.length)
+            throw new Error(
+              `metadata chunk ${chunk.digest.toString('hex')} is cut short on the disk`,
+            );
+          await output.write(bytes, 0, bytes.length, length);
+          offsets.push(length);
+          length += chunk.length;
+        }
+        await output.datasync();
+      } finally {
+        await output.close();
+      }
+      renameSync(staged, this.path(id));
+      fsyncPath(this.dir);
+    } catch (error) {
+      rmSync(staged, { force: true });
+      throw error;
+    } finally {
+      await input.close();
+    }
+    return { file: id, offsets };
+  }
+
   /** Removes a file whose rows did not commit after all. */
   removeUncommitted(id: string): void {
     rmSync(this.path(id), { force: true });
+  }
+
+  /**
+   * Opens a file of chunks to read. One retired since the reader looked its chunks up (a
+   * compaction moved them) is read where it was retired to: retired files stay until the
+   * database is next copied (block-store.ts), long after any answer that started before.
+   */
+  private async openForRead(id: string): Promise<FileHandle> {
+    try {
+      return await open(this.path(id), 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      try {
+        return await open(path.join(this.retiredDir, `${id}${CHUNK_FILE_SUFFIX}`), 'r');
+      } catch (retiredError) {
+        // Gone from both: the file's own place is the one to name.
+        if ((retiredError as NodeJS.ErrnoException).code === 'ENOENT') throw error;
+        throw retiredError;
+      }
+    }
   }
 
   /** Moves a file no chunk row names to the retired files; gone already is fine. */
@@ -130,7 +193,7 @@ export class MetadataChunkFiles {
             handles.delete(oldest[0]);
             await oldest[1].close();
           }
-          handle = await open(this.path(chunk.file), 'r');
+          handle = await this.openForRead(chunk.file);
           handles.set(chunk.file, handle);
         }
         const bytes = Buffer.allocUnsafe(chunk.length);

@@ -49,10 +49,9 @@ export function storeCarChunks(
   }
   if (fresh.size > 0) {
     const written = write([...fresh.values()]);
-    sql(db, 'INSERT INTO metadata_chunk_files (id, live_chunks) VALUES (?, ?)').run(
-      written.file,
-      fresh.size,
-    );
+    let bytes = 0;
+    for (const chunk of fresh.values()) bytes += chunk.length;
+    insertChunkFile(db, written.file, fresh.size, bytes, bytes);
     const insert = sql<[Buffer, string, number, number]>(
       db,
       `INSERT INTO metadata_chunks (digest, file, file_offset, length, refs)
@@ -100,17 +99,19 @@ export function releaseCarChunks(db: Db, versionId: string): void {
     .pluck()
     .get(versionId);
   if (!layout) return;
-  const lower = sql<[Buffer], { refs: number; file: string }>(
+  const lower = sql<[Buffer], { refs: number; file: string; length: number }>(
     db,
-    'UPDATE metadata_chunks SET refs = refs - 1 WHERE digest = ? RETURNING refs, file',
+    'UPDATE metadata_chunks SET refs = refs - 1 WHERE digest = ? RETURNING refs, file, length',
   );
   for (const digest of digestsOf(layout)) {
     const row = lower.get(digest);
     if (row?.refs !== 0) continue;
     sql(db, 'DELETE FROM metadata_chunks WHERE digest = ?').run(digest);
-    sql(db, 'UPDATE metadata_chunk_files SET live_chunks = live_chunks - 1 WHERE id = ?').run(
-      row.file,
-    );
+    sql<[number, string]>(
+      db,
+      `UPDATE metadata_chunk_files SET live_chunks = live_chunks - 1, live_bytes = live_bytes - ?
+       WHERE id = ?`,
+    ).run(row.length, row.file);
   }
   sql(db, 'UPDATE versions SET car_chunks = NULL WHERE id = ?').run(versionId);
 }
@@ -129,4 +130,76 @@ export function forgetChunkFile(db: Db, id: string): void {
 /** Every file of chunks the database names. */
 export function allChunkFileIds(db: Db): Set<string> {
   return new Set(sql<[], string>(db, 'SELECT id FROM metadata_chunk_files').pluck().all());
+}
+
+/** Records a new file of chunks: how many it holds live, its bytes, and the live ones'. */
+export function insertChunkFile(
+  db: Db,
+  id: string,
+  liveChunks: number,
+  totalBytes: number,
+  liveBytes: number,
+): void {
+  sql<[string, number, number, number]>(
+    db,
+    `INSERT INTO metadata_chunk_files (id, live_chunks, total_bytes, live_bytes)
+     VALUES (?, ?, ?, ?)`,
+  ).run(id, liveChunks, totalBytes, liveBytes);
+}
+
+/** A file of chunks with some named still, and less than `liveShare` of its bytes so. */
+export interface SparseChunkFile {
+  readonly id: string;
+  readonly total_bytes: number;
+  readonly live_bytes: number;
+}
+
+/** Files of chunks worth rewriting, most dead bytes first. */
+export function sparseChunkFiles(db: Db, liveShare: number, max: number): SparseChunkFile[] {
+  return sql<[number, number], SparseChunkFile>(
+    db,
+    `SELECT id, total_bytes, live_bytes FROM metadata_chunk_files
+     WHERE live_chunks > 0 AND live_bytes < total_bytes * ?
+     ORDER BY total_bytes - live_bytes DESC LIMIT ?`,
+  ).all(liveShare, max);
+}
+
+/** The chunks a file holds that are still named, in the order they lie in it. */
+export function chunksInFile(db: Db, file: string): ChunkLocation[] {
+  return sql<[string], ChunkRow>(
+    db,
+    'SELECT digest, file, file_offset, length FROM metadata_chunks WHERE file = ? ORDER BY file_offset',
+  )
+    .all(file)
+    .map((row) => ({
+      digest: row.digest,
+      file: row.file,
+      offset: row.file_offset,
+      length: row.length,
+    }));
+}
+
+/** Points a chunk still in `from` at its copy in `to`; false when it went meanwhile. */
+export function moveChunk(
+  db: Db,
+  digest: Buffer,
+  from: string,
+  to: string,
+  offset: number,
+): boolean {
+  return (
+    sql<[string, number, Buffer, string]>(
+      db,
+      'UPDATE metadata_chunks SET file = ?, file_offset = ? WHERE digest = ? AND file = ?',
+    ).run(to, offset, digest, from).changes === 1
+  );
+}
+
+/** Forgets a file none of whose chunks is named there any more (they moved, or went). */
+export function forgetMovedChunkFile(db: Db, id: string): void {
+  const left = sql<[string], number>(db, 'SELECT 1 FROM metadata_chunks WHERE file = ? LIMIT 1')
+    .pluck()
+    .get(id);
+  if (left !== undefined) throw new Error(`file of chunks ${id} still holds chunks`);
+  sql(db, 'DELETE FROM metadata_chunk_files WHERE id = ?').run(id);
 }

@@ -20,7 +20,7 @@ import { mountMemoryDisk } from '../helpers/limited-disks.ts';
 import { SMALL_LIMITS, startTestService, type TestService } from '../helpers/test-service.ts';
 import { OUT_OF_SPACE_MSG } from '../../main/protocol/index.ts';
 import { MAX_CHUNK_BYTES } from '../../server/blocks/content-chunker.ts';
-import { releaseCarChunks } from '../../server/store/metadata-chunks.ts';
+import { carChunksOf, releaseCarChunks } from '../../server/store/metadata-chunks.ts';
 
 // The service keeps metadata CARs as chunks, each stored once however many versions hold it
 // (server/store/metadata-chunks.ts), while pull gives back the bytes pushed exactly (§10).
@@ -160,6 +160,65 @@ describe('metadata CARs kept as chunks', () => {
       expect(chunkBytes(dataDir)).toBe(0);
       expect(readdirSync(retired).length).toBe(1);
       expect(failures.length).toBe(failedBefore);
+    } finally {
+      await service.close();
+    }
+  });
+
+  it('rewrites a file of chunks its versions mostly left, and pulls stay exact, one under way too', async () => {
+    const dataDir = path.join(scratch, 'compacted');
+    let service = await startTestService({ dataDir, limits });
+    const ann = await enrolledDevice(service, 'ann@example.org');
+    let secondId: string;
+    let secondCar: Buffer;
+    try {
+      const bucketId = await createBucket(service, ann, 'Documents', 'interactive');
+      const nodes = await Promise.all(
+        Array.from({ length: 3000 }, () => rawBlock(randomBytes(1000))),
+      );
+      const first = await metadataCarOf(nodes);
+      const firstId = await pushCar(service, ann, bucketId, null, first);
+      const [firstFile] = readdirSync(path.join(dataDir, 'metadata', 'chunks'));
+      // The next version keeps a tenth of the first one's nodes, the rest new.
+      const kept = [
+        ...nodes.slice(0, 300),
+        ...(await Promise.all(Array.from({ length: 2700 }, () => rawBlock(randomBytes(1000))))),
+      ];
+      const second = await metadataCarOf(kept);
+      secondCar = Buffer.from(second.car);
+      secondId = await pushCar(service, ann, bucketId, firstId, second);
+      const ctx = service.service.ctx;
+      // A pull under way: it looked its chunks up, some of them in the first file.
+      const underWay = ctx.blocks.metadataChunks.read(carChunksOf(ctx.db, secondId) ?? [], () => {
+        throw new Error('no chunk is damaged');
+      });
+
+      const bothFiles = chunkBytes(dataDir);
+      const deleted = await call('DELETE', `${service.api}/buckets/metadata/${firstId}`, {
+        token: ann.token(),
+      });
+      expect(deleted.status).toBe(204);
+      // The first file is most of it dead bytes: rewritten, by this call or the sweep's.
+      await ctx.compactChunkFiles();
+      await ctx.compactChunkFiles();
+      const files = readdirSync(path.join(dataDir, 'metadata', 'chunks'));
+      expect(files).not.toContain(firstFile);
+      expect(files).toHaveLength(2);
+      // Most of the first CAR's bytes are gone from the disk.
+      expect(chunkBytes(dataDir)).toBeLessThan(bothFiles - first.car.length / 2);
+      expect(chunkBytes(dataDir)).toBeGreaterThanOrEqual(second.car.length);
+
+      const read: Buffer[] = [];
+      for await (const bytes of underWay) read.push(bytes);
+      expect(Buffer.concat(read).equals(secondCar)).toBe(true);
+      expect(Buffer.from((await pull(service, ann, secondId)).bytes).equals(secondCar)).toBe(true);
+    } finally {
+      await service.close();
+    }
+    // Recorded for good: a new start pulls it the same.
+    service = await startTestService({ dataDir, limits });
+    try {
+      expect(Buffer.from((await pull(service, ann, secondId)).bytes).equals(secondCar)).toBe(true);
     } finally {
       await service.close();
     }

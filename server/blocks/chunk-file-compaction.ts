@@ -1,0 +1,98 @@
+import type { ServiceContext } from '../context.ts';
+import {
+  chunksInFile,
+  insertChunkFile,
+  moveChunk,
+  sparseChunkFiles,
+} from '../store/metadata-chunks.ts';
+import { sql } from '../store/statements.ts';
+
+// Compaction of the files of metadata chunks (metadata-chunk-files.ts), as pack-compaction.ts
+// does for packs: a file whose chunks mostly went with the versions that named them is copied
+// with its live chunks alone, and goes. Without it, a file keeps all of its bytes for as long
+// as one of its chunks is named: the first version's CAR whole, once any later version shares
+// a chunk of it.
+
+/** A file with less than this share of live bytes is rewritten. */
+export const COMPACT_CHUNK_FILES_BELOW_LIVE_SHARE = 0.5;
+
+/**
+ * Rewrites up to `max` sparse files of chunks, most dead bytes first, leaving out those in
+ * `skip`; returns how many. A file that cannot be rewritten (cut short on the disk) is added to
+ * `skip`, and the rest go on; then the call rejects with what failed, for the log.
+ */
+export async function compactChunkFiles(
+  ctx: ServiceContext,
+  max: number,
+  skip: Set<string>,
+): Promise<number> {
+  const sparse = sparseChunkFiles(ctx.db, COMPACT_CHUNK_FILES_BELOW_LIVE_SHARE, max + skip.size)
+    .filter((file) => !skip.has(file.id))
+    .slice(0, max);
+  const failures: Array<{ file: string; error: unknown }> = [];
+  for (const file of sparse) {
+    try {
+      await compactChunkFile(ctx, file.id);
+    } catch (error) {
+      skip.add(file.id);
+      failures.push({ file: file.id, error });
+    }
+  }
+  if (failures.length > 0) {
+    const detail = failures
+      .map(
+        ({ file, error }) => `${file}: ${error instanceof Error ? error.message : String(error)}`,
+      )
+      .join('; ');
+    throw new Error(
+      `could not compact ${failures.length} file(s) of metadata chunks, left as they are (${detail})`,
+      { cause: failures[0]?.error },
+    );
+  }
+  return sparse.length - failures.length;
+}
+
+/**
+ * Copies the file's live chunks to a new file, then, in one transaction, points their rows at
+ * the copies and leaves the old file with none, for the retiring of dead files to move away
+ * (ServiceContext.retireDeadChunkFiles). Chunks that went while they were copied stay behind as
+ * dead bytes of the copy. A pull that looked chunks up before reads them where the old file was
+ * retired to.
+ */
+async function compactChunkFile(ctx: ServiceContext, id: string): Promise<void> {
+  const chunks = chunksInFile(ctx.db, id);
+  const copy = await ctx.blocks.metadataChunks.writeCopy(id, chunks);
+  let copyInPlace = false;
+  try {
+    copyInPlace = ctx.transact(() => {
+      let liveChunks = 0;
+      let liveBytes = 0;
+      let totalBytes = 0;
+      chunks.forEach((chunk, index) => {
+        totalBytes += chunk.length;
+        if (moveChunk(ctx.db, chunk.digest, id, copy.file, copy.offsets[index] ?? 0)) {
+          liveChunks += 1;
+          liveBytes += chunk.length;
+        }
+      });
+      // Files are never added to: every chunk still in this one was in the list above.
+      const left = sql<[string], number>(
+        ctx.db,
+        'SELECT COUNT(*) FROM metadata_chunks WHERE file = ?',
+      )
+        .pluck()
+        .get(id);
+      if (left !== 0) throw new Error(`file of chunks ${id} gained chunks while it was compacted`);
+      sql(
+        ctx.db,
+        'UPDATE metadata_chunk_files SET live_chunks = 0, live_bytes = 0 WHERE id = ?',
+      ).run(id);
+      if (liveChunks === 0) return false;
+      insertChunkFile(ctx.db, copy.file, liveChunks, totalBytes, liveBytes);
+      return true;
+    });
+  } finally {
+    if (!copyInPlace) ctx.blocks.metadataChunks.removeUncommitted(copy.file);
+  }
+  ctx.housekeep('retire a compacted file of metadata chunks', () => ctx.retireDeadChunkFiles());
+}
