@@ -76,6 +76,8 @@ export class NodeOrder {
   private writes: Promise<void> = Promise.resolve();
   private failure: unknown;
   private failed = false;
+  /** The pack ended: puts no longer wait (release). */
+  private released = false;
   /** Bytes of the nodes held, with their overhead. */
   private heldBytes = 0;
   /** Puts waiting for room, each with its slot. */
@@ -123,10 +125,21 @@ export class NodeOrder {
     if (slot.placed) this.advance();
   }
 
+  /**
+   * Lets every put waiting for room go on, and no later one wait: the pack ended, and the slots
+   * ahead of them may never be placed or closed. Files still being packed (started ahead of
+   * their turn) must not wait for ever on a line that no longer moves.
+   */
+  release(): void {
+    this.released = true;
+    for (const waiter of this.waiting) waiter.resume();
+    this.waiting = [];
+  }
+
   /** @internal Counts a node `slot` held; a promise to wait on while there is no room. */
   hold(slot: NodeSlot, bytes: number): Promise<void> | undefined {
     this.heldBytes += bytes + HELD_NODE_OVERHEAD_BYTES;
-    if (this.heldBytes <= this.maxHeldBytes) return undefined;
+    if (this.released || this.heldBytes <= this.maxHeldBytes) return undefined;
     return new Promise((resume) => this.waiting.push({ slot, resume }));
   }
 

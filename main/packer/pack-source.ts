@@ -706,6 +706,8 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     rootNode = (await rootMade).node;
     await order.finish();
   } finally {
+    // Files started ahead of their turn may wait for room behind slots never placed now.
+    order.release();
     await ahead.close();
     // A pack that stopped early (a full staging disk) has files still being packed: they
     // close their files as they end, and their failures are this one's.

@@ -214,6 +214,19 @@ describe('NodeOrder', () => {
     await wide.finish();
   });
 
+  it('lets puts waiting for room go on once released, though the line never moves again', async () => {
+    const order = new NodeOrder({ put: () => undefined }, 100);
+    order.next();
+    const early = order.detached();
+    const waiting = early.put(sha256CidOf(RAW_CODEC, Uint8Array.of(1)), new Uint8Array(500));
+    expect(waiting).toBeInstanceOf(Promise);
+    order.release();
+    await waiting;
+    expect(
+      early.put(sha256CidOf(RAW_CODEC, Uint8Array.of(2)), new Uint8Array(500)),
+    ).toBeUndefined();
+  });
+
   it('reports a slot left open, and the first held node that failed to be written', async () => {
     const open = new NodeOrder({ put: () => undefined });
     open.next();
