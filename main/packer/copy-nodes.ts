@@ -17,7 +17,7 @@ import type { NodeSink } from './pack-source.ts';
 // each file's nodes under it first, then the folder's own node; a sharded folder's (HAMT)
 // entries in name order too, though its links keep them in hash order, then its shard nodes.
 // A metadata CAR thus has the same bytes for a folder whether the backup walked it or not,
-// and the service stores them once (§10).
+// and our service stores them once (server/store/metadata-chunks.ts).
 //
 // Each raw leaf linked is marked held again: left unmarked, it would be listed as no longer
 // referenced, and the host would drop it from the new version's block set.

@@ -6,11 +6,11 @@ import type { NodeSink } from './pack-source.ts';
 // are made in. The packer makes several files at once, and large files ahead of their turn,
 // so the order they are made in differs from one backup to the next.
 //
-// The service keeps metadata CARs in content-defined chunks, stored once however many versions
-// share them (§10). A later version copies the nodes of the folders it did not walk from the
-// version before, in this same order (pack-source.ts, copyNodes); so the CAR of a version that
-// changed one file has the bytes of the one before, but for the nodes of that file and of the
-// folders above it, and the service stores little more than those.
+// Our service keeps metadata CARs in content-defined chunks, stored once however many versions
+// share them (server/store/metadata-chunks.ts). A later version copies the nodes of the folders
+// it did not walk from the version before, in this same order (copy-nodes.ts); so the CAR of a
+// version that changed one file has the bytes of the one before, but for the nodes of that file
+// and of the folders above it, and the service stores little more than those.
 //
 // A slot holds one entry's nodes. Slots are placed in the tree's order; the first one still
 // open writes straight to the sink, and those after it hold their nodes until it closes. While
@@ -33,6 +33,7 @@ const HELD_NODE_OVERHEAD_BYTES = 128;
 /** A held node's copy: [CID length][CID][node]. */
 function heldCopy(cid: CID, bytes: Uint8Array): Buffer {
   const cidBytes = cid.bytes;
+  if (cidBytes.length > 0xff) throw new Error(`a node's CID of ${cidBytes.length} bytes`);
   const copy = Buffer.allocUnsafe(1 + cidBytes.length + bytes.length);
   copy[0] = cidBytes.length;
   copy.set(cidBytes, 1);
