@@ -6,6 +6,7 @@ import {
   sparseChunkFiles,
 } from '../store/metadata-chunks.ts';
 import { sql } from '../store/statements.ts';
+import { compactEach } from './compact-each.ts';
 
 // Compaction of the files of metadata chunks (metadata-chunk-files.ts), as pack-compaction.ts
 // does for packs: a file whose chunks mostly went with the versions that named them is copied
@@ -18,38 +19,21 @@ export const COMPACT_CHUNK_FILES_BELOW_LIVE_SHARE = 0.5;
 
 /**
  * Rewrites up to `max` sparse files of chunks, most dead bytes first, leaving out those in
- * `skip`; returns how many. A file that cannot be rewritten (cut short on the disk) is added to
- * `skip`, and the rest go on; then the call rejects with what failed, for the log.
+ * `skip` (compactEach); returns how many.
  */
-export async function compactChunkFiles(
+export function compactChunkFiles(
   ctx: ServiceContext,
   max: number,
   skip: Set<string>,
 ): Promise<number> {
-  const sparse = sparseChunkFiles(ctx.db, COMPACT_CHUNK_FILES_BELOW_LIVE_SHARE, max + skip.size)
-    .filter((file) => !skip.has(file.id))
-    .slice(0, max);
-  const failures: Array<{ file: string; error: unknown }> = [];
-  for (const file of sparse) {
-    try {
-      await compactChunkFile(ctx, file.id);
-    } catch (error) {
-      skip.add(file.id);
-      failures.push({ file: file.id, error });
-    }
-  }
-  if (failures.length > 0) {
-    const detail = failures
-      .map(
-        ({ file, error }) => `${file}: ${error instanceof Error ? error.message : String(error)}`,
-      )
-      .join('; ');
-    throw new Error(
-      `could not compact ${failures.length} file(s) of metadata chunks, left as they are (${detail})`,
-      { cause: failures[0]?.error },
-    );
-  }
-  return sparse.length - failures.length;
+  const sparse = sparseChunkFiles(ctx.db, COMPACT_CHUNK_FILES_BELOW_LIVE_SHARE, max + skip.size);
+  return compactEach(
+    sparse.map((file) => file.id),
+    max,
+    skip,
+    (id) => compactChunkFile(ctx, id),
+    'file(s) of metadata chunks',
+  );
 }
 
 /**

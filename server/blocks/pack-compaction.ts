@@ -2,6 +2,7 @@ import type { ServiceContext } from '../context.ts';
 import { blocksInPack, moveBlock } from '../store/stored-blocks.ts';
 import { deletePack, insertPack, sparsePacks } from '../store/packs.ts';
 import type { PackWriter } from './pack-writer.ts';
+import { compactEach } from './compact-each.ts';
 
 // Compaction: a pack whose blocks were mostly collected (old versions deleted or expired) is
 // rewritten with only its live blocks, and the old file goes. Without it, a pack that keeps one
@@ -11,39 +12,22 @@ import type { PackWriter } from './pack-writer.ts';
 export const COMPACT_BELOW_LIVE_SHARE = 0.5;
 
 /**
- * Rewrites up to `max` sparse packs, most wasted bytes first, leaving out those in `skip`;
- * returns how many. A pack that cannot be rewritten (a damaged file) is added to `skip`, so it
- * does not stand in front of the others for ever, and the rest go on; then the call rejects
- * with what failed, for the log.
+ * Rewrites up to `max` sparse packs, most wasted bytes first, leaving out those in `skip`
+ * (compactEach); returns how many.
  */
-export async function compactSparsePacks(
+export function compactSparsePacks(
   ctx: ServiceContext,
   max: number,
   skip: Set<string>,
 ): Promise<number> {
-  const sparse = sparsePacks(ctx.db, COMPACT_BELOW_LIVE_SHARE, max + skip.size)
-    .filter((pack) => !skip.has(pack.id))
-    .slice(0, max);
-  const failures: Array<{ pack: string; error: unknown }> = [];
-  for (const pack of sparse) {
-    try {
-      await compactPack(ctx, pack.id);
-    } catch (error) {
-      skip.add(pack.id);
-      failures.push({ pack: pack.id, error });
-    }
-  }
-  if (failures.length > 0) {
-    const detail = failures
-      .map(
-        ({ pack, error }) => `${pack}: ${error instanceof Error ? error.message : String(error)}`,
-      )
-      .join('; ');
-    throw new Error(`could not compact ${failures.length} pack(s), left as they are (${detail})`, {
-      cause: failures[0]?.error,
-    });
-  }
-  return sparse.length - failures.length;
+  const sparse = sparsePacks(ctx.db, COMPACT_BELOW_LIVE_SHARE, max + skip.size);
+  return compactEach(
+    sparse.map((pack) => pack.id),
+    max,
+    skip,
+    (id) => compactPack(ctx, id),
+    'pack(s)',
+  );
 }
 
 /**
