@@ -69,6 +69,26 @@ async function pull(service: TestService, device: TestDevice, id: string) {
   return call('GET', `${service.api}/buckets/metadata/${id}/pull`, { token: device.token() });
 }
 
+/**
+ * Two versions of an interactive bucket, the second keeping a tenth of the first one's nodes:
+ * once the first is deleted, its file of chunks is mostly dead bytes.
+ */
+async function twoVersionsSharingATenth(service: TestService, device: TestDevice) {
+  const bucketId = await createBucket(service, device, 'Documents', 'interactive');
+  const nodes = await Promise.all(Array.from({ length: 3000 }, () => rawBlock(randomBytes(1000))));
+  const first = await metadataCarOf(nodes);
+  const firstId = await pushCar(service, device, bucketId, null, first);
+  const [firstFile] = readdirSync(path.join(service.dataDir, 'metadata', 'chunks'));
+  if (!firstFile) throw new Error('no file of chunks');
+  const kept = [
+    ...nodes.slice(0, 300),
+    ...(await Promise.all(Array.from({ length: 2700 }, () => rawBlock(randomBytes(1000))))),
+  ];
+  const second = await metadataCarOf(kept);
+  const secondId = await pushCar(service, device, bucketId, firstId, second);
+  return { first, firstId, firstFile, second, secondId };
+}
+
 describe('metadata CARs kept as chunks', () => {
   it('store what versions share once, pull each exactly, and go with the last version holding them', async () => {
     const dataDir = path.join(scratch, 'shared');
@@ -172,21 +192,10 @@ describe('metadata CARs kept as chunks', () => {
     let secondId: string;
     let secondCar: Buffer;
     try {
-      const bucketId = await createBucket(service, ann, 'Documents', 'interactive');
-      const nodes = await Promise.all(
-        Array.from({ length: 3000 }, () => rawBlock(randomBytes(1000))),
-      );
-      const first = await metadataCarOf(nodes);
-      const firstId = await pushCar(service, ann, bucketId, null, first);
-      const [firstFile] = readdirSync(path.join(dataDir, 'metadata', 'chunks'));
-      // The next version keeps a tenth of the first one's nodes, the rest new.
-      const kept = [
-        ...nodes.slice(0, 300),
-        ...(await Promise.all(Array.from({ length: 2700 }, () => rawBlock(randomBytes(1000))))),
-      ];
-      const second = await metadataCarOf(kept);
+      const versions = await twoVersionsSharingATenth(service, ann);
+      const { first, firstId, firstFile, second } = versions;
       secondCar = Buffer.from(second.car);
-      secondId = await pushCar(service, ann, bucketId, firstId, second);
+      secondId = versions.secondId;
       const ctx = service.service.ctx;
       // A pull under way: it looked its chunks up, some of them in the first file.
       const underWay = ctx.blocks.metadataChunks.read(carChunksOf(ctx.db, secondId) ?? [], () => {
@@ -219,6 +228,33 @@ describe('metadata CARs kept as chunks', () => {
     service = await startTestService({ dataDir, limits });
     try {
       expect(Buffer.from((await pull(service, ann, secondId)).bytes).equals(secondCar)).toBe(true);
+    } finally {
+      await service.close();
+    }
+  });
+
+  it('leaves a file of chunks cut short on the disk as it is, and does not try it at every sweep', async () => {
+    const dataDir = path.join(scratch, 'compaction-damaged');
+    // No sweep of its own meanwhile: the calls below are the compactions.
+    const service = await startTestService({ dataDir, limits, sweepIntervalMs: 3_600_000 });
+    try {
+      const ann = await enrolledDevice(service, 'ann@example.org');
+      const { firstId, firstFile } = await twoVersionsSharingATenth(service, ann);
+      const file = path.join(dataDir, 'metadata', 'chunks', firstFile);
+      writeFileSync(file, readFileSync(file).subarray(0, 10_000));
+      const deleted = await call('DELETE', `${service.api}/buckets/metadata/${firstId}`, {
+        token: ann.token(),
+      });
+      expect(deleted.status).toBe(204);
+      // Tried, and failed: named, and the file is as it was.
+      const ctx = service.service.ctx;
+      await expect(ctx.compactChunkFiles()).rejects.toThrow(
+        /could not compact 1 file\(s\) of metadata chunks, left as they are \(.*cut short/,
+      );
+      expect(statSync(file).size).toBe(10_000);
+      // Passed over from then on.
+      expect(await ctx.compactChunkFiles()).toBe(0);
+      expect(readdirSync(path.join(dataDir, 'metadata', 'chunks'))).toContain(firstFile);
     } finally {
       await service.close();
     }
