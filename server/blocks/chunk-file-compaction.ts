@@ -1,11 +1,11 @@
 import type { ServiceContext } from '../context.ts';
 import {
   chunksInFile,
+  emptyChunkFile,
   insertChunkFile,
   moveChunk,
   sparseChunkFiles,
 } from '../store/metadata-chunks.ts';
-import { sql } from '../store/statements.ts';
 import { compactEach } from './compact-each.ts';
 
 // Compaction of the files of metadata chunks (metadata-chunk-files.ts), as pack-compaction.ts
@@ -60,17 +60,7 @@ async function compactChunkFile(ctx: ServiceContext, id: string): Promise<void> 
         }
       });
       // Files are never added to: every chunk still in this one was in the list above.
-      const left = sql<[string], number>(
-        ctx.db,
-        'SELECT COUNT(*) FROM metadata_chunks WHERE file = ?',
-      )
-        .pluck()
-        .get(id);
-      if (left !== 0) throw new Error(`file of chunks ${id} gained chunks while it was compacted`);
-      sql(
-        ctx.db,
-        'UPDATE metadata_chunk_files SET live_chunks = 0, live_bytes = 0 WHERE id = ?',
-      ).run(id);
+      emptyChunkFile(ctx.db, id);
       if (liveChunks === 0) return false;
       insertChunkFile(ctx.db, copy.file, liveChunks, totalBytes, liveBytes);
       return true;

@@ -195,11 +195,15 @@ export function moveChunk(
   );
 }
 
-/** Forgets a file none of whose chunks is named there any more (they moved, or went). */
-export function forgetMovedChunkFile(db: Db, id: string): void {
+/**
+ * Counts a compacted file as holding no live chunk, for the retiring of dead files to move away;
+ * every chunk it held moved or went. Throws when one is still named there.
+ */
+export function emptyChunkFile(db: Db, id: string): void {
   const left = sql<[string], number>(db, 'SELECT 1 FROM metadata_chunks WHERE file = ? LIMIT 1')
     .pluck()
     .get(id);
-  if (left !== undefined) throw new Error(`file of chunks ${id} still holds chunks`);
-  sql(db, 'DELETE FROM metadata_chunk_files WHERE id = ?').run(id);
+  if (left !== undefined)
+    throw new Error(`file of chunks ${id} gained chunks while it was compacted`);
+  sql(db, 'UPDATE metadata_chunk_files SET live_chunks = 0, live_bytes = 0 WHERE id = ?').run(id);
 }
