@@ -101,32 +101,36 @@ export async function copyTreeNodes(top: CID, copy: NodeCopy): Promise<void> {
   };
 
   /**
-   * A sharded folder's entries, in name order, and its shard nodes, those below before those
-   * above, each shard's in link order.
+   * Takes a sharded folder's entries from the shard `cid` (read already as `node`) and the
+   * shards below it, and its shard nodes, those below before those above, each shard's links in
+   * order.
    */
-  const readShards = (
+  const takeShards = (
     cid: CID,
     bytes: Uint8Array,
+    node: ReadNode,
     entries: Array<{ name: Uint8Array; cid: CID }>,
     shards: Array<{ cid: CID; bytes: Uint8Array }>,
   ): void => {
-    for (const link of read(cid, bytes).links) {
-      if (link.name.length > SHARD_PREFIX_CHARS)
+    for (const link of node.links) {
+      if (link.name.length > SHARD_PREFIX_CHARS) {
         entries.push({ name: link.name.subarray(SHARD_PREFIX_CHARS), cid: link.cid });
-      else readShards(link.cid, nodeBytes(link.cid), entries, shards);
+      } else {
+        const below = nodeBytes(link.cid);
+        takeShards(link.cid, below, read(link.cid, below), entries, shards);
+      }
     }
     shards.push({ cid, bytes });
   };
 
   const frameOf = (cid: CID): CopyFrame => {
     const bytes = nodeBytes(cid);
-    // Read before the shard walk reads the links of the shards below.
     const node = read(cid, bytes);
     if (node.type !== UNIXFS_TYPES.hamtShard)
       return { children: node.links.map((link) => link.cid), next: 0, after: [{ cid, bytes }] };
     const entries: Array<{ name: Uint8Array; cid: CID }> = [];
     const shards: Array<{ cid: CID; bytes: Uint8Array }> = [];
-    readShards(cid, bytes, entries, shards);
+    takeShards(cid, bytes, node, entries, shards);
     entries.sort((a, b) => Buffer.compare(a.name, b.name));
     return { children: entries.map((entry) => entry.cid), next: 0, after: shards };
   };
