@@ -39,6 +39,12 @@ import { defaultServiceOptions } from '../server/options.ts';
 
 export const LOCAL_USER_EMAIL = 'local@canopy.invalid';
 
+/**
+ * How long closing may spend freeing what deletions left (ServiceContext.tidy): a command runs
+ * a few seconds at most past its work, and what is left, the next command goes on with.
+ */
+const TIDY_BUDGET_MS = 2_000;
+
 const SOCKET_FOLDER_PREFIX = 'canopy-service-';
 /** A socket folder's name: the prefix, the process id, and mkdtemp's random end. */
 const SOCKET_FOLDER = new RegExp(`^${SOCKET_FOLDER_PREFIX}(\\d+)-[A-Za-z0-9]{6}$`);
@@ -214,6 +220,7 @@ export async function startLocalService(
     },
     close: async () => {
       try {
+        await service.ctx.tidy(TIDY_BUDGET_MS);
         await service.close();
       } finally {
         removeFolder();

@@ -185,6 +185,51 @@ export class ServiceContext {
     return this.chunkCompaction;
   }
 
+  /**
+   * Frees what deletions left, for up to `budgetMs` of real time: blocks no one holds, then
+   * packs and files of metadata chunks that are mostly dead bytes, one at a time. It is for a
+   * service that lives for one command (the CLI's embedded one), whose sweep never comes round:
+   * without it, a deleted bucket's blocks past the first batch, and the dead bytes of every
+   * pack a deletion left half full, would stay on the disk for good. What the budget leaves, the
+   * next call goes on with (a pack started is finished, so one may run past it). Failures are
+   * reported (`housekeep`), never thrown: the command's own work is done.
+   */
+  async tidy(budgetMs: number): Promise<void> {
+    if (this.options.readOnly === true) return;
+    const deadline = performance.now() + budgetMs;
+    const inTime = (): boolean => performance.now() < deadline;
+    this.housekeep('record expired upload windows', () => this.sweep());
+    for (let more = true; more && inTime();) {
+      more = false;
+      this.housekeep('delete blocks no one holds', () => {
+        more = this.collectGarbage() > 0;
+      });
+    }
+    await this.compactOneByOne(inTime, () => this.compactPacks(1), 'compact packs');
+    await this.compactOneByOne(
+      inTime,
+      () => this.compactChunkFiles(1),
+      'compact files of metadata chunks',
+    );
+  }
+
+  /** Calls `compactOne` while it finds one to compact and `inTime` holds; see `tidy`. */
+  private async compactOneByOne(
+    inTime: () => boolean,
+    compactOne: () => Promise<number>,
+    what: string,
+  ): Promise<void> {
+    while (inTime()) {
+      try {
+        if ((await compactOne()) === 0) return;
+      } catch (error) {
+        // The file that failed is passed over from now on (compactEach): the loop goes on
+        // with the others.
+        this.onHousekeepingFailure(error, what);
+      }
+    }
+  }
+
   /** Clears what a crash left in the block store; only under the exclusive ServingLock. */
   recoverStore(): { staged: number; orphanPacks: number; uploadPins: number } {
     const store = this.blocks.recover(allPackIds(this.db));

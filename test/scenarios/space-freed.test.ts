@@ -1,0 +1,95 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+
+// Each `canopy` command runs the embedded service for as long as it runs, so the service's
+// periodic sweep never comes round. What a command deletes (a bucket, versions pruned or
+// expired) must still leave the disk: the command frees it as it ends.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-space-'));
+const env = { CANOPY_SECRET_STORE: 'file' };
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** Bytes in the files directly inside `dir` (none when it is missing). */
+function bytesIn(dir: string): number {
+  if (!existsSync(dir)) return 0;
+  let total = 0;
+  for (const name of readdirSync(dir)) total += statSync(path.join(dir, name)).size;
+  return total;
+}
+
+/** Bytes of data blocks the service keeps on its disk: packs, retired or not, and lone files. */
+function storedDataBytes(data: string): number {
+  return ['packs', 'retired-packs', 'blocks'].reduce(
+    (sum, dir) => sum + bytesIn(path.join(data, dir)),
+    0,
+  );
+}
+
+async function canopy(home: string, ...args: string[]): Promise<string> {
+  const result = await runCanopy(home, args, env);
+  expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(0);
+  return result.stdout;
+}
+
+describe('space freed by the command line', () => {
+  it("frees all of a deleted bucket's blocks, more than one batch of them", async () => {
+    const home = path.join(scratch, 'bucket-home');
+    const data = path.join(scratch, 'bucket-data');
+    const source = path.join(scratch, 'bucket-source');
+    // More blocks than the service deletes in one batch (10 000).
+    const files = 10_500;
+    for (let folder = 0; folder < files / 500; folder += 1) {
+      mkdirSync(path.join(source, `f${folder}`), { recursive: true });
+      for (let file = 0; file < 500; file += 1)
+        writeFileSync(path.join(source, `f${folder}`, `${file}.txt`), `${folder}/${file}\n`);
+    }
+    await canopy(home, 'login', '--local', '--data', data);
+    await canopy(home, 'buckets', 'create', 'Notes', '--type', 'backup', '--class', 'hot');
+    await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check');
+    expect(storedDataBytes(data)).toBeGreaterThan(60_000);
+
+    await canopy(home, 'buckets', 'delete', 'Notes');
+    expect(storedDataBytes(data)).toBe(0);
+  });
+
+  it('rewrites the packs that versions pruned left mostly empty, and the rest restores', async () => {
+    const home = path.join(scratch, 'pruned-home');
+    const data = path.join(scratch, 'pruned-data');
+    const source = path.join(scratch, 'pruned-source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'kept.bin'), randomBytes(1_000_000));
+    writeFileSync(path.join(source, 'dropped.bin'), randomBytes(3_000_000));
+    await canopy(home, 'login', '--local', '--data', data);
+    // An interactive bucket keeps 5 outdated versions besides the active one; older ones go.
+    await canopy(home, 'buckets', 'create', 'Work', '--type', 'interactive', '--class', 'hot');
+    await canopy(home, 'backup', source, '--bucket', 'Work', '--skip-check');
+    // Both files are in one pack; the first version is the only one holding dropped.bin.
+    rmSync(path.join(source, 'dropped.bin'));
+    for (let edit = 1; edit <= 5; edit += 1) {
+      writeFileSync(path.join(source, 'counter.txt'), `${edit}\n`);
+      await canopy(home, 'backup', source, '--bucket', 'Work', '--skip-check');
+    }
+    expect(storedDataBytes(data)).toBeGreaterThan(4_000_000);
+
+    writeFileSync(path.join(source, 'counter.txt'), 'last\n');
+    await canopy(home, 'backup', source, '--bucket', 'Work', '--skip-check');
+    // The first version was pruned: its pack, a quarter live, is rewritten with kept.bin alone.
+    expect(storedDataBytes(data)).toBeLessThan(1_100_000);
+    const restored = path.join(scratch, 'pruned-restored');
+    await canopy(home, 'restore', '--bucket', 'Work', '--to', restored);
+    expect(fingerprintTree(restored)).toEqual(fingerprintTree(source));
+  });
+});
