@@ -9,7 +9,7 @@ import { rawBlock, type Block } from '../helpers/cars.ts';
 import { createBucket, enrolledDevice, storeVersion } from '../helpers/flows.ts';
 import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { findPack, releasePackBytes } from '../../server/store/packs.ts';
+import { findPack, releasePackBytes, sparsePacks } from '../../server/store/packs.ts';
 
 // How the service keeps blocks on disk: a shard's new blocks in one pack file, packs freed when
 // their blocks are collected, mostly dead packs rewritten, and block files of their own (from
@@ -42,6 +42,29 @@ async function readBack(device: TestDevice, block: Block): Promise<Buffer> {
   const inCar = await (await CarReader.fromBytes(car.bytes)).get(block.cid);
   expect(Buffer.from(inCar?.bytes ?? []).equals(Buffer.from(single.bytes))).toBe(true);
   return Buffer.from(single.bytes);
+}
+
+/**
+ * A pack on `on` of `deadBytes` of the owner's, in a bucket deleted since, and one small block
+ * the keeper keeps; returns the kept block.
+ */
+async function sparsePackOn(
+  on: TestService,
+  devices: { owner: TestDevice; keeper: TestDevice },
+  name: string,
+  deadBytes: number,
+): Promise<Block> {
+  const kept = await rawBlock(new Uint8Array(1024).fill(deadBytes % 251));
+  const dead = await rawBlock(new Uint8Array(deadBytes).fill(7));
+  const ownBucket = await createBucket(on, devices.owner, `${name}-own`);
+  await storeVersion(on, devices.owner, ownBucket, null, [dead, kept]);
+  const keptBucket = await createBucket(on, devices.keeper, `${name}-kept`);
+  await storeVersion(on, devices.keeper, keptBucket, null, [kept]);
+  const deleted = await call('DELETE', `${on.api}/buckets/${ownBucket}`, {
+    token: devices.owner.token(),
+  });
+  expect(deleted.status).toBe(204);
+  return kept;
 }
 
 describe('pack files', () => {
@@ -144,20 +167,8 @@ describe('pack files', () => {
       const owner = await enrolledDevice(quiet, 'owner@example.org');
       const keeper = await enrolledDevice(quiet, 'keeper@example.org');
       const where = (block: Block) => storedBlock(quiet.dataDir, block.cid.toString());
-      /** A pack of `deadBytes` of one user's and one small block another keeps. */
-      async function sparsePack(name: string, deadBytes: number): Promise<Block> {
-        const kept = await rawBlock(new Uint8Array(1024).fill(deadBytes % 251));
-        const dead = await rawBlock(new Uint8Array(deadBytes).fill(7));
-        const ownBucket = await createBucket(quiet, owner, `${name}-own`);
-        await storeVersion(quiet, owner, ownBucket, null, [dead, kept]);
-        const keptBucket = await createBucket(quiet, keeper, `${name}-kept`);
-        await storeVersion(quiet, keeper, keptBucket, null, [kept]);
-        const deleted = await call('DELETE', `${quiet.api}/buckets/${ownBucket}`, {
-          token: owner.token(),
-        });
-        expect(deleted.status).toBe(204);
-        return kept;
-      }
+      const sparsePack = (name: string, deadBytes: number) =>
+        sparsePackOn(quiet, { owner, keeper }, name, deadBytes);
       const onDamaged = await sparsePack('damaged', 200 * 1024);
       const onHealthy = await sparsePack('healthy', 100 * 1024);
       const damaged = where(onDamaged);
@@ -178,6 +189,52 @@ describe('pack files', () => {
       expect(where(onDamaged)?.pack).toBe(damaged.pack);
       // Left alone from now on, rather than failed again on every sweep.
       await expect(ctx.compactPacks()).resolves.toBe(0);
+    } finally {
+      await quiet.close();
+    }
+  });
+
+  it('tidies within its time: reports a pack it cannot rewrite, rewrites the others, and returns', async () => {
+    // As the embedded service of one command does as it closes (cli/local-service.ts).
+    const quiet = await startTestService({ sweepIntervalMs: 3_600_000 });
+    try {
+      const devices = {
+        owner: await enrolledDevice(quiet, 'owner@example.org'),
+        keeper: await enrolledDevice(quiet, 'keeper@example.org'),
+      };
+      const where = (block: Block) => storedBlock(quiet.dataDir, block.cid.toString());
+      const onDamaged = await sparsePackOn(quiet, devices, 'damaged', 300 * 1024);
+      const onHealthy = [
+        await sparsePackOn(quiet, devices, 'first', 200 * 1024),
+        await sparsePackOn(quiet, devices, 'second', 100 * 1024),
+      ];
+      const damaged = where(onDamaged);
+      if (!damaged?.pack) throw new Error('the block is not in a pack');
+      truncateSync(damaged.file, 0);
+      const packsBefore = onHealthy.map((block) => where(block)?.pack);
+
+      const failures: string[] = [];
+      const ctx = quiet.service.ctx;
+      ctx.onHousekeepingFailure = (error, what) => failures.push(`${what}: ${String(error)}`);
+      await ctx.tidy(60_000);
+      expect(failures).toHaveLength(1);
+      expect(failures[0]).toMatch(new RegExp(`^compact packs: .*${damaged.pack}`));
+      onHealthy.forEach((block, index) => {
+        expect(where(block)?.pack).toBeDefined();
+        expect(where(block)?.pack).not.toBe(packsBefore[index]);
+      });
+      for (const block of onHealthy) {
+        const read = await call('GET', `${quiet.api}/blocks/${block.cid.toString()}`, {
+          token: devices.keeper.token(),
+        });
+        expect(Buffer.from(read.bytes).equals(Buffer.from(block.bytes))).toBe(true);
+      }
+      // With no time at all, nothing is rewritten: a command's close never waits on it.
+      await sparsePackOn(quiet, devices, 'later', 150 * 1024);
+      const sparseBefore = sparsePacks(ctx.db, 0.5, 10);
+      expect(sparseBefore).toHaveLength(2);
+      await ctx.tidy(0);
+      expect(sparsePacks(ctx.db, 0.5, 10)).toEqual(sparseBefore);
     } finally {
       await quiet.close();
     }
