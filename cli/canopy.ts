@@ -41,6 +41,9 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
+  versions delete ID --bucket NAME                  delete a version (and its snapshot), freeing
+                                                    its data no other version holds
+  snapshots delete ID --bucket NAME                 unpin a version; the version stays
   ls --bucket NAME [--version ID | --snapshot ID] [PATH] [--progress]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
           [--sparse] [--progress]                   without --to, to where it was backed up from;
@@ -394,6 +397,22 @@ async function run(
       return BACKUP_INCOMPLETE;
     }
     case 'versions': {
+      if (sub === 'delete') {
+        const bucket = need(str('bucket'), '--bucket');
+        const deleted = await engine.deleteVersion({ bucket, version: need(rest[0], 'ID') });
+        out.print(
+          [
+            `deleted version ${deleted.versionId}${deleted.snapshotId === null ? '' : ` and its snapshot ${deleted.snapshotId}`}; its data no other version holds is freed`,
+            deleted.activeVersionId === null
+              ? `bucket "${bucket}" has no version left`
+              : `the active version of bucket "${bucket}" is ${deleted.activeVersionId}`,
+          ].join('\n'),
+          deleted,
+        );
+        return;
+      }
+      if (sub !== undefined && sub !== 'list')
+        throw new UsageError(`unknown versions command: ${sub}`);
       const { versions, offlineSince, offlineBecause, keptForOffline } =
         await engine.versionsOrLastSeen({ bucket: need(str('bucket'), '--bucket') });
       if (offlineSince !== null)
@@ -422,6 +441,22 @@ async function run(
       return;
     }
     case 'snapshots': {
+      if (sub === 'delete') {
+        const deleted = await engine.deleteSnapshot({
+          bucket: need(str('bucket'), '--bucket'),
+          snapshot: need(rest[0], 'ID'),
+        });
+        const { id, metadata_id: version } = deleted.snapshot;
+        out.print(
+          deleted.versionPruned
+            ? `deleted snapshot ${id}; the server pruned its version ${version}, as it does outdated versions past the few it keeps`
+            : `deleted snapshot ${id}; version ${version} stays, no longer pinned: the server prunes it once it is outdated and past the few outdated versions it keeps (\`canopy versions delete\` deletes it now)`,
+          deleted,
+        );
+        return;
+      }
+      if (sub !== undefined && sub !== 'list')
+        throw new UsageError(`unknown snapshots command: ${sub}`);
       const snapshots = await engine.listSnapshots({ bucket: need(str('bucket'), '--bucket') });
       out.print(
         snapshots.length === 0

@@ -78,6 +78,7 @@ import {
   BackupLock,
   forgetAccount,
   RestoreMark,
+  forgetActiveVersion,
   lastKnownActiveVersion,
   lastKnownVersions,
   rememberActiveVersion,
@@ -152,6 +153,14 @@ export interface AccountSummary {
   readonly email: string | null;
   readonly deviceName: string | null;
   readonly secretStore: 'keychain' | 'file';
+}
+
+/** What `deleteVersion` deleted, and the bucket's active version after it. */
+export interface DeletedVersion {
+  readonly versionId: string;
+  /** The snapshot that pinned it, deleted with it. */
+  readonly snapshotId: string | null;
+  readonly activeVersionId: string | null;
 }
 
 export interface LinkWaiting {
@@ -705,6 +714,8 @@ export class Engine {
     const bucket = await this.bucketByName(input.name);
     await client.deleteBucket(bucket.id);
     removeBucket(this.db, bucket.id);
+    // Browsing it offline would find nothing but an error.
+    forgetActiveVersion(this.db, bucket.id);
   }
 
   // Backup and restore
@@ -1085,6 +1096,86 @@ export class Engine {
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
     const { client } = await this.connect();
     return client.listSnapshots((await this.bucketByName(input.bucket)).id);
+  }
+
+  /**
+   * Deletes a snapshot: the pin goes, and its version, if outdated, is pruned from then on as
+   * any outdated version (§12), at once when the bucket has more than the service keeps.
+   */
+  async deleteSnapshot(input: {
+    bucket: string;
+    snapshot: string;
+  }): Promise<{ snapshot: Snapshot; versionPruned: boolean }> {
+    const { client } = await this.connect();
+    const bucket = await this.bucketByName(input.bucket, client);
+    const notFound = (cause: unknown): EngineError =>
+      new EngineError(
+        'not_found',
+        `bucket "${input.bucket}" has no snapshot ${input.snapshot} (canopy snapshots lists them)`,
+        { cause },
+      );
+    let snapshot: Snapshot;
+    try {
+      snapshot = await client.getSnapshot(bucket.id, input.snapshot);
+      await client.deleteSnapshot(bucket.id, snapshot.id);
+    } catch (error) {
+      // The service's 404 names no snapshot; the user typed one.
+      throw isEngineError(error, 'not_found') ? notFound(error) : error;
+    }
+    const { versions } = await this.listRemembered(client, bucket);
+    const versionPruned = !versions.some((version) => version.id === snapshot.metadata_id);
+    if (versionPruned) await this.metadata.forget(snapshot.metadata_id);
+    return { snapshot, versionPruned };
+  }
+
+  /**
+   * Deletes a version, and the snapshot that pins it (naming the version is the user's intent;
+   * in a backup bucket every version has one). Its blocks no other version holds leave the
+   * service. A version still being uploaded is refused: the next backup finishes it. When the
+   * active version goes, the service makes the most recent outdated one active.
+   */
+  async deleteVersion(input: { bucket: string; version: string }): Promise<DeletedVersion> {
+    const { client } = await this.connect();
+    const bucket = await this.bucketByName(input.bucket, client);
+    const named = (await this.listRemembered(client, bucket)).versions.find(
+      (version) => version.id === input.version,
+    );
+    if (!named)
+      throw new EngineError(
+        'not_found',
+        `bucket "${input.bucket}" has no version ${input.version} (canopy versions lists them)`,
+      );
+    if (named.state === 'pending')
+      throw new EngineError(
+        'conflict',
+        `version ${named.id} is still being uploaded: run the backup again to finish it, or wait for its upload window to end`,
+      );
+    if (named.snapshot_id !== null) {
+      try {
+        await client.deleteSnapshot(bucket.id, named.snapshot_id);
+      } catch (error) {
+        // Deleted meanwhile (by another device, or by this command before it was cut short).
+        if (!isEngineError(error, 'not_found')) throw error;
+      }
+    }
+    await client.deleteVersion(named.id);
+    await this.metadata.forget(named.id);
+    const active = (await this.listRemembered(client, bucket)).versions.find(
+      (version) => version.state === 'active',
+    );
+    if (active)
+      rememberActiveVersion(this.db, {
+        bucket_id: bucket.id,
+        bucket_name: bucket.name,
+        version_id: active.id,
+        seen_at: this.now(),
+      });
+    else forgetActiveVersion(this.db, bucket.id);
+    return {
+      versionId: named.id,
+      snapshotId: named.snapshot_id,
+      activeVersionId: active?.id ?? null,
+    };
   }
 
   async ls(input: {

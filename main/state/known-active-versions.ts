@@ -18,6 +18,11 @@ export function rememberActiveVersion(db: StateDb, record: KnownActiveVersion): 
   ).run(record);
 }
 
+/** Forgets the bucket's active version: it has none any more, or is gone. */
+export function forgetActiveVersion(db: StateDb, bucketId: string): void {
+  db.prepare('DELETE FROM known_active_versions WHERE bucket_id = ?').run(bucketId);
+}
+
 /** The most recently seen active version of the bucket named `name`. */
 export function lastKnownActiveVersion(db: StateDb, name: string): KnownActiveVersion | undefined {
   return db

@@ -1,6 +1,14 @@
 import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  openSync,
+  readdirSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import path from 'node:path';
 import { BlockStore } from '../../server/blocks/block-store.ts';
 import { findBlock } from '../../server/store/stored-blocks.ts';
@@ -37,6 +45,26 @@ export function storeFiles(dataDir: string, folder: 'packs' | 'staging' | 'block
   const root = path.join(dataDir, folder);
   if (folder !== 'blocks') return readdirSync(root);
   return readdirSync(root).flatMap((fanOut) => readdirSync(path.join(root, fanOut)));
+}
+
+/**
+ * Bytes of data blocks the server keeps on its disk: its packs, those retired and not yet
+ * deleted, and blocks stored as files of their own.
+ */
+export function storedDataBytes(dataDir: string): number {
+  const bytesUnder = (dir: string): number => {
+    if (!existsSync(dir)) return 0;
+    let total = 0;
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, entry.name);
+      total += entry.isDirectory() ? bytesUnder(full) : statSync(full).size;
+    }
+    return total;
+  };
+  return ['packs', 'retired-packs', 'blocks'].reduce(
+    (sum, folder) => sum + bytesUnder(path.join(dataDir, folder)),
+    0,
+  );
 }
 
 /** Overwrites the server's stored copy of `cid` with other bytes of its length, as a bad disk. */

@@ -1,17 +1,10 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
+import { storedDataBytes } from '../helpers/stored-blocks.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
 // Each `canopy` command runs the embedded service for as long as it runs, so the service's
@@ -21,22 +14,6 @@ import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-space-'));
 const env = { CANOPY_SECRET_STORE: 'file' };
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
-
-/** Bytes in the files directly inside `dir` (none when it is missing). */
-function bytesIn(dir: string): number {
-  if (!existsSync(dir)) return 0;
-  let total = 0;
-  for (const name of readdirSync(dir)) total += statSync(path.join(dir, name)).size;
-  return total;
-}
-
-/** Bytes of data blocks the service keeps on its disk: packs, retired or not, and lone files. */
-function storedDataBytes(data: string): number {
-  return ['packs', 'retired-packs', 'blocks'].reduce(
-    (sum, dir) => sum + bytesIn(path.join(data, dir)),
-    0,
-  );
-}
 
 async function canopy(home: string, ...args: string[]): Promise<string> {
   const result = await runCanopy(home, args, env);

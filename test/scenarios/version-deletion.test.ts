@@ -1,0 +1,161 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Metadata, Snapshot } from '../../main/protocol/index.ts';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+import { storedDataBytes } from '../helpers/stored-blocks.ts';
+import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+
+// A user frees room by deleting versions they no longer want, from the command line: the data
+// only those versions held leaves the disk, the versions left restore as they were, and the
+// next backup sends again whatever a deleted version alone held.
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-deletion-'));
+const env = { CANOPY_SECRET_STORE: 'file' };
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const MB = 1_000_000;
+
+async function canopy(home: string, ...args: string[]): Promise<string> {
+  const result = await runCanopy(home, args, env);
+  expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(0);
+  return result.stdout;
+}
+
+async function versionsOf(home: string, bucket: string): Promise<Metadata[]> {
+  return JSON.parse(await canopy(home, 'versions', '--bucket', bucket, '--json')) as Metadata[];
+}
+
+/** A home logged in to its own embedded service, with a backup bucket named `bucket`. */
+async function loggedIn(name: string, bucket: string) {
+  const run = path.join(scratch, name);
+  const home = path.join(run, 'home');
+  const data = path.join(run, 'data');
+  const source = path.join(run, 'source');
+  mkdirSync(source, { recursive: true });
+  await canopy(home, 'login', '--local', '--data', data);
+  await canopy(home, 'buckets', 'create', bucket, '--type', 'backup', '--class', 'hot');
+  return { run, home, data, source };
+}
+
+describe('deleting versions', () => {
+  it("frees an old version's own data, and a deleted active version's place goes to the one before", async () => {
+    const { run, home, data, source } = await loggedIn('three', 'Photos');
+    writeSettled(path.join(source, 'kept.txt'), 'in every version\n');
+    // Each version holds a photo of its own, 2 MB, besides the file all share.
+    for (const photo of ['first', 'second', 'third']) {
+      rmSync(path.join(source, 'photo.bin'), { force: true });
+      writeSettled(path.join(source, 'photo.bin'), randomBytes(2 * MB));
+      await canopy(home, 'backup', source, '--bucket', 'Photos', '--skip-check');
+      if (photo === 'second')
+        await canopy(home, 'restore', '--bucket', 'Photos', '--to', path.join(run, 'second'));
+    }
+    const [third, second, first] = (await versionsOf(home, 'Photos')).map((version) => version.id);
+    if (first === undefined || second === undefined || third === undefined)
+      throw new Error('three versions expected');
+    const before = storedDataBytes(data);
+
+    const oldest = await canopy(home, 'versions', 'delete', first, '--bucket', 'Photos');
+    expect(oldest).toMatch(new RegExp(`^deleted version ${first} and its snapshot \\S+;`));
+    expect(oldest).toContain(`the active version of bucket "Photos" is ${third}`);
+    expect(before - storedDataBytes(data)).toBeGreaterThanOrEqual(2 * MB);
+    expect((await versionsOf(home, 'Photos')).map((version) => version.id)).toEqual([
+      third,
+      second,
+    ]);
+    const snapshots = JSON.parse(
+      await canopy(home, 'snapshots', '--bucket', 'Photos', '--json'),
+    ) as Snapshot[];
+    expect(snapshots.map((snapshot) => snapshot.metadata_id)).toEqual([third, second]);
+
+    const active = await canopy(home, 'versions', 'delete', third, '--bucket', 'Photos');
+    expect(active).toContain(`the active version of bucket "Photos" is ${second}`);
+    expect(await versionsOf(home, 'Photos')).toMatchObject([{ id: second, state: 'active' }]);
+    // The bucket's latest is now the second version, photo and all.
+    const restored = path.join(run, 'after-delete');
+    await canopy(home, 'restore', '--bucket', 'Photos', '--to', restored);
+    expect(fingerprintTree(restored)).toEqual(fingerprintTree(path.join(run, 'second')));
+
+    // The third photo is unchanged on disk, but only the deleted version held its data.
+    const again = await canopy(home, 'backup', source, '--bucket', 'Photos', '--skip-check');
+    expect(again).toContain(`${2 * MB} new bytes`);
+    const latest = path.join(run, 'latest');
+    await canopy(home, 'restore', '--bucket', 'Photos', '--to', latest);
+    expect(fingerprintTree(latest)).toEqual(fingerprintTree(source));
+  });
+
+  it('deletes a snapshot alone: its version stays, unpinned', async () => {
+    const { home, source } = await loggedIn('snapshot', 'Notes');
+    writeSettled(path.join(source, 'note.txt'), 'a note\n');
+    await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check');
+    const [version] = await versionsOf(home, 'Notes');
+    if (version?.snapshot_id == null) throw new Error('a backup version has a snapshot');
+
+    const said = await canopy(
+      home,
+      'snapshots',
+      'delete',
+      version.snapshot_id,
+      '--bucket',
+      'Notes',
+    );
+    expect(said).toContain(`deleted snapshot ${version.snapshot_id}; version ${version.id} stays`);
+    expect(await versionsOf(home, 'Notes')).toMatchObject([
+      { id: version.id, state: 'active', snapshot_id: null },
+    ]);
+    expect(await canopy(home, 'snapshots', '--bucket', 'Notes')).toContain('no snapshots yet');
+  });
+
+  it('says so for a version or snapshot the bucket does not have, and refuses one still uploading', async () => {
+    const { home, source } = await loggedIn('refused', 'Crash');
+    for (let part = 0; part < 3; part += 1)
+      writeSettled(path.join(source, `part-${part}.bin`), randomBytes(1 << 20));
+    const missing = await runCanopy(
+      home,
+      ['versions', 'delete', 'no-such-version', '--bucket', 'Crash'],
+      env,
+    );
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain('bucket "Crash" has no version no-such-version');
+    const noSnapshot = await runCanopy(
+      home,
+      ['snapshots', 'delete', 'no-such-snapshot', '--bucket', 'Crash'],
+      env,
+    );
+    expect(noSnapshot.status).toBe(1);
+    expect(noSnapshot.stderr).toContain('bucket "Crash" has no snapshot no-such-snapshot');
+
+    // A backup killed once its version was pushed, before any data went.
+    const crashed = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        path.join(here, '..', 'helpers', 'crashing-backup.ts'),
+        home,
+        source,
+        'shard:0',
+      ],
+      { encoding: 'utf8' },
+    );
+    expect(crashed.signal).toBe('SIGKILL');
+    const [pending] = await versionsOf(home, 'Crash');
+    expect(pending?.state).toBe('pending');
+    const refused = await runCanopy(
+      home,
+      ['versions', 'delete', pending?.id ?? '', '--bucket', 'Crash'],
+      env,
+    );
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toContain('is still being uploaded: run the backup again to finish it');
+    // Nothing was lost to the refusal: the next backup finishes that very upload.
+    const finished = await canopy(home, 'backup', source, '--bucket', 'Crash', '--skip-check');
+    expect(finished).toContain(`finished the interrupted upload of version ${pending?.id ?? ''}`);
+  });
+});
