@@ -174,6 +174,13 @@ export async function startLocalService(
     // Damaged beyond opening, with no copy kept to put in its place (server/app.ts).
     throw isDamagedDatabase(error) ? localDatabaseDamaged(dataDir, error) : error;
   }
+  // Freeing room after a deletion failed (ServiceContext.housekeep, tidy): the command's own
+  // work is done, so this is a line on stderr among the command's own, not a Node warning.
+  service.ctx.onHousekeepingFailure = (error, what) => {
+    process.stderr.write(
+      `canopy: the local service could not ${what}, and tries again at the next command: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
+  };
   let url: string;
   let socketPath: string | undefined;
   /** The mount the service opened its files on: a disk plugged in again is another mount. */

@@ -1,6 +1,14 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
@@ -68,5 +76,39 @@ describe('space freed by the command line', () => {
     const restored = path.join(scratch, 'pruned-restored');
     await canopy(home, 'restore', '--bucket', 'Work', '--to', restored);
     expect(fingerprintTree(restored)).toEqual(fingerprintTree(source));
+  });
+
+  it('says on stderr when a pack it would rewrite cannot be read, and the command succeeds', async () => {
+    const home = path.join(scratch, 'damaged-home');
+    const data = path.join(scratch, 'damaged-data');
+    const source = path.join(scratch, 'damaged-source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'kept.bin'), randomBytes(100_000));
+    writeFileSync(path.join(source, 'dropped.bin'), randomBytes(300_000));
+    await canopy(home, 'login', '--local', '--data', data);
+    await canopy(home, 'buckets', 'create', 'Disk', '--type', 'backup', '--class', 'hot');
+    await canopy(home, 'backup', source, '--bucket', 'Disk', '--skip-check');
+    rmSync(path.join(source, 'dropped.bin'));
+    await canopy(home, 'backup', source, '--bucket', 'Disk', '--skip-check');
+    const versions = JSON.parse(
+      await canopy(home, 'versions', '--bucket', 'Disk', '--json'),
+    ) as Array<{ id: string }>;
+    const first = versions.at(-1)?.id ?? '';
+    // The pack both files went to, cut short on a failing disk.
+    const [pack] = readdirSync(path.join(data, 'packs')).filter(
+      (name) => statSync(path.join(data, 'packs', name)).size >= 400_000,
+    );
+    if (pack === undefined) throw new Error('no pack of both files');
+    truncateSync(path.join(data, 'packs', pack), 1000);
+
+    const deleted = await runCanopy(home, ['versions', 'delete', first, '--bucket', 'Disk'], env);
+    expect(deleted.status, deleted.stderr).toBe(0);
+    expect(deleted.stdout).toContain(`deleted version ${first}`);
+    expect(deleted.stderr).toMatch(
+      new RegExp(
+        `^canopy: the local service could not compact packs, and tries again at the next command: could not compact 1 pack\\(s\\), left as they are \\(${pack.replace('.pack', '')}: `,
+      ),
+    );
+    expect(deleted.stderr).not.toContain('Warning');
   });
 });
