@@ -1035,6 +1035,19 @@ export class Engine {
     }
   }
 
+  /** The bucket's version `id`, as the service lists it now; not_found, in the user's words. */
+  private async namedVersion(client: ServiceClient, bucket: Bucket, id: string): Promise<Metadata> {
+    const named = (await this.listRemembered(client, bucket)).versions.find(
+      (version) => version.id === id,
+    );
+    if (!named)
+      throw new EngineError(
+        'not_found',
+        `bucket "${bucket.name}" has no version ${id} (canopy versions lists them)`,
+      );
+    return named;
+  }
+
   /**
    * The version a request names: --version, --snapshot, or the bucket's active version. A named
    * version must be one of the bucket's; with `whole`, one whose data was all stored (active or
@@ -1049,14 +1062,7 @@ export class Engine {
     refuseVersionAndSnapshot(input);
     const bucket = await this.bucketByName(input.bucket, client);
     if (input.version !== undefined) {
-      const named = (await this.listRemembered(client, bucket)).versions.find(
-        (version) => version.id === input.version,
-      );
-      if (!named)
-        throw new EngineError(
-          'not_found',
-          `bucket "${input.bucket}" has no version ${input.version} (canopy versions lists them)`,
-        );
+      const named = await this.namedVersion(client, bucket, input.version);
       if (whole && (named.state === 'pending' || named.state === 'upload_failed'))
         throw new EngineError(
           'conflict',
@@ -1137,14 +1143,7 @@ export class Engine {
   async deleteVersion(input: { bucket: string; version: string }): Promise<DeletedVersion> {
     const { client } = await this.connect();
     const bucket = await this.bucketByName(input.bucket, client);
-    const named = (await this.listRemembered(client, bucket)).versions.find(
-      (version) => version.id === input.version,
-    );
-    if (!named)
-      throw new EngineError(
-        'not_found',
-        `bucket "${input.bucket}" has no version ${input.version} (canopy versions lists them)`,
-      );
+    const named = await this.namedVersion(client, bucket, input.version);
     if (named.state === 'pending')
       throw new EngineError(
         'conflict',

@@ -45,18 +45,33 @@ export function runCanopy(
   });
 }
 
+/** Secrets in a file, so that no keyring is needed. */
+const FILE_SECRETS = { CANOPY_SECRET_STORE: 'file' };
+
+/** Runs `canopy ARGS` in `home` (secrets in a file), expects it to succeed, gives its stdout. */
+export async function canopySucceeds(home: string, ...args: string[]): Promise<string> {
+  const result = await runCanopy(home, args, FILE_SECRETS);
+  expect(result.status, `canopy ${args.join(' ')}: ${result.stderr}`).toBe(0);
+  return result.stdout;
+}
+
+/** Runs `canopy ARGS` in `home` (secrets in a file), expects it to fail (1), gives its stderr. */
+export async function canopyFails(home: string, ...args: string[]): Promise<string> {
+  const result = await runCanopy(home, args, FILE_SECRETS);
+  expect(result.status, `canopy ${args.join(' ')}: ${result.stdout}`).toBe(1);
+  return result.stderr;
+}
+
 /**
- * Logs `home` in to the embedded service on `localData` (secrets in a file, so no keyring is
- * needed) and creates a bucket named `bucket`.
+ * Logs `home` in to the embedded service on `localData` (secrets in a file) and creates a
+ * bucket named `bucket`, of `type` (backup by default).
  */
 export async function loginWithBucket(
   home: string,
   localData: string,
   bucket: string,
+  type: 'backup' | 'interactive' = 'backup',
 ): Promise<void> {
-  const env = { CANOPY_SECRET_STORE: 'file' };
-  const login = await runCanopy(home, ['login', '--local', '--data', localData], env);
-  expect(login.status, login.stderr).toBe(0);
-  const created = await runCanopy(home, ['buckets', 'create', bucket], env);
-  expect(created.status, created.stderr).toBe(0);
+  await canopySucceeds(home, 'login', '--local', '--data', localData);
+  await canopySucceeds(home, 'buckets', 'create', bucket, '--type', type, '--class', 'hot');
 }

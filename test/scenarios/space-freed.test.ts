@@ -11,7 +11,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runCanopy } from '../helpers/canopy-cli.ts';
+import { canopySucceeds as canopy, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
@@ -20,20 +20,21 @@ import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 // expired) must still leave the disk: the command frees it as it ends.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-space-'));
-const env = { CANOPY_SECRET_STORE: 'file' };
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-async function canopy(home: string, ...args: string[]): Promise<string> {
-  const result = await runCanopy(home, args, env);
-  expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(0);
-  return result.stdout;
+/** A home logged in to its own embedded service with a bucket; its data and a source folder. */
+async function loggedIn(name: string, bucket: string, type: 'backup' | 'interactive') {
+  const home = path.join(scratch, `${name}-home`);
+  const data = path.join(scratch, `${name}-data`);
+  const source = path.join(scratch, `${name}-source`);
+  mkdirSync(source);
+  await loginWithBucket(home, data, bucket, type);
+  return { home, data, source };
 }
 
 describe('space freed by the command line', () => {
   it("frees all of a deleted bucket's blocks, more than one batch of them", async () => {
-    const home = path.join(scratch, 'bucket-home');
-    const data = path.join(scratch, 'bucket-data');
-    const source = path.join(scratch, 'bucket-source');
+    const { home, data, source } = await loggedIn('bucket', 'Notes', 'backup');
     // More blocks than the service deletes in one batch (10 000).
     const files = 10_500;
     for (let folder = 0; folder < files / 500; folder += 1) {
@@ -41,8 +42,6 @@ describe('space freed by the command line', () => {
       for (let file = 0; file < 500; file += 1)
         writeFileSync(path.join(source, `f${folder}`, `${file}.txt`), `${folder}/${file}\n`);
     }
-    await canopy(home, 'login', '--local', '--data', data);
-    await canopy(home, 'buckets', 'create', 'Notes', '--type', 'backup', '--class', 'hot');
     await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check');
     expect(storedDataBytes(data)).toBeGreaterThan(60_000);
 
@@ -51,15 +50,10 @@ describe('space freed by the command line', () => {
   });
 
   it('rewrites the packs that versions pruned left mostly empty, and the rest restores', async () => {
-    const home = path.join(scratch, 'pruned-home');
-    const data = path.join(scratch, 'pruned-data');
-    const source = path.join(scratch, 'pruned-source');
-    mkdirSync(source);
+    // An interactive bucket keeps 5 outdated versions besides the active one; older ones go.
+    const { home, data, source } = await loggedIn('pruned', 'Work', 'interactive');
     writeFileSync(path.join(source, 'kept.bin'), randomBytes(1_000_000));
     writeFileSync(path.join(source, 'dropped.bin'), randomBytes(3_000_000));
-    await canopy(home, 'login', '--local', '--data', data);
-    // An interactive bucket keeps 5 outdated versions besides the active one; older ones go.
-    await canopy(home, 'buckets', 'create', 'Work', '--type', 'interactive', '--class', 'hot');
     await canopy(home, 'backup', source, '--bucket', 'Work', '--skip-check');
     // Both files are in one pack; the first version is the only one holding dropped.bin.
     rmSync(path.join(source, 'dropped.bin'));
@@ -79,14 +73,9 @@ describe('space freed by the command line', () => {
   });
 
   it('says on stderr when a pack it would rewrite cannot be read, and the command succeeds', async () => {
-    const home = path.join(scratch, 'damaged-home');
-    const data = path.join(scratch, 'damaged-data');
-    const source = path.join(scratch, 'damaged-source');
-    mkdirSync(source);
+    const { home, data, source } = await loggedIn('damaged', 'Disk', 'backup');
     writeFileSync(path.join(source, 'kept.bin'), randomBytes(100_000));
     writeFileSync(path.join(source, 'dropped.bin'), randomBytes(300_000));
-    await canopy(home, 'login', '--local', '--data', data);
-    await canopy(home, 'buckets', 'create', 'Disk', '--type', 'backup', '--class', 'hot');
     await canopy(home, 'backup', source, '--bucket', 'Disk', '--skip-check');
     rmSync(path.join(source, 'dropped.bin'));
     await canopy(home, 'backup', source, '--bucket', 'Disk', '--skip-check');
@@ -101,7 +90,9 @@ describe('space freed by the command line', () => {
     if (pack === undefined) throw new Error('no pack of both files');
     truncateSync(path.join(data, 'packs', pack), 1000);
 
-    const deleted = await runCanopy(home, ['versions', 'delete', first, '--bucket', 'Disk'], env);
+    const deleted = await runCanopy(home, ['versions', 'delete', first, '--bucket', 'Disk'], {
+      CANOPY_SECRET_STORE: 'file',
+    });
     expect(deleted.status, deleted.stderr).toBe(0);
     expect(deleted.stdout).toContain(`deleted version ${first}`);
     expect(deleted.stderr).toMatch(

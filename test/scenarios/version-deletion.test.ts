@@ -1,12 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Metadata, Snapshot } from '../../main/protocol/index.ts';
-import { runCanopy } from '../helpers/canopy-cli.ts';
+import { canopyFails, canopySucceeds as canopy, loginWithBucket } from '../helpers/canopy-cli.ts';
+import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
@@ -15,18 +14,10 @@ import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 // only those versions held leaves the disk, the versions left restore as they were, and the
 // next backup sends again whatever a deleted version alone held.
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-deletion-'));
-const env = { CANOPY_SECRET_STORE: 'file' };
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const MB = 1_000_000;
-
-async function canopy(home: string, ...args: string[]): Promise<string> {
-  const result = await runCanopy(home, args, env);
-  expect(result.status, `${args.join(' ')}: ${result.stderr}`).toBe(0);
-  return result.stdout;
-}
 
 async function versionsOf(home: string, bucket: string): Promise<Metadata[]> {
   return JSON.parse(await canopy(home, 'versions', '--bucket', bucket, '--json')) as Metadata[];
@@ -39,8 +30,7 @@ async function loggedIn(name: string, bucket: string) {
   const data = path.join(run, 'data');
   const source = path.join(run, 'source');
   mkdirSync(source, { recursive: true });
-  await canopy(home, 'login', '--local', '--data', data);
-  await canopy(home, 'buckets', 'create', bucket, '--type', 'backup', '--class', 'hot');
+  await loginWithBucket(home, data, bucket);
   return { run, home, data, source };
 }
 
@@ -116,44 +106,21 @@ describe('deleting versions', () => {
     const { home, source } = await loggedIn('refused', 'Crash');
     for (let part = 0; part < 3; part += 1)
       writeSettled(path.join(source, `part-${part}.bin`), randomBytes(1 << 20));
-    const missing = await runCanopy(
-      home,
-      ['versions', 'delete', 'no-such-version', '--bucket', 'Crash'],
-      env,
-    );
-    expect(missing.status).toBe(1);
-    expect(missing.stderr).toContain('bucket "Crash" has no version no-such-version');
-    const noSnapshot = await runCanopy(
-      home,
-      ['snapshots', 'delete', 'no-such-snapshot', '--bucket', 'Crash'],
-      env,
-    );
-    expect(noSnapshot.status).toBe(1);
-    expect(noSnapshot.stderr).toContain('bucket "Crash" has no snapshot no-such-snapshot');
+    expect(
+      await canopyFails(home, 'versions', 'delete', 'no-such-version', '--bucket', 'Crash'),
+    ).toContain('bucket "Crash" has no version no-such-version');
+    expect(
+      await canopyFails(home, 'snapshots', 'delete', 'no-such-snapshot', '--bucket', 'Crash'),
+    ).toContain('bucket "Crash" has no snapshot no-such-snapshot');
 
     // A backup killed once its version was pushed, before any data went.
-    const crashed = spawnSync(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        path.join(here, '..', 'helpers', 'crashing-backup.ts'),
-        home,
-        source,
-        'shard:0',
-      ],
-      { encoding: 'utf8' },
-    );
+    const crashed = await runHelper('crashing-backup', [home, source, 'shard:0']).exited;
     expect(crashed.signal).toBe('SIGKILL');
     const [pending] = await versionsOf(home, 'Crash');
     expect(pending?.state).toBe('pending');
-    const refused = await runCanopy(
-      home,
-      ['versions', 'delete', pending?.id ?? '', '--bucket', 'Crash'],
-      env,
-    );
-    expect(refused.status).toBe(1);
-    expect(refused.stderr).toContain('is still being uploaded: run the backup again to finish it');
+    expect(
+      await canopyFails(home, 'versions', 'delete', pending?.id ?? '', '--bucket', 'Crash'),
+    ).toContain('is still being uploaded: run the backup again to finish it');
     // Nothing was lost to the refusal: the next backup finishes that very upload.
     const finished = await canopy(home, 'backup', source, '--bucket', 'Crash', '--skip-check');
     expect(finished).toContain(`finished the interrupted upload of version ${pending?.id ?? ''}`);
