@@ -41,8 +41,8 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
-  versions delete ID --bucket NAME                  delete a version (and its snapshot), freeing
-                                                    its data no other version holds
+  versions delete ID... --bucket NAME               delete versions (and their snapshots), freeing
+                                                    their data no other version holds
   snapshots delete ID --bucket NAME                 unpin a version; the version stays
   ls --bucket NAME [--version ID | --snapshot ID] [PATH] [--progress]
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
@@ -399,16 +399,22 @@ async function run(
     case 'versions': {
       if (sub === 'delete') {
         const bucket = need(str('bucket'), '--bucket');
-        const deleted = await engine.deleteVersion({ bucket, version: need(rest[0], 'ID') });
-        out.print(
-          [
-            `deleted version ${deleted.versionId}${deleted.snapshotId === null ? '' : ` and its snapshot ${deleted.snapshotId}`}; its data no other version holds is freed`,
+        const ids = [need(rest[0], 'ID'), ...rest.slice(1)];
+        // One at a time, each told as it goes: a failure stops the command after those deleted.
+        for (const [index, version] of ids.entries()) {
+          const deleted = await engine.deleteVersion({ bucket, version });
+          const active =
             deleted.activeVersionId === null
               ? `bucket "${bucket}" has no version left`
-              : `the active version of bucket "${bucket}" is ${deleted.activeVersionId}`,
-          ].join('\n'),
-          deleted,
-        );
+              : `the active version of bucket "${bucket}" is ${deleted.activeVersionId}`;
+          out.print(
+            [
+              `deleted version ${deleted.versionId}${deleted.snapshotId === null ? '' : ` and its snapshot ${deleted.snapshotId}`}; its data no other version holds is freed`,
+              ...(index === ids.length - 1 ? [active] : []),
+            ].join('\n'),
+            deleted,
+          );
+        }
         return;
       }
       if (sub !== undefined && sub !== 'list')
