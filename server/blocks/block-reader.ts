@@ -23,7 +23,7 @@ export class BlockReader {
   async readInto(location: BlockLocation, target: Buffer): Promise<void> {
     const { file, offset } = this.store.fileOf(location);
     const shared = location.pack !== null;
-    const fd = (shared ? this.fds.get(file) : undefined) ?? openSync(file, 'r');
+    const fd = (shared ? this.fds.get(file) : undefined) ?? this.open(location, file);
     if (shared) this.fds.set(file, fd);
     try {
       let filled = 0;
@@ -38,6 +38,27 @@ export class BlockReader {
       }
     } finally {
       if (!shared) closeSync(fd);
+    }
+  }
+
+  /**
+   * Opens the file a block is in. A pack gone from its place since the block was looked up is
+   * read where it was retired to: another process serving this folder (a command in another
+   * terminal) compacted or freed it meanwhile, and it keeps it there until it next copies the
+   * database. (This process's own retirements wait for its readers: BlockStore.openReader.)
+   */
+  private open(location: BlockLocation, file: string): number {
+    try {
+      return openSync(file, 'r');
+    } catch (error) {
+      if (location.pack === null || (error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      try {
+        return openSync(this.store.retiredPackPath(location.pack), 'r');
+      } catch (retiredError) {
+        // Gone from both: the pack's own place is the one to name.
+        if ((retiredError as NodeJS.ErrnoException).code === 'ENOENT') throw error;
+        throw retiredError;
+      }
     }
   }
 

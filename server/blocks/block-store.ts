@@ -95,6 +95,11 @@ export class BlockStore {
     return path.join(this.packsDir, `${id}.pack`);
   }
 
+  /** Where a pack waits once retired (retirePack), until a copy of the database lets it go. */
+  retiredPackPath(id: string): string {
+    return path.join(this.retiredDir, `${id}.pack`);
+  }
+
   /** Where a block's bytes start on disk. */
   fileOf(location: BlockLocation): { file: string; offset: number } {
     return location.pack === null
@@ -154,7 +159,7 @@ export class BlockStore {
 
   private moveToRetired(id: string): void {
     try {
-      renameSync(this.packPath(id), path.join(this.retiredDir, `${id}.pack`));
+      renameSync(this.packPath(id), this.retiredPackPath(id));
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }

@@ -10,6 +10,8 @@ import { createBucket, enrolledDevice, storeVersion } from '../helpers/flows.ts'
 import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { findPack, releasePackBytes, sparsePacks } from '../../server/store/packs.ts';
+import { findBlock } from '../../server/store/stored-blocks.ts';
+import { BlockStore } from '../../server/blocks/block-store.ts';
 
 // How the service keeps blocks on disk: a shard's new blocks in one pack file, packs freed when
 // their blocks are collected, mostly dead packs rewritten, and block files of their own (from
@@ -237,6 +239,36 @@ describe('pack files', () => {
       expect(sparsePacks(ctx.db, 0.5, 10)).toEqual(sparseBefore);
     } finally {
       await quiet.close();
+    }
+  });
+
+  it('reads a block looked up before another process retired its pack, from the retired pack', async () => {
+    // Two commands serve one data folder at once: one compacts (or frees) a pack between
+    // another's looking up a block and its opening the pack.
+    const block = await rawBlock(randomBytes(3000));
+    const bucket = await createBucket(service, ann, 'retired-read');
+    await storeVersion(service, ann, bucket, null, [block]);
+    const db = service.service.ctx.db;
+    const location = findBlock(db, block.cid.toString());
+    if (!location?.pack) throw new Error('the block is not in a pack');
+    const store = new BlockStore(service.dataDir);
+    // The other process: no reader of its own is open, so the pack moves at once.
+    store.retirePack(location.pack);
+    expect(existsSync(store.packPath(location.pack))).toBe(false);
+
+    const reader = service.service.ctx.blocks.openReader();
+    try {
+      expect((await reader.read(location)).equals(Buffer.from(block.bytes))).toBe(true);
+    } finally {
+      reader.close();
+    }
+    // Gone from both places: the pack's own place is named.
+    store.dropRetired([`${location.pack}.pack`]);
+    const late = service.service.ctx.blocks.openReader();
+    try {
+      await expect(late.read(location)).rejects.toThrow(store.packPath(location.pack));
+    } finally {
+      late.close();
     }
   });
 
