@@ -198,22 +198,23 @@ export async function startLocalService(
     }
     throw error;
   }
+  const matchesDisk = (): boolean => {
+    try {
+      const now = statSync(dataDir, { throwIfNoEntry: false });
+      return (
+        now?.dev === openedOn && holdsServiceData(dataDir) && onReadOnlyDisk(dataDir) === readOnly
+      );
+    } catch {
+      // A folder that cannot even be looked at (EIO, ENOTCONN) is not the one opened.
+      return false;
+    }
+  };
   return {
     url,
     readOnly,
     ...(socketPath === undefined ? {} : { socketPath }),
     ...(service.restoredDatabase ? { restoredDatabase: service.restoredDatabase } : {}),
-    matchesDisk: () => {
-      try {
-        const now = statSync(dataDir, { throwIfNoEntry: false });
-        return (
-          now?.dev === openedOn && holdsServiceData(dataDir) && onReadOnlyDisk(dataDir) === readOnly
-        );
-      } catch {
-        // A folder that cannot even be looked at (EIO, ENOTCONN) is not the one opened.
-        return false;
-      }
-    },
+    matchesDisk,
     enrollmentCode: () =>
       Promise.resolve(enrollmentCodeCreatingUser(service.ctx, LOCAL_USER_EMAIL).code),
     holdsData: () => {
@@ -227,7 +228,8 @@ export async function startLocalService(
     },
     close: async () => {
       try {
-        await service.ctx.tidy(TIDY_BUDGET_MS);
+        // Not on a disk pulled out meanwhile: each step would only fail, and say so.
+        if (matchesDisk()) await service.ctx.tidy(TIDY_BUDGET_MS);
         await service.close();
       } finally {
         removeFolder();

@@ -14,6 +14,7 @@ import { allPackIds } from './store/packs.ts';
 import { releaseCopies, type ReleasedCopies } from './store/released-copies.ts';
 import { compactSparsePacks } from './blocks/pack-compaction.ts';
 import { compactChunkFiles } from './blocks/chunk-file-compaction.ts';
+import { CompactionFailed } from './blocks/compact-each.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 
 /** Everything a route needs, built once per server. */
@@ -223,9 +224,11 @@ export class ServiceContext {
       try {
         if ((await compactOne()) === 0) return;
       } catch (error) {
-        // The file that failed is passed over from now on (compactEach): the loop goes on
-        // with the others.
         this.onHousekeepingFailure(error, what);
+        // A file that failed is passed over from now on (compactEach): the loop goes on with
+        // the others. Anything else (the database unreadable, its disk gone) would only fail
+        // again.
+        if (!(error instanceof CompactionFailed)) return;
       }
     }
   }

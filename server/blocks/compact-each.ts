@@ -1,4 +1,12 @@
 /**
+ * Some of the files compactEach chose could not be compacted; each is in its `skip` from now
+ * on, and the others were compacted.
+ */
+export class CompactionFailed extends Error {
+  override readonly name = 'CompactionFailed';
+}
+
+/**
  * Compacts each of `ids` in turn (packs, or files of metadata chunks), leaving out those in
  * `skip`, at most `max` of them; returns how many were. One that cannot be (a damaged file) is
  * added to `skip`, so it does not stand in front of the others for ever, and the rest go on;
@@ -25,9 +33,10 @@ export async function compactEach(
     const detail = failures
       .map(({ id, error }) => `${id}: ${error instanceof Error ? error.message : String(error)}`)
       .join('; ');
-    throw new Error(`could not compact ${failures.length} ${what}, left as they are (${detail})`, {
-      cause: failures[0]?.error,
-    });
+    throw new CompactionFailed(
+      `could not compact ${failures.length} ${what}, left as they are (${detail})`,
+      { cause: failures[0]?.error },
+    );
   }
   return chosen.length;
 }

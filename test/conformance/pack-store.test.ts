@@ -242,6 +242,27 @@ describe('pack files', () => {
     }
   });
 
+  it('tidies no further once its database fails, saying so once for each step', async () => {
+    const quiet = await startTestService({ sweepIntervalMs: 3_600_000 });
+    const failures: string[] = [];
+    const ctx = quiet.service.ctx;
+    ctx.onHousekeepingFailure = (_error, what) => failures.push(what);
+    // As a disk gone from under it: every statement fails from now on.
+    ctx.db.close();
+    try {
+      await ctx.tidy(500);
+      expect(failures).toEqual([
+        'record expired upload windows',
+        'delete blocks no one holds',
+        'compact packs',
+        'compact files of metadata chunks',
+      ]);
+    } finally {
+      // Closing the service fails too, and says why, rather than pass over what it could not do.
+      await expect(quiet.close()).rejects.toThrow('The database connection is not open');
+    }
+  });
+
   it('reads a block looked up before another process retired its pack, from the retired pack', async () => {
     // Two commands serve one data folder at once: one compacts (or frees) a pack between
     // another's looking up a block and its opening the pack.
