@@ -1157,7 +1157,9 @@ export class Engine {
         if (!isEngineError(error, 'not_found')) throw error;
       }
     }
-    await client.deleteVersion(named.id);
+    // Gone already is done: the service prunes an outdated version once its snapshot goes, when
+    // it keeps that many unpinned ones already. (A version not there at all was told above.)
+    await client.discardVersion(named.id);
     await this.metadata.forget(named.id);
     const active = (await this.listRemembered(client, bucket)).versions.find(
       (version) => version.state === 'active',

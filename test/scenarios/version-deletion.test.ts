@@ -3,11 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Metadata, Snapshot } from '../../main/protocol/index.ts';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine } from '../../main/index.ts';
+import { DEFAULT_LIMITS, type Metadata, type Snapshot } from '../../main/protocol/index.ts';
 import { canopyFails, canopySucceeds as canopy, loginWithBucket } from '../helpers/canopy-cli.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
+import { startTestService } from '../helpers/test-service.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
 // A user frees room by deleting versions they no longer want, from the command line: the data
@@ -122,5 +125,32 @@ describe('deleting versions', () => {
     // Nothing was lost to the refusal: the next backup finishes that very upload.
     const finished = await canopy(home, 'backup', source, '--bucket', 'Crash', '--skip-check');
     expect(finished).toContain(`finished the interrupted upload of version ${pending?.id ?? ''}`);
+  });
+});
+
+describe('deleting versions on a server that keeps no unpinned outdated version', () => {
+  it('deletes a version the server prunes as soon as its snapshot goes', async () => {
+    const service = await startTestService({ limits: DEFAULT_LIMITS, outdatedVersionsKept: 0 });
+    const home = path.join(scratch, 'pruning', 'home');
+    const source = path.join(scratch, 'pruning', 'source');
+    mkdirSync(source, { recursive: true });
+    const engine = createEngine({ home, secrets: new FileSecretStore(home) });
+    try {
+      const { code } = service.addUser('ann@example.org');
+      await engine.login({ server: service.url, code });
+      await engine.createBucket({ name: 'Pruned', type: 'backup', storageClass: 'hot' });
+      writeSettled(path.join(source, 'a.txt'), 'first\n');
+      const { versionId: first } = await engine.backup({ dir: source, bucket: 'Pruned' });
+      writeSettled(path.join(source, 'a.txt'), 'second\n');
+      const { versionId: second } = await engine.backup({ dir: source, bucket: 'Pruned' });
+
+      await expect(
+        engine.deleteVersion({ bucket: 'Pruned', version: first }),
+      ).resolves.toMatchObject({ versionId: first, activeVersionId: second });
+      expect((await engine.listVersions({ bucket: 'Pruned' })).map((v) => v.id)).toEqual([second]);
+    } finally {
+      await engine.close();
+      await service.close();
+    }
   });
 });
