@@ -10,7 +10,7 @@ import {
   type EngineErrorCode,
   type StateRepair,
 } from '../api/index.ts';
-import { loadKeyPair, loadOrCreateKeyPair, TokenMinter, type KeyPair } from '../identity/index.ts';
+import { loadOrCreateKeyPair } from '../identity/index.ts';
 import type {
   Bucket,
   BucketType,
@@ -20,13 +20,7 @@ import type {
   StorageClass,
   User,
 } from '../protocol/index.ts';
-import type { Dispatcher } from 'undici';
-import {
-  ServerClock,
-  ServiceClient,
-  socketDispatcher,
-  type RetryPolicy,
-} from '../service/index.ts';
+import type { RetryPolicy, ServiceClient } from '../service/index.ts';
 import {
   backupSource,
   pullPhase,
@@ -115,7 +109,8 @@ import {
 } from './source-exclude-rules.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { MetadataCache, type PullProgress, type TreeReader } from './metadata-cache.ts';
-import type { EngineDeps, LocalService } from './engine-deps.ts';
+import { ServiceConnection } from './service-connection.ts';
+import type { EngineDeps } from './engine-deps.ts';
 
 /** Runs `use` on `tree`, then closes the metadata CAR file its nodes are read from. */
 async function usingTree<Tree extends { close(): void }, T>(
@@ -223,34 +218,12 @@ const SAMPLE_CHECK_BYTES = 4 * 1024 * 1024;
 export class Engine {
   private readonly deps: EngineDeps;
   private readonly db: StateDb;
-  /**
-   * The service's clock, as its answers show it: device tokens are dated by it, and uploads
-   * time their windows by it, whatever this computer's clock says.
-   */
-  private readonly serverClock = new ServerClock(() => this.now());
   /** Held shared while the engine is open: a rebuild of the state database waits for none. */
   private readonly homeLock: HomeLock;
   /** The rebuild of a damaged state database this opening made; null when there was none. */
   private readonly repair: StateRepair | null;
   private readonly metadata: MetadataCache;
-  private local: LocalService | undefined;
-  /** The client of the enrolled account, with the device key it signs with. */
-  private connected:
-    | {
-        readonly client: ServiceClient;
-        readonly account: AccountRecord;
-        readonly server: string;
-        readonly key: KeyPair;
-      }
-    | undefined;
-  /**
-   * The connections to the embedded service's socket, which every client of this engine shares,
-   * and which close before the service does: after a request was cut off (a stopped backup),
-   * undici opens a fresh connection that never carries a request, and the service, which waits
-   * for its connections when it closes, waited 2 s (its grace period) for it.
-   */
-  private localConnections:
-    { readonly socketPath: string; readonly dispatcher: Dispatcher } | undefined;
+  private readonly connection: ServiceConnection;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
@@ -265,6 +238,7 @@ export class Engine {
       this.db = opened.db;
       this.repair = opened.repair;
       this.metadata = new MetadataCache(deps.home, this.db, deps.metadataCacheBytes);
+      this.connection = new ServiceConnection(deps, this.db, () => this.now());
     } catch (error) {
       this.homeLock.release();
       throw error;
@@ -291,78 +265,6 @@ export class Engine {
 
   private deviceKeyAccount(): string {
     return `device-key:${homeId(this.db)}`;
-  }
-
-  private client(
-    baseUrl: string,
-    key?: KeyPair,
-    userId?: string,
-    retry: RetryPolicy | undefined = this.deps.retry,
-  ): ServiceClient {
-    const minter =
-      key && userId !== undefined
-        ? new TokenMinter(key, userId, () => this.serverClock.now())
-        : undefined;
-    // The embedded service's own socket, for requests to it (cli/local-service.ts).
-    const socketPath = baseUrl === this.local?.url ? this.local.socketPath : undefined;
-    return new ServiceClient(
-      {
-        baseUrl,
-        ...(minter ? { deviceToken: () => minter.token() } : {}),
-        ...(retry ? { retry } : {}),
-        serverClock: this.serverClock,
-        ...(socketPath === undefined ? {} : { socketPath }),
-      },
-      socketPath === undefined ? undefined : this.socketConnections(baseUrl, socketPath),
-    );
-  }
-
-  private socketConnections(baseUrl: string, socketPath: string): Dispatcher {
-    if (this.localConnections?.socketPath !== socketPath)
-      this.localConnections = { socketPath, dispatcher: socketDispatcher(baseUrl, socketPath) };
-    return this.localConnections.dispatcher;
-  }
-
-  /** Closes the connections to the embedded service, at once: its requests are over. */
-  private async closeLocalConnections(): Promise<void> {
-    const connections = this.localConnections;
-    this.localConnections = undefined;
-    await connections?.dispatcher.destroy();
-  }
-
-  /**
-   * The embedded service on `dataDir`. Only `login --local` creates one (`create`): for a device
-   * enrolled already, a missing or empty folder is its disk not plugged in, and a new service
-   * there would not know the device and would fill the disk's mount point.
-   */
-  private async startLocal(dataDir: string, create: boolean): Promise<LocalService> {
-    if (this.local?.matchesDisk?.() === false) {
-      // Its disk went, or came back as another mount: what it has open is gone with the old one.
-      const stale = this.local;
-      this.local = undefined;
-      try {
-        await this.closeLocalConnections();
-        await stale.close();
-      } catch {
-        // Closing files on a disk that is gone can fail; nothing of them is needed any more.
-      }
-    }
-    if (this.local) return this.local;
-    if (!this.deps.startLocalService) {
-      throw new EngineError('local_server', 'this host cannot run the local storage service');
-    }
-    try {
-      this.local = await this.deps.startLocalService(dataDir, { create });
-    } catch (error) {
-      if (error instanceof EngineError) throw error;
-      const detail = error instanceof Error ? error.message : String(error);
-      throw new EngineError(
-        'local_server',
-        `the local storage service in ${dataDir} could not start: ${detail}`,
-        { cause: error },
-      );
-    }
-    return this.local;
   }
 
   private summary(account: AccountRecord, server: string): AccountSummary {
@@ -395,48 +297,6 @@ export class Engine {
     }
   }
 
-  /** The enrolled account and a client signed with its device key. */
-  private async connect(options: { retry?: RetryPolicy } = {}): Promise<{
-    client: ServiceClient;
-    account: AccountRecord;
-    server: string;
-  }> {
-    const account = readAccount(this.db);
-    if (!account)
-      throw new EngineError(
-        'not_logged_in',
-        'this device is not logged in; run `canopy login` first',
-      );
-    const server =
-      account.mode === 'local'
-        ? (await this.startLocal(account.local_data_dir ?? '', false)).url
-        : (account.server_url ?? '');
-    // The same enrollment, reached at the same address (the embedded service listens anew on
-    // each start): its client and key, so the key is not read from the keychain again.
-    const connected = this.connected;
-    if (
-      connected?.server === server &&
-      JSON.stringify(connected.account) === JSON.stringify(account)
-    ) {
-      const client = options.retry
-        ? this.client(server, connected.key, account.user_id, options.retry)
-        : connected.client;
-      return { client, account, server };
-    }
-    const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
-    if (!key) {
-      throw new EngineError(
-        'secret_store',
-        `this device's key is missing from ${this.deps.secrets.location}: log in again to enroll this device anew; its backups are untouched`,
-      );
-    }
-    this.connected = { client: this.client(server, key, account.user_id), account, server, key };
-    const client = options.retry
-      ? this.client(server, key, account.user_id, options.retry)
-      : this.connected.client;
-    return { client, account, server };
-  }
-
   private async enrollWith(
     server: string,
     code: string,
@@ -446,7 +306,7 @@ export class Engine {
   ): Promise<AccountSummary> {
     const keyAccount = this.deviceKeyAccount();
     const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
-    const anonymous = this.client(server);
+    const anonymous = this.connection.client(server);
     let enrolled;
     try {
       enrolled = await anonymous.enroll({
@@ -471,7 +331,7 @@ export class Engine {
       }
       throw error;
     }
-    const who = await this.client(server, key, enrolled.user_id).whoAmI();
+    const who = await this.connection.client(server, key, enrolled.user_id).whoAmI();
     const account: AccountRecord = {
       mode,
       server_url: mode === 'remote' ? server : null,
@@ -494,7 +354,7 @@ export class Engine {
     deviceName?: string;
   }): Promise<AccountSummary> {
     await this.refuseIfEnrolled();
-    const server = this.client(input.server).baseUrl;
+    const server = this.connection.client(input.server).baseUrl;
     return this.enrollWith(server, input.code, input.deviceName, 'remote', null);
   }
 
@@ -504,7 +364,7 @@ export class Engine {
     const dataDir = path.resolve(
       input.dataDir ?? this.deps.defaultLocalDataDir ?? path.join(this.deps.home, 'local-server'),
     );
-    const local = await this.startLocal(dataDir, true);
+    const local = await this.connection.startLocal(dataDir, true);
     const code = await local.enrollmentCode();
     return this.enrollWith(local.url, code, input.deviceName ?? os.hostname(), 'local', dataDir);
   }
@@ -521,11 +381,11 @@ export class Engine {
     timeoutMs?: number;
   }): Promise<AccountSummary> {
     await this.refuseIfEnrolled();
-    const server = this.client(input.server).baseUrl;
+    const server = this.connection.client(input.server).baseUrl;
     const keyAccount = this.deviceKeyAccount();
     const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
     input.onWaiting({ fingerprint: key.fingerprint, pem: key.pem });
-    const anonymous = this.client(server);
+    const anonymous = this.connection.client(server);
     const deadline = this.now() + (input.timeoutMs ?? 15 * 60_000);
     let userId: string | null = null;
     while (userId === null) {
@@ -539,7 +399,7 @@ export class Engine {
       // The service holds each poll; a short pause keeps a fast-failing server from spinning.
       if (userId === null) await sleep(200);
     }
-    const who = await this.client(server, key, userId).whoAmI();
+    const who = await this.connection.client(server, key, userId).whoAmI();
     const account: AccountRecord = {
       mode: 'remote',
       server_url: server,
@@ -566,7 +426,7 @@ export class Engine {
   > {
     try {
       // One attempt, no backoff: the enrolled account is shown instead of waiting.
-      const { client, account, server } = await this.connect({ retry: NO_RETRY });
+      const { client, account, server } = await this.connection.connect({ retry: NO_RETRY });
       const who = await client.whoAmI();
       return {
         ...this.summary({ ...account, email: who.email }, server),
@@ -589,13 +449,13 @@ export class Engine {
     if (!account) throw new EngineError('not_logged_in', 'this device is not logged in');
     forgetAccount(this.db);
     await this.deps.secrets.delete(account.device_key_account);
-    this.connected = undefined;
+    this.connection.forgetAccount();
   }
 
   // Devices
 
   async listDevices(): Promise<Array<DeviceKey & { current: boolean }>> {
-    const { client, account } = await this.connect();
+    const { client, account } = await this.connection.connect();
     return (await client.listDeviceKeys()).map((key) => ({
       ...key,
       current: key.id === account.key_id,
@@ -606,17 +466,17 @@ export class Engine {
     pem: string;
     name?: string;
   }): Promise<{ id: string; fingerprint: string }> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return client.addDeviceKey(input);
   }
 
   async revokeDevice(id: string): Promise<void> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     await client.deleteDeviceKey(id);
   }
 
   async newEnrollmentCode(): Promise<{ code: string; expiresAt: number }> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     const issued = await client.createEnrollmentCode();
     return { code: issued.code, expiresAt: issued.expires_at };
   }
@@ -624,7 +484,7 @@ export class Engine {
   // Buckets
 
   async listBuckets(): Promise<Bucket[]> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return this.refreshBuckets(client);
   }
 
@@ -666,7 +526,7 @@ export class Engine {
     type: BucketType;
     storageClass: StorageClass;
   }): Promise<Bucket> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     const keyAccount = `bucket-key:${homeId(this.db)}:${this.now()}:${Math.random().toString(36).slice(2)}`;
     const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
     let created;
@@ -694,7 +554,7 @@ export class Engine {
   }
 
   async renameBucket(input: { name: string; newName: string }): Promise<Bucket> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     const bucket = await this.bucketByName(input.name);
     try {
       await client.updateBucket(bucket.id, { name: input.newName });
@@ -710,7 +570,7 @@ export class Engine {
   }
 
   async deleteBucket(input: { name: string }): Promise<void> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     const bucket = await this.bucketByName(input.name);
     await client.deleteBucket(bucket.id);
     removeBucket(this.db, bucket.id);
@@ -739,10 +599,10 @@ export class Engine {
     const sourceDir = path.resolve(input.dir);
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(sourceDir);
-    const connected = await this.connect();
+    const connected = await this.connection.connect();
     const { account } = connected;
     const client = input.signal ? connected.client.stoppedBy(input.signal) : connected.client;
-    if (account.mode === 'local' && this.local?.readOnly) {
+    if (account.mode === 'local' && this.connection.localService?.readOnly) {
       // Told before packing: the push at the end would only be refused.
       throw new EngineError(
         'local_server',
@@ -831,7 +691,7 @@ export class Engine {
         { cause: error },
       );
     }
-    if (this.local?.holdsData?.() !== false) return error;
+    if (this.connection.localService?.holdsData?.() !== false) return error;
     return new EngineError(
       'local_data_missing',
       `${disk} went away during the ${what}: connect it and run the ${what} again${kept}`,
@@ -973,7 +833,7 @@ export class Engine {
   }
 
   async listVersions(input: { bucket: string }): Promise<Metadata[]> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return (await this.listRemembered(client, await this.bucketByName(input.bucket, client)))
       .versions;
   }
@@ -1012,7 +872,7 @@ export class Engine {
   }> {
     try {
       // One attempt, no backoff: the list as last seen is shown instead of waiting.
-      const { client } = await this.connect({ retry: NO_RETRY });
+      const { client } = await this.connection.connect({ retry: NO_RETRY });
       const { buckets, kept: bucketsKept } = await this.fetchBuckets(client);
       const bucket = bucketNamed(buckets, input.bucket);
       const { versions, kept } = await this.listRemembered(client, bucket);
@@ -1100,7 +960,7 @@ export class Engine {
   }
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return client.listSnapshots((await this.bucketByName(input.bucket)).id);
   }
 
@@ -1112,7 +972,7 @@ export class Engine {
     bucket: string;
     snapshot: string;
   }): Promise<{ snapshot: Snapshot; versionPruned: boolean }> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     const bucket = await this.bucketByName(input.bucket, client);
     const notFound = (cause: unknown): EngineError =>
       new EngineError(
@@ -1141,7 +1001,7 @@ export class Engine {
    * active version goes, the service makes the most recent outdated one active.
    */
   async deleteVersion(input: { bucket: string; version: string }): Promise<DeletedVersion> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     const bucket = await this.bucketByName(input.bucket, client);
     const named = await this.namedVersion(client, bucket, input.version);
     if (named.state === 'pending')
@@ -1230,7 +1090,7 @@ export class Engine {
     }
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
-      const { client } = await this.connect({ retry: NO_RETRY });
+      const { client } = await this.connection.connect({ retry: NO_RETRY });
       const { versionId } = await this.resolveVersion(client, input);
       const { onProgress } = input;
       const onPull = (): PullProgress | undefined =>
@@ -1297,7 +1157,7 @@ export class Engine {
 
   /** The service's client, its requests stopped by `signal` when given. */
   private async stoppableClient(signal: AbortSignal | undefined): Promise<ServiceClient> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return signal ? client.stoppedBy(signal) : client;
   }
 
@@ -1520,7 +1380,7 @@ export class Engine {
   // Account
 
   async getAccount(): Promise<User> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return client.getUser();
   }
 
@@ -1528,7 +1388,7 @@ export class Engine {
     displayName?: string | null;
     locale?: string | null;
   }): Promise<User> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     await client.updateUser({
       ...(input.displayName === undefined ? {} : { display_name: input.displayName }),
       ...(input.locale === undefined ? {} : { locale: input.locale }),
@@ -1537,17 +1397,17 @@ export class Engine {
   }
 
   async listInvoices(): Promise<Invoice[]> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return client.listInvoices();
   }
 
   async listNotifications(): Promise<Notification[]> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     return client.listNotifications();
   }
 
   async dismissNotification(id: string): Promise<void> {
-    const { client } = await this.connect();
+    const { client } = await this.connection.connect();
     try {
       await client.dismissNotification(id);
     } catch (error) {
@@ -1563,10 +1423,6 @@ export class Engine {
   async close(): Promise<void> {
     this.db.close();
     this.homeLock.release();
-    this.connected = undefined;
-    await this.closeLocalConnections();
-    const local = this.local;
-    this.local = undefined;
-    await local?.close();
+    await this.connection.close();
   }
 }
