@@ -1,0 +1,20 @@
+import type { RetryPolicy } from '../service/index.ts';
+
+// What the engine does when the service cannot answer: lookups that have something to show
+// from this device (the account as enrolled, the versions as last listed, a version's tree
+// from the cache) try once, and show that on these failures.
+
+/** A single attempt, for lookups that have a local fallback rather than a reason to wait. */
+export const NO_RETRY: RetryPolicy = { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 };
+
+/**
+ * Failures that mean the service cannot be reached or cannot answer right now; for the local
+ * service, also its data folder's disk not plugged in.
+ */
+export const UNREACHABLE: ReadonlySet<string> = new Set([
+  'network',
+  'timeout',
+  'local_server',
+  'local_data_missing',
+  'server_error',
+]);
