@@ -107,7 +107,7 @@ import {
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { MetadataCache, type PullProgress, type TreeReader } from './metadata-cache.ts';
 import { ServiceConnection } from './service-connection.ts';
-import { Enrollment, type AccountSummary, type LinkWaiting } from './enrollment.ts';
+import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { EngineDeps } from './engine-deps.ts';
 
@@ -247,12 +247,7 @@ export class Engine {
   }
 
   /** Links this device by regwait (§8.3); see Enrollment.link. */
-  async link(input: {
-    server: string;
-    deviceName?: string;
-    onWaiting: (waiting: LinkWaiting) => void;
-    timeoutMs?: number;
-  }): Promise<AccountSummary> {
+  async link(input: LinkRequest): Promise<AccountSummary> {
     return this.enrollment.link(input);
   }
 

@@ -35,6 +35,15 @@ export interface LinkWaiting {
   readonly pem: string;
 }
 
+/** What `link` is asked: the server, and whom to tell the key to approve. */
+export interface LinkRequest {
+  readonly server: string;
+  readonly deviceName?: string;
+  readonly onWaiting: (waiting: LinkWaiting) => void;
+  /** How long to wait for the approval; 15 minutes by default. */
+  readonly timeoutMs?: number;
+}
+
 export class Enrollment {
   constructor(
     private readonly deps: EngineDeps,
@@ -154,12 +163,7 @@ export class Enrollment {
    * polls until another device registers the key. The caller must show the returned email
    * and get the user's confirmation before the first backup (§16.13).
    */
-  async link(input: {
-    server: string;
-    deviceName?: string;
-    onWaiting: (waiting: LinkWaiting) => void;
-    timeoutMs?: number;
-  }): Promise<AccountSummary> {
+  async link(input: LinkRequest): Promise<AccountSummary> {
     await this.refuseIfEnrolled();
     const server = this.connection.client(input.server).baseUrl;
     const keyAccount = this.deviceKeyAccount();
