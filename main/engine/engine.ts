@@ -3,13 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   EngineError,
-  isDiskFull,
   isDiskGone,
   isEngineError,
   type EngineErrorCode,
   type StateRepair,
 } from '../api/index.ts';
-import { loadOrCreateKeyPair } from '../identity/index.ts';
 import type {
   Bucket,
   BucketType,
@@ -88,13 +86,10 @@ import {
   uploadQueue,
   shardLimitOf,
   uploadSpeedOf,
-  homeId,
   HomeLock,
   openStateDatabaseRepairing,
   readAccount,
   stateFileOf,
-  removeBucket,
-  upsertBucket,
   type AccountRecord,
   type StateDb,
 } from '../state/index.ts';
@@ -107,6 +102,8 @@ import {
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { MetadataCache, type PullProgress, type TreeReader } from './metadata-cache.ts';
 import { ServiceConnection } from './service-connection.ts';
+import { BucketCatalog, bucketNamed } from './bucket-catalog.ts';
+import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { EngineDeps } from './engine-deps.ts';
@@ -141,28 +138,8 @@ function isFolderHere(dir: string): boolean {
   }
 }
 
-/**
- * Runs `write`, a record in the state database that only serves later requests: true once it
- * is written, false when the home's disk had no room for it. Other errors are thrown.
- */
-function keptUnlessDiskFull(write: () => void): boolean {
-  try {
-    write();
-    return true;
-  } catch (error) {
-    if (!isDiskFull(error)) throw error;
-    return false;
-  }
-}
-
 /** The embedded service's room kept free on the backup disk, as the user is told it. */
 const KEPT_FREE_TEXT = `${DEFAULT_KEPT_FREE.fraction * 100} % of it, at most ${DEFAULT_KEPT_FREE.maxBytes / (1 << 30)} GiB,`;
-
-function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
-  const bucket = buckets.find((candidate) => candidate.name === name);
-  if (!bucket) throw new EngineError('not_found', `no bucket named "${name}"`);
-  return bucket;
-}
 
 /**
  * A request names a version by its id or by a snapshot of it, not both: which one was meant
@@ -193,6 +170,7 @@ export class Engine {
   private readonly metadata: MetadataCache;
   private readonly connection: ServiceConnection;
   private readonly enrollment: Enrollment;
+  private readonly buckets: BucketCatalog;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
@@ -209,6 +187,7 @@ export class Engine {
       this.metadata = new MetadataCache(deps.home, this.db, deps.metadataCacheBytes);
       this.connection = new ServiceConnection(deps, this.db, () => this.now());
       this.enrollment = new Enrollment(deps, this.db, this.connection, () => this.now());
+      this.buckets = new BucketCatalog(deps, this.db, this.connection, () => this.now());
     } catch (error) {
       this.homeLock.release();
       throw error;
@@ -295,41 +274,7 @@ export class Engine {
   // Buckets
 
   async listBuckets(): Promise<Bucket[]> {
-    const { client } = await this.connection.connect();
-    return this.refreshBuckets(client);
-  }
-
-  /** The account's buckets from the service, recorded locally. */
-  private async refreshBuckets(client: ServiceClient): Promise<Bucket[]> {
-    return (await this.fetchBuckets(client)).buckets;
-  }
-
-  /**
-   * The account's buckets from the service, recorded locally; `kept` is false when the home's
-   * disk had no room to record them. They are given all the same: the record only serves later
-   * requests, and a full home disk is no reason not to see what is backed up.
-   */
-  private async fetchBuckets(client: ServiceClient): Promise<{ buckets: Bucket[]; kept: boolean }> {
-    const buckets = await client.listBuckets();
-    const kept = keptUnlessDiskFull(() => {
-      for (const bucket of buckets) {
-        upsertBucket(this.db, {
-          id: bucket.id,
-          name: bucket.name,
-          type: bucket.type,
-          storage_class: bucket.storage_class,
-          bucket_key_account: null,
-          bucket_key_fingerprint: null,
-          updated_at: this.now(),
-        });
-      }
-    });
-    return { buckets, kept };
-  }
-
-  private async bucketByName(name: string, client?: ServiceClient): Promise<Bucket> {
-    const buckets = client ? await this.refreshBuckets(client) : await this.listBuckets();
-    return bucketNamed(buckets, name);
+    return this.buckets.list();
   }
 
   async createBucket(input: {
@@ -337,56 +282,15 @@ export class Engine {
     type: BucketType;
     storageClass: StorageClass;
   }): Promise<Bucket> {
-    const { client } = await this.connection.connect();
-    const keyAccount = `bucket-key:${homeId(this.db)}:${this.now()}:${Math.random().toString(36).slice(2)}`;
-    const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
-    let created;
-    try {
-      created = await client.createBucket({ ...input, bucketKeyPem: key.pem });
-    } catch (error) {
-      await this.deps.secrets.delete(keyAccount);
-      if (error instanceof EngineError && error.code === 'conflict') {
-        throw new EngineError('conflict', `a bucket named "${input.name}" already exists`, {
-          cause: error,
-        });
-      }
-      throw error;
-    }
-    upsertBucket(this.db, {
-      id: created.id,
-      name: created.name,
-      type: created.type,
-      storage_class: created.storage_class,
-      bucket_key_account: keyAccount,
-      bucket_key_fingerprint: created.initial_bucket_key.fingerprint,
-      updated_at: this.now(),
-    });
-    return client.getBucket(created.id);
+    return this.buckets.create(input);
   }
 
   async renameBucket(input: { name: string; newName: string }): Promise<Bucket> {
-    const { client } = await this.connection.connect();
-    const bucket = await this.bucketByName(input.name);
-    try {
-      await client.updateBucket(bucket.id, { name: input.newName });
-    } catch (error) {
-      if (error instanceof EngineError && error.code === 'conflict') {
-        throw new EngineError('conflict', `a bucket named "${input.newName}" already exists`, {
-          cause: error,
-        });
-      }
-      throw error;
-    }
-    return client.getBucket(bucket.id);
+    return this.buckets.rename(input);
   }
 
   async deleteBucket(input: { name: string }): Promise<void> {
-    const { client } = await this.connection.connect();
-    const bucket = await this.bucketByName(input.name);
-    await client.deleteBucket(bucket.id);
-    removeBucket(this.db, bucket.id);
-    // Browsing it offline would find nothing but an error.
-    forgetActiveVersion(this.db, bucket.id);
+    return this.buckets.delete(input);
   }
 
   // Backup and restore
@@ -420,7 +324,7 @@ export class Engine {
         `the backups in ${account.local_data_dir ?? ''} are on a disk mounted read-only: they can be browsed and restored, but a backup needs the disk mounted writable (after checking it for errors)`,
       );
     }
-    const bucket = await this.bucketByName(input.bucket);
+    const bucket = await this.buckets.byName(input.bucket);
     const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
     if (!lock) {
       throw new EngineError(
@@ -645,7 +549,7 @@ export class Engine {
 
   async listVersions(input: { bucket: string }): Promise<Metadata[]> {
     const { client } = await this.connection.connect();
-    return (await this.listRemembered(client, await this.bucketByName(input.bucket, client)))
+    return (await this.listRemembered(client, await this.buckets.byName(input.bucket, client)))
       .versions;
   }
 
@@ -684,7 +588,7 @@ export class Engine {
     try {
       // One attempt, no backoff: the list as last seen is shown instead of waiting.
       const { client } = await this.connection.connect({ retry: NO_RETRY });
-      const { buckets, kept: bucketsKept } = await this.fetchBuckets(client);
+      const { buckets, kept: bucketsKept } = await this.buckets.fetch(client);
       const bucket = bucketNamed(buckets, input.bucket);
       const { versions, kept } = await this.listRemembered(client, bucket);
       return {
@@ -731,7 +635,7 @@ export class Engine {
     whole = false,
   ): Promise<{ readonly versionId: string; readonly bucketId: string; readonly active: boolean }> {
     refuseVersionAndSnapshot(input);
-    const bucket = await this.bucketByName(input.bucket, client);
+    const bucket = await this.buckets.byName(input.bucket, client);
     if (input.version !== undefined) {
       const named = await this.namedVersion(client, bucket, input.version);
       if (whole && (named.state === 'pending' || named.state === 'upload_failed'))
@@ -772,7 +676,7 @@ export class Engine {
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
     const { client } = await this.connection.connect();
-    return client.listSnapshots((await this.bucketByName(input.bucket)).id);
+    return client.listSnapshots((await this.buckets.byName(input.bucket)).id);
   }
 
   /**
@@ -784,7 +688,7 @@ export class Engine {
     snapshot: string;
   }): Promise<{ snapshot: Snapshot; versionPruned: boolean }> {
     const { client } = await this.connection.connect();
-    const bucket = await this.bucketByName(input.bucket, client);
+    const bucket = await this.buckets.byName(input.bucket, client);
     const notFound = (cause: unknown): EngineError =>
       new EngineError(
         'not_found',
@@ -813,7 +717,7 @@ export class Engine {
    */
   async deleteVersion(input: { bucket: string; version: string }): Promise<DeletedVersion> {
     const { client } = await this.connection.connect();
-    const bucket = await this.bucketByName(input.bucket, client);
+    const bucket = await this.buckets.byName(input.bucket, client);
     const named = await this.namedVersion(client, bucket, input.version);
     if (named.state === 'pending')
       throw new EngineError(

@@ -1,0 +1,129 @@
+import { EngineError } from '../api/index.ts';
+import { loadOrCreateKeyPair } from '../identity/index.ts';
+import type { Bucket, BucketType, StorageClass } from '../protocol/index.ts';
+import type { ServiceClient } from '../service/index.ts';
+import {
+  forgetActiveVersion,
+  homeId,
+  removeBucket,
+  upsertBucket,
+  type StateDb,
+} from '../state/index.ts';
+import type { EngineDeps } from './engine-deps.ts';
+import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
+import type { ServiceConnection } from './service-connection.ts';
+
+// The account's buckets: listed from the service and recorded on this device (for browsing
+// while offline), found by name, created with a bucket key of their own, renamed, deleted.
+
+/** The bucket of `buckets` named `name`; not_found, naming it, when there is none. */
+export function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
+  const bucket = buckets.find((candidate) => candidate.name === name);
+  if (!bucket) throw new EngineError('not_found', `no bucket named "${name}"`);
+  return bucket;
+}
+
+export class BucketCatalog {
+  constructor(
+    private readonly deps: EngineDeps,
+    private readonly db: StateDb,
+    private readonly connection: ServiceConnection,
+    private readonly now: () => number,
+  ) {}
+
+  async list(): Promise<Bucket[]> {
+    const { client } = await this.connection.connect();
+    return this.refresh(client);
+  }
+
+  /** The account's buckets from the service, recorded locally. */
+  private async refresh(client: ServiceClient): Promise<Bucket[]> {
+    return (await this.fetch(client)).buckets;
+  }
+
+  /**
+   * The account's buckets from the service, recorded locally; `kept` is false when the home's
+   * disk had no room to record them. They are given all the same: the record only serves later
+   * requests, and a full home disk is no reason not to see what is backed up.
+   */
+  async fetch(client: ServiceClient): Promise<{ buckets: Bucket[]; kept: boolean }> {
+    const buckets = await client.listBuckets();
+    const kept = keptUnlessDiskFull(() => {
+      for (const bucket of buckets) {
+        upsertBucket(this.db, {
+          id: bucket.id,
+          name: bucket.name,
+          type: bucket.type,
+          storage_class: bucket.storage_class,
+          bucket_key_account: null,
+          bucket_key_fingerprint: null,
+          updated_at: this.now(),
+        });
+      }
+    });
+    return { buckets, kept };
+  }
+
+  /** The bucket named `name`, as the service lists it now (recorded locally). */
+  async byName(name: string, client?: ServiceClient): Promise<Bucket> {
+    const buckets = client ? await this.refresh(client) : await this.list();
+    return bucketNamed(buckets, name);
+  }
+
+  async create(input: {
+    name: string;
+    type: BucketType;
+    storageClass: StorageClass;
+  }): Promise<Bucket> {
+    const { client } = await this.connection.connect();
+    const keyAccount = `bucket-key:${homeId(this.db)}:${this.now()}:${Math.random().toString(36).slice(2)}`;
+    const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
+    let created;
+    try {
+      created = await client.createBucket({ ...input, bucketKeyPem: key.pem });
+    } catch (error) {
+      await this.deps.secrets.delete(keyAccount);
+      if (error instanceof EngineError && error.code === 'conflict') {
+        throw new EngineError('conflict', `a bucket named "${input.name}" already exists`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+    upsertBucket(this.db, {
+      id: created.id,
+      name: created.name,
+      type: created.type,
+      storage_class: created.storage_class,
+      bucket_key_account: keyAccount,
+      bucket_key_fingerprint: created.initial_bucket_key.fingerprint,
+      updated_at: this.now(),
+    });
+    return client.getBucket(created.id);
+  }
+
+  async rename(input: { name: string; newName: string }): Promise<Bucket> {
+    const { client } = await this.connection.connect();
+    const bucket = await this.byName(input.name);
+    try {
+      await client.updateBucket(bucket.id, { name: input.newName });
+    } catch (error) {
+      if (error instanceof EngineError && error.code === 'conflict') {
+        throw new EngineError('conflict', `a bucket named "${input.newName}" already exists`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+    return client.getBucket(bucket.id);
+  }
+
+  async delete(input: { name: string }): Promise<void> {
+    const { client } = await this.connection.connect();
+    const bucket = await this.byName(input.name);
+    await client.deleteBucket(bucket.id);
+    removeBucket(this.db, bucket.id);
+    // Browsing it offline would find nothing but an error.
+    forgetActiveVersion(this.db, bucket.id);
+  }
+}
