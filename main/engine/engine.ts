@@ -68,11 +68,8 @@ import {
 import {
   BackupLock,
   RestoreMark,
-  forgetActiveVersion,
   lastKnownActiveVersion,
-  lastKnownVersions,
   rememberActiveVersion,
-  rememberVersions,
   recordShardLimit,
   recordUploadSpeed,
   sourceExcludesOf,
@@ -102,8 +99,13 @@ import {
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { MetadataCache, type PullProgress, type TreeReader } from './metadata-cache.ts';
 import { ServiceConnection } from './service-connection.ts';
-import { BucketCatalog, bucketNamed } from './bucket-catalog.ts';
-import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
+import { BucketCatalog } from './bucket-catalog.ts';
+import {
+  BucketVersions,
+  refuseVersionAndSnapshot,
+  type DeletedVersion,
+  type VersionsOrLastSeen,
+} from './bucket-versions.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { EngineDeps } from './engine-deps.ts';
@@ -120,14 +122,6 @@ async function usingTree<Tree extends { close(): void }, T>(
   }
 }
 
-/** What `deleteVersion` deleted, and the bucket's active version after it. */
-export interface DeletedVersion {
-  readonly versionId: string;
-  /** The snapshot that pinned it, deleted with it. */
-  readonly snapshotId: string | null;
-  readonly activeVersionId: string | null;
-}
-
 /** Whether `dir` is a folder now; a disk pulled out while mounted (ENOTCONN) holds none. */
 function isFolderHere(dir: string): boolean {
   try {
@@ -140,15 +134,6 @@ function isFolderHere(dir: string): boolean {
 
 /** The embedded service's room kept free on the backup disk, as the user is told it. */
 const KEPT_FREE_TEXT = `${DEFAULT_KEPT_FREE.fraction * 100} % of it, at most ${DEFAULT_KEPT_FREE.maxBytes / (1 << 30)} GiB,`;
-
-/**
- * A request names a version by its id or by a snapshot of it, not both: which one was meant
- * cannot be known, and taking either would restore what the user may not have asked for.
- */
-function refuseVersionAndSnapshot(input: { version?: string; snapshot?: string }): void {
-  if (input.version !== undefined && input.snapshot !== undefined)
-    throw new EngineError('usage', 'name a version or a snapshot, not both');
-}
 
 /**
  * What a backup's check of random blocks fetches at most (beyond its first block): over a slow
@@ -171,6 +156,7 @@ export class Engine {
   private readonly connection: ServiceConnection;
   private readonly enrollment: Enrollment;
   private readonly buckets: BucketCatalog;
+  private readonly versions: BucketVersions;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
@@ -188,6 +174,13 @@ export class Engine {
       this.connection = new ServiceConnection(deps, this.db, () => this.now());
       this.enrollment = new Enrollment(deps, this.db, this.connection, () => this.now());
       this.buckets = new BucketCatalog(deps, this.db, this.connection, () => this.now());
+      this.versions = new BucketVersions(
+        this.db,
+        this.connection,
+        this.buckets,
+        this.metadata,
+        () => this.now(),
+      );
     } catch (error) {
       this.homeLock.release();
       throw error;
@@ -548,210 +541,29 @@ export class Engine {
   }
 
   async listVersions(input: { bucket: string }): Promise<Metadata[]> {
-    const { client } = await this.connection.connect();
-    return (await this.listRemembered(client, await this.buckets.byName(input.bucket, client)))
-      .versions;
+    return this.versions.list(input);
   }
 
-  /**
-   * The bucket's versions, remembered for when the service cannot be reached; `kept` is false
-   * when the home's disk had no room to remember them. The list is given all the same: a full
-   * home disk is no reason not to see, and restore, what is backed up.
-   */
-  private async listRemembered(
-    client: ServiceClient,
-    bucket: { readonly id: string; readonly name: string },
-  ): Promise<{ versions: Metadata[]; kept: boolean }> {
-    const versions = await client.listVersions(bucket.id);
-    const kept = keptUnlessDiskFull(() =>
-      rememberVersions(this.db, {
-        bucket_id: bucket.id,
-        bucket_name: bucket.name,
-        versions_json: JSON.stringify(versions),
-        seen_at: this.now(),
-      }),
-    );
-    return { versions, kept };
-  }
-
-  /**
-   * The bucket's versions; while the service cannot be reached, the list as last seen, with
-   * when (`offlineSince`) and why (`offlineBecause`), as browse does.
-   */
-  async versionsOrLastSeen(input: { bucket: string }): Promise<{
-    versions: Metadata[];
-    offlineSince: number | null;
-    offlineBecause: EngineErrorCode | null;
-    /** False when the home's disk is full: the list could not be kept for offline use. */
-    keptForOffline: boolean;
-  }> {
-    try {
-      // One attempt, no backoff: the list as last seen is shown instead of waiting.
-      const { client } = await this.connection.connect({ retry: NO_RETRY });
-      const { buckets, kept: bucketsKept } = await this.buckets.fetch(client);
-      const bucket = bucketNamed(buckets, input.bucket);
-      const { versions, kept } = await this.listRemembered(client, bucket);
-      return {
-        versions,
-        offlineSince: null,
-        offlineBecause: null,
-        keptForOffline: bucketsKept && kept,
-      };
-    } catch (error) {
-      const known = lastKnownVersions(this.db, input.bucket);
-      if (!(error instanceof EngineError) || !UNREACHABLE.has(error.code) || !known) throw error;
-      return {
-        versions: JSON.parse(known.versions_json) as Metadata[],
-        offlineSince: known.seen_at,
-        offlineBecause: error.code,
-        // Kept already: it is the list shown.
-        keptForOffline: true,
-      };
-    }
-  }
-
-  /** The bucket's version `id`, as the service lists it now; not_found, in the user's words. */
-  private async namedVersion(client: ServiceClient, bucket: Bucket, id: string): Promise<Metadata> {
-    const named = (await this.listRemembered(client, bucket)).versions.find(
-      (version) => version.id === id,
-    );
-    if (!named)
-      throw new EngineError(
-        'not_found',
-        `bucket "${bucket.name}" has no version ${id} (canopy versions lists them)`,
-      );
-    return named;
-  }
-
-  /**
-   * The version a request names: --version, --snapshot, or the bucket's active version. A named
-   * version must be one of the bucket's; with `whole`, one whose data was all stored (active or
-   * outdated), since a restore or a verify of a version still uploading, or whose upload failed,
-   * would find blocks missing and pass them off as lost.
-   */
-  private async resolveVersion(
-    client: ServiceClient,
-    input: { bucket: string; version?: string; snapshot?: string },
-    whole = false,
-  ): Promise<{ readonly versionId: string; readonly bucketId: string; readonly active: boolean }> {
-    refuseVersionAndSnapshot(input);
-    const bucket = await this.buckets.byName(input.bucket, client);
-    if (input.version !== undefined) {
-      const named = await this.namedVersion(client, bucket, input.version);
-      if (whole && (named.state === 'pending' || named.state === 'upload_failed'))
-        throw new EngineError(
-          'conflict',
-          named.state === 'pending'
-            ? `version ${named.id} is still being uploaded, so not all of its data is stored: run the backup again to finish it, or name a version stored whole`
-            : `the upload of version ${named.id} failed, so not all of its data is stored: name a version stored whole (canopy versions lists them)`,
-        );
-      return { versionId: named.id, bucketId: bucket.id, active: named.state === 'active' };
-    }
-    if (input.snapshot !== undefined) {
-      const snapshot = await client
-        .getSnapshot(bucket.id, input.snapshot)
-        .catch((error: unknown) => {
-          // The service's 404 names no snapshot; the user typed one.
-          if (!isEngineError(error, 'not_found')) throw error;
-          throw new EngineError(
-            'not_found',
-            `bucket "${input.bucket}" has no snapshot ${input.snapshot} (canopy snapshots lists them)`,
-            { cause: error },
-          );
-        });
-      return { versionId: snapshot.metadata_id, bucketId: bucket.id, active: false };
-    }
-    const active = (await this.listRemembered(client, bucket)).versions.find(
-      (version) => version.state === 'active',
-    );
-    if (!active) throw new EngineError('not_found', `bucket "${input.bucket}" has no backup yet`);
-    rememberActiveVersion(this.db, {
-      bucket_id: bucket.id,
-      bucket_name: bucket.name,
-      version_id: active.id,
-      seen_at: this.now(),
-    });
-    return { versionId: active.id, bucketId: bucket.id, active: true };
+  /** The bucket's versions; while the service cannot be reached, the list as last seen. */
+  async versionsOrLastSeen(input: { bucket: string }): Promise<VersionsOrLastSeen> {
+    return this.versions.orLastSeen(input);
   }
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
-    const { client } = await this.connection.connect();
-    return client.listSnapshots((await this.buckets.byName(input.bucket)).id);
+    return this.versions.listSnapshots(input);
   }
 
-  /**
-   * Deletes a snapshot: the pin goes, and its version, if outdated, is pruned from then on as
-   * any outdated version (§12), at once when the bucket has more than the service keeps.
-   */
+  /** Deletes a snapshot; its version stays unless the service prunes it (BucketVersions). */
   async deleteSnapshot(input: {
     bucket: string;
     snapshot: string;
   }): Promise<{ snapshot: Snapshot; versionPruned: boolean }> {
-    const { client } = await this.connection.connect();
-    const bucket = await this.buckets.byName(input.bucket, client);
-    const notFound = (cause: unknown): EngineError =>
-      new EngineError(
-        'not_found',
-        `bucket "${input.bucket}" has no snapshot ${input.snapshot} (canopy snapshots lists them)`,
-        { cause },
-      );
-    let snapshot: Snapshot;
-    try {
-      snapshot = await client.getSnapshot(bucket.id, input.snapshot);
-      await client.deleteSnapshot(bucket.id, snapshot.id);
-    } catch (error) {
-      // The service's 404 names no snapshot; the user typed one.
-      throw isEngineError(error, 'not_found') ? notFound(error) : error;
-    }
-    const { versions } = await this.listRemembered(client, bucket);
-    const versionPruned = !versions.some((version) => version.id === snapshot.metadata_id);
-    if (versionPruned) await this.metadata.forget(snapshot.metadata_id);
-    return { snapshot, versionPruned };
+    return this.versions.deleteSnapshot(input);
   }
 
-  /**
-   * Deletes a version, and the snapshot that pins it (naming the version is the user's intent;
-   * in a backup bucket every version has one). Its blocks no other version holds leave the
-   * service. A version still being uploaded is refused: the next backup finishes it. When the
-   * active version goes, the service makes the most recent outdated one active.
-   */
+  /** Deletes a version, and the snapshot that pins it (BucketVersions). */
   async deleteVersion(input: { bucket: string; version: string }): Promise<DeletedVersion> {
-    const { client } = await this.connection.connect();
-    const bucket = await this.buckets.byName(input.bucket, client);
-    const named = await this.namedVersion(client, bucket, input.version);
-    if (named.state === 'pending')
-      throw new EngineError(
-        'conflict',
-        `version ${named.id} is still being uploaded: run the backup again to finish it, or wait for its upload window to end`,
-      );
-    if (named.snapshot_id !== null) {
-      try {
-        await client.deleteSnapshot(bucket.id, named.snapshot_id);
-      } catch (error) {
-        // Deleted meanwhile (by another device, or by this command before it was cut short).
-        if (!isEngineError(error, 'not_found')) throw error;
-      }
-    }
-    // Gone already is done: the service prunes an outdated version once its snapshot goes, when
-    // it keeps that many unpinned ones already. (A version not there at all was told above.)
-    await client.discardVersion(named.id);
-    await this.metadata.forget(named.id);
-    const active = (await this.listRemembered(client, bucket)).versions.find(
-      (version) => version.state === 'active',
-    );
-    if (active)
-      rememberActiveVersion(this.db, {
-        bucket_id: bucket.id,
-        bucket_name: bucket.name,
-        version_id: active.id,
-        seen_at: this.now(),
-      });
-    else forgetActiveVersion(this.db, bucket.id);
-    return {
-      versionId: named.id,
-      snapshotId: named.snapshot_id,
-      activeVersionId: active?.id ?? null,
-    };
+    return this.versions.deleteVersion(input);
   }
 
   async ls(input: {
@@ -806,7 +618,7 @@ export class Engine {
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
       const { client } = await this.connection.connect({ retry: NO_RETRY });
-      const { versionId } = await this.resolveVersion(client, input);
+      const { versionId } = await this.versions.resolve(client, input);
       const { onProgress } = input;
       const onPull = (): PullProgress | undefined =>
         onProgress ? pullPhase(onProgress, () => this.now()) : undefined;
@@ -882,7 +694,7 @@ export class Engine {
   ): Promise<
     VerifyResult & { readonly versionId: string; readonly unrestorable: UnrestorableFile[] }
   > {
-    const { versionId, bucketId, active } = await this.resolveVersion(client, input, true);
+    const { versionId, bucketId, active } = await this.versions.resolve(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
     // (read from the pulled file, open until the verify ends).
@@ -992,7 +804,7 @@ export class Engine {
     refuseVersionAndSnapshot(input);
     try {
       const client = await this.stoppableClient(input.signal);
-      const { versionId, bucketId } = await this.resolveVersion(client, input, true);
+      const { versionId, bucketId } = await this.versions.resolve(client, input, true);
       const who = await client.whoAmI();
       // A version this computer keeps no copy of (a new computer's restore) pulls its list of
       // files first: megabytes, over a slow link minutes, shown as their own phase.
