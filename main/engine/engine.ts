@@ -142,8 +142,10 @@ const KEPT_FREE_TEXT = `${DEFAULT_KEPT_FREE.fraction * 100} % of it, at most ${D
 const SAMPLE_CHECK_BYTES = 4 * 1024 * 1024;
 
 /**
- * The engine: device identity, the account and its buckets, over the service client. Hosts
- * create one with createEngine(deps) and close it when done.
+ * The engine, as its hosts see it: they create one with createEngine(deps) and close it when
+ * done. Each request goes to the part that owns it: enrolling and the account (enrollment.ts),
+ * buckets (bucket-catalog.ts), versions and snapshots (bucket-versions.ts), all over one
+ * ServiceConnection; backup, browse, verify and restore are run here.
  */
 export class Engine {
   private readonly deps: EngineDeps;
