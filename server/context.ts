@@ -5,7 +5,7 @@ import { TokenBuckets } from './auth/token-bucket.ts';
 import { BlockStore } from './blocks/block-store.ts';
 import { SERVICE_DATABASE_FILE } from './data-dir.ts';
 import type { ServiceOptions } from './options.ts';
-import { openDatabase, type Db } from './store/database.ts';
+import { openDatabase, releaseFreePages, type Db } from './store/database.ts';
 import { copyDatabase, type DatabaseCopy } from './store/database-copy.ts';
 import { allChunkFileIds, deadChunkFiles, forgetChunkFile } from './store/metadata-chunks.ts';
 import { hasDueVersions, sweepUploadWindows, type LifecyclePolicy } from './store/lifecycle.ts';
@@ -188,12 +188,13 @@ export class ServiceContext {
 
   /**
    * Frees what deletions left, for up to `budgetMs` of real time: blocks no one holds, then
-   * packs and files of metadata chunks that are mostly dead bytes, one at a time. It is for a
-   * service that lives for one command (the CLI's embedded one), whose sweep never comes round:
-   * without it, a deleted bucket's blocks past the first batch, and the dead bytes of every
-   * pack a deletion left half full, would stay on the disk for good. What the budget leaves, the
-   * next call goes on with (a pack started is finished, so one may run past it). Failures are
-   * reported (`housekeep`), never thrown: the command's own work is done.
+   * packs and files of metadata chunks that are mostly dead bytes, one at a time, then the
+   * database's free pages. It is for a service that lives for one command (the CLI's embedded
+   * one), whose sweep never comes round: without it, a deleted bucket's blocks past the first
+   * batch, and the dead bytes of every pack a deletion left half full, would stay on the disk
+   * for good. What the budget leaves, the next call goes on with (a pack started is finished,
+   * so one may run past it). Failures are reported (`housekeep`), never thrown: the command's
+   * own work is done.
    */
   async tidy(budgetMs: number): Promise<void> {
     if (this.options.readOnly === true) return;
@@ -211,6 +212,9 @@ export class ServiceContext {
       inTime,
       () => this.compactChunkFiles(1),
       'compact files of metadata chunks',
+    );
+    this.housekeep("give the database's free pages back to the disk", () =>
+      releaseFreePages(this.db, inTime),
     );
   }
 

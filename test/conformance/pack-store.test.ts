@@ -256,6 +256,7 @@ describe('pack files', () => {
         'delete blocks no one holds',
         'compact packs',
         'compact files of metadata chunks',
+        "give the database's free pages back to the disk",
       ]);
     } finally {
       // Closing the service fails too, and says why, rather than pass over what it could not do.

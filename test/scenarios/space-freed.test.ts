@@ -33,7 +33,7 @@ async function loggedIn(name: string, bucket: string, type: 'backup' | 'interact
 }
 
 describe('space freed by the command line', () => {
-  it("frees all of a deleted bucket's blocks, more than one batch of them", async () => {
+  it("frees all of a deleted bucket's blocks, more than one batch of them, and its rows' room", async () => {
     const { home, data, source } = await loggedIn('bucket', 'Notes', 'backup');
     // More blocks than the service deletes in one batch (10 000).
     const files = 10_500;
@@ -44,9 +44,15 @@ describe('space freed by the command line', () => {
     }
     await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check');
     expect(storedDataBytes(data)).toBeGreaterThan(60_000);
+    const database = path.join(data, 'service.sqlite');
+    const databaseBefore = statSync(database).size;
+    expect(databaseBefore).toBeGreaterThan(2_000_000);
 
     await canopy(home, 'buckets', 'delete', 'Notes');
     expect(storedDataBytes(data)).toBe(0);
+    // The rows' pages went back to the disk too, and the kept copy is made from what is left.
+    expect(statSync(database).size).toBeLessThan(databaseBefore / 4);
+    expect(statSync(`${database}.copy`).size).toBeLessThan(databaseBefore / 4);
   });
 
   it('rewrites the packs that versions pruned left mostly empty, and the rest restores', async () => {
