@@ -117,6 +117,11 @@ function openContext(options: ServiceOptions): {
 
 /** While it serves, the database is copied (when it changed) at most this often. */
 const DATABASE_COPY_EVERY_MS = 60 * 60 * 1000;
+/**
+ * How long each sweep may give free pages of the database back to the disk: in steps of a few
+ * milliseconds, each a write the requests wait for; what is left, the next sweep goes on with.
+ */
+const FREE_PAGES_RELEASE_MS = 500;
 
 export function createBucketService(options: ServiceOptions): BucketService {
   const { ctx, restoredDatabase } = openContext(options);
@@ -349,6 +354,8 @@ export function createBucketService(options: ServiceOptions): BucketService {
         ctx.compactChunkFiles().catch((error: unknown) => {
           app.log.error({ err: error }, 'compaction of metadata chunk files failed');
         });
+        const releaseUntil = performance.now() + FREE_PAGES_RELEASE_MS;
+        ctx.releaseFreePages(() => performance.now() < releaseUntil);
         if (options.clock() - lastCopyAt >= DATABASE_COPY_EVERY_MS) void keepCopy();
       }, options.sweepIntervalMs);
       sweepTimer.unref();

@@ -213,6 +213,14 @@ export class ServiceContext {
       () => this.compactChunkFiles(1),
       'compact files of metadata chunks',
     );
+    this.releaseFreePages(inTime);
+  }
+
+  /**
+   * Gives the database's free pages back to the disk while `inTime` holds, once a large
+   * deletion left many (store/database.ts); a failure is reported (`housekeep`).
+   */
+  releaseFreePages(inTime: () => boolean): void {
     this.housekeep("give the database's free pages back to the disk", () =>
       releaseFreePages(this.db, inTime),
     );

@@ -264,6 +264,20 @@ describe('pack files', () => {
     }
   });
 
+  it("gives the database's free pages back to the disk in its sweep, when a deletion left many", async () => {
+    const db = service.service.ctx.db;
+    db.exec('CREATE TABLE filler (bytes BLOB)');
+    const insert = db.prepare('INSERT INTO filler (bytes) VALUES (randomblob(4096))');
+    db.transaction(() => {
+      for (let row = 0; row < 3000; row += 1) insert.run();
+    })();
+    db.exec('DROP TABLE filler');
+    const free = () => Number(db.pragma('freelist_count', { simple: true }));
+    expect(free()).toBeGreaterThan(2500);
+    // The sweep runs every 200 ms here.
+    await expect.poll(free, { timeout: 5_000, interval: 100 }).toBeLessThan(100);
+  });
+
   it('reads a block looked up before another process retired its pack, from the retired pack', async () => {
     // Two commands serve one data folder at once: one compacts (or frees) a pack between
     // another's looking up a block and its opening the pack.
