@@ -3,13 +3,16 @@ import { loadOrCreateKeyPair } from '../identity/index.ts';
 import type { Bucket, BucketType, StorageClass } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
-  forgetActiveVersion,
+  BackupLock,
+  forgetBucket,
   homeId,
-  removeBucket,
   upsertBucket,
+  uploadQueue,
   type StateDb,
 } from '../state/index.ts';
+import { removeAbandonedStaging } from '../uploader/index.ts';
 import type { EngineDeps } from './engine-deps.ts';
+import type { MetadataCache } from './metadata-cache.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import type { ServiceConnection } from './service-connection.ts';
 
@@ -28,6 +31,7 @@ export class BucketCatalog {
     private readonly deps: EngineDeps,
     private readonly db: StateDb,
     private readonly connection: ServiceConnection,
+    private readonly metadata: MetadataCache,
     private readonly now: () => number,
   ) {}
 
@@ -118,12 +122,31 @@ export class BucketCatalog {
     return client.getBucket(bucket.id);
   }
 
+  /**
+   * Deletes the bucket on the service, then what this device keeps of it: its state (the file
+   * index of the folders backed up to it, the versions last seen, an unfinished upload and its
+   * staged files), the copies of its versions' metadata, and its bucket key. Refused while a
+   * backup to it runs, whose records this would pull from under it.
+   */
   async delete(input: { name: string }): Promise<void> {
     const { client } = await this.connection.connect();
     const bucket = await this.byName(input.name);
-    await client.deleteBucket(bucket.id);
-    removeBucket(this.db, bucket.id);
-    // Browsing it offline would find nothing but an error.
-    forgetActiveVersion(this.db, bucket.id);
+    const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
+    if (!lock)
+      throw new EngineError(
+        'busy',
+        `a backup to bucket "${bucket.name}" is running; stop it or wait for it to finish, then delete the bucket`,
+        { retryable: true },
+      );
+    try {
+      const versions = await client.listVersions(bucket.id);
+      await client.deleteBucket(bucket.id);
+      const record = forgetBucket(this.db, bucket.id);
+      for (const version of versions) await this.metadata.forget(version.id);
+      await removeAbandonedStaging(this.metadata.stagingRoot, uploadQueue(this.db).stagingDirs());
+      if (record?.bucket_key_account) await this.deps.secrets.delete(record.bucket_key_account);
+    } finally {
+      lock.release();
+    }
   }
 }

@@ -175,7 +175,9 @@ export class Engine {
       this.metadata = new MetadataCache(deps.home, this.db, deps.metadataCacheBytes);
       this.connection = new ServiceConnection(deps, this.db, () => this.now());
       this.enrollment = new Enrollment(deps, this.db, this.connection, () => this.now());
-      this.buckets = new BucketCatalog(deps, this.db, this.connection, () => this.now());
+      this.buckets = new BucketCatalog(deps, this.db, this.connection, this.metadata, () =>
+        this.now(),
+      );
       this.versions = new BucketVersions(
         this.db,
         this.connection,

@@ -62,8 +62,37 @@ export function upsertBucket(db: StateDb, record: BucketRecord): void {
   ).run(record);
 }
 
-export function removeBucket(db: StateDb, id: string): void {
-  db.prepare('DELETE FROM buckets WHERE id = ?').run(id);
+/** Every table of this device's state that keeps something per bucket, by its `bucket_id`. */
+const BUCKET_TABLES = [
+  'known_active_versions',
+  'known_versions',
+  'upload_speeds',
+  'shard_limits',
+  'blocks_to_resend',
+  'metadata_to_store_again',
+  'superseded_versions',
+  'pushes_in_flight',
+  // With their shards and planned blocks (ON DELETE CASCADE).
+  'shard_plans',
+  'uploads',
+  // With their entries.
+  'file_index_stages',
+  'file_index_sources',
+] as const;
+
+/**
+ * Forgets everything this device keeps of a deleted bucket, in one transaction: its record, the
+ * versions last seen, the file index of each folder backed up to it, an upload left unfinished.
+ * Returns the record it had (with the bucket key's account in the secret store), if any.
+ */
+export function forgetBucket(db: StateDb, id: string): BucketRecord | undefined {
+  return db.transaction(() => {
+    const record = readBucket(db, id);
+    for (const table of BUCKET_TABLES)
+      db.prepare(`DELETE FROM ${table} WHERE bucket_id = ?`).run(id);
+    db.prepare('DELETE FROM buckets WHERE id = ?').run(id);
+    return record;
+  })();
 }
 
 export function readBucket(db: StateDb, id: string): BucketRecord | undefined {

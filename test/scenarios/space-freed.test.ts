@@ -11,7 +11,15 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { canopySucceeds as canopy, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import {
+  canopyFails,
+  canopySucceeds as canopy,
+  loginWithBucket,
+  runCanopy,
+} from '../helpers/canopy-cli.ts';
+import Database from 'better-sqlite3';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { BackupLock } from '../../main/state/index.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
@@ -107,5 +115,72 @@ describe('space freed by the command line', () => {
       ),
     );
     expect(deleted.stderr).not.toContain('Warning');
+  });
+
+  it('forgets what this device kept of a deleted bucket, and refuses while a backup to it runs', async () => {
+    const { home, source } = await loggedIn('forgotten', 'Gone', 'backup');
+    for (let file = 0; file < 20; file += 1)
+      writeFileSync(path.join(source, `${file}.txt`), `file ${file}\n`);
+    await canopy(home, 'backup', source, '--bucket', 'Gone', '--skip-check');
+    writeFileSync(path.join(source, 'more.txt'), 'more\n');
+    await canopy(home, 'backup', source, '--bucket', 'Gone', '--skip-check');
+    // Listed once, so kept for when the service cannot be reached.
+    await canopy(home, 'versions', '--bucket', 'Gone');
+    const [bucket] = JSON.parse(await canopy(home, 'buckets', '--json')) as Array<{ id: string }>;
+    const bucketId = bucket?.id ?? '';
+    const cachedCars = () =>
+      readdirSync(path.join(home, 'metadata')).filter((name) => name.endsWith('.car'));
+    /** This bucket's rows in the tables that keep something per bucket. */
+    const keptRows = (): Record<string, number> => {
+      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
+      try {
+        const count = (table: string, column = 'bucket_id') =>
+          state
+            .prepare<[string], number>(`SELECT count(*) FROM ${table} WHERE ${column} = ?`)
+            .pluck()
+            .get(bucketId) ?? 0;
+        return {
+          buckets: count('buckets', 'id'),
+          fileIndex: count('file_index_sources'),
+          versions: count('known_versions'),
+          active: count('known_active_versions'),
+        };
+      } finally {
+        state.close();
+      }
+    };
+    const bucketKey = (): string | null => {
+      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
+      try {
+        return (
+          state
+            .prepare<[], string | null>('SELECT bucket_key_account FROM buckets')
+            .pluck()
+            .get() ?? null
+        );
+      } finally {
+        state.close();
+      }
+    };
+    const keyAccount = bucketKey();
+    if (keyAccount === null) throw new Error('the bucket was created here, with its key');
+    expect(await new FileSecretStore(home).get(keyAccount)).not.toBeNull();
+    expect(cachedCars()).toHaveLength(2);
+    expect(keptRows()).toEqual({ buckets: 1, fileIndex: 1, versions: 1, active: 1 });
+
+    const backupRunning = BackupLock.tryAcquire(home, bucketId);
+    try {
+      expect(await canopyFails(home, 'buckets', 'delete', 'Gone')).toContain(
+        'a backup to bucket "Gone" is running',
+      );
+    } finally {
+      backupRunning?.release();
+    }
+    expect(await canopy(home, 'buckets')).toContain('Gone');
+
+    await canopy(home, 'buckets', 'delete', 'Gone');
+    expect(cachedCars()).toEqual([]);
+    expect(keptRows()).toEqual({ buckets: 0, fileIndex: 0, versions: 0, active: 0 });
+    expect(await new FileSecretStore(home).get(keyAccount)).toBeNull();
   });
 });
