@@ -2,17 +2,11 @@ import { EngineError } from '../api/index.ts';
 import { loadOrCreateKeyPair } from '../identity/index.ts';
 import type { Bucket, BucketType, StorageClass } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import {
-  BackupLock,
-  forgetBucket,
-  homeId,
-  upsertBucket,
-  uploadQueue,
-  type StateDb,
-} from '../state/index.ts';
+import { forgetBucket, homeId, upsertBucket, uploadQueue, type StateDb } from '../state/index.ts';
 import { removeAbandonedStaging } from '../uploader/index.ts';
 import type { EngineDeps } from './engine-deps.ts';
 import type { MetadataCache } from './metadata-cache.ts';
+import { whileNoBackupTo } from './while-no-backup.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import type { ServiceConnection } from './service-connection.ts';
 
@@ -131,22 +125,13 @@ export class BucketCatalog {
   async delete(input: { name: string }): Promise<void> {
     const { client } = await this.connection.connect();
     const bucket = await this.byName(input.name);
-    const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
-    if (!lock)
-      throw new EngineError(
-        'busy',
-        `a backup to bucket "${bucket.name}" is running; stop it or wait for it to finish, then delete the bucket`,
-        { retryable: true },
-      );
-    try {
+    await whileNoBackupTo(this.deps.home, bucket, 'delete the bucket', async () => {
       const versions = await client.listVersions(bucket.id);
       await client.deleteBucket(bucket.id);
       const record = forgetBucket(this.db, bucket.id);
       for (const version of versions) await this.metadata.forget(version.id);
       await removeAbandonedStaging(this.metadata.stagingRoot, uploadQueue(this.db).stagingDirs());
       if (record?.bucket_key_account) await this.deps.secrets.delete(record.bucket_key_account);
-    } finally {
-      lock.release();
-    }
+    });
   }
 }

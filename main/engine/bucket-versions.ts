@@ -13,6 +13,7 @@ import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import type { MetadataCache } from './metadata-cache.ts';
 import type { ServiceConnection } from './service-connection.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
+import { whileNoBackupTo } from './while-no-backup.ts';
 
 // A bucket's versions and snapshots: listed from the service and remembered on this device
 // (for when it cannot be reached), the one a request names, and deleting them.
@@ -47,6 +48,8 @@ export function refuseVersionAndSnapshot(input: { version?: string; snapshot?: s
 
 export class BucketVersions {
   constructor(
+    /** The Canopy home, where backups take their lock (BackupLock). */
+    private readonly home: string,
     private readonly db: StateDb,
     private readonly connection: ServiceConnection,
     private readonly buckets: BucketCatalog,
@@ -213,45 +216,49 @@ export class BucketVersions {
   /**
    * Deletes a version, and the snapshot that pins it (naming the version is the user's intent;
    * in a backup bucket every version has one). Its blocks no other version holds leave the
-   * service. A version still being uploaded is refused: the next backup finishes it. When the
-   * active version goes, the service makes the most recent outdated one active.
+   * service. A version still being uploaded is refused: the next backup finishes it; so is any
+   * while a backup to the bucket runs. When the active version goes, the service makes the most
+   * recent outdated one active.
    */
   async deleteVersion(input: { bucket: string; version: string }): Promise<DeletedVersion> {
     const { client } = await this.connection.connect();
     const bucket = await this.buckets.byName(input.bucket, client);
-    const named = await this.named(client, bucket, input.version);
-    if (named.state === 'pending')
-      throw new EngineError(
-        'conflict',
-        `version ${named.id} is still being uploaded: run the backup again to finish it, or wait for its upload window to end`,
-      );
-    if (named.snapshot_id !== null) {
-      try {
-        await client.deleteSnapshot(bucket.id, named.snapshot_id);
-      } catch (error) {
-        // Deleted meanwhile (by another device, or by this command before it was cut short).
-        if (!isEngineError(error, 'not_found')) throw error;
+    return whileNoBackupTo(this.home, bucket, 'delete the version', async () => {
+      const named = await this.named(client, bucket, input.version);
+      if (named.state === 'pending')
+        throw new EngineError(
+          'conflict',
+          `version ${named.id} is still being uploaded: run the backup again to finish it, or wait for its upload window to end`,
+        );
+      if (named.snapshot_id !== null) {
+        try {
+          await client.deleteSnapshot(bucket.id, named.snapshot_id);
+        } catch (error) {
+          // Deleted meanwhile (by another device, or by this command before it was cut short).
+          if (!isEngineError(error, 'not_found')) throw error;
+        }
       }
-    }
-    // Gone already is done: the service prunes an outdated version once its snapshot goes, when
-    // it keeps that many unpinned ones already. (A version not there at all was told above.)
-    await client.discardVersion(named.id);
-    await this.metadata.forget(named.id);
-    const active = (await this.remembered(client, bucket)).versions.find(
-      (version) => version.state === 'active',
-    );
-    if (active)
-      rememberActiveVersion(this.db, {
-        bucket_id: bucket.id,
-        bucket_name: bucket.name,
-        version_id: active.id,
-        seen_at: this.now(),
-      });
-    else forgetActiveVersion(this.db, bucket.id);
-    return {
-      versionId: named.id,
-      snapshotId: named.snapshot_id,
-      activeVersionId: active?.id ?? null,
-    };
+      // Gone already is done: the service prunes an outdated version once its snapshot goes,
+      // when it keeps that many unpinned ones already. (A version not there at all was told
+      // above.)
+      await client.discardVersion(named.id);
+      await this.metadata.forget(named.id);
+      const active = (await this.remembered(client, bucket)).versions.find(
+        (version) => version.state === 'active',
+      );
+      if (active)
+        rememberActiveVersion(this.db, {
+          bucket_id: bucket.id,
+          bucket_name: bucket.name,
+          version_id: active.id,
+          seen_at: this.now(),
+        });
+      else forgetActiveVersion(this.db, bucket.id);
+      return {
+        versionId: named.id,
+        snapshotId: named.snapshot_id,
+        activeVersionId: active?.id ?? null,
+      };
+    });
   }
 }

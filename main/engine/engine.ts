@@ -179,6 +179,7 @@ export class Engine {
         this.now(),
       );
       this.versions = new BucketVersions(
+        deps.home,
         this.db,
         this.connection,
         this.buckets,

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
+import { BackupLock } from '../../main/state/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { DEFAULT_LIMITS, type Metadata, type Snapshot } from '../../main/protocol/index.ts';
 import { canopyFails, canopySucceeds as canopy, loginWithBucket } from '../helpers/canopy-cli.ts';
@@ -122,7 +123,19 @@ describe('deleting versions', () => {
     expect(
       await canopyFails(home, 'versions', 'delete', pending?.id ?? '', '--bucket', 'Crash'),
     ).toContain('is still being uploaded: run the backup again to finish it');
-    // Nothing was lost to the refusal: the next backup finishes that very upload.
+    // Nor is any while a backup to the bucket runs.
+    const [bucket] = JSON.parse(await canopy(home, 'buckets', '--json')) as Array<{ id: string }>;
+    const backupRunning = BackupLock.tryAcquire(home, bucket?.id ?? '');
+    try {
+      expect(
+        await canopyFails(home, 'versions', 'delete', pending?.id ?? '', '--bucket', 'Crash'),
+      ).toContain(
+        'a backup to bucket "Crash" is running; stop it or wait for it to finish, then delete the version',
+      );
+    } finally {
+      backupRunning?.release();
+    }
+    // Nothing was lost to the refusals: the next backup finishes that very upload.
     const finished = await canopy(home, 'backup', source, '--bucket', 'Crash', '--skip-check');
     expect(finished).toContain(`finished the interrupted upload of version ${pending?.id ?? ''}`);
   });
