@@ -49,9 +49,12 @@ function openWith(file: string, exclusive: boolean): Db {
 
 function configure(db: Db): void {
   // Pages freed by deletions can be given back to the disk a few at a time (releaseFreePages),
-  // rather than only by a VACUUM that rewrites everything. It takes only on a database made
-  // now: one made before keeps reusing its free pages, as SQLite does by default.
-  db.pragma('auto_vacuum = INCREMENTAL');
+  // rather than only by a VACUUM that rewrites everything. It takes only on a database with
+  // nothing in it yet: one made before keeps reusing its free pages, as SQLite does by default.
+  // Set only there: setting it writes, even unchanged, and a full disk must still open the
+  // database to restore from it.
+  if (db.prepare('SELECT count(*) FROM sqlite_master').pluck().get() === 0)
+    db.pragma('auto_vacuum = INCREMENTAL');
   db.pragma('journal_mode = WAL');
   // A 4 MB page cache, not better-sqlite3's 16 MB: the embedded service and the engine share
   // one process, and a backup of 100 000 files filled both caches, a tenth of its peak memory.
