@@ -130,10 +130,18 @@ describe('space freed by the command line', () => {
     const bucketId = bucket?.id ?? '';
     const cachedCars = () =>
       readdirSync(path.join(home, 'metadata')).filter((name) => name.endsWith('.car'));
-    /** This bucket's rows in the tables that keep something per bucket. */
-    const keptRows = (): Record<string, number> => {
+    /** What `read` finds in this device's state database, opened to read only. */
+    const fromState = <T>(read: (state: Database.Database) => T): T => {
       const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
       try {
+        return read(state);
+      } finally {
+        state.close();
+      }
+    };
+    /** This bucket's rows in the tables that keep something per bucket. */
+    const keptRows = (): Record<string, number> =>
+      fromState((state) => {
         const count = (table: string, column = 'bucket_id') =>
           state
             .prepare<[string], number>(`SELECT count(*) FROM ${table} WHERE ${column} = ?`)
@@ -145,23 +153,15 @@ describe('space freed by the command line', () => {
           versions: count('known_versions'),
           active: count('known_active_versions'),
         };
-      } finally {
-        state.close();
-      }
-    };
-    const bucketKey = (): string | null => {
-      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
-      try {
-        return (
+      });
+    const bucketKey = (): string | null =>
+      fromState(
+        (state) =>
           state
             .prepare<[], string | null>('SELECT bucket_key_account FROM buckets')
             .pluck()
-            .get() ?? null
-        );
-      } finally {
-        state.close();
-      }
-    };
+            .get() ?? null,
+      );
     const keyAccount = bucketKey();
     if (keyAccount === null) throw new Error('the bucket was created here, with its key');
     expect(await new FileSecretStore(home).get(keyAccount)).not.toBeNull();
