@@ -63,7 +63,7 @@ export function upsertBucket(db: StateDb, record: BucketRecord): void {
 }
 
 /** Every table of this device's state that keeps something per bucket, by its `bucket_id`. */
-const BUCKET_TABLES = [
+export const BUCKET_TABLES = [
   'known_active_versions',
   'known_versions',
   'upload_speeds',
