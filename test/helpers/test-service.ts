@@ -76,8 +76,12 @@ export async function startTestService(
         .all() as string[];
     },
     async close() {
-      await service.close();
-      if (overrides.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+      try {
+        await service.close();
+      } finally {
+        // Also when closing fails, as a test of a failing database expects it to.
+        if (overrides.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+      }
     },
   };
 }
