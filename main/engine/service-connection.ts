@@ -15,6 +15,11 @@ import type { EngineDeps, LocalService } from './engine-deps.ts';
 // started anew once its disk came back as another mount), and the one set of connections to
 // that service's socket that every client shares.
 
+/** `client`, its requests stopped by `signal` when one is given. */
+function stoppedBy(client: ServiceClient, signal: AbortSignal | undefined): ServiceClient {
+  return signal ? client.stoppedBy(signal) : client;
+}
+
 export class ServiceConnection {
   /**
    * The service's clock, as its answers show it: device tokens are dated by it, and uploads
@@ -130,8 +135,11 @@ export class ServiceConnection {
     return this.local;
   }
 
-  /** The enrolled account and a client signed with its device key. */
-  async connect(options: { retry?: RetryPolicy } = {}): Promise<{
+  /**
+   * The enrolled account and a client signed with its device key; its requests are stopped by
+   * `signal` when one is given.
+   */
+  async connect(options: { retry?: RetryPolicy; signal?: AbortSignal | undefined } = {}): Promise<{
     client: ServiceClient;
     account: AccountRecord;
     server: string;
@@ -156,7 +164,7 @@ export class ServiceConnection {
       const client = options.retry
         ? this.client(server, connected.key, account.user_id, options.retry)
         : connected.client;
-      return { client, account, server };
+      return { client: stoppedBy(client, options.signal), account, server };
     }
     const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
     if (!key) {
@@ -169,7 +177,7 @@ export class ServiceConnection {
     const client = options.retry
       ? this.client(server, key, account.user_id, options.retry)
       : this.connected.client;
-    return { client, account, server };
+    return { client: stoppedBy(client, options.signal), account, server };
   }
 
   /** Forgets the enrolled account's client: the account was logged out. */

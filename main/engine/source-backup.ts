@@ -1,0 +1,251 @@
+import os from 'node:os';
+import path from 'node:path';
+import { EngineError } from '../api/index.ts';
+import type { Bucket } from '../protocol/index.ts';
+import type { SampleCheck } from '../restore/index.ts';
+import {
+  checkSourceFolder,
+  excludingFolders,
+  loadExcludeRules,
+  walkSource,
+  type SkippedItem,
+} from '../scanner/index.ts';
+import type { ServiceClient } from '../service/index.ts';
+import {
+  BackupLock,
+  blocksToResend,
+  forgetBlocksToResend,
+  forgetMetadataToStoreAgain,
+  metadataToStoreAgain,
+  readAccount,
+  recordShardLimit,
+  recordUploadSpeed,
+  rememberActiveVersion,
+  shardLimitOf,
+  sourceExcludesOf,
+  sourceFileIndex,
+  uploadQueue,
+  uploadSpeedOf,
+  type AccountRecord,
+  type StateDb,
+} from '../state/index.ts';
+import {
+  backupSource,
+  pullPhase,
+  readTreeIndexOfFile,
+  readTreeLeavesOfFile,
+  shardTargetFor,
+  type BackupProgress,
+  type BackupResult,
+  type TreeIndexOfFile,
+  type TreeLeaves,
+} from '../uploader/index.ts';
+import type { BucketCatalog } from './bucket-catalog.ts';
+import { diskGoneError } from './disk-gone-error.ts';
+import { refuseEmptiedSource } from './emptied-source.ts';
+import type { EngineDeps } from './engine-deps.ts';
+import { toldAsLocalDisk } from './local-disk-error.ts';
+import type { MetadataCache } from './metadata-cache.ts';
+import type { ServiceConnection } from './service-connection.ts';
+import type { VersionVerifier } from './version-verifier.ts';
+
+// Backing up a folder into a bucket: one backup per bucket at a time (BackupLock), each
+// building on the bucket's active version and the folder's file index, and what a backup of a
+// folder would include (`--dry-run`).
+
+export interface BackupRequest {
+  readonly dir: string;
+  readonly bucket: string;
+  readonly replaceSource?: boolean;
+  /** Back up the folder even when it is empty and its last backup was not (emptied-source.ts). */
+  readonly allowEmpty?: boolean;
+  readonly onProgress?: (progress: BackupProgress) => void;
+  /**
+   * Once the backup is stored, this many random blocks of the bucket's active version are
+   * fetched again and checked against their CIDs (`sampleCheck`); none when not given.
+   */
+  readonly checkBlocks?: number;
+  /** Stops the backup (`stopped`); the next one finishes what it stored. */
+  readonly signal?: AbortSignal;
+}
+
+export type StoredBackup = BackupResult & { readonly sampleCheck?: SampleCheck };
+
+/** What a backup of a folder would include, and what it would pass over. */
+export interface BackupPlan {
+  files: number;
+  bytes: number;
+  excluded: string[];
+  skipped: SkippedItem[];
+}
+
+export class SourceBackup {
+  constructor(
+    private readonly deps: EngineDeps,
+    private readonly db: StateDb,
+    private readonly connection: ServiceConnection,
+    private readonly buckets: BucketCatalog,
+    private readonly metadata: MetadataCache,
+    private readonly verifier: VersionVerifier,
+    private readonly now: () => number,
+  ) {}
+
+  async backup(input: BackupRequest): Promise<StoredBackup> {
+    const sourceDir = path.resolve(input.dir);
+    // A mistyped folder is told at once, before any network.
+    checkSourceFolder(sourceDir);
+    const { client, account } = await this.connection.connect({ signal: input.signal });
+    if (account.mode === 'local' && this.connection.localService?.readOnly) {
+      // Told before packing: the push at the end would only be refused.
+      throw new EngineError(
+        'local_server',
+        `the backups in ${account.local_data_dir ?? ''} are on a disk mounted read-only: they can be browsed and restored, but a backup needs the disk mounted writable (after checking it for errors)`,
+      );
+    }
+    const bucket = await this.buckets.byName(input.bucket);
+    const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
+    if (!lock) {
+      throw new EngineError(
+        'busy',
+        `another backup to bucket "${bucket.name}" is running; wait for it to finish`,
+        { retryable: true },
+      );
+    }
+    try {
+      const result = await this.backupLocked(client, account, bucket, sourceDir, input);
+      if (input.checkBlocks === undefined || input.checkBlocks <= 0) return result;
+      const sampleCheck = await this.verifier.checkSample(
+        client,
+        bucket.id,
+        result.versionId,
+        input.checkBlocks,
+      );
+      return { ...result, sampleCheck };
+    } catch (error) {
+      if (input.signal?.aborted === true)
+        throw new EngineError(
+          'stopped',
+          'the backup was stopped: run it again to finish it (what it stored stays, and only what is missing is sent)',
+          { cause: error },
+        );
+      throw toldAsLocalDisk(
+        diskGoneError(error, sourceDir, 'backup'),
+        'backup',
+        this.db,
+        this.connection,
+      );
+    } finally {
+      lock.release();
+    }
+  }
+
+  /** What a backup of `dir` would include and what the rules would skip. No network. */
+  async plan(input: { dir: string }): Promise<BackupPlan> {
+    const sourceDir = path.resolve(input.dir);
+    checkSourceFolder(sourceDir);
+    const rules = excludingFolders(
+      await loadExcludeRules(sourceDir, sourceExcludesOf(this.db, sourceDir)),
+      sourceDir,
+      this.ownFolders(readAccount(this.db)),
+    );
+    const plan: BackupPlan = { files: 0, bytes: 0, excluded: [], skipped: [] };
+    const walk = walkSource(sourceDir, {
+      rules,
+      onSkip: (item) => plan.skipped.push(item),
+      onExcluded: (relativePath) => plan.excluded.push(relativePath),
+    });
+    for await (const entry of walk) {
+      if (entry.kind !== 'file') continue;
+      plan.files += 1;
+      plan.bytes += entry.size;
+    }
+    return plan;
+  }
+
+  private async backupLocked(
+    client: ServiceClient,
+    account: AccountRecord,
+    bucket: Bucket,
+    sourceDir: string,
+    input: BackupRequest,
+  ): Promise<BackupResult> {
+    const fileIndex = sourceFileIndex(this.db, bucket.id, sourceDir);
+    if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
+    const resendLeaves = blocksToResend(this.db, bucket.id);
+    const storeAgainVersion = metadataToStoreAgain(this.db, bucket.id);
+    /** Trees read with their nodes for this backup: their files are closed when it ends. */
+    const opened: TreeIndexOfFile[] = [];
+    const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
+      // The version built on, pulled when this computer keeps no copy of it (the first backup
+      // here into a bucket another computer fills): its own phase of the progress.
+      const { onProgress } = input;
+      const onPull = onProgress ? pullPhase(onProgress, () => this.now()) : undefined;
+      if (!withNodes)
+        return this.metadata.versionTree(client, versionId, readTreeLeavesOfFile, onPull);
+      const tree = await this.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull);
+      opened.push(tree);
+      return tree;
+    };
+    let result: BackupResult;
+    try {
+      result = await backupSource({
+        client,
+        bucketId: bucket.id,
+        sourceDir,
+        sourceLabel: `${os.hostname()}:${sourceDir}`,
+        ownFolders: this.ownFolders(account),
+        deviceFingerprint: account.fingerprint,
+        stagingRoot: this.metadata.stagingRoot,
+        now: () => this.now(),
+        queue: uploadQueue(this.db),
+        fileIndex,
+        ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
+        ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),
+        excludes: sourceExcludesOf(this.db, sourceDir),
+        ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
+        ...(this.deps.metadataLimitBytes === undefined
+          ? {}
+          : { metadataLimitBytes: this.deps.metadataLimitBytes }),
+        // A minute's upload, and no more than the host took after refusing a larger one.
+        shardTargetBytes: Math.min(
+          this.deps.shardTargetBytes ?? shardTargetFor(uploadSpeedOf(this.db, bucket.id)),
+          shardLimitOf(this.db, bucket.id, this.now()) ?? Number.POSITIVE_INFINITY,
+        ),
+        onShardsTimed: (sample) => recordUploadSpeed(this.db, bucket.id, sample, this.now()),
+        onShardLimit: (maxBytes) => recordShardLimit(this.db, bucket.id, maxBytes, this.now()),
+        ...(this.deps.afterShardConfirmed
+          ? { afterShardConfirmed: this.deps.afterShardConfirmed }
+          : {}),
+        ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
+        ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+        ...(input.signal ? { signal: input.signal } : {}),
+        keepMetadata: async (versionId, carFile) => {
+          await this.metadata.keep(versionId, carFile);
+        },
+        loadTree,
+      });
+    } finally {
+      for (const tree of opened) tree.close();
+    }
+    rememberActiveVersion(this.db, {
+      bucket_id: bucket.id,
+      bucket_name: bucket.name,
+      version_id: result.versionId,
+      seen_at: this.now(),
+    });
+    // Sent again, or no longer in the source, which then cannot give them back.
+    forgetBlocksToResend(this.db, bucket.id, resendLeaves);
+    // Stored again, or no longer the active version.
+    if (storeAgainVersion !== undefined) forgetMetadataToStoreAgain(this.db, bucket.id);
+    // After the new version is known active: the one it replaced may go now.
+    await this.metadata.trim();
+    return result;
+  }
+
+  /** Canopy's own folders, which no backup reads: this home, and the embedded service's data. */
+  private ownFolders(account: AccountRecord | null | undefined): string[] {
+    const folders = [this.deps.home];
+    if (account?.mode === 'local' && account.local_data_dir) folders.push(account.local_data_dir);
+    return folders;
+  }
+}

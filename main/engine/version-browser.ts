@@ -1,0 +1,128 @@
+import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
+import { listVersionPath, type VersionEntry } from '../restore/index.ts';
+import {
+  openBrowsableTree,
+  pullPhase,
+  type BrowsableTree,
+  type RestoreProgress,
+} from '../uploader/index.ts';
+import { lastKnownActiveVersion, type StateDb } from '../state/index.ts';
+import { refuseVersionAndSnapshot, type BucketVersions } from './bucket-versions.ts';
+import type { MetadataCache, PullProgress } from './metadata-cache.ts';
+import type { ServiceConnection } from './service-connection.ts';
+import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
+import { usingTree } from './using-tree.ts';
+
+// Browsing a version's tree (`canopy ls`): from the local metadata cache, so that it is instant
+// once the version is kept, and works while the service cannot be reached.
+
+export interface BrowseRequest {
+  readonly bucket: string;
+  readonly version?: string;
+  readonly snapshot?: string;
+  readonly path?: string;
+  /**
+   * Told the fetch of the version's metadata CAR (the 'pulling' phase, as a restore's), when
+   * this computer keeps no copy of it: browsing is instant only once it is kept.
+   */
+  readonly onProgress?: (progress: RestoreProgress) => void;
+}
+
+export interface BrowsedFolder {
+  readonly versionId: string;
+  /** When the version shown was seen active; null when the service answered now. */
+  readonly offlineSince: number | null;
+  /** Why the service did not answer; null when it did. */
+  readonly offlineBecause: EngineErrorCode | null;
+  readonly entries: VersionEntry[];
+}
+
+export class VersionBrowser {
+  constructor(
+    private readonly db: StateDb,
+    private readonly connection: ServiceConnection,
+    private readonly versions: BucketVersions,
+    private readonly metadata: MetadataCache,
+    private readonly now: () => number,
+  ) {}
+
+  /**
+   * A folder of a version, from the local metadata cache when it holds the version. When the
+   * service cannot be reached, the bucket's active version as last seen is shown from the cache
+   * (`offlineSince` says when it was seen, `offlineBecause` why the service did not answer); a
+   * named version in the cache needs no service.
+   */
+  async browse(input: BrowseRequest): Promise<BrowsedFolder> {
+    refuseVersionAndSnapshot(input);
+    const online = { offlineSince: null, offlineBecause: null };
+    if (input.version !== undefined) {
+      const cached = await this.metadata.cachedTree(input.version, openBrowsableTree);
+      if (cached)
+        return {
+          versionId: input.version,
+          ...online,
+          entries: await this.list(input, input.version, cached),
+        };
+    }
+    try {
+      // One attempt, no backoff: browsing falls back to the cache instead of waiting.
+      const { client } = await this.connection.connect({ retry: NO_RETRY });
+      const { versionId } = await this.versions.resolve(client, input);
+      const { onProgress } = input;
+      const onPull = (): PullProgress | undefined =>
+        onProgress ? pullPhase(onProgress, () => this.now()) : undefined;
+      let entries: VersionEntry[];
+      try {
+        entries = await this.list(
+          input,
+          versionId,
+          await this.metadata.versionTree(client, versionId, openBrowsableTree, onPull()),
+        );
+      } catch (error) {
+        if (!isEngineError(error, 'protocol')) throw error;
+        const pulled = await this.metadata.pulledTree(
+          client,
+          versionId,
+          openBrowsableTree,
+          true,
+          onPull(),
+        );
+        entries = await this.list(input, versionId, pulled);
+      }
+      return { versionId, ...online, entries };
+    } catch (error) {
+      const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
+      const known = lastKnownActiveVersion(this.db, input.bucket);
+      const cached =
+        unreachable && input.version === undefined && input.snapshot === undefined && known
+          ? await this.metadata.cachedTree(known.version_id, openBrowsableTree)
+          : undefined;
+      if (!cached || !known || !(error instanceof EngineError)) {
+        cached?.close();
+        throw error;
+      }
+      return {
+        versionId: known.version_id,
+        offlineSince: known.seen_at,
+        offlineBecause: error.code,
+        entries: await this.list(input, known.version_id, cached),
+      };
+    }
+  }
+
+  /** The entries at the request's path in `tree`, which is closed after. */
+  private async list(
+    input: BrowseRequest,
+    versionId: string,
+    tree: BrowsableTree,
+  ): Promise<VersionEntry[]> {
+    try {
+      return await usingTree(tree, (open) => listVersionPath(open, input.path ?? ''));
+    } catch (error) {
+      // A node that no longer matches its CID: the CAR was damaged on this disk after it was
+      // cached (its index spared reading it whole). It goes, so the version is pulled again.
+      if (isEngineError(error, 'protocol')) await this.metadata.forget(versionId);
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,183 @@
+import { statSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { EngineError, isDiskGone } from '../api/index.ts';
+import type { ServiceClient } from '../service/index.ts';
+import {
+  originalPlace,
+  removeLeftTemporaries,
+  restoreVersion,
+  type RestoreResult,
+} from '../restore/index.ts';
+import {
+  pullPhase,
+  readTreeIndexOfFile,
+  type RestoreProgress,
+  type TreeIndex,
+} from '../uploader/index.ts';
+import { RestoreMark, type StateDb } from '../state/index.ts';
+import { refuseVersionAndSnapshot, type BucketVersions } from './bucket-versions.ts';
+import { diskGoneError } from './disk-gone-error.ts';
+import type { EngineDeps } from './engine-deps.ts';
+import { toldAsLocalDisk } from './local-disk-error.ts';
+import type { MetadataCache } from './metadata-cache.ts';
+import type { ServiceConnection } from './service-connection.ts';
+import { noteUnavailableBlocks } from './unavailable-blocks.ts';
+import { usingTree } from './using-tree.ts';
+
+// Restoring a version, or one file or folder of it, into a folder: by default back where it
+// was backed up from. Every restore is marked in the home while it runs, so that one killed
+// part-way has the temporaries it left removed by the next.
+
+export interface RestoreRequest {
+  readonly bucket: string;
+  readonly version?: string;
+  readonly snapshot?: string;
+  readonly path?: string;
+  /** The folder to restore into; by default where the version was backed up from. */
+  readonly to?: string;
+  readonly overwrite: boolean;
+  /** Takes the files and bytes written so far, with an ETA. */
+  readonly onProgress?: (progress: RestoreProgress) => void;
+  /** Leaves whole chunks of zeros as holes (restoreVersion's `sparse`). */
+  readonly sparse?: boolean;
+  /** Stops the restore (`stopped`); what it wrote whole stays. */
+  readonly signal?: AbortSignal;
+}
+
+export type RestoredVersion = RestoreResult & {
+  /** Files that restores killed part-way had left under temporary names, removed first. */
+  readonly leftoversRemoved: number;
+  readonly restoredInto: string;
+};
+
+/** Whether `dir` is a folder now; a disk pulled out while mounted (ENOTCONN) holds none. */
+function isFolderHere(dir: string): boolean {
+  try {
+    return statSync(dir, { throwIfNoEntry: false })?.isDirectory() === true;
+  } catch (error) {
+    if (isDiskGone(error)) return false;
+    throw error;
+  }
+}
+
+export class VersionRestorer {
+  constructor(
+    private readonly deps: EngineDeps,
+    private readonly db: StateDb,
+    private readonly connection: ServiceConnection,
+    private readonly versions: BucketVersions,
+    private readonly metadata: MetadataCache,
+    private readonly now: () => number,
+  ) {}
+
+  async restore(input: RestoreRequest): Promise<RestoredVersion> {
+    // Before any network: the request is wrong whatever the service says.
+    refuseVersionAndSnapshot(input);
+    try {
+      const { client } = await this.connection.connect({ signal: input.signal });
+      const { versionId, bucketId } = await this.versions.resolve(client, input, true);
+      const who = await client.whoAmI();
+      // A version this computer keeps no copy of (a new computer's restore) pulls its list of
+      // files first: megabytes, over a slow link minutes, shown as their own phase.
+      const onPull = input.onProgress ? pullPhase(input.onProgress, () => this.now()) : undefined;
+      const result = await usingTree(
+        await this.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull),
+        (tree) => this.restoreTree(client, who.storage_host, tree, input),
+      );
+      noteUnavailableBlocks(this.db, bucketId, result.unavailable, this.now());
+      return result;
+    } catch (error) {
+      if (input.signal?.aborted === true)
+        throw new EngineError(
+          'stopped',
+          'the restore was stopped: the files it finished are in place, and running it again brings the rest',
+          { cause: error },
+        );
+      throw error;
+    }
+  }
+
+  private async restoreTree(
+    client: ServiceClient,
+    storageHost: string,
+    tree: TreeIndex,
+    input: RestoreRequest,
+  ): Promise<RestoredVersion> {
+    const targetDir =
+      input.to === undefined
+        ? originalPlace(tree.manifest['source_label'], input.path, {
+            hostname: os.hostname(),
+            isFolder: isFolderHere,
+          })
+        : path.resolve(input.to);
+    const leftoversRemoved = this.removeStoppedRestoresLeftovers();
+    const mark = RestoreMark.start(this.deps.home, targetDir);
+    let finished = false;
+    try {
+      const result = await restoreVersion({
+        client,
+        storageHost,
+        tree,
+        targetDir,
+        overwrite: input.overwrite,
+        temporaryToken: mark.token,
+        ...(input.path === undefined ? {} : { subPath: input.path }),
+        ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
+        ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+        ...(input.sparse === true ? { sparse: true } : {}),
+        ...(input.signal ? { signal: input.signal } : {}),
+      });
+      finished = true;
+      return { ...result, leftoversRemoved, restoredInto: targetDir };
+    } catch (error) {
+      throw toldAsLocalDisk(
+        diskGoneError(error, targetDir, 'restore'),
+        'restore',
+        this.db,
+        this.connection,
+      );
+    } finally {
+      if (finished) mark.end();
+      else this.endUnlessLeft(mark, targetDir);
+    }
+  }
+
+  /**
+   * Ends the mark of a restore that failed once none of its temporaries are left. It removed
+   * those it could as it stopped, but a target whose disk was pulled out keeps the ones written
+   * before, and the mark stays so that the next restore removes them once it is back.
+   */
+  private endUnlessLeft(mark: RestoreMark, targetDir: string): void {
+    let someLeft = true;
+    try {
+      someLeft = removeLeftTemporaries(targetDir, mark.token).someLeft;
+    } catch {
+      // The restore's own failure is the one to report; the next restore looks again, and
+      // says what stops it there.
+    } finally {
+      if (someLeft) mark.release();
+      else mark.end();
+    }
+  }
+
+  /**
+   * Removes the files that restores killed part-way left under their temporary names, wherever
+   * they were restoring to, and returns how many. A stopped restore's mark stays while some may
+   * be left (its target's disk is not mounted, or a folder cannot be read), so a later restore
+   * looks again; none of that stops this one.
+   */
+  private removeStoppedRestoresLeftovers(): number {
+    let removed = 0;
+    for (const { mark, target } of RestoreMark.stopped(this.deps.home)) {
+      try {
+        const left = removeLeftTemporaries(target, mark.token);
+        removed += left.removed;
+        if (!left.someLeft) mark.end();
+      } finally {
+        mark.release();
+      }
+    }
+    return removed;
+  }
+}

@@ -1,0 +1,180 @@
+import { EngineError } from '../api/index.ts';
+import type { ServiceClient } from '../service/index.ts';
+import {
+  filesNeedingBlocks,
+  unavailableBlockReason,
+  verifyVersion,
+  type SampleCheck,
+  type UnrestorableFile,
+  type VerifyResult,
+} from '../restore/index.ts';
+import {
+  isDamagedMetadata,
+  pullPhase,
+  readTreeIndexOfFile,
+  readTreeLeavesOfFile,
+  type VerifyProgress,
+} from '../uploader/index.ts';
+import { noteMetadataToStoreAgain, type StateDb } from '../state/index.ts';
+import type { BucketVersions } from './bucket-versions.ts';
+import type { MetadataCache, TreeReader } from './metadata-cache.ts';
+import type { ServiceConnection } from './service-connection.ts';
+import { noteUnavailableBlocks } from './unavailable-blocks.ts';
+import { usingTree } from './using-tree.ts';
+
+// Checking that a version can be restored: its blocks fetched again from the storage host and
+// checked against their CIDs, a sample or all of them (`canopy verify`, and the few a backup
+// checks once it is stored).
+
+/**
+ * What a backup's check of random blocks fetches at most (beyond its first block): over a slow
+ * link, more would keep the backup from ending for minutes (4 MiB take 30 s at 1 Mbit/s).
+ */
+const SAMPLE_CHECK_BYTES = 4 * 1024 * 1024;
+
+/** The blocks `canopy verify` checks without `--all`. */
+const VERIFY_SAMPLE_BLOCKS = 64;
+
+export interface VerifyRequest {
+  readonly bucket: string;
+  readonly version?: string;
+  readonly all: boolean;
+  /** Takes the blocks and bytes checked so far, with an ETA. */
+  readonly onProgress?: (progress: VerifyProgress) => void;
+  /** Stops the verify (`stopped`). */
+  readonly signal?: AbortSignal;
+}
+
+export type VerifiedVersion = VerifyResult & {
+  readonly versionId: string;
+  /** The files that cannot be restored whole, named when some blocks did not come back. */
+  readonly unrestorable: UnrestorableFile[];
+};
+
+export class VersionVerifier {
+  constructor(
+    private readonly db: StateDb,
+    private readonly connection: ServiceConnection,
+    private readonly versions: BucketVersions,
+    private readonly metadata: MetadataCache,
+    private readonly now: () => number,
+  ) {}
+
+  async verify(input: VerifyRequest): Promise<VerifiedVersion> {
+    try {
+      const { client } = await this.connection.connect({ signal: input.signal });
+      return await this.verifyWith(client, input);
+    } catch (error) {
+      if (input.signal?.aborted === true)
+        throw new EngineError('stopped', 'the verify was stopped before it checked every block', {
+          cause: error,
+        });
+      throw error;
+    }
+  }
+
+  /**
+   * Fetches `blocks` random blocks of version `versionId` again and checks them: a block the
+   * host sent damaged twice, or lost, is noted for the next backup to send again. A failure to
+   * check (the link went, the backup was stopped) is told, not thrown: the backup is stored.
+   */
+  async checkSample(
+    client: ServiceClient,
+    bucketId: string,
+    versionId: string,
+    blocks: number,
+  ): Promise<SampleCheck> {
+    try {
+      const who = await client.whoAmI();
+      const tree = await this.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
+      const { checked, verifiedAt, unavailable, wholeOnRetry } = await verifyVersion({
+        client,
+        storageHost: who.storage_host,
+        tree,
+        sample: blocks,
+        sampleBytes: SAMPLE_CHECK_BYTES,
+        now: () => this.now(),
+      });
+      noteUnavailableBlocks(this.db, bucketId, unavailable, this.now());
+      return { checked, verifiedAt, unavailable, wholeOnRetry };
+    } catch (error) {
+      return { failed: error instanceof Error ? error.message : String(error) };
+    }
+  }
+
+  private async verifyWith(client: ServiceClient, input: VerifyRequest): Promise<VerifiedVersion> {
+    const { versionId, bucketId, active } = await this.versions.resolve(client, input, true);
+    // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
+    // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
+    // (read from the pulled file, open until the verify ends).
+    const { onProgress } = input;
+    const onPull = onProgress
+      ? pullPhase(
+          ({ bytesDone, bytesTotal, etaSeconds }) =>
+            onProgress({
+              phase: 'pulling',
+              blocksDone: 0,
+              blocksTotal: 0,
+              bytesDone,
+              bytesTotal,
+              etaSeconds,
+            }),
+          () => this.now(),
+        )
+      : undefined;
+    const pulled = async <Tree>(read: TreeReader<Tree>): Promise<Tree> => {
+      try {
+        return await this.metadata.pulledTree(client, versionId, read, false, onPull);
+      } catch (error) {
+        throw this.damagedMetadata(error, { bucketId, versionId, active });
+      }
+    };
+    const withNodes = input.all ? await pulled(readTreeIndexOfFile) : undefined;
+    const tree = withNodes ?? (await pulled(readTreeLeavesOfFile));
+    let result: VerifyResult;
+    try {
+      const who = await client.whoAmI();
+      result = await verifyVersion({
+        client,
+        storageHost: who.storage_host,
+        tree,
+        sample: input.all ? 'all' : VERIFY_SAMPLE_BLOCKS,
+        now: () => this.now(),
+        ...(onProgress ? { onProgress } : {}),
+      });
+    } finally {
+      withNodes?.close();
+    }
+    noteUnavailableBlocks(this.db, bucketId, result.unavailable, this.now());
+    if (result.unavailable.length === 0) return { ...result, versionId, unrestorable: [] };
+    // Rare, and the leaves alone do not name files: the whole tree is read only now.
+    const reasons = new Map(
+      result.unavailable.map(({ cid, why }) => [cid, unavailableBlockReason(cid, why)]),
+    );
+    const unrestorable = await usingTree(
+      await this.metadata.versionTree(client, versionId, readTreeIndexOfFile),
+      (indexed) => Promise.resolve(filesNeedingBlocks(indexed, reasons)),
+    );
+    return { ...result, versionId, unrestorable };
+  }
+
+  /**
+   * `error` told as a version's metadata damaged on the server, where it is that: of the active
+   * version, noted for the bucket's next backup to store a version in its place.
+   */
+  private damagedMetadata(
+    error: unknown,
+    version: { readonly bucketId: string; readonly versionId: string; readonly active: boolean },
+  ): unknown {
+    if (!isDamagedMetadata(error)) return error;
+    const { bucketId, versionId, active } = version;
+    if (active) noteMetadataToStoreAgain(this.db, bucketId, versionId, this.now());
+    return new EngineError(
+      'protocol',
+      active
+        ? `the metadata of version ${versionId} is damaged on the server (${error.cause.message}): the next backup of its folder stores a version in its place`
+        : `the metadata of version ${versionId} is damaged on the server (${error.cause.message}): it can no longer be browsed, restored or verified from there`,
+      { cause: error },
+    );
+  }
+}
