@@ -39,6 +39,7 @@ import { VersionBrowser, type BrowseRequest, type BrowsedFolder } from './versio
 import { VersionVerifier, type VerifiedVersion, type VerifyRequest } from './version-verifier.ts';
 import { VersionRestorer, type RestoreRequest, type RestoredVersion } from './version-restorer.ts';
 import type { EngineDeps } from './engine-deps.ts';
+import type { EngineParts } from './engine-parts.ts';
 
 /**
  * The engine, as its hosts see it: they create one with createEngine(deps) and close it when
@@ -90,38 +91,19 @@ export class Engine {
         this.metadata,
         () => this.now(),
       );
-      const now = (): number => this.now();
-      this.browser = new VersionBrowser(
-        this.db,
-        this.connection,
-        this.versions,
-        this.metadata,
-        now,
-      );
-      this.verifier = new VersionVerifier(
-        this.db,
-        this.connection,
-        this.versions,
-        this.metadata,
-        now,
-      );
-      this.restorer = new VersionRestorer(
+      const parts: EngineParts = {
         deps,
-        this.db,
-        this.connection,
-        this.versions,
-        this.metadata,
-        now,
-      );
-      this.backups = new SourceBackup(
-        deps,
-        this.db,
-        this.connection,
-        this.buckets,
-        this.metadata,
-        this.verifier,
-        now,
-      );
+        db: this.db,
+        connection: this.connection,
+        metadata: this.metadata,
+        buckets: this.buckets,
+        versions: this.versions,
+        now: () => this.now(),
+      };
+      this.browser = new VersionBrowser(parts);
+      this.verifier = new VersionVerifier(parts);
+      this.restorer = new VersionRestorer(parts);
+      this.backups = new SourceBackup(parts, this.verifier);
     } catch (error) {
       this.homeLock.release();
       throw error;

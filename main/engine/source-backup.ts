@@ -27,7 +27,6 @@ import {
   uploadQueue,
   uploadSpeedOf,
   type AccountRecord,
-  type StateDb,
 } from '../state/index.ts';
 import {
   backupSource,
@@ -40,13 +39,10 @@ import {
   type TreeIndexOfFile,
   type TreeLeaves,
 } from '../uploader/index.ts';
-import type { BucketCatalog } from './bucket-catalog.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
-import type { EngineDeps } from './engine-deps.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
-import type { MetadataCache } from './metadata-cache.ts';
-import type { ServiceConnection } from './service-connection.ts';
+import type { EngineParts } from './engine-parts.ts';
 import type { VersionVerifier } from './version-verifier.ts';
 
 // Backing up a folder into a bucket: one backup per bucket at a time (BackupLock), each
@@ -81,29 +77,24 @@ export interface BackupPlan {
 
 export class SourceBackup {
   constructor(
-    private readonly deps: EngineDeps,
-    private readonly db: StateDb,
-    private readonly connection: ServiceConnection,
-    private readonly buckets: BucketCatalog,
-    private readonly metadata: MetadataCache,
+    private readonly parts: EngineParts,
     private readonly verifier: VersionVerifier,
-    private readonly now: () => number,
   ) {}
 
   async backup(input: BackupRequest): Promise<StoredBackup> {
     const sourceDir = path.resolve(input.dir);
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(sourceDir);
-    const { client, account } = await this.connection.connect({ signal: input.signal });
-    if (account.mode === 'local' && this.connection.localService?.readOnly) {
+    const { client, account } = await this.parts.connection.connect({ signal: input.signal });
+    if (account.mode === 'local' && this.parts.connection.localService?.readOnly) {
       // Told before packing: the push at the end would only be refused.
       throw new EngineError(
         'local_server',
         `the backups in ${account.local_data_dir ?? ''} are on a disk mounted read-only: they can be browsed and restored, but a backup needs the disk mounted writable (after checking it for errors)`,
       );
     }
-    const bucket = await this.buckets.byName(input.bucket);
-    const lock = BackupLock.tryAcquire(this.deps.home, bucket.id);
+    const bucket = await this.parts.buckets.byName(input.bucket);
+    const lock = BackupLock.tryAcquire(this.parts.deps.home, bucket.id);
     if (!lock) {
       throw new EngineError(
         'busy',
@@ -131,8 +122,8 @@ export class SourceBackup {
       throw toldAsLocalDisk(
         diskGoneError(error, sourceDir, 'backup'),
         'backup',
-        this.db,
-        this.connection,
+        this.parts.db,
+        this.parts.connection,
       );
     } finally {
       lock.release();
@@ -144,9 +135,9 @@ export class SourceBackup {
     const sourceDir = path.resolve(input.dir);
     checkSourceFolder(sourceDir);
     const rules = excludingFolders(
-      await loadExcludeRules(sourceDir, sourceExcludesOf(this.db, sourceDir)),
+      await loadExcludeRules(sourceDir, sourceExcludesOf(this.parts.db, sourceDir)),
       sourceDir,
-      this.ownFolders(readAccount(this.db)),
+      this.ownFolders(readAccount(this.parts.db)),
     );
     const plan: BackupPlan = { files: 0, bytes: 0, excluded: [], skipped: [] };
     const walk = walkSource(sourceDir, {
@@ -169,20 +160,25 @@ export class SourceBackup {
     sourceDir: string,
     input: BackupRequest,
   ): Promise<BackupResult> {
-    const fileIndex = sourceFileIndex(this.db, bucket.id, sourceDir);
+    const fileIndex = sourceFileIndex(this.parts.db, bucket.id, sourceDir);
     if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
-    const resendLeaves = blocksToResend(this.db, bucket.id);
-    const storeAgainVersion = metadataToStoreAgain(this.db, bucket.id);
+    const resendLeaves = blocksToResend(this.parts.db, bucket.id);
+    const storeAgainVersion = metadataToStoreAgain(this.parts.db, bucket.id);
     /** Trees read with their nodes for this backup: their files are closed when it ends. */
     const opened: TreeIndexOfFile[] = [];
     const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
       // The version built on, pulled when this computer keeps no copy of it (the first backup
       // here into a bucket another computer fills): its own phase of the progress.
       const { onProgress } = input;
-      const onPull = onProgress ? pullPhase(onProgress, () => this.now()) : undefined;
+      const onPull = onProgress ? pullPhase(onProgress, () => this.parts.now()) : undefined;
       if (!withNodes)
-        return this.metadata.versionTree(client, versionId, readTreeLeavesOfFile, onPull);
-      const tree = await this.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull);
+        return this.parts.metadata.versionTree(client, versionId, readTreeLeavesOfFile, onPull);
+      const tree = await this.parts.metadata.versionTree(
+        client,
+        versionId,
+        readTreeIndexOfFile,
+        onPull,
+      );
       opened.push(tree);
       return tree;
     };
@@ -195,56 +191,59 @@ export class SourceBackup {
         sourceLabel: `${os.hostname()}:${sourceDir}`,
         ownFolders: this.ownFolders(account),
         deviceFingerprint: account.fingerprint,
-        stagingRoot: this.metadata.stagingRoot,
-        now: () => this.now(),
-        queue: uploadQueue(this.db),
+        stagingRoot: this.parts.metadata.stagingRoot,
+        now: () => this.parts.now(),
+        queue: uploadQueue(this.parts.db),
         fileIndex,
         ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
         ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),
-        excludes: sourceExcludesOf(this.db, sourceDir),
-        ...(this.deps.afterFileRead ? { afterFileRead: this.deps.afterFileRead } : {}),
-        ...(this.deps.metadataLimitBytes === undefined
+        excludes: sourceExcludesOf(this.parts.db, sourceDir),
+        ...(this.parts.deps.afterFileRead ? { afterFileRead: this.parts.deps.afterFileRead } : {}),
+        ...(this.parts.deps.metadataLimitBytes === undefined
           ? {}
-          : { metadataLimitBytes: this.deps.metadataLimitBytes }),
+          : { metadataLimitBytes: this.parts.deps.metadataLimitBytes }),
         // A minute's upload, and no more than the host took after refusing a larger one.
         shardTargetBytes: Math.min(
-          this.deps.shardTargetBytes ?? shardTargetFor(uploadSpeedOf(this.db, bucket.id)),
-          shardLimitOf(this.db, bucket.id, this.now()) ?? Number.POSITIVE_INFINITY,
+          this.parts.deps.shardTargetBytes ??
+            shardTargetFor(uploadSpeedOf(this.parts.db, bucket.id)),
+          shardLimitOf(this.parts.db, bucket.id, this.parts.now()) ?? Number.POSITIVE_INFINITY,
         ),
-        onShardsTimed: (sample) => recordUploadSpeed(this.db, bucket.id, sample, this.now()),
-        onShardLimit: (maxBytes) => recordShardLimit(this.db, bucket.id, maxBytes, this.now()),
-        ...(this.deps.afterShardConfirmed
-          ? { afterShardConfirmed: this.deps.afterShardConfirmed }
+        onShardsTimed: (sample) =>
+          recordUploadSpeed(this.parts.db, bucket.id, sample, this.parts.now()),
+        onShardLimit: (maxBytes) =>
+          recordShardLimit(this.parts.db, bucket.id, maxBytes, this.parts.now()),
+        ...(this.parts.deps.afterShardConfirmed
+          ? { afterShardConfirmed: this.parts.deps.afterShardConfirmed }
           : {}),
         ...(input.replaceSource === undefined ? {} : { replaceSource: input.replaceSource }),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
         keepMetadata: async (versionId, carFile) => {
-          await this.metadata.keep(versionId, carFile);
+          await this.parts.metadata.keep(versionId, carFile);
         },
         loadTree,
       });
     } finally {
       for (const tree of opened) tree.close();
     }
-    rememberActiveVersion(this.db, {
+    rememberActiveVersion(this.parts.db, {
       bucket_id: bucket.id,
       bucket_name: bucket.name,
       version_id: result.versionId,
-      seen_at: this.now(),
+      seen_at: this.parts.now(),
     });
     // Sent again, or no longer in the source, which then cannot give them back.
-    forgetBlocksToResend(this.db, bucket.id, resendLeaves);
+    forgetBlocksToResend(this.parts.db, bucket.id, resendLeaves);
     // Stored again, or no longer the active version.
-    if (storeAgainVersion !== undefined) forgetMetadataToStoreAgain(this.db, bucket.id);
+    if (storeAgainVersion !== undefined) forgetMetadataToStoreAgain(this.parts.db, bucket.id);
     // After the new version is known active: the one it replaced may go now.
-    await this.metadata.trim();
+    await this.parts.metadata.trim();
     return result;
   }
 
   /** Canopy's own folders, which no backup reads: this home, and the embedded service's data. */
   private ownFolders(account: AccountRecord | null | undefined): string[] {
-    const folders = [this.deps.home];
+    const folders = [this.parts.deps.home];
     if (account?.mode === 'local' && account.local_data_dir) folders.push(account.local_data_dir);
     return folders;
   }

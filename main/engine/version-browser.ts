@@ -6,10 +6,10 @@ import {
   type BrowsableTree,
   type RestoreProgress,
 } from '../uploader/index.ts';
-import { lastKnownActiveVersion, type StateDb } from '../state/index.ts';
-import { refuseVersionAndSnapshot, type BucketVersions } from './bucket-versions.ts';
-import type { MetadataCache, PullProgress } from './metadata-cache.ts';
-import type { ServiceConnection } from './service-connection.ts';
+import { lastKnownActiveVersion } from '../state/index.ts';
+import { refuseVersionAndSnapshot } from './bucket-versions.ts';
+import type { PullProgress } from './metadata-cache.ts';
+import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import { usingTree } from './using-tree.ts';
 
@@ -38,13 +38,7 @@ export interface BrowsedFolder {
 }
 
 export class VersionBrowser {
-  constructor(
-    private readonly db: StateDb,
-    private readonly connection: ServiceConnection,
-    private readonly versions: BucketVersions,
-    private readonly metadata: MetadataCache,
-    private readonly now: () => number,
-  ) {}
+  constructor(private readonly parts: EngineParts) {}
 
   /**
    * A folder of a version, from the local metadata cache when it holds the version. When the
@@ -56,7 +50,7 @@ export class VersionBrowser {
     refuseVersionAndSnapshot(input);
     const online = { offlineSince: null, offlineBecause: null };
     if (input.version !== undefined) {
-      const cached = await this.metadata.cachedTree(input.version, openBrowsableTree);
+      const cached = await this.parts.metadata.cachedTree(input.version, openBrowsableTree);
       if (cached)
         return {
           versionId: input.version,
@@ -66,21 +60,21 @@ export class VersionBrowser {
     }
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
-      const { client } = await this.connection.connect({ retry: NO_RETRY });
-      const { versionId } = await this.versions.resolve(client, input);
+      const { client } = await this.parts.connection.connect({ retry: NO_RETRY });
+      const { versionId } = await this.parts.versions.resolve(client, input);
       const { onProgress } = input;
       const onPull = (): PullProgress | undefined =>
-        onProgress ? pullPhase(onProgress, () => this.now()) : undefined;
+        onProgress ? pullPhase(onProgress, () => this.parts.now()) : undefined;
       let entries: VersionEntry[];
       try {
         entries = await this.list(
           input,
           versionId,
-          await this.metadata.versionTree(client, versionId, openBrowsableTree, onPull()),
+          await this.parts.metadata.versionTree(client, versionId, openBrowsableTree, onPull()),
         );
       } catch (error) {
         if (!isEngineError(error, 'protocol')) throw error;
-        const pulled = await this.metadata.pulledTree(
+        const pulled = await this.parts.metadata.pulledTree(
           client,
           versionId,
           openBrowsableTree,
@@ -92,10 +86,10 @@ export class VersionBrowser {
       return { versionId, ...online, entries };
     } catch (error) {
       const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
-      const known = lastKnownActiveVersion(this.db, input.bucket);
+      const known = lastKnownActiveVersion(this.parts.db, input.bucket);
       const cached =
         unreachable && input.version === undefined && input.snapshot === undefined && known
-          ? await this.metadata.cachedTree(known.version_id, openBrowsableTree)
+          ? await this.parts.metadata.cachedTree(known.version_id, openBrowsableTree)
           : undefined;
       if (!cached || !known || !(error instanceof EngineError)) {
         cached?.close();
@@ -121,7 +115,7 @@ export class VersionBrowser {
     } catch (error) {
       // A node that no longer matches its CID: the CAR was damaged on this disk after it was
       // cached (its index spared reading it whole). It goes, so the version is pulled again.
-      if (isEngineError(error, 'protocol')) await this.metadata.forget(versionId);
+      if (isEngineError(error, 'protocol')) await this.parts.metadata.forget(versionId);
       throw error;
     }
   }

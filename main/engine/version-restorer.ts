@@ -15,13 +15,11 @@ import {
   type RestoreProgress,
   type TreeIndex,
 } from '../uploader/index.ts';
-import { RestoreMark, type StateDb } from '../state/index.ts';
-import { refuseVersionAndSnapshot, type BucketVersions } from './bucket-versions.ts';
+import { RestoreMark } from '../state/index.ts';
+import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { diskGoneError } from './disk-gone-error.ts';
-import type { EngineDeps } from './engine-deps.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
-import type { MetadataCache } from './metadata-cache.ts';
-import type { ServiceConnection } from './service-connection.ts';
+import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { usingTree } from './using-tree.ts';
 
@@ -62,30 +60,25 @@ function isFolderHere(dir: string): boolean {
 }
 
 export class VersionRestorer {
-  constructor(
-    private readonly deps: EngineDeps,
-    private readonly db: StateDb,
-    private readonly connection: ServiceConnection,
-    private readonly versions: BucketVersions,
-    private readonly metadata: MetadataCache,
-    private readonly now: () => number,
-  ) {}
+  constructor(private readonly parts: EngineParts) {}
 
   async restore(input: RestoreRequest): Promise<RestoredVersion> {
     // Before any network: the request is wrong whatever the service says.
     refuseVersionAndSnapshot(input);
     try {
-      const { client } = await this.connection.connect({ signal: input.signal });
-      const { versionId, bucketId } = await this.versions.resolve(client, input, true);
+      const { client } = await this.parts.connection.connect({ signal: input.signal });
+      const { versionId, bucketId } = await this.parts.versions.resolve(client, input, true);
       const who = await client.whoAmI();
       // A version this computer keeps no copy of (a new computer's restore) pulls its list of
       // files first: megabytes, over a slow link minutes, shown as their own phase.
-      const onPull = input.onProgress ? pullPhase(input.onProgress, () => this.now()) : undefined;
+      const onPull = input.onProgress
+        ? pullPhase(input.onProgress, () => this.parts.now())
+        : undefined;
       const result = await usingTree(
-        await this.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull),
+        await this.parts.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull),
         (tree) => this.restoreTree(client, who.storage_host, tree, input),
       );
-      noteUnavailableBlocks(this.db, bucketId, result.unavailable, this.now());
+      noteUnavailableBlocks(this.parts.db, bucketId, result.unavailable, this.parts.now());
       return result;
     } catch (error) {
       if (input.signal?.aborted === true)
@@ -112,7 +105,7 @@ export class VersionRestorer {
           })
         : path.resolve(input.to);
     const leftoversRemoved = this.removeStoppedRestoresLeftovers();
-    const mark = RestoreMark.start(this.deps.home, targetDir);
+    const mark = RestoreMark.start(this.parts.deps.home, targetDir);
     let finished = false;
     try {
       const result = await restoreVersion({
@@ -123,7 +116,9 @@ export class VersionRestorer {
         overwrite: input.overwrite,
         temporaryToken: mark.token,
         ...(input.path === undefined ? {} : { subPath: input.path }),
-        ...(this.deps.afterFileRestored ? { afterFileWritten: this.deps.afterFileRestored } : {}),
+        ...(this.parts.deps.afterFileRestored
+          ? { afterFileWritten: this.parts.deps.afterFileRestored }
+          : {}),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
         ...(input.sparse === true ? { sparse: true } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
@@ -134,8 +129,8 @@ export class VersionRestorer {
       throw toldAsLocalDisk(
         diskGoneError(error, targetDir, 'restore'),
         'restore',
-        this.db,
-        this.connection,
+        this.parts.db,
+        this.parts.connection,
       );
     } finally {
       if (finished) mark.end();
@@ -169,7 +164,7 @@ export class VersionRestorer {
    */
   private removeStoppedRestoresLeftovers(): number {
     let removed = 0;
-    for (const { mark, target } of RestoreMark.stopped(this.deps.home)) {
+    for (const { mark, target } of RestoreMark.stopped(this.parts.deps.home)) {
       try {
         const left = removeLeftTemporaries(target, mark.token);
         removed += left.removed;

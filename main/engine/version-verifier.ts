@@ -15,10 +15,9 @@ import {
   readTreeLeavesOfFile,
   type VerifyProgress,
 } from '../uploader/index.ts';
-import { noteMetadataToStoreAgain, type StateDb } from '../state/index.ts';
-import type { BucketVersions } from './bucket-versions.ts';
-import type { MetadataCache, TreeReader } from './metadata-cache.ts';
-import type { ServiceConnection } from './service-connection.ts';
+import { noteMetadataToStoreAgain } from '../state/index.ts';
+import type { TreeReader } from './metadata-cache.ts';
+import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { usingTree } from './using-tree.ts';
 
@@ -52,17 +51,11 @@ export type VerifiedVersion = VerifyResult & {
 };
 
 export class VersionVerifier {
-  constructor(
-    private readonly db: StateDb,
-    private readonly connection: ServiceConnection,
-    private readonly versions: BucketVersions,
-    private readonly metadata: MetadataCache,
-    private readonly now: () => number,
-  ) {}
+  constructor(private readonly parts: EngineParts) {}
 
   async verify(input: VerifyRequest): Promise<VerifiedVersion> {
     try {
-      const { client } = await this.connection.connect({ signal: input.signal });
+      const { client } = await this.parts.connection.connect({ signal: input.signal });
       return await this.verifyWith(client, input);
     } catch (error) {
       if (input.signal?.aborted === true)
@@ -86,16 +79,16 @@ export class VersionVerifier {
   ): Promise<SampleCheck> {
     try {
       const who = await client.whoAmI();
-      const tree = await this.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
+      const tree = await this.parts.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
       const { checked, verifiedAt, unavailable, wholeOnRetry } = await verifyVersion({
         client,
         storageHost: who.storage_host,
         tree,
         sample: blocks,
         sampleBytes: SAMPLE_CHECK_BYTES,
-        now: () => this.now(),
+        now: () => this.parts.now(),
       });
-      noteUnavailableBlocks(this.db, bucketId, unavailable, this.now());
+      noteUnavailableBlocks(this.parts.db, bucketId, unavailable, this.parts.now());
       return { checked, verifiedAt, unavailable, wholeOnRetry };
     } catch (error) {
       return { failed: error instanceof Error ? error.message : String(error) };
@@ -103,7 +96,7 @@ export class VersionVerifier {
   }
 
   private async verifyWith(client: ServiceClient, input: VerifyRequest): Promise<VerifiedVersion> {
-    const { versionId, bucketId, active } = await this.versions.resolve(client, input, true);
+    const { versionId, bucketId, active } = await this.parts.versions.resolve(client, input, true);
     // Verification trusts nothing local (not even the metadata cache): pull it fresh. All of
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
     // (read from the pulled file, open until the verify ends).
@@ -119,12 +112,12 @@ export class VersionVerifier {
               bytesTotal,
               etaSeconds,
             }),
-          () => this.now(),
+          () => this.parts.now(),
         )
       : undefined;
     const pulled = async <Tree>(read: TreeReader<Tree>): Promise<Tree> => {
       try {
-        return await this.metadata.pulledTree(client, versionId, read, false, onPull);
+        return await this.parts.metadata.pulledTree(client, versionId, read, false, onPull);
       } catch (error) {
         throw this.damagedMetadata(error, { bucketId, versionId, active });
       }
@@ -139,20 +132,20 @@ export class VersionVerifier {
         storageHost: who.storage_host,
         tree,
         sample: input.all ? 'all' : VERIFY_SAMPLE_BLOCKS,
-        now: () => this.now(),
+        now: () => this.parts.now(),
         ...(onProgress ? { onProgress } : {}),
       });
     } finally {
       withNodes?.close();
     }
-    noteUnavailableBlocks(this.db, bucketId, result.unavailable, this.now());
+    noteUnavailableBlocks(this.parts.db, bucketId, result.unavailable, this.parts.now());
     if (result.unavailable.length === 0) return { ...result, versionId, unrestorable: [] };
     // Rare, and the leaves alone do not name files: the whole tree is read only now.
     const reasons = new Map(
       result.unavailable.map(({ cid, why }) => [cid, unavailableBlockReason(cid, why)]),
     );
     const unrestorable = await usingTree(
-      await this.metadata.versionTree(client, versionId, readTreeIndexOfFile),
+      await this.parts.metadata.versionTree(client, versionId, readTreeIndexOfFile),
       (indexed) => Promise.resolve(filesNeedingBlocks(indexed, reasons)),
     );
     return { ...result, versionId, unrestorable };
@@ -168,7 +161,7 @@ export class VersionVerifier {
   ): unknown {
     if (!isDamagedMetadata(error)) return error;
     const { bucketId, versionId, active } = version;
-    if (active) noteMetadataToStoreAgain(this.db, bucketId, versionId, this.now());
+    if (active) noteMetadataToStoreAgain(this.parts.db, bucketId, versionId, this.parts.now());
     return new EngineError(
       'protocol',
       active
