@@ -16,7 +16,11 @@ import type { ServiceConnection } from './service-connection.ts';
 /** The bucket of `buckets` named `name`; not_found, naming it, when there is none. */
 export function bucketNamed(buckets: readonly Bucket[], name: string): Bucket {
   const bucket = buckets.find((candidate) => candidate.name === name);
-  if (!bucket) throw new EngineError('not_found', `no bucket named "${name}"`);
+  if (!bucket)
+    throw new EngineError(
+      'not_found',
+      `no bucket named "${name}" (canopy buckets lists them; canopy buckets create makes one)`,
+    );
   return bucket;
 }
 

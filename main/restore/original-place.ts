@@ -45,7 +45,10 @@ export function originalPlace(
   const parts = (subPath ?? '').split('/').filter((part) => part !== '');
   // No version holds such a name (the restore refuses them), and joined, they would lead out.
   if (parts.some((part) => part === '.' || part === '..'))
-    throw new EngineError('not_found', `no ${subPath ?? ''} in this version`);
+    throw new EngineError(
+      'not_found',
+      `no ${subPath ?? ''} in this version (canopy ls shows what it holds)`,
+    );
   if (!host.isFolder(source.folder)) {
     throw new EngineError(
       'not_found',

@@ -918,7 +918,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     await slots?.close();
   }
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
-  if (!matched) throw new EngineError('not_found', `no ${input.subPath ?? ''} in this version`);
+  if (!matched)
+    throw new EngineError(
+      'not_found',
+      `no ${input.subPath ?? ''} in this version (canopy ls shows what it holds)`,
+    );
   progress?.finish();
   result.wholeOnRetry.push(...leaves.wholeOnRetry, ...(leavesAgain?.wholeOnRetry ?? []));
   result.unavailable.push(...leaves.unavailable, ...(leavesAgain?.unavailable ?? []));

@@ -194,7 +194,7 @@ describe('canopy onboarding', () => {
       'canopy: --type must be one of backup, interactive\n',
     );
     expect((await runCanopy(home, ['buckets', 'delete', 'Nope'])).stderr).toBe(
-      'canopy: no bucket named "Nope"\n',
+      'canopy: no bucket named "Nope" (canopy buckets lists them; canopy buckets create makes one)\n',
     );
     expect((await runCanopy(home, ['buckets', 'delete', 'Papers'])).status).toBe(0);
     expect(
