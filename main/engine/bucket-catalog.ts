@@ -1,8 +1,18 @@
-import { EngineError } from '../api/index.ts';
+import { EngineError, isEngineError } from '../api/index.ts';
 import { loadOrCreateKeyPair } from '../identity/index.ts';
 import type { Bucket, BucketType, StorageClass } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import { forgetBucket, homeId, upsertBucket, uploadQueue, type StateDb } from '../state/index.ts';
+import {
+  BackupLock,
+  bucketIdsKept,
+  forgetBucket,
+  homeId,
+  upsertBucket,
+  uploadQueue,
+  versionIdsKeptOf,
+  type BucketRecord,
+  type StateDb,
+} from '../state/index.ts';
 import { removeAbandonedStaging } from '../uploader/index.ts';
 import type { EngineDeps } from './engine-deps.ts';
 import type { MetadataCache } from './metadata-cache.ts';
@@ -50,6 +60,7 @@ export class BucketCatalog {
    */
   async fetch(client: ServiceClient): Promise<{ buckets: Bucket[]; kept: boolean }> {
     const buckets = await client.listBuckets();
+    await this.forgetGone(client, buckets);
     const kept = keptUnlessDiskFull(() => {
       for (const bucket of buckets) {
         upsertBucket(this.db, {
@@ -121,10 +132,10 @@ export class BucketCatalog {
   }
 
   /**
-   * Deletes the bucket on the service, then what this device keeps of it: its state (the file
-   * index of the folders backed up to it, the versions last seen, an unfinished upload and its
-   * staged files), the copies of its versions' metadata, and its bucket key. Refused while a
-   * backup to it runs, whose records this would pull from under it.
+   * Deletes the bucket on the service, then what this device keeps of it (forgetKept). Refused
+   * while a backup to it runs, whose records this would pull from under it. The bucket is
+   * deleted once the service says so: with the home's disk too full to forget it here, the
+   * next listing of the buckets forgets it (forgetGone).
    */
   async delete(input: { name: string }): Promise<void> {
     const { client } = await this.connection.connect();
@@ -132,10 +143,60 @@ export class BucketCatalog {
     await whileNoBackupTo(this.deps.home, bucket, 'delete the bucket', async () => {
       const versions = await client.listVersions(bucket.id);
       await client.deleteBucket(bucket.id);
-      const record = forgetBucket(this.db, bucket.id);
-      for (const version of versions) await this.metadata.forget(version.id);
-      await removeAbandonedStaging(this.metadata.stagingRoot, uploadQueue(this.db).stagingDirs());
-      if (record?.bucket_key_account) await this.deps.secrets.delete(record.bucket_key_account);
+      await this.forgetKept(
+        bucket.id,
+        versions.map((version) => version.id),
+      );
     });
+  }
+
+  /**
+   * Forgets what this device keeps of the buckets it keeps something of that `listed`, the
+   * account's buckets as the service lists them now, lacks: deleted from another device, or
+   * here by a command that could not forget them then (its disk was full). Each is asked for
+   * first, and forgotten only once the service answers that it has no such bucket. One a
+   * backup is running to (it fails as its bucket is gone) is left to a later listing, and so
+   * is all of it while the home's disk is full.
+   */
+  private async forgetGone(client: ServiceClient, listed: readonly Bucket[]): Promise<void> {
+    const live = new Set(listed.map((bucket) => bucket.id));
+    for (const id of bucketIdsKept(this.db)) {
+      if (live.has(id) || !(await isGone(client, id))) continue;
+      const lock = BackupLock.tryAcquire(this.deps.home, id);
+      if (!lock) continue;
+      try {
+        if (!(await this.forgetKept(id, []))) return;
+      } finally {
+        lock.release();
+      }
+    }
+  }
+
+  /**
+   * Forgets what this device keeps of bucket `id`, deleted on the service: its state (the file
+   * index of the folders backed up to it, the versions last seen, an unfinished upload and its
+   * staged files), the copies of its versions' metadata (`versionIds`, and those its state
+   * names), and its bucket key. False when the home's disk was too full to forget its state:
+   * nothing of it is forgotten then.
+   */
+  private async forgetKept(id: string, versionIds: readonly string[]): Promise<boolean> {
+    const versions = new Set([...versionIds, ...versionIdsKeptOf(this.db, id)]);
+    let record: BucketRecord | undefined;
+    if (!keptUnlessDiskFull(() => (record = forgetBucket(this.db, id)))) return false;
+    for (const version of versions) await this.metadata.forget(version);
+    await removeAbandonedStaging(this.metadata.stagingRoot, uploadQueue(this.db).stagingDirs());
+    if (record?.bucket_key_account) await this.deps.secrets.delete(record.bucket_key_account);
+    return true;
+  }
+}
+
+/** Whether the service answers that it has no bucket `id` for this account (any more). */
+async function isGone(client: ServiceClient, id: string): Promise<boolean> {
+  try {
+    await client.getBucket(id);
+    return false;
+  } catch (error) {
+    if (isEngineError(error, 'not_found')) return true;
+    throw error;
   }
 }

@@ -95,6 +95,49 @@ export function forgetBucket(db: StateDb, id: string): BucketRecord | undefined 
   })();
 }
 
+/**
+ * Every bucket this device keeps something of: a record, or rows in one of BUCKET_TABLES (a
+ * record goes at logout, and the rest stays for the next login to the same account).
+ */
+export function bucketIdsKept(db: StateDb): string[] {
+  const kept = [
+    'SELECT id FROM buckets',
+    ...BUCKET_TABLES.map((table) => `SELECT bucket_id FROM ${table}`),
+  ];
+  return db.prepare<[], string>(kept.join(' UNION ')).pluck().all();
+}
+
+/**
+ * The versions of bucket `id` that this device's records name: the active one and the list as
+ * last seen, those its file index and an unfinished upload describe, and those superseded.
+ * Their metadata CARs may be in the local cache.
+ */
+export function versionIdsKeptOf(db: StateDb, id: string): Set<string> {
+  const ids = new Set(
+    db
+      .prepare<{ id: string }, string>(
+        `SELECT version_id FROM known_active_versions WHERE bucket_id = @id
+         UNION SELECT version_id FROM file_index_sources WHERE bucket_id = @id
+         UNION SELECT version_id FROM file_index_stages
+           WHERE bucket_id = @id AND version_id IS NOT NULL
+         UNION SELECT version_id FROM uploads WHERE bucket_id = @id
+         UNION SELECT version_id FROM superseded_versions WHERE bucket_id = @id
+         UNION SELECT version_id FROM metadata_to_store_again WHERE bucket_id = @id`,
+      )
+      .pluck()
+      .all({ id }),
+  );
+  const listed = db
+    .prepare<[string], string>('SELECT versions_json FROM known_versions WHERE bucket_id = ?')
+    .pluck()
+    .get(id);
+  if (listed !== undefined) {
+    for (const version of JSON.parse(listed) as Array<{ id?: unknown }>)
+      if (typeof version.id === 'string') ids.add(version.id);
+  }
+  return ids;
+}
+
 export function readBucket(db: StateDb, id: string): BucketRecord | undefined {
   return db.prepare<[string], BucketRecord>('SELECT * FROM buckets WHERE id = ?').get(id);
 }

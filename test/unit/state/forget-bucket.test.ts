@@ -4,7 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import {
   BUCKET_TABLES,
+  bucketIdsKept,
+  forgetAccount,
   forgetBucket,
+  rememberActiveVersion,
+  rememberVersions,
+  versionIdsKeptOf,
   openStateDatabase,
   readBucket,
   upsertBucket,
@@ -44,6 +49,50 @@ describe('forgetBucket', () => {
       expect(forgetBucket(db, 'b1')?.bucket_key_account).toBe('bucket-key:1');
       expect(readBucket(db, 'b1')).toBeUndefined();
       expect(forgetBucket(db, 'b1')).toBeUndefined();
+    } finally {
+      db.close();
+    }
+  });
+
+  it('finds the buckets kept after logout, and the versions their records name', () => {
+    const db = openStateDatabase(path.join(scratch, 'kept.sqlite'));
+    try {
+      upsertBucket(db, {
+        id: 'b2',
+        name: 'Music',
+        type: 'backup',
+        storage_class: 'hot',
+        bucket_key_account: null,
+        bucket_key_fingerprint: null,
+        updated_at: 1,
+      });
+      rememberActiveVersion(db, {
+        bucket_id: 'b2',
+        bucket_name: 'Music',
+        version_id: 'v3',
+        seen_at: 1,
+      });
+      rememberVersions(db, {
+        bucket_id: 'b2',
+        bucket_name: 'Music',
+        versions_json: JSON.stringify([{ id: 'v3' }, { id: 'v2' }]),
+        seen_at: 1,
+      });
+      rememberActiveVersion(db, {
+        bucket_id: 'b3',
+        bucket_name: 'Films',
+        version_id: 'v9',
+        seen_at: 1,
+      });
+      expect(bucketIdsKept(db).sort()).toEqual(['b2', 'b3']);
+      // Logging out forgets the records, not what the next login to the account builds on.
+      forgetAccount(db);
+      expect(bucketIdsKept(db).sort()).toEqual(['b2', 'b3']);
+      expect([...versionIdsKeptOf(db, 'b2')].sort()).toEqual(['v2', 'v3']);
+      expect([...versionIdsKeptOf(db, 'b3')]).toEqual(['v9']);
+      forgetBucket(db, 'b2');
+      expect(bucketIdsKept(db)).toEqual(['b3']);
+      expect([...versionIdsKeptOf(db, 'b2')]).toEqual([]);
     } finally {
       db.close();
     }
