@@ -16,6 +16,7 @@ import {
 import { removeAbandonedStaging } from '../uploader/index.ts';
 import type { EngineDeps } from './engine-deps.ts';
 import type { MetadataCache } from './metadata-cache.ts';
+import { UNREACHABLE } from './unreachable.ts';
 import { whileNoBackupTo } from './while-no-backup.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import type { ServiceConnection } from './service-connection.ts';
@@ -190,13 +191,18 @@ export class BucketCatalog {
   }
 }
 
-/** Whether the service answers that it has no bucket `id` for this account (any more). */
+/**
+ * Whether the service answers that it has no bucket `id` for this account (any more). False
+ * while it cannot answer: the buckets were listed, which is what was asked, and a later listing
+ * asks again.
+ */
 async function isGone(client: ServiceClient, id: string): Promise<boolean> {
   try {
     await client.getBucket(id);
     return false;
   } catch (error) {
     if (isEngineError(error, 'not_found')) return true;
+    if (isEngineError(error) && UNREACHABLE.has(error.code)) return false;
     throw error;
   }
 }

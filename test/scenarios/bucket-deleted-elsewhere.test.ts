@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { BackupLock } from '../../main/state/index.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
 // A bucket deleted from another device of the same user: this device no longer keeps its file
@@ -17,12 +18,18 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-deleted-elsewhere-'))
 const source = path.join(scratch, 'source');
 const home = path.join(scratch, 'home');
 let service: TestService;
+/** Between this device and the service. */
+let proxy: FaultProxy;
 let serviceClosed = false;
 let thisDevice: Engine;
 let otherDevice: Engine;
 
 function engineAt(at: string): Engine {
-  return createEngine({ home: at, secrets: new FileSecretStore(at) });
+  return createEngine({
+    home: at,
+    secrets: new FileSecretStore(at),
+    retry: { attempts: 2, baseDelayMs: 1, maxDelayMs: 1 },
+  });
 }
 
 /** What `read` finds in this device's state database, opened to read only. */
@@ -68,11 +75,12 @@ function cachedCars(): string[] {
 
 beforeAll(async () => {
   service = await startTestService();
+  proxy = await startFaultProxy(service.url);
   mkdirSync(source);
   writeFileSync(path.join(source, 'letter.txt'), 'dear reader\n');
   thisDevice = engineAt(home);
   const { code } = service.addUser('ann@example.org');
-  await thisDevice.login({ server: service.url, code });
+  await thisDevice.login({ server: proxy.url, code });
   otherDevice = engineAt(path.join(scratch, 'other-home'));
   await otherDevice.login({
     server: service.url,
@@ -82,6 +90,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await thisDevice.close();
   await otherDevice.close();
+  await proxy.close();
   if (!serviceClosed) await service.close();
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -109,6 +118,13 @@ describe('a bucket deleted from another device', () => {
     expect(cachedCars()).toHaveLength(3);
 
     await otherDevice.deleteBucket({ name: 'Letters' });
+
+    // The service cannot say whether the bucket is gone (it was listed without it): the list is
+    // shown all the same, and the records stay.
+    proxy.schedule([{ status: 503 }, { status: 503 }], new RegExp(`/buckets/${bucket.id}$`));
+    expect((await thisDevice.listBuckets()).map((listed) => listed.name)).toEqual(['Kept']);
+    expect(proxy.injected()).toBe(2);
+    expect(keptRows(bucket.id)).toEqual({ buckets: 1, fileIndex: 1, versions: 1, active: 1 });
 
     // A backup to it is running here (it will find its bucket gone): its records stay.
     const backupRunning = BackupLock.tryAcquire(home, bucket.id);
