@@ -18,7 +18,31 @@ export function readAccount(db: StateDb): AccountRecord | undefined {
   return db.prepare<[], AccountRecord>('SELECT * FROM account WHERE id = 1').get();
 }
 
+/**
+ * Writes the enrolled account. Enrolling with another account (another user, or the same id on
+ * another service) forgets the records of the buckets of the one before, as logging out does:
+ * they are not this account's. What else this device kept of them is forgotten once this
+ * account's listing finds them gone (their bucket keys stay, as after logging out: they are of
+ * buckets that still exist).
+ */
 export function writeAccount(db: StateDb, record: AccountRecord): void {
+  db.transaction(() => {
+    const before = readAccount(db);
+    if (before && !sameAccount(before, record)) db.prepare('DELETE FROM buckets').run();
+    insertAccount(db, record);
+  })();
+}
+
+function sameAccount(one: AccountRecord, other: AccountRecord): boolean {
+  return (
+    one.user_id === other.user_id &&
+    one.mode === other.mode &&
+    one.server_url === other.server_url &&
+    one.local_data_dir === other.local_data_dir
+  );
+}
+
+function insertAccount(db: StateDb, record: AccountRecord): void {
   db.prepare(
     `INSERT OR REPLACE INTO account (id, mode, server_url, local_data_dir, user_id, key_id, fingerprint, email,
        device_name, device_key_account, enrolled_at)
