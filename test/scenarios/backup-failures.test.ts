@@ -704,6 +704,46 @@ open("deep.txt", "w").write("deep")`,
     }
   });
 
+  it('deletes a bucket from a home disk too full to forget it, and forgets it once space is free', async () => {
+    const home = mountTmpfs('full-home-delete', '16m');
+    const source = path.join(scratch, 'delete-source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'note.txt'), 'kept\n');
+    const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    /** Rows of the bucket's file index in the state database, read beside the engine. */
+    const indexedSources = (): number => {
+      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
+      try {
+        return (
+          state.prepare<[], number>('SELECT count(*) FROM file_index_sources').pluck().get() ?? 0
+        );
+      } finally {
+        state.close();
+      }
+    };
+    try {
+      await engine.loginLocal({ dataDir: path.join(scratch, 'delete-data') });
+      await engine.createBucket({ name: 'Doomed', type: 'backup', storageClass: 'hot' });
+      const { versionId } = await engine.backup({ dir: source, bucket: 'Doomed' });
+      expect(indexedSources()).toBe(1);
+      const free = statfsSync(home);
+      writeFileSync(path.join(home, 'filler'), Buffer.alloc(free.bavail * free.bsize));
+
+      await engine.deleteBucket({ name: 'Doomed' });
+      expect(await engine.listBuckets()).toEqual([]);
+      // No room to forget it here: its file index and list of files stay for now.
+      expect(indexedSources()).toBe(1);
+      expect(readdirSync(path.join(home, 'metadata'))).toContain(`${versionId}.car`);
+
+      rmSync(path.join(home, 'filler'));
+      expect(await engine.listBuckets()).toEqual([]);
+      expect(indexedSources()).toBe(0);
+      expect(readdirSync(path.join(home, 'metadata'))).toEqual([]);
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('reports a full disk while restoring clearly, keeps the files it wrote whole, and leaves no half-written file', async () => {
     const source = path.join(scratch, 'restore-source');
     // Small files that fit, then a large file that does not, then small ones that wait for its
