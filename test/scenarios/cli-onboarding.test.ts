@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
@@ -236,5 +244,18 @@ describe('canopy onboarding', () => {
     expect(
       (await runCanopy(newHome('forced'), ['whoami'], { CANOPY_SECRET_STORE: 'vault' })).stderr,
     ).toBe('canopy: CANOPY_SECRET_STORE must be "keychain" or "file", not "vault"\n');
+  });
+
+  it('tells a mistyped command with the usage status, before it makes a home', async () => {
+    const home = newHome('never-made');
+    for (const word of ['bakup', 'constructor', 'toString']) {
+      const typo = await runCanopy(home, [word, '--bucket', 'Photos']);
+      expect(typo.stderr).toBe(`canopy: unknown command: ${word}\n`);
+      expect(typo.status).toBe(2);
+    }
+    expect(existsSync(home)).toBe(false);
+    const usage = await runCanopy(home, []);
+    expect(usage.stdout).toMatch(/^usage: canopy <command>/);
+    expect(usage.status).toBe(2);
   });
 });

@@ -1,0 +1,72 @@
+import type { EngineErrorCode } from '../main/api/index.ts';
+import type { Engine } from '../main/index.ts';
+import type { ProgressPrinter, ProgressView } from './progress-printer.ts';
+
+// What each `canopy` command is given (cli/commands/), and the few helpers they share to read
+// their arguments and print.
+
+/** A command line that cannot be run as given: told with the usage exit status (2). */
+export class UsageError extends Error {}
+
+/** Where a command's result goes: the human text, or with --json the data as one JSON line. */
+export interface Output {
+  json: boolean;
+  print(human: string, data: unknown): void;
+}
+
+export interface CommandContext {
+  readonly engine: Engine;
+  /** The word after the command: a subcommand, or the command's first argument. */
+  readonly sub: string | undefined;
+  /** The words after that. */
+  readonly rest: readonly string[];
+  readonly values: Readonly<Record<string, string | boolean | string[] | undefined>>;
+  readonly out: Output;
+  /** The option `name` when given once as text. */
+  readonly str: (name: string) => string | undefined;
+  /** The option `name`, given any number of times. */
+  readonly strings: (name: string) => string[];
+  /** Progress in place on a terminal (unless the output is JSON), or as lines with --progress. */
+  readonly progressShown: <Progress>(view: ProgressView<Progress>) => ProgressPrinter<Progress>;
+}
+
+/** Runs one command; its exit status when that is not 0 without an error (a partial restore). */
+export type Command = (command: CommandContext) => Promise<number | undefined>;
+
+export function need(value: string | undefined, what: string): string {
+  if (value === undefined || value === '') throw new UsageError(`${what} is required`);
+  return value;
+}
+
+export function oneOf<T extends string>(
+  value: string | undefined,
+  what: string,
+  options: readonly T[],
+): T {
+  if (value === undefined || !(options as readonly string[]).includes(value)) {
+    throw new UsageError(`${what} must be one of ${options.join(', ')}`);
+  }
+  return value as T;
+}
+
+/** Why a listing shows what was seen last rather than the service's answer. */
+export function offlineReason(code: EngineErrorCode | null): string {
+  return code === 'local_data_missing'
+    ? 'the disk holding the backups is not connected'
+    : 'the server cannot be reached';
+}
+
+/** Rows as columns padded to their widest cell. */
+export function table(rows: readonly (readonly string[])[]): string {
+  if (rows.length === 0) return '';
+  const widths =
+    rows[0]?.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length))) ?? [];
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}

@@ -1,0 +1,125 @@
+import type { SourceExcludeRules } from '../../main/index.ts';
+import { UsageError, need, type CommandContext } from '../command-context.ts';
+import { counted } from '../counted.ts';
+import { isPhaseEnd, progressLine } from '../progress-line.ts';
+import { sampleCheckLines } from '../sample-check-lines.ts';
+import { untilSignalled } from '../signal-stop.ts';
+
+// `canopy backup` (and its dry run) and `canopy excludes`, the rules a backup applies.
+
+/**
+ * Random blocks of the bucket a backup fetches again once it is stored, and checks: at most a
+ * few MiB, and over many backups a good part of the bucket.
+ */
+const CHECKED_BLOCKS = 8;
+
+/** A backup's exit status when it stored a version without some items it could not read. */
+const BACKUP_INCOMPLETE = 3;
+
+/** A folder's exclude rules, in the order they apply. */
+function describeExcludes(rules: SourceExcludeRules): string {
+  const lines = (list: readonly string[]): string[] =>
+    list.length === 0 ? ['  (none)'] : list.map((rule) => `  ${rule}`);
+  return [
+    `exclude rules for ${rules.dir}, in the order they apply (a later rule wins; "!" includes again):`,
+    `Canopy's defaults: ${rules.defaults.join(' ')}`,
+    'kept by Canopy for this folder (canopy excludes DIR --add RULE | --remove RULE | --clear):',
+    ...lines(rules.kept),
+    `${rules.ignoreFile}:`,
+    ...lines(rules.fileRules),
+  ].join('\n');
+}
+
+export async function backupCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, values, out, str, progressShown } = command;
+  if (values['dry-run'] === true) {
+    const plan = await engine.planBackup({ dir: need(sub, 'DIR') });
+    out.print(
+      [
+        `would back up ${counted(plan.files, 'file')}, ${counted(plan.bytes, 'byte')}`,
+        ...plan.excluded.map((item) => `excluded by rules: ${item}`),
+        ...plan.skipped.map((item) => `would skip ${item.path}: ${item.reason}`),
+      ].join('\n'),
+      plan,
+    );
+    return;
+  }
+  const progress = progressShown({
+    line: progressLine,
+    ended: isPhaseEnd,
+    phase: (p) => p.phase,
+  });
+  const result = await untilSignalled((signal) =>
+    engine.backup({
+      dir: need(sub, 'DIR'),
+      bucket: need(str('bucket'), '--bucket'),
+      ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
+      ...(values['replace-source'] === true ? { replaceSource: true } : {}),
+      ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+      ...(values['skip-check'] === true ? {} : { checkBlocks: CHECKED_BLOCKS }),
+      signal,
+    }),
+  ).finally(() => progress.done());
+  const skipped = result.skipped.map((item) => `skipped ${item.path}: ${item.reason}`);
+  out.print(
+    [
+      ...(result.resumedVersionId === null
+        ? []
+        : [`finished the interrupted upload of version ${result.resumedVersionId}`]),
+      result.unchanged
+        ? `nothing changed since version ${result.versionId}: no new version made`
+        : `version ${result.versionId}`,
+      `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${counted(result.bytesScanned, 'byte')} scanned, ${counted(result.bytesRead, 'byte')} read, ${counted(result.newBytes, 'new byte')}, ${counted(result.bytesUploaded, 'byte')} uploaded${result.metadataBytesUploaded > 0 ? ` (and ${counted(result.metadataBytesUploaded, 'byte')} of metadata: the names, sizes and times of all the files)` : ''} in ${(result.durationMs / 1000).toFixed(1)} s`,
+      ...(result.metadataStoredAgain
+        ? ['it takes the place of the version before it, whose metadata is damaged on the server']
+        : []),
+      ...(result.blocksResent === 0
+        ? []
+        : [
+            `sent again ${counted(result.blocksResent, 'block')} the server could not give back whole`,
+          ]),
+      ...sampleCheckLines(result.sampleCheck),
+      ...skipped,
+      ...result.changedWhileRead.map(
+        (item) =>
+          `changed while being read (stored as read; back up again once it settles): ${item}`,
+      ),
+    ].join('\n'),
+    result,
+  );
+  const check = result.sampleCheck;
+  const lost = check && !('failed' in check) ? check.unavailable.length : 0;
+  if (lost > 0)
+    process.stderr.write(
+      `canopy: ${counted(lost, 'block')} of bucket "${str('bucket') ?? ''}" did not come back whole (see the output); \`canopy verify --bucket ${str('bucket') ?? ''} --all\` names the files that need ${lost === 1 ? 'it' : 'them'}\n`,
+    );
+  // As restic's exit code 3: the version is stored, but lacks files the user can still get
+  // backed up; a script must see that. Files deleted meanwhile and sockets, pipes and devices
+  // are nothing to see to.
+  const unreadable = result.skipped.filter((item) => item.kind === 'unreadable').length;
+  if (unreadable === 0) return;
+  process.stderr.write(
+    `canopy: ${counted(unreadable, 'item')} could not be read (listed in the output) and ${unreadable === 1 ? 'is' : 'are'} not in the version; everything else is\n`,
+  );
+  return BACKUP_INCOMPLETE;
+}
+
+export async function excludesCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, values, out, strings } = command;
+  const dir = need(sub, 'DIR');
+  const add = strings('add');
+  const remove = strings('remove');
+  let rules = await engine.excludeRules({ dir });
+  if (values['clear'] === true || add.length > 0 || remove.length > 0) {
+    const notKept = remove.filter((rule) => !rules.kept.includes(rule));
+    if (notKept.length > 0)
+      throw new UsageError(
+        `not a rule kept for ${rules.dir}: ${notKept.map((rule) => JSON.stringify(rule)).join(', ')}`,
+      );
+    const kept =
+      values['clear'] === true ? [] : rules.kept.filter((rule) => !remove.includes(rule));
+    rules = await engine.setExcludeRules({ dir, rules: [...kept, ...add] });
+  }
+  out.print(describeExcludes(rules), rules);
+  return;
+}

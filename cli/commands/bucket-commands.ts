@@ -1,0 +1,56 @@
+import {
+  BUCKET_TYPES,
+  STORAGE_CLASSES,
+  type BucketType,
+  type StorageClass,
+} from '../../main/protocol/index.ts';
+import { UsageError, need, oneOf, table, type CommandContext } from '../command-context.ts';
+
+// `canopy buckets`: list, create, rename and delete buckets.
+
+export async function bucketsCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, rest, out, str } = command;
+  switch (sub ?? 'list') {
+    case 'list': {
+      const buckets = await engine.listBuckets();
+      out.print(
+        buckets.length === 0
+          ? 'no buckets yet'
+          : table([
+              ['NAME', 'TYPE', 'CLASS', 'UPDATED'],
+              ...buckets.map((b) => [b.name, b.type, b.storage_class, b.updated_at]),
+            ]),
+        buckets,
+      );
+      return;
+    }
+    case 'create': {
+      const bucket = await engine.createBucket({
+        name: need(rest[0], 'NAME'),
+        type: oneOf<BucketType>(str('type') ?? 'backup', '--type', BUCKET_TYPES),
+        storageClass: oneOf<StorageClass>(str('class') ?? 'hot', '--class', STORAGE_CLASSES),
+      });
+      out.print(
+        `created bucket "${bucket.name}" (${bucket.type}, ${bucket.storage_class})`,
+        bucket,
+      );
+      return;
+    }
+    case 'rename': {
+      const bucket = await engine.renameBucket({
+        name: need(rest[0], 'NAME'),
+        newName: need(rest[1], 'NEWNAME'),
+      });
+      out.print(`renamed bucket to "${bucket.name}"`, bucket);
+      return;
+    }
+    case 'delete': {
+      const name = need(rest[0], 'NAME');
+      await engine.deleteBucket({ name });
+      out.print(`deleted bucket "${name}"`, { deleted: name });
+      return;
+    }
+    default:
+      throw new UsageError(`unknown buckets command: ${sub}`);
+  }
+}

@@ -1,0 +1,114 @@
+import { need, offlineReason, table, type CommandContext } from '../command-context.ts';
+import { counted } from '../counted.ts';
+import { isPhaseEnd, progressLine } from '../progress-line.ts';
+import { untilSignalled } from '../signal-stop.ts';
+import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
+
+// `canopy ls` browses a version; `canopy restore` brings it back.
+
+export async function lsCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, out, str, progressShown } = command;
+  const version = str('version');
+  const snapshot = str('snapshot');
+  // Shown only while a version this computer keeps no copy of is fetched.
+  const progress = progressShown({
+    line: progressLine,
+    ended: isPhaseEnd,
+    phase: (p) => p.phase,
+  });
+  const { entries, versionId, offlineSince, offlineBecause } = await engine
+    .browse({
+      bucket: need(str('bucket'), '--bucket'),
+      ...(version === undefined ? {} : { version }),
+      ...(snapshot === undefined ? {} : { snapshot }),
+      ...(sub === undefined ? {} : { path: sub }),
+      ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+    })
+    .finally(() => progress.done());
+  if (offlineSince !== null) {
+    process.stderr.write(
+      `canopy: ${offlineReason(offlineBecause)}; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,
+    );
+  }
+  out.print(
+    table(
+      entries.map((e) => [
+        e.type === 'directory' ? 'dir' : e.type,
+        e.mode === null ? '-' : e.mode.toString(8).padStart(4, '0'),
+        String(e.size),
+        e.mtime === null ? '-' : new Date(e.mtime * 1000).toISOString(),
+        e.target === null
+          ? JSON.stringify(e.name).slice(1, -1)
+          : `${JSON.stringify(e.name).slice(1, -1)} -> ${e.target}`,
+      ]),
+    ),
+    entries,
+  );
+  return;
+}
+
+export async function restoreCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, values, out, str, progressShown } = command;
+  const snapshot = str('snapshot');
+  const version = str('version');
+  const to = str('to');
+  const progress = progressShown({
+    line: progressLine,
+    ended: isPhaseEnd,
+    phase: (p) => p.phase,
+  });
+  const result = await untilSignalled((signal) =>
+    engine.restore({
+      bucket: need(str('bucket'), '--bucket'),
+      ...(to === undefined ? {} : { to }),
+      overwrite: values['overwrite'] === true,
+      ...(version === undefined ? {} : { version }),
+      ...(snapshot === undefined ? {} : { snapshot }),
+      ...(sub === undefined ? {} : { path: sub }),
+      ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+      ...(values['sparse'] === true ? { sparse: true } : {}),
+      signal,
+    }),
+  ).finally(() => progress.done());
+  out.print(
+    [
+      ...(result.leftoversRemoved === 0
+        ? []
+        : [
+            `removed ${counted(result.leftoversRemoved, 'unfinished file')} left by a restore that was stopped`,
+          ]),
+      ...(to === undefined ? [`into ${result.restoredInto}, where it was backed up from`] : []),
+      `restored ${counted(result.files, 'file')} (${counted(result.bytes, 'byte')}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
+      ...(result.alreadyThere === 0
+        ? []
+        : [
+            result.alreadyThere === 1
+              ? 'already there with the same content, and left as it was: 1 file or link'
+              : `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
+          ]),
+      ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
+      ...(result.modesNotKept === 0
+        ? []
+        : [
+            result.modesNotKept === 1
+              ? "the disk would not take the permissions of 1 file or folder; it has the disk's own"
+              : `the disk would not take the permissions of ${result.modesNotKept} files and folders; they have the disk's own`,
+          ]),
+      ...result.notRestored.map((item) => `could not restore ${item.path}: ${item.reason}`),
+      ...wholeOnRetryLines(result.wholeOnRetry.length),
+    ].join('\n'),
+    result,
+  );
+  const missing = result.notRestored.length;
+  if (missing === 0) return;
+  // Not a failure of the command, yet not a complete restore either: scripts must see it.
+  // Blocks the server could not give back are the next backup's to send again.
+  const resent =
+    result.unavailable.length === 0
+      ? ''
+      : `; the next backup of ${str('bucket') ?? ''} sends again what its folder still holds of the blocks that did not come back whole`;
+  process.stderr.write(
+    `canopy: ${counted(missing, 'item')} could not be restored (listed in the output); everything else is in place${resent}\n`,
+  );
+  return 1;
+}

@@ -1,0 +1,49 @@
+import { need, type CommandContext } from '../command-context.ts';
+import { counted } from '../counted.ts';
+import { isVerifyEnd, verifyProgressLine } from '../progress-line.ts';
+import { untilSignalled } from '../signal-stop.ts';
+import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
+
+// `canopy verify`: fetch a version's blocks again and check them against their CIDs.
+
+export async function verifyCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, values, out, str, progressShown } = command;
+  const version = str('version');
+  const progress = progressShown({
+    line: verifyProgressLine,
+    ended: isVerifyEnd,
+    phase: (p) => p.phase,
+  });
+  const result = await untilSignalled((signal) =>
+    engine.verify({
+      bucket: need(str('bucket'), '--bucket'),
+      all: values['all'] === true,
+      ...(version === undefined ? {} : { version }),
+      ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+      signal,
+    }),
+  ).finally(() => progress.done());
+  const asOf = new Date(result.verifiedAt).toISOString();
+  const lost = result.unavailable.length;
+  out.print(
+    [
+      ...(lost === 0
+        ? [
+            `verified ${result.checked} of ${counted(result.total, 'block')} (${counted(result.bytes, 'byte')}) of version ${result.versionId}: restorable as of ${asOf}`,
+          ]
+        : [
+            `checked ${result.checked} of ${counted(result.total, 'block')} of version ${result.versionId}: ${lost} did not come back whole, so it is not restorable in full as of ${asOf}`,
+            ...result.unrestorable.map((file) => `cannot restore ${file.path}: ${file.reason}`),
+          ]),
+      ...wholeOnRetryLines(result.wholeOnRetry.length),
+    ].join('\n'),
+    result,
+  );
+  if (lost === 0) return;
+  // The version's other files can still be restored; the next backup of the bucket sends
+  // the blocks again from those its source still holds.
+  process.stderr.write(
+    `canopy: ${counted(result.unrestorable.length, 'file')} of this version cannot be restored (listed in the output); the next backup of this bucket sends again what its folder still holds of ${result.unrestorable.length === 1 ? 'it' : 'them'}\n`,
+  );
+  return 1;
+}

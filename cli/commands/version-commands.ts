@@ -1,0 +1,92 @@
+import { canopyHome } from '../../main/state/index.ts';
+import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
+
+// `canopy versions` and `canopy snapshots`: list and delete them.
+
+export async function versionsCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, rest, out, str } = command;
+  if (sub === 'delete') {
+    const bucket = need(str('bucket'), '--bucket');
+    const ids = [need(rest[0], 'ID'), ...rest.slice(1)];
+    // One at a time, each told as it goes: a failure stops the command after those deleted.
+    for (const [index, version] of ids.entries()) {
+      const deleted = await engine.deleteVersion({ bucket, version });
+      const active =
+        deleted.activeVersionId === null
+          ? `bucket "${bucket}" has no version left`
+          : `the active version of bucket "${bucket}" is ${deleted.activeVersionId}`;
+      out.print(
+        [
+          `deleted version ${deleted.versionId}${deleted.snapshotId === null ? '' : ` and its snapshot ${deleted.snapshotId}`}; its data no other version holds is freed`,
+          ...(index === ids.length - 1 ? [active] : []),
+        ].join('\n'),
+        deleted,
+      );
+    }
+    return;
+  }
+  if (sub !== undefined && sub !== 'list') throw new UsageError(`unknown versions command: ${sub}`);
+  const { versions, offlineSince, offlineBecause, keptForOffline } =
+    await engine.versionsOrLastSeen({ bucket: need(str('bucket'), '--bucket') });
+  if (offlineSince !== null)
+    process.stderr.write(
+      `canopy: ${offlineReason(offlineBecause)}; showing the versions as of ${new Date(offlineSince).toISOString()}\n`,
+    );
+  if (!keptForOffline)
+    process.stderr.write(
+      `canopy: not enough free space in ${canopyHome()}, where Canopy keeps its state, to keep this list for when the service cannot be reached\n`,
+    );
+  out.print(
+    versions.length === 0
+      ? 'no versions yet'
+      : table([
+          // data_size: what the version added to the bucket, or expects to while pending.
+          ['ID', 'STATE', 'CREATED', 'NEW BYTES'],
+          ...versions.map((v) => [
+            v.id,
+            v.state,
+            new Date(v.created_at * 1000).toISOString(),
+            String(v.data_size),
+          ]),
+        ]),
+    versions,
+  );
+  return;
+}
+
+export async function snapshotsCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, rest, out, str } = command;
+  if (sub === 'delete') {
+    const deleted = await engine.deleteSnapshot({
+      bucket: need(str('bucket'), '--bucket'),
+      snapshot: need(rest[0], 'ID'),
+    });
+    const { id, metadata_id: version } = deleted.snapshot;
+    out.print(
+      deleted.versionPruned
+        ? `deleted snapshot ${id}; the server pruned its version ${version}, as it does outdated versions past the few it keeps`
+        : `deleted snapshot ${id}; version ${version} stays, no longer pinned: the server prunes it once it is outdated and past the few outdated versions it keeps (\`canopy versions delete\` deletes it now)`,
+      deleted,
+    );
+    return;
+  }
+  if (sub !== undefined && sub !== 'list')
+    throw new UsageError(`unknown snapshots command: ${sub}`);
+  const snapshots = await engine.listSnapshots({ bucket: need(str('bucket'), '--bucket') });
+  out.print(
+    snapshots.length === 0
+      ? 'no snapshots yet'
+      : table([
+          ['ID', 'VERSION', 'STATE', 'CREATED', 'SIZE'],
+          ...snapshots.map((s) => [
+            s.id,
+            s.metadata_id,
+            s.state,
+            new Date(s.created_at * 1000).toISOString(),
+            String(s.size),
+          ]),
+        ]),
+    snapshots,
+  );
+  return;
+}
