@@ -1,15 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  chmodSync,
-  closeSync,
-  fchmodSync,
-  futimesSync,
-  lutimesSync,
-  openSync,
-  renameSync,
-  rmSync,
-  symlinkSync,
-} from 'node:fs';
+import { chmodSync, fchmodSync, futimesSync, lutimesSync, rmSync, symlinkSync } from 'node:fs';
 import { utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
@@ -28,6 +18,7 @@ import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
 import { fsyncFully } from './file-writes.ts';
 import { FileSystemFlush } from './file-system-flush.ts';
+import { PendingRenames, type WrittenFile } from './pending-renames.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
@@ -53,11 +44,11 @@ import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 //
 // Where the target's file system can be flushed whole (file-system-flush.ts: ext4, xfs, btrfs on
 // Linux), files are not fsynced one by one: a batch of written files waits for one flush of the
-// file system, started after the last of them was written (or RENAME_WITHIN_MS after the first
-// was, over a slow link), and is renamed once it is done. Cold restores of the bench set took
+// file system, started after the last of them was written (or 2 s after the first was, over
+// a slow link), and is renamed once it is done. Cold restores of the bench set took
 // 5.4-6.6 s this way against 6.2-7.1 s with each file fsynced (four alternating pairs, each
 // faster). If a flush fails, that batch's files are fsynced one by one, as everywhere else, and
-// so is every file after it.
+// so is every file after it. The written files wait for their batches in pending-renames.ts.
 //
 // Temporary names are `.canopy-restore-<token>-<n>`: one token per restore, a counter per file.
 // A restore killed part-way leaves its temporaries; the engine marks each restore under way,
@@ -78,20 +69,6 @@ import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 // Bytes damaged on the way (a flaky link, memory) then cost one file's fetch, not the file.
 
 const FILES_IN_FLIGHT = 8;
-/** Written files, each fsynced, waiting for their renames, at most. */
-const RENAME_BATCH = 64;
-/**
- * Written files waiting for one flush of their file system, and their bytes, at most: a flush
- * costs a process start and a journal commit, and the files wait under temporary names meanwhile.
- */
-const FLUSH_BATCH_FILES = 1000;
-const FLUSH_BATCH_BYTES = 256 * 1024 * 1024;
-/**
- * A written file waits for its batch at most this long. Over a slow link (10 MB/s), a batch of
- * 256 MiB took about 25 s to fill, and none of its files showed under its name meanwhile.
- */
-const RENAME_WITHIN_MS = 2000;
-
 export interface RestoreInput {
   readonly client: ServiceClient;
   readonly storageHost: string;
@@ -157,15 +134,6 @@ export interface RestoreResult {
   readonly modesNotKept: number;
 }
 
-/** A file written whole to its temporary name, waiting to be renamed to its target. */
-interface WrittenFile {
-  readonly temporary: string;
-  readonly target: string;
-  readonly bytes: number;
-  /** Whether it was fsynced itself; if not, it waits for a flush of its file system. */
-  readonly synced: boolean;
-}
-
 /** A file whose leaf did not match its CID as it was written, to be written again. */
 interface FileToWriteAgain {
   readonly entry: TreeEntry;
@@ -176,13 +144,6 @@ interface FileToWriteAgain {
   readonly relative: string;
   /** The leaf that did not match, by its CID's text. */
   readonly damagedCid: string;
-}
-
-interface UnrenamedFile extends WrittenFile {
-  /** Its path below the target, for the list of what was not restored. */
-  readonly relative: string;
-  /** Its target's folded name, as `unrenamed` holds it. */
-  readonly folded: string;
 }
 
 function checkName(name: string): void {
@@ -421,6 +382,14 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   } catch (error) {
     throw restoreError(error, input.targetDir);
   }
+  const renames = new PendingRenames(flush, FILES_IN_FLIGHT, {
+    renamed: (file) => {
+      result.bytes += file.bytes;
+      result.files += 1;
+    },
+    refused: (relative, reason) => result.notRestored.push({ path: relative, reason }),
+    failed: (error) => stop(error),
+  });
   const namePrefix = temporaryPrefix(input.temporaryToken ?? randomBytes(4).toString('hex'));
   let temporaryCount = 0;
   let filesWritten = 0;
@@ -453,7 +422,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     temporaryCount += 1;
     const folder = path.dirname(target);
     const temporary = path.join(folder, `${namePrefix}${temporaryCount}`);
-    const flushed = flush?.covers(folder) === true;
+    const flushed = renames.flushCovers(folder);
     const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid, entry.fileNode), slots);
     let written = 0;
     try {
@@ -585,10 +554,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const inFlight = new Set<Promise<void>>();
   /** The writes under way, by folded name: a name that may be the same waits for its write. */
   const claimed = new Map<string, Promise<void>>();
-  /** Files written whole and waiting for their renames, by folded target name. */
-  const unrenamed = new Map<string, UnrenamedFile>();
   /** Whether a file of this folded name is being written or waits for its rename. */
-  const nameTaken = (folded: string): boolean => claimed.has(folded) || unrenamed.has(folded);
+  const nameTaken = (folded: string): boolean => claimed.has(folded) || renames.has(folded);
   /**
    * Where each restored folder went, by its path below the target: one whose name a file or a
    * link held was restored beside it under a free name, and what it holds goes there too.
@@ -622,97 +589,6 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     leaves.stop(failure);
     leavesAgain?.stop(failure);
   };
-  /** Renames a written file to its target; false when the disk refuses the name (listed). */
-  const renameToTarget = (file: UnrenamedFile): boolean => {
-    try {
-      renameSync(file.temporary, file.target);
-      return true;
-    } catch (error) {
-      rmSync(file.temporary, { force: true });
-      const refusal = refusalOf(error, file.target, 'name');
-      if (!(refusal instanceof EntryNotRestoredError)) throw error;
-      result.notRestored.push({ path: file.relative, reason: refusal.reason });
-      return false;
-    }
-  };
-  /** Fsyncs a written file anew; false (its temporary removed, the restore stopped) if it fails. */
-  const fsyncWritten = async (file: UnrenamedFile): Promise<boolean> => {
-    let fd: number | undefined;
-    try {
-      fd = openSync(file.temporary, 'r');
-      await fsyncFully(fd);
-      return true;
-    } catch (error) {
-      stop(error);
-      rmSync(file.temporary, { force: true });
-      return false;
-    } finally {
-      if (fd !== undefined) closeSync(fd);
-    }
-  };
-  /**
-   * The files of `files` that are on disk: all of them once a flush of the file system succeeds.
-   * If it fails, its reason is not the restore's: each file is fsynced, which tells whether that
-   * file reached the disk, and so is every file written after (flush is dropped).
-   */
-  const durableOf = async (files: readonly UnrenamedFile[]): Promise<Set<UnrenamedFile>> => {
-    const durable = new Set(files.filter((file) => file.synced));
-    const unsynced = files.filter((file) => !file.synced);
-    if (unsynced.length === 0) return durable;
-    if (flush) {
-      try {
-        await flush.flush();
-        return new Set(files);
-      } catch {
-        flush = undefined;
-      }
-    }
-    for (let at = 0; at < unsynced.length; at += FILES_IN_FLIGHT) {
-      const some = unsynced.slice(at, at + FILES_IN_FLIGHT);
-      const synced = await Promise.all(some.map(fsyncWritten));
-      for (const [index, file] of some.entries()) if (synced[index]) durable.add(file);
-    }
-    return durable;
-  };
-  /** Makes `batch` durable and renames its files, except those an earlier batch renamed. */
-  const renameBatch = async (batch: readonly UnrenamedFile[]): Promise<void> => {
-    const waiting = batch.filter((file) => unrenamed.get(file.folded) === file);
-    const durable = await durableOf(waiting);
-    for (const file of waiting) {
-      unrenamed.delete(file.folded);
-      if (!durable.has(file)) continue;
-      try {
-        if (!renameToTarget(file)) continue;
-      } catch (error) {
-        stop(error);
-        continue;
-      }
-      result.bytes += file.bytes;
-      result.files += 1;
-    }
-  };
-  /** Files written, and bytes not fsynced, since the last batch was started. */
-  let waitingFiles = 0;
-  let waitingBytes = 0;
-  /** Starts a batch RENAME_WITHIN_MS after the first file waiting for it was written. */
-  let renameTimer: NodeJS.Timeout | undefined;
-  /** The batches started so far, each after the one before. */
-  let renaming: Promise<void> = Promise.resolve();
-  /**
-   * Renames the files written so far to their targets, once they are on disk; settles when they
-   * are renamed. It never rejects: a failure stops the restore through `failure`, so that when
-   * this runs after an error thrown in the loop, that error is the one reported.
-   */
-  const renameWritten = (): Promise<void> => {
-    // Taken now: a flush started later covers every one of them.
-    const batch = [...unrenamed.values()];
-    waitingFiles = 0;
-    waitingBytes = 0;
-    clearTimeout(renameTimer);
-    renameTimer = undefined;
-    renaming = renaming.then(() => renameBatch(batch)).catch(stop);
-    return renaming;
-  };
   /**
    * Waits until no file of this folded name is being written or waits for its rename, so that
    * what is on disk under that name is all there will be.
@@ -720,7 +596,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const nameSettled = async (folded: string): Promise<void> => {
     const writing = claimed.get(folded);
     if (writing) await writing;
-    if (unrenamed.has(folded)) await renameWritten();
+    if (renames.has(folded)) await renames.renameWritten();
   };
   /**
    * Files left out for a leaf that did not match its CID as it was written, with where they were
@@ -784,21 +660,16 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const written = restoreFile(entry, target, dag).then((file) => {
       if (!file) return;
       if (again) result.wholeOnRetry.push(again.damagedCid);
-      unrenamed.set(folded, { ...file, relative, folded });
+      renames.add({ ...file, relative, folded });
       filesWritten += 1;
       input.afterFileWritten?.(filesWritten);
-      waitingFiles += 1;
-      if (!file.synced) waitingBytes += file.bytes;
-      const batchFiles = file.synced ? RENAME_BATCH : FLUSH_BATCH_FILES;
-      if (waitingFiles >= batchFiles || waitingBytes >= FLUSH_BATCH_BYTES) void renameWritten();
-      else renameTimer ??= setTimeout(() => void renameWritten(), RENAME_WITHIN_MS);
     });
     const writing = track(
       written,
       relative,
       again ? undefined : { entry, destination, target, relative },
     ).finally(() =>
-      // Written and waiting for its rename, or failed: `unrenamed` holds the name from here.
+      // Written and waiting for its rename, or failed: `renames` holds the name from here.
       claimed.delete(folded),
     );
     claimed.set(folded, writing);
@@ -914,7 +785,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     // reported: none is left running, nor left under its temporary name.
     signal?.removeEventListener('abort', stopNow);
     await Promise.all(inFlight);
-    await renameWritten();
+    await renames.renameWritten();
     await slots?.close();
   }
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
