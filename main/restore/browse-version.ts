@@ -44,7 +44,13 @@ export async function listVersionPath(tree: BrowsedTree, subPath: string): Promi
     target = await exporter([root.toString(), ...parts].join('/'), store);
   } catch (error) {
     if (error instanceof EngineError) throw error;
-    throw new EngineError('not_found', `no ${subPath} in this version`, { cause: error });
+    // What is there instead is one level up: the folder above, or the version's top.
+    const above = parts.slice(0, -1).join('/');
+    throw new EngineError(
+      'not_found',
+      `no ${subPath} in this version (canopy ls ${above === '' ? 'without a path' : JSON.stringify(above)} shows what is there)`,
+      { cause: error },
+    );
   }
   const describe = (name: string, entry: Awaited<ReturnType<typeof exporter>>): VersionEntry => {
     if (entry.type !== 'file' && entry.type !== 'directory') {

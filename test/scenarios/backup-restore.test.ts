@@ -524,7 +524,10 @@ describe('browse, snapshots and verify', () => {
     const deep = await engine.ls({ bucket: 'Everything', path: 'a/b/c/d/e' });
     expect(deep).toEqual([expect.objectContaining({ name: 'five-MiB.bin', size: 5 << 20 })]);
     await expect(engine.ls({ bucket: 'Everything', path: 'missing' })).rejects.toThrow(
-      'no missing in this version',
+      'no missing in this version (canopy ls without a path shows what is there)',
+    );
+    await expect(engine.ls({ bucket: 'Everything', path: 'a/b/nope' })).rejects.toThrow(
+      'no a/b/nope in this version (canopy ls "a/b" shows what is there)',
     );
   });
 
