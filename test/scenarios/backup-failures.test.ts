@@ -25,6 +25,7 @@ import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
+import { keptRowsOf } from '../helpers/kept-state.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { damageStoredCar } from '../helpers/stored-blocks.ts';
 
@@ -710,20 +711,15 @@ open("deep.txt", "w").write("deep")`,
     mkdirSync(source);
     writeFileSync(path.join(source, 'note.txt'), 'kept\n');
     const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
-    /** Rows of the bucket's file index in the state database, read beside the engine. */
-    const indexedSources = (): number => {
-      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
-      try {
-        return (
-          state.prepare<[], number>('SELECT count(*) FROM file_index_sources').pluck().get() ?? 0
-        );
-      } finally {
-        state.close();
-      }
-    };
     try {
       await engine.loginLocal({ dataDir: path.join(scratch, 'delete-data') });
-      await engine.createBucket({ name: 'Doomed', type: 'backup', storageClass: 'hot' });
+      const { id } = await engine.createBucket({
+        name: 'Doomed',
+        type: 'backup',
+        storageClass: 'hot',
+      });
+      /** The bucket's file index in the state database, read beside the engine. */
+      const indexedSources = (): number => keptRowsOf(home, id).fileIndex;
       const { versionId } = await engine.backup({ dir: source, bucket: 'Doomed' });
       expect(indexedSources()).toBe(1);
       const free = statfsSync(home);

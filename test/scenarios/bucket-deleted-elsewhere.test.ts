@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { BackupLock } from '../../main/state/index.ts';
+import { bucketKeyAccountOf, cachedCarsOf, keptRowsOf } from '../helpers/kept-state.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 
@@ -32,46 +32,10 @@ function engineAt(at: string): Engine {
   });
 }
 
-/** What `read` finds in this device's state database, opened to read only. */
-function fromState<T>(read: (state: Database.Database) => T): T {
-  const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
-  try {
-    return read(state);
-  } finally {
-    state.close();
-  }
-}
-
 /** Rows of bucket `id` in the tables that keep something per bucket, by table. */
-function keptRows(id: string): Record<string, number> {
-  return fromState((state) => {
-    const count = (table: string, column = 'bucket_id'): number =>
-      state
-        .prepare<[string], number>(`SELECT count(*) FROM ${table} WHERE ${column} = ?`)
-        .pluck()
-        .get(id) ?? 0;
-    return {
-      buckets: count('buckets', 'id'),
-      fileIndex: count('file_index_sources'),
-      versions: count('known_versions'),
-      active: count('known_active_versions'),
-    };
-  });
-}
-
-function bucketKeyAccount(id: string): string | null {
-  return fromState(
-    (state) =>
-      state
-        .prepare<[string], string | null>('SELECT bucket_key_account FROM buckets WHERE id = ?')
-        .pluck()
-        .get(id) ?? null,
-  );
-}
-
-function cachedCars(): string[] {
-  return readdirSync(path.join(home, 'metadata')).filter((name) => name.endsWith('.car'));
-}
+const keptRows = (id: string) => keptRowsOf(home, id);
+const bucketKeyAccount = (id: string) => bucketKeyAccountOf(home, id);
+const cachedCars = () => cachedCarsOf(home);
 
 beforeAll(async () => {
   service = await startTestService();

@@ -17,9 +17,9 @@ import {
   loginWithBucket,
   runCanopy,
 } from '../helpers/canopy-cli.ts';
-import Database from 'better-sqlite3';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { BackupLock } from '../../main/state/index.ts';
+import { bucketKeyAccountOf, cachedCarsOf, keptRowsOf } from '../helpers/kept-state.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
@@ -128,41 +128,9 @@ describe('space freed by the command line', () => {
     await canopy(home, 'versions', '--bucket', 'Gone');
     const [bucket] = JSON.parse(await canopy(home, 'buckets', '--json')) as Array<{ id: string }>;
     const bucketId = bucket?.id ?? '';
-    const cachedCars = () =>
-      readdirSync(path.join(home, 'metadata')).filter((name) => name.endsWith('.car'));
-    /** What `read` finds in this device's state database, opened to read only. */
-    const fromState = <T>(read: (state: Database.Database) => T): T => {
-      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
-      try {
-        return read(state);
-      } finally {
-        state.close();
-      }
-    };
-    /** This bucket's rows in the tables that keep something per bucket. */
-    const keptRows = (): Record<string, number> =>
-      fromState((state) => {
-        const count = (table: string, column = 'bucket_id') =>
-          state
-            .prepare<[string], number>(`SELECT count(*) FROM ${table} WHERE ${column} = ?`)
-            .pluck()
-            .get(bucketId) ?? 0;
-        return {
-          buckets: count('buckets', 'id'),
-          fileIndex: count('file_index_sources'),
-          versions: count('known_versions'),
-          active: count('known_active_versions'),
-        };
-      });
-    const bucketKey = (): string | null =>
-      fromState(
-        (state) =>
-          state
-            .prepare<[], string | null>('SELECT bucket_key_account FROM buckets')
-            .pluck()
-            .get() ?? null,
-      );
-    const keyAccount = bucketKey();
+    const cachedCars = () => cachedCarsOf(home);
+    const keptRows = () => keptRowsOf(home, bucketId);
+    const keyAccount = bucketKeyAccountOf(home, bucketId);
     if (keyAccount === null) throw new Error('the bucket was created here, with its key');
     expect(await new FileSecretStore(home).get(keyAccount)).not.toBeNull();
     expect(cachedCars()).toHaveLength(2);
