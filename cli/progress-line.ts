@@ -1,5 +1,6 @@
 import type { BackupProgress, RestoreProgress, VerifyProgress } from '../main/index.ts';
 import { counted } from './counted.ts';
+import type { ProgressView } from './progress-printer.ts';
 
 // One line of a backup's, a restore's or a verify's progress for a terminal: the phase, files
 // (or blocks), bytes and an ETA in words.
@@ -65,3 +66,17 @@ export function isVerifyEnd(progress: VerifyProgress): boolean {
   if (progress.phase === 'pulling') return progress.bytesDone === progress.bytesTotal;
   return progress.blocksDone === progress.blocksTotal;
 }
+
+/** How a backup's, a restore's or a browse's progress is shown (progress-printer.ts). */
+export const PHASE_PROGRESS: ProgressView<BackupProgress | RestoreProgress> = {
+  line: progressLine,
+  ended: isPhaseEnd,
+  phase: (progress) => progress.phase,
+};
+
+/** How a verify's progress is shown. */
+export const VERIFY_PROGRESS: ProgressView<VerifyProgress> = {
+  line: verifyProgressLine,
+  ended: isVerifyEnd,
+  phase: (progress) => progress.phase,
+};

@@ -1,7 +1,7 @@
 import type { SourceExcludeRules } from '../../main/index.ts';
 import { UsageError, need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
-import { isPhaseEnd, progressLine } from '../progress-line.ts';
+import { PHASE_PROGRESS } from '../progress-line.ts';
 import { sampleCheckLines } from '../sample-check-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
 
@@ -44,11 +44,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
     );
     return;
   }
-  const progress = progressShown({
-    line: progressLine,
-    ended: isPhaseEnd,
-    phase: (p) => p.phase,
-  });
+  const progress = progressShown(PHASE_PROGRESS);
   const result = await untilSignalled((signal) =>
     engine.backup({
       dir: need(sub, 'DIR'),

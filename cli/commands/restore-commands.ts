@@ -1,6 +1,6 @@
 import { need, offlineReason, table, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
-import { isPhaseEnd, progressLine } from '../progress-line.ts';
+import { PHASE_PROGRESS } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 
@@ -11,11 +11,7 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
   const version = str('version');
   const snapshot = str('snapshot');
   // Shown only while a version this computer keeps no copy of is fetched.
-  const progress = progressShown({
-    line: progressLine,
-    ended: isPhaseEnd,
-    phase: (p) => p.phase,
-  });
+  const progress = progressShown(PHASE_PROGRESS);
   const { entries, versionId, offlineSince, offlineBecause } = await engine
     .browse({
       bucket: need(str('bucket'), '--bucket'),
@@ -52,11 +48,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
   const snapshot = str('snapshot');
   const version = str('version');
   const to = str('to');
-  const progress = progressShown({
-    line: progressLine,
-    ended: isPhaseEnd,
-    phase: (p) => p.phase,
-  });
+  const progress = progressShown(PHASE_PROGRESS);
   const result = await untilSignalled((signal) =>
     engine.restore({
       bucket: need(str('bucket'), '--bucket'),

@@ -1,6 +1,6 @@
 import { need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
-import { isVerifyEnd, verifyProgressLine } from '../progress-line.ts';
+import { VERIFY_PROGRESS } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 
@@ -9,11 +9,7 @@ import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 export async function verifyCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, values, out, str, progressShown } = command;
   const version = str('version');
-  const progress = progressShown({
-    line: verifyProgressLine,
-    ended: isVerifyEnd,
-    phase: (p) => p.phase,
-  });
+  const progress = progressShown(VERIFY_PROGRESS);
   const result = await untilSignalled((signal) =>
     engine.verify({
       bucket: need(str('bucket'), '--bucket'),
