@@ -2,7 +2,6 @@ import { createHash, randomBytes, randomFillSync } from 'node:crypto';
 import {
   appendFileSync,
   closeSync,
-  readFileSync,
   readSync,
   renameSync,
   fsyncSync,
@@ -28,6 +27,8 @@ import { packSource } from '../main/packer/index.ts';
 import { AlignedSlots, openDirect } from '../main/direct-io/index.ts';
 import { DIRECT_FROM_BYTES } from '../main/restore/file-output.ts';
 import { startLocalService } from '../cli/local-service.ts';
+import { canopyCommandLine } from './canopy-command-line.ts';
+import { buildDist } from './dist-build.ts';
 
 // `npm run bench -- backup`: pack-only, backup and restore throughput on generated data, next
 // to this machine's hashing and raw disk speed, and the peak RSS. Prints; asserts nothing.
@@ -306,12 +307,6 @@ async function evictFromPageCache(dir: string): Promise<void> {
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
-/** Compiles the engine to dist/ (`npm run build`), as the app ships it: plain JS, no tsx. */
-function buildDist(): void {
-  const build = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repoRoot, stdio: 'inherit' });
-  if (build.status !== 0) throw new Error(`npm run build failed (exit ${build.status})`);
-}
-
 /**
  * How long this disk takes to write the data set's bytes, as one file and as its tree, and to
  * read the one file back.
@@ -384,26 +379,6 @@ function roundLines(label: string, figures: readonly RoundFigures[], note?: stri
 
 function highestRss(figures: readonly RoundFigures[]): string {
   return Math.max(...figures.map((round) => round.run.peakRssMb)).toFixed(0);
-}
-
-/**
- * How the `canopy` command starts Node: the environment and flags on its
- * `#!/usr/bin/env -S [NAME=VALUE ...] node [--flag ...]` line.
- */
-function canopyCommandLine(): { env: Record<string, string>; flags: string[] } {
-  const shebang =
-    readFileSync(path.join(repoRoot, 'bin', 'canopy.js'), 'utf8').split('\n')[0] ?? '';
-  const line = /^#!\/usr\/bin\/env -S((?: [A-Z_]+=[^ ]+)*) node((?: --[^ ]+)*)$/.exec(shebang);
-  if (!line) throw new Error(`bin/canopy.js starts with an unexpected line: ${shebang}`);
-  const words = (text: string | undefined): string[] =>
-    text?.trim().split(' ').filter(Boolean) ?? [];
-  const env = Object.fromEntries(
-    words(line[1]).map((assignment) => {
-      const at = assignment.indexOf('=');
-      return [assignment.slice(0, at), assignment.slice(at + 1)];
-    }),
-  );
-  return { env, flags: words(line[2]) };
 }
 
 /**

@@ -1,6 +1,7 @@
 #!/usr/bin/env -S UV_THREADPOOL_SIZE=8 node --max-semi-space-size=4 --initial-old-space-size=64 --heap-growing-percent=50
-// Runs the TypeScript sources directly through tsx, so the command works from a fresh clone
-// without a build step.
+// Runs the compiled engine when `npm run build` made it from the sources as they are, else the
+// TypeScript sources through tsx, so the command works from a fresh clone without a build step
+// (bin/entry-point.js).
 //
 // The young generation is capped at 4 MB semi-spaces (V8 grows them to 16 MB). A backup makes
 // garbage at a steady rate, and the larger young generation only added to its peak memory: a
@@ -31,8 +32,7 @@
 // It is set on this line because libuv reads it once, when the pool first starts, and Node's
 // module loader starts the pool before any script runs. A UV_THREADPOOL_SIZE of the user's own
 // is overridden.
-import { register } from 'tsx/esm/api';
+import { importEntry } from './entry-point.js';
 
-register();
-const { main } = await import('../cli/canopy.ts');
+const { main } = await importEntry('cli/canopy.ts');
 process.exitCode = await main(process.argv.slice(2));
