@@ -78,7 +78,10 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
               ? 'already there with the same content, and left as it was: 1 file or link'
               : `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
           ]),
-      ...result.renamed.map((name) => `kept the existing file; restored as ${name}`),
+      ...result.renamed.map(
+        (name) =>
+          `kept ${name.replace(/ \(restored(?: \d+)?\)$/, '')}, which was there already (a file, folder or link); restored as ${name}`,
+      ),
       ...(result.modesNotKept === 0
         ? []
         : [

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
@@ -81,5 +81,19 @@ describe("a bucket's source folder", () => {
     expect(restored.status, restored.stderr).toBe(0);
     expect(restored.stdout).toContain('restored 1 file (8 bytes), 1 folder, 0 symlinks\n');
     expect(readFileSync(path.join(target, 'letter.txt'), 'utf8')).toBe('dear Ann');
+
+    // Restored again over an edited copy: the edit is kept, and the line says where each went.
+    writeFileSync(path.join(target, 'letter.txt'), 'dear Ann, edited');
+    const beside = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--version', documentsVersion.id, '--to', target],
+      env,
+    );
+    expect(beside.status, beside.stderr).toBe(0);
+    expect(beside.stdout).toContain(
+      'kept letter.txt, which was there already (a file, folder or link); restored as letter.txt (restored)\n',
+    );
+    expect(readFileSync(path.join(target, 'letter.txt'), 'utf8')).toBe('dear Ann, edited');
+    expect(readFileSync(path.join(target, 'letter.txt (restored)'), 'utf8')).toBe('dear Ann');
   });
 });
