@@ -30,7 +30,7 @@ export function writeAccount(db: StateDb, record: AccountRecord): void {
     const before = readAccount(db);
     if (before && !sameAccount(before, record)) db.prepare('DELETE FROM buckets').run();
     insertAccount(db, record);
-  })();
+  }).immediate();
 }
 
 function sameAccount(one: AccountRecord, other: AccountRecord): boolean {
@@ -110,13 +110,15 @@ export const BUCKET_TABLES = [
  * Returns the record it had (with the bucket key's account in the secret store), if any.
  */
 export function forgetBucket(db: StateDb, id: string): BucketRecord | undefined {
-  return db.transaction(() => {
-    const record = readBucket(db, id);
-    for (const table of BUCKET_TABLES)
-      db.prepare(`DELETE FROM ${table} WHERE bucket_id = ?`).run(id);
-    db.prepare('DELETE FROM buckets WHERE id = ?').run(id);
-    return record;
-  })();
+  return db
+    .transaction(() => {
+      const record = readBucket(db, id);
+      for (const table of BUCKET_TABLES)
+        db.prepare(`DELETE FROM ${table} WHERE bucket_id = ?`).run(id);
+      db.prepare('DELETE FROM buckets WHERE id = ?').run(id);
+      return record;
+    })
+    .immediate();
 }
 
 /**

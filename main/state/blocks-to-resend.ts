@@ -15,7 +15,7 @@ export function noteBlocksToResend(
   );
   db.transaction(() => {
     for (const cid of cids) note.run(bucketId, cid, now);
-  })();
+  }).immediate();
 }
 
 /** The blocks bucket `bucketId`'s next backup sends again, by CID text. */
@@ -35,5 +35,5 @@ export function forgetBlocksToResend(db: StateDb, bucketId: string, cids: Iterab
   );
   db.transaction(() => {
     for (const cid of cids) forget.run(bucketId, cid);
-  })();
+  }).immediate();
 }

@@ -41,6 +41,9 @@ function prepareStateDatabase(db: StateDb): void {
   db.pragma('foreign_keys = ON');
   // Another Canopy process may be writing (committing a large folder's file index takes
   // seconds): a command waits for it rather than failing. Past this, it says so (`busy`).
+  // SQLite waits so only for a transaction that asks for the write lock as it begins: one that
+  // read first and then meets another's write fails at once (its snapshot may be stale). So
+  // every transaction here that writes begins IMMEDIATE (`db.transaction(...).immediate()`).
   db.pragma(`busy_timeout = ${STATE_BUSY_TIMEOUT_MS}`);
   db.exec(
     'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',

@@ -381,17 +381,19 @@ function stageEntries(
   sourceId: number | null,
   onCommit: () => void,
 ): StagedEntries {
-  const stageId = db.transaction(() => {
-    db.prepare('DELETE FROM file_index_stages WHERE bucket_id = ? AND source_dir = ?').run(
-      bucketId,
-      sourceDir,
-    );
-    return Number(
-      db
-        .prepare('INSERT INTO file_index_stages (bucket_id, source_dir) VALUES (?, ?)')
-        .run(bucketId, sourceDir).lastInsertRowid,
-    );
-  })();
+  const stageId = db
+    .transaction(() => {
+      db.prepare('DELETE FROM file_index_stages WHERE bucket_id = ? AND source_dir = ?').run(
+        bucketId,
+        sourceDir,
+      );
+      return Number(
+        db
+          .prepare('INSERT INTO file_index_stages (bucket_id, source_dir) VALUES (?, ?)')
+          .run(bucketId, sourceDir).lastInsertRowid,
+      );
+    })
+    .immediate();
   const insert = db.prepare(
     'INSERT INTO file_index_staged (stage_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
@@ -418,7 +420,7 @@ function stageEntries(
   let sealedFor: string | null = null;
   const flush = (): void => {
     if (pending.length === 0) return;
-    write();
+    write.immediate();
     pending.length = 0;
   };
   const seal = (versionId: string, untrusted: UntrustedEntries): void => {
@@ -437,7 +439,7 @@ function stageEntries(
         JSON.stringify(kept),
         stageId,
       );
-    })();
+    }).immediate();
     sealedFor = versionId;
   };
   return {
@@ -541,7 +543,7 @@ function commitStage(
       'UPDATE file_index_sources SET entry_count = (SELECT count(*) FROM file_index WHERE source_id = ?) WHERE id = ?',
     ).run(id, id);
     db.prepare('DELETE FROM file_index_stages WHERE id = ?').run(stageId);
-  })();
+  }).immediate();
 }
 
 /**

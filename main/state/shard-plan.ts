@@ -24,12 +24,14 @@ export interface ShardPlan {
  * so a plan of that bucket still here was left by a backup that never ended: it is dropped.
  */
 export function startShardPlan(db: StateDb, bucketId: string): ShardPlan {
-  const id = db.transaction(() => {
-    db.prepare('DELETE FROM shard_plans WHERE bucket_id = ?').run(bucketId);
-    return Number(
-      db.prepare('INSERT INTO shard_plans (bucket_id) VALUES (?)').run(bucketId).lastInsertRowid,
-    );
-  })();
+  const id = db
+    .transaction(() => {
+      db.prepare('DELETE FROM shard_plans WHERE bucket_id = ?').run(bucketId);
+      return Number(
+        db.prepare('INSERT INTO shard_plans (bucket_id) VALUES (?)').run(bucketId).lastInsertRowid,
+      );
+    })
+    .immediate();
   const insert = db.prepare(
     'INSERT INTO planned_blocks (plan_id, shard, position, cid, path, offset, length) VALUES (?, ?, ?, ?, ?, ?, ?)',
   );
@@ -40,7 +42,7 @@ export function startShardPlan(db: StateDb, bucketId: string): ShardPlan {
   });
   const flush = (): void => {
     if (pending.length === 0) return;
-    write();
+    write.immediate();
     pending.length = 0;
   };
   return {

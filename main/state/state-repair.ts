@@ -104,7 +104,7 @@ function salvage(db: StateDb, damagedFile: string): StateLoss[] {
       try {
         db.transaction(() => {
           for (const table of group.tables) copyTable(db, table);
-        })();
+        }).immediate();
       } catch (error) {
         // A damaged page, or rows that no longer hold together: the group goes whole.
         if (!(error instanceof Database.SqliteError)) throw error;

@@ -152,7 +152,7 @@ export function uploadQueue(db: StateDb): UploadQueue {
             copyPlanned.run(upload.version_id, shard.shardCid, plan.id, position);
         });
         if (plan) db.prepare('DELETE FROM shard_plans WHERE id = ?').run(plan.id);
-      })();
+      }).immediate();
     },
     startPlan(bucketId) {
       return startShardPlan(db, bucketId);
@@ -194,7 +194,7 @@ export function uploadQueue(db: StateDb): UploadQueue {
            SELECT version_id, bucket_id, ? FROM uploads WHERE version_id = ?`,
         ).run(at, versionId);
         db.prepare('DELETE FROM uploads WHERE version_id = ?').run(versionId);
-      })();
+      }).immediate();
     },
     *blocksOfUpload(versionId) {
       const page = db.prepare<[string, string, number, string, number], BlockOfShard>(
@@ -231,7 +231,7 @@ export function uploadQueue(db: StateDb): UploadQueue {
           if (isNeeded) copyBlocks.run(upload.version_id, fromVersionId, shardCid);
         }
         queue.supersede(fromVersionId, at);
-      })();
+      }).immediate();
     },
     recordSuperseded(versionId, bucketId, at) {
       db.prepare(
