@@ -6,7 +6,6 @@ import { openSecretStore, secretStoreChoice } from '../main/identity/index.ts';
 import { createEngine, type Engine } from '../main/index.ts';
 import { canopyHome } from '../main/state/index.ts';
 import { progressPrinter } from './progress-printer.ts';
-import { startLocalService } from './local-service.ts';
 import { stateRepairNotice } from './state-repair-notice.ts';
 import { localDatabaseNotice } from './local-database-notice.ts';
 import { StoppedBySignal } from './signal-stop.ts';
@@ -179,6 +178,9 @@ export async function main(argv: readonly string[]): Promise<number> {
           home,
           secrets: store,
           startLocalService: async (...args) => {
+            // Loaded only when the home backs up to this computer: a device enrolled with a
+            // server of its own starts without the service's modules (Fastify and its store).
+            const { startLocalService } = await import('./local-service.ts');
             const service = await startLocalService(...args);
             if (service.restoredDatabase)
               process.stderr.write(`canopy: ${localDatabaseNotice(service.restoredDatabase)}\n`);
