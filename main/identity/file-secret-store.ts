@@ -11,18 +11,23 @@ import {
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import type { SecretStore } from './secret-store.ts';
+import { whileLocked } from './secrets-file-lock.ts';
 
 // A 0600 JSON file in the Canopy home, for machines with no keychain. It protects secrets
 // only as well as the account's file permissions do, which is why choosing it is loud.
 
 export const SECRETS_FILE = 'secrets.json';
+/** Held while the secrets file changes (secrets-file-lock.ts). */
+const SECRETS_LOCK_FILE = 'secrets.lock';
 
 export class FileSecretStore implements SecretStore {
   readonly kind = 'file';
   readonly location: string;
+  private readonly lockFile: string;
 
   constructor(home: string) {
     this.location = path.join(home, SECRETS_FILE);
+    this.lockFile = path.join(home, SECRETS_LOCK_FILE);
   }
 
   private read(): Record<string, string> {
@@ -62,17 +67,23 @@ export class FileSecretStore implements SecretStore {
   }
 
   set(account: string, secret: string): Promise<void> {
-    const secrets = this.read();
-    secrets[account] = secret;
-    this.write(secrets);
+    whileLocked(this.lockFile, () => {
+      const secrets = this.read();
+      secrets[account] = secret;
+      this.write(secrets);
+    });
     return Promise.resolve();
   }
 
   delete(account: string): Promise<boolean> {
-    const secrets = this.read();
-    if (!(account in secrets)) return Promise.resolve(false);
-    delete secrets[account];
-    this.write(secrets);
-    return Promise.resolve(true);
+    return Promise.resolve(
+      whileLocked(this.lockFile, () => {
+        const secrets = this.read();
+        if (!(account in secrets)) return false;
+        delete secrets[account];
+        this.write(secrets);
+        return true;
+      }),
+    );
   }
 }

@@ -12,6 +12,7 @@ import {
   TokenMinter,
 } from '../../../main/identity/index.ts';
 import { decodeCompactJws } from '../../../main/protocol/index.ts';
+import { runHelper } from '../../helpers/helper-process.ts';
 
 // The keychain adapter runs against a real Secret Service (gnome-keyring in a private D-Bus
 // session, set up by test/with-keyring.sh); the file adapter against a real temp folder.
@@ -67,6 +68,22 @@ describe('FileSecretStore', () => {
     );
     expect(await store.delete('device')).toBe(true);
     expect(await store.get('device')).toBeNull();
+  });
+
+  it('keeps every secret that processes store at once, none written over', async () => {
+    // Two commands creating buckets at once each store a key: neither may lose the other's.
+    const home = newHome();
+    const startAt = String(Date.now() + 4_000);
+    const writers = ['one', 'two', 'three', 'four'].map((prefix) =>
+      runHelper('secret-writer', [home, prefix, '25', startAt]),
+    );
+    for (const writer of writers)
+      expect(await writer.exited, writer.output()).toEqual({ code: 0, signal: null });
+    const store = new FileSecretStore(home);
+    for (const prefix of ['one', 'two', 'three', 'four'])
+      for (let n = 0; n < 25; n += 1)
+        expect(await store.get(`${prefix}-${n}`)).toBe(`secret ${prefix} ${n}`);
+    expect(statSync(store.location).mode & 0o777).toBe(0o600);
   });
 
   it('is chosen when forced, and CANOPY_SECRET_STORE values are checked', async () => {

@@ -1,0 +1,39 @@
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { EngineError } from '../api/index.ts';
+
+// Held while the secrets file is read, changed and written back, so that two Canopy processes
+// storing a key at once (two buckets created at once) do not each write back what they read
+// and lose the other's. Like main/state/file-lock.ts, the lock is an exclusive SQLite
+// transaction on a file of its own, which the kernel drops with its process and which writes
+// nothing; this one waits for the other process instead of giving up.
+
+/** How long a change to the secrets file waits for another process's. */
+const WAIT_MS = 10_000;
+
+/** Runs `change` with `lockFile` held by this process alone, and returns what it returns. */
+export function whileLocked<T>(lockFile: string, change: () => T): T {
+  let db: Database.Database | undefined;
+  try {
+    mkdirSync(path.dirname(lockFile), { recursive: true, mode: 0o700 });
+    db = new Database(lockFile, { timeout: WAIT_MS });
+    db.pragma('journal_mode = MEMORY');
+    db.exec('BEGIN EXCLUSIVE');
+  } catch (error) {
+    db?.close();
+    const busy = (error as { code?: unknown }).code === 'SQLITE_BUSY';
+    throw new EngineError(
+      'secret_store',
+      busy
+        ? `another Canopy process kept ${lockFile} locked for more than ${WAIT_MS / 1000} s; try again`
+        : `cannot lock ${lockFile}`,
+      { retryable: busy, cause: error },
+    );
+  }
+  try {
+    return change();
+  } finally {
+    db.close();
+  }
+}
