@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const canopyScript = fileURLToPath(new URL('../bin/canopy.js', import.meta.url));
+/** The `canopy` command's script. */
+export const CANOPY_SCRIPT = fileURLToPath(new URL('../bin/canopy.js', import.meta.url));
 
 /**
  * How the `canopy` command starts Node: the environment and flags on its
@@ -10,10 +11,10 @@ const canopyScript = fileURLToPath(new URL('../bin/canopy.js', import.meta.url))
  * user's shell would.
  */
 export function canopyCommandLine(): { env: Record<string, string>; flags: string[] } {
-  const shebang = readFileSync(canopyScript, 'utf8').split('\n')[0] ?? '';
+  const shebang = readFileSync(CANOPY_SCRIPT, 'utf8').split('\n')[0] ?? '';
   const line = /^#!\/usr\/bin\/env -S((?: [A-Z_]+=[^ ]+)*) node((?: --[^ ]+)*)$/.exec(shebang);
   if (!line)
-    throw new Error(`${path.basename(canopyScript)} starts with an unexpected line: ${shebang}`);
+    throw new Error(`${path.basename(CANOPY_SCRIPT)} starts with an unexpected line: ${shebang}`);
   const words = (text: string | undefined): string[] =>
     text?.trim().split(' ').filter(Boolean) ?? [];
   const env = Object.fromEntries(
@@ -24,6 +25,3 @@ export function canopyCommandLine(): { env: Record<string, string>; flags: strin
   );
   return { env, flags: words(line[2]) };
 }
-
-/** The `canopy` command's script. */
-export const CANOPY_SCRIPT = canopyScript;

@@ -3,7 +3,7 @@
 // (bin/entry-point.js) run a build that failed, or that a source changed after, through tsx.
 
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BUILD_INFO } from './entry-point.js';
@@ -28,5 +28,4 @@ for (const dir of MIGRATIONS) {
   rmSync(path.join(root, 'dist', dir), { recursive: true, force: true });
   cpSync(path.join(root, dir), path.join(root, 'dist', dir), { recursive: true });
 }
-mkdirSync(path.join(root, 'dist'), { recursive: true });
 writeFileSync(path.join(root, BUILD_INFO), `${JSON.stringify({ startedAtMs })}\n`);
