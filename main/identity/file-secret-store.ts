@@ -63,20 +63,21 @@ export class FileSecretStore implements SecretStore {
   }
 
   get(account: string): Promise<string | null> {
-    return Promise.resolve(this.read()[account] ?? null);
+    return settled(() => this.read()[account] ?? null);
   }
 
   set(account: string, secret: string): Promise<void> {
-    whileLocked(this.lockFile, () => {
-      const secrets = this.read();
-      secrets[account] = secret;
-      this.write(secrets);
-    });
-    return Promise.resolve();
+    return settled(() =>
+      whileLocked(this.lockFile, () => {
+        const secrets = this.read();
+        secrets[account] = secret;
+        this.write(secrets);
+      }),
+    );
   }
 
   delete(account: string): Promise<boolean> {
-    return Promise.resolve(
+    return settled(() =>
       whileLocked(this.lockFile, () => {
         const secrets = this.read();
         if (!(account in secrets)) return false;
@@ -86,4 +87,9 @@ export class FileSecretStore implements SecretStore {
       }),
     );
   }
+}
+
+/** What `work` returns, or what it throws, as a promise: a SecretStore fails by rejecting. */
+function settled<T>(work: () => T): Promise<T> {
+  return Promise.resolve().then(work);
 }

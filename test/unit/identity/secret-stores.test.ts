@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -84,6 +84,22 @@ describe('FileSecretStore', () => {
       for (let n = 0; n < 25; n += 1)
         expect(await store.get(`${prefix}-${n}`)).toBe(`secret ${prefix} ${n}`);
     expect(statSync(store.location).mode & 0o777).toBe(0o600);
+  });
+
+  it('says which file it could not lock, and changes nothing, when the lock cannot be made', async () => {
+    const home = newHome();
+    const store = new FileSecretStore(home);
+    await store.set('kept', 'before');
+    // Something else holds the lock file's name: no lock, so no change either.
+    rmSync(path.join(home, 'secrets.lock'));
+    mkdirSync(path.join(home, 'secrets.lock'));
+    await expect(store.set('new', 'after')).rejects.toMatchObject({
+      code: 'secret_store',
+      message: `cannot lock ${path.join(home, 'secrets.lock')}`,
+    });
+    await expect(store.delete('kept')).rejects.toMatchObject({ code: 'secret_store' });
+    expect(await store.get('kept')).toBe('before');
+    expect(await store.get('new')).toBeNull();
   });
 
   it('is chosen when forced, and CANOPY_SECRET_STORE values are checked', async () => {
