@@ -11,7 +11,7 @@ import {
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import type { SecretStore } from './secret-store.ts';
-import { whileLocked } from './secrets-file-lock.ts';
+import { SECRETS_LOCK_WAIT_MS, whileLocked } from './secrets-file-lock.ts';
 
 // A 0600 JSON file in the Canopy home, for machines with no keychain. It protects secrets
 // only as well as the account's file permissions do, which is why choosing it is loud.
@@ -24,10 +24,13 @@ export class FileSecretStore implements SecretStore {
   readonly kind = 'file';
   readonly location: string;
   private readonly lockFile: string;
+  private readonly lockWaitMs: number;
 
-  constructor(home: string) {
+  /** `lockWaitMs`: how long a change waits for another process changing the file. */
+  constructor(home: string, options: { readonly lockWaitMs?: number } = {}) {
     this.location = path.join(home, SECRETS_FILE);
     this.lockFile = path.join(home, SECRETS_LOCK_FILE);
+    this.lockWaitMs = options.lockWaitMs ?? SECRETS_LOCK_WAIT_MS;
   }
 
   private read(): Record<string, string> {
@@ -68,23 +71,31 @@ export class FileSecretStore implements SecretStore {
 
   set(account: string, secret: string): Promise<void> {
     return settled(() =>
-      whileLocked(this.lockFile, () => {
-        const secrets = this.read();
-        secrets[account] = secret;
-        this.write(secrets);
-      }),
+      whileLocked(
+        this.lockFile,
+        () => {
+          const secrets = this.read();
+          secrets[account] = secret;
+          this.write(secrets);
+        },
+        this.lockWaitMs,
+      ),
     );
   }
 
   delete(account: string): Promise<boolean> {
     return settled(() =>
-      whileLocked(this.lockFile, () => {
-        const secrets = this.read();
-        if (!(account in secrets)) return false;
-        delete secrets[account];
-        this.write(secrets);
-        return true;
-      }),
+      whileLocked(
+        this.lockFile,
+        () => {
+          const secrets = this.read();
+          if (!(account in secrets)) return false;
+          delete secrets[account];
+          this.write(secrets);
+          return true;
+        },
+        this.lockWaitMs,
+      ),
     );
   }
 }

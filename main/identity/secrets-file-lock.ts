@@ -9,15 +9,22 @@ import { EngineError } from '../api/index.ts';
 // transaction on a file of its own, which the kernel drops with its process and which writes
 // nothing; this one waits for the other process instead of giving up.
 
-/** How long a change to the secrets file waits for another process's. */
-const WAIT_MS = 10_000;
+/** How long a change to the secrets file waits for another process's, unless told otherwise. */
+export const SECRETS_LOCK_WAIT_MS = 10_000;
 
-/** Runs `change` with `lockFile` held by this process alone, and returns what it returns. */
-export function whileLocked<T>(lockFile: string, change: () => T): T {
+/**
+ * Runs `change` with `lockFile` held by this process alone, and returns what it returns; waits
+ * up to `waitMs` for another process holding it.
+ */
+export function whileLocked<T>(
+  lockFile: string,
+  change: () => T,
+  waitMs = SECRETS_LOCK_WAIT_MS,
+): T {
   let db: Database.Database | undefined;
   try {
     mkdirSync(path.dirname(lockFile), { recursive: true, mode: 0o700 });
-    db = new Database(lockFile, { timeout: WAIT_MS });
+    db = new Database(lockFile, { timeout: waitMs });
     db.pragma('journal_mode = MEMORY');
     db.exec('BEGIN EXCLUSIVE');
   } catch (error) {
@@ -26,7 +33,7 @@ export function whileLocked<T>(lockFile: string, change: () => T): T {
     throw new EngineError(
       'secret_store',
       busy
-        ? `another Canopy process kept ${lockFile} locked for more than ${WAIT_MS / 1000} s; try again`
+        ? `another Canopy process kept ${lockFile} locked for more than ${waitMs / 1000} s; try again`
         : `cannot lock ${lockFile}`,
       { retryable: busy, cause: error },
     );

@@ -3,6 +3,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import {
   FileSecretStore,
   KeychainSecretStore,
@@ -17,6 +19,7 @@ import { runHelper } from '../../helpers/helper-process.ts';
 // The keychain adapter runs against a real Secret Service (gnome-keyring in a private D-Bus
 // session, set up by test/with-keyring.sh); the file adapter against a real temp folder.
 
+const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const homes: string[] = [];
 function newHome(): string {
   const home = mkdtempSync(path.join(os.tmpdir(), 'canopy-home-'));
@@ -26,6 +29,27 @@ function newHome(): string {
 afterAll(() => {
   for (const home of homes) rmSync(home, { recursive: true, force: true });
 });
+
+/** Another process holding `lockFile` as the file secret store locks it, until it is killed. */
+async function anotherProcessHolding(lockFile: string): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const db = new (require('better-sqlite3'))(process.argv[1]);
+       db.exec('BEGIN EXCLUSIVE');
+       process.stdout.write('holding\\n');
+       setInterval(() => {}, 60_000);`,
+      lockFile,
+    ],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`the lock holder exited early (${code})`)));
+    child.stdout?.once('data', () => resolve());
+  });
+  return child;
+}
 
 describe('KeychainSecretStore (real Secret Service)', () => {
   it('stores, reads back and deletes a secret', async () => {
@@ -100,6 +124,30 @@ describe('FileSecretStore', () => {
     await expect(store.delete('kept')).rejects.toMatchObject({ code: 'secret_store' });
     expect(await store.get('kept')).toBe('before');
     expect(await store.get('new')).toBeNull();
+  });
+
+  it('says another process holds the lock when it waited long enough, and changes nothing', async () => {
+    const home = newHome();
+    await new FileSecretStore(home).set('kept', 'before');
+    const holder = await anotherProcessHolding(path.join(home, 'secrets.lock'));
+    try {
+      const impatient = new FileSecretStore(home, { lockWaitMs: 300 });
+      await expect(impatient.set('new', 'after')).rejects.toMatchObject({
+        code: 'secret_store',
+        retryable: true,
+        message: `another Canopy process kept ${path.join(home, 'secrets.lock')} locked for more than 0.3 s; try again`,
+      });
+      await expect(impatient.delete('kept')).rejects.toMatchObject({ retryable: true });
+      expect(await impatient.get('kept')).toBe('before');
+    } finally {
+      holder.kill();
+    }
+    // The kernel drops the lock with its process: the same change goes through now.
+    await new Promise((resolve) => holder.once('exit', resolve));
+    const store = new FileSecretStore(home, { lockWaitMs: 300 });
+    await store.set('new', 'after');
+    expect(await store.get('new')).toBe('after');
+    expect(await store.get('kept')).toBe('before');
   });
 
   it('is chosen when forced, and CANOPY_SECRET_STORE values are checked', async () => {
