@@ -18,11 +18,13 @@ function peakRssMb(): number {
 
 /** A backup's reading and sending figures; nothing for a restore. */
 function pick(result: {
+  unchanged?: boolean;
   filesUnchanged?: number;
   bytesRead?: number;
   metadataBytesUploaded?: number;
 }) {
   return {
+    unchanged: result.unchanged,
     filesUnchanged: result.filesUnchanged,
     bytesRead: result.bytesRead,
     metadataBytesUploaded: result.metadataBytesUploaded,
