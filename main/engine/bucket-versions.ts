@@ -10,6 +10,7 @@ import {
 } from '../state/index.ts';
 import { bucketNamed, type BucketCatalog } from './bucket-catalog.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
+import { namedById } from './named-by-id.ts';
 import type { MetadataCache } from './metadata-cache.ts';
 import type { ServiceConnection } from './service-connection.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
@@ -114,10 +115,15 @@ export class BucketVersions {
     }
   }
 
-  /** The bucket's version `id`, as the service lists it now; not_found, in the user's words. */
+  /**
+   * The bucket's version `id` (or the one whose id alone begins so: named-by-id.ts), as the
+   * service lists it now; not_found, in the user's words.
+   */
   private async named(client: ServiceClient, bucket: Bucket, id: string): Promise<Metadata> {
-    const named = (await this.remembered(client, bucket)).versions.find(
-      (version) => version.id === id,
+    const named = namedById(
+      (await this.remembered(client, bucket)).versions,
+      id,
+      `versions of bucket "${bucket.name}"`,
     );
     if (!named)
       throw new EngineError(
@@ -152,17 +158,7 @@ export class BucketVersions {
       return { versionId: named.id, bucketId: bucket.id, active: named.state === 'active' };
     }
     if (input.snapshot !== undefined) {
-      const snapshot = await client
-        .getSnapshot(bucket.id, input.snapshot)
-        .catch((error: unknown) => {
-          // The service's 404 names no snapshot; the user typed one.
-          if (!isEngineError(error, 'not_found')) throw error;
-          throw new EngineError(
-            'not_found',
-            `bucket "${input.bucket}" has no snapshot ${input.snapshot} (canopy snapshots lists them)`,
-            { cause: error },
-          );
-        });
+      const snapshot = await this.snapshotNamed(client, bucket, input.snapshot);
       return { versionId: snapshot.metadata_id, bucketId: bucket.id, active: false };
     }
     const active = (await this.remembered(client, bucket)).versions.find(
@@ -176,6 +172,36 @@ export class BucketVersions {
       seen_at: this.now(),
     });
     return { versionId: active.id, bucketId: bucket.id, active: true };
+  }
+
+  /**
+   * The bucket's snapshot `id`, or the one whose id alone begins so (named-by-id.ts); not_found,
+   * in the user's words.
+   */
+  private async snapshotNamed(
+    client: ServiceClient,
+    bucket: Bucket,
+    id: string,
+  ): Promise<Snapshot> {
+    let miss: unknown;
+    try {
+      return await client.getSnapshot(bucket.id, id);
+    } catch (error) {
+      // The service's 404 names no snapshot (§2: also for an id that is not a whole UUID).
+      if (!isEngineError(error, 'not_found')) throw error;
+      miss = error;
+    }
+    const named = namedById(
+      await client.listSnapshots(bucket.id),
+      id,
+      `snapshots of bucket "${bucket.name}"`,
+    );
+    if (named) return named;
+    throw new EngineError(
+      'not_found',
+      `bucket "${bucket.name}" has no snapshot ${id} (canopy snapshots lists them)`,
+      { cause: miss },
+    );
   }
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
@@ -193,19 +219,17 @@ export class BucketVersions {
   }): Promise<{ snapshot: Snapshot; versionPruned: boolean }> {
     const { client } = await this.connection.connect();
     const bucket = await this.buckets.byName(input.bucket, client);
-    const notFound = (cause: unknown): EngineError =>
-      new EngineError(
-        'not_found',
-        `bucket "${input.bucket}" has no snapshot ${input.snapshot} (canopy snapshots lists them)`,
-        { cause },
-      );
-    let snapshot: Snapshot;
+    const snapshot = await this.snapshotNamed(client, bucket, input.snapshot);
     try {
-      snapshot = await client.getSnapshot(bucket.id, input.snapshot);
       await client.deleteSnapshot(bucket.id, snapshot.id);
     } catch (error) {
-      // The service's 404 names no snapshot; the user typed one.
-      throw isEngineError(error, 'not_found') ? notFound(error) : error;
+      // Deleted meanwhile, by another device: told as a snapshot the bucket does not have.
+      if (!isEngineError(error, 'not_found')) throw error;
+      throw new EngineError(
+        'not_found',
+        `bucket "${bucket.name}" has no snapshot ${input.snapshot} (canopy snapshots lists them)`,
+        { cause: error },
+      );
     }
     const { versions } = await this.remembered(client, bucket);
     const versionPruned = !versions.some((version) => version.id === snapshot.metadata_id);

@@ -6,8 +6,10 @@ import {
   type BrowsableTree,
   type RestoreProgress,
 } from '../uploader/index.ts';
-import { lastKnownActiveVersion } from '../state/index.ts';
+import type { Metadata } from '../protocol/index.ts';
+import { lastKnownActiveVersion, lastKnownVersions } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
+import { namedById } from './named-by-id.ts';
 import type { PullProgress } from './metadata-cache.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
@@ -50,13 +52,10 @@ export class VersionBrowser {
     refuseVersionAndSnapshot(input);
     const online = { offlineSince: null, offlineBecause: null };
     if (input.version !== undefined) {
-      const cached = await this.parts.metadata.cachedTree(input.version, openBrowsableTree);
+      const versionId = this.lastSeenIdOf(input.bucket, input.version);
+      const cached = await this.parts.metadata.cachedTree(versionId, openBrowsableTree);
       if (cached)
-        return {
-          versionId: input.version,
-          ...online,
-          entries: await this.list(input, input.version, cached),
-        };
+        return { versionId, ...online, entries: await this.list(input, versionId, cached) };
     }
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
@@ -102,6 +101,17 @@ export class VersionBrowser {
         entries: await this.list(input, known.version_id, cached),
       };
     }
+  }
+
+  /**
+   * The id of the version `typed` names among the bucket's versions as last listed, where it
+   * may be the start of one (named-by-id.ts), so that this works while the service cannot be
+   * reached; else `typed` as it is.
+   */
+  private lastSeenIdOf(bucket: string, typed: string): string {
+    const known = lastKnownVersions(this.parts.db, bucket);
+    const versions = known ? (JSON.parse(known.versions_json) as Metadata[]) : [];
+    return namedById(versions, typed, `versions of bucket "${bucket}"`)?.id ?? typed;
   }
 
   /** The entries at the request's path in `tree`, which is closed after. */

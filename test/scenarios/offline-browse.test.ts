@@ -10,7 +10,8 @@ import {
 } from '../helpers/server-process.ts';
 
 // A version's tree comes from the local metadata cache: once the server is gone, `canopy ls`
-// still lists the last active version (and says so), a named version needs no server at all,
+// still lists the last active version (and says so), a named version (or the start of its id)
+// needs no server at all,
 // `whoami` tells the account this device enrolled with, and what does need the server fails
 // with one clear line.
 
@@ -80,6 +81,16 @@ describe('browsing while the server is unreachable', () => {
     ]);
     expect(named).toMatchObject({ status: 0, stderr: '' });
     expect(named.stdout).toContain('to-ann.txt');
+    // The start of its id is enough, known from the versions as last listed.
+    const started = await runCanopy(home, [
+      'ls',
+      '--bucket',
+      'Home',
+      '--version',
+      versionId.slice(0, 8),
+      'letters',
+    ]);
+    expect(started).toMatchObject({ status: 0, stderr: '', stdout: named.stdout });
 
     const restore = await runCanopy(home, [
       'restore',

@@ -55,8 +55,16 @@ describe('deleting versions', () => {
       throw new Error('three versions expected');
     const before = storedDataBytes(data);
 
-    // The oldest, and the latest, in one command.
-    const said = await canopy(home, 'versions', 'delete', first, third, '--bucket', 'Photos');
+    // The oldest, and the latest, in one command: the first by the start of its id.
+    const said = await canopy(
+      home,
+      'versions',
+      'delete',
+      first.slice(0, 8),
+      third,
+      '--bucket',
+      'Photos',
+    );
     expect(said).toMatch(
       new RegExp(
         `^deleted version ${first} and its snapshot \\S+; .*\ndeleted version ${third} and its snapshot \\S+; .*\nthe active version of bucket "Photos" is ${second}\n$`,
@@ -89,11 +97,12 @@ describe('deleting versions', () => {
     const [version] = await versionsOf(home, 'Notes');
     if (version?.snapshot_id == null) throw new Error('a backup version has a snapshot');
 
+    // Named by the start of its id, as a user types it.
     const said = await canopy(
       home,
       'snapshots',
       'delete',
-      version.snapshot_id,
+      version.snapshot_id.slice(0, 8),
       '--bucket',
       'Notes',
     );
