@@ -7,13 +7,13 @@ import {
   bucketIdsKept,
   forgetBucket,
   homeId,
+  removeAbandonedStaging,
   upsertBucket,
   uploadQueue,
   versionIdsKeptOf,
   type BucketRecord,
   type StateDb,
 } from '../state/index.ts';
-import { removeAbandonedStaging } from '../uploader/index.ts';
 import type { EngineDeps } from './engine-deps.ts';
 import type { MetadataCache } from './metadata-cache.ts';
 import { UNREACHABLE } from './unreachable.ts';

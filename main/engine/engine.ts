@@ -29,17 +29,13 @@ import { ServiceConnection } from './service-connection.ts';
 import { BucketCatalog } from './bucket-catalog.ts';
 import { BucketVersions, type DeletedVersion, type VersionsOrLastSeen } from './bucket-versions.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
-import {
-  SourceBackup,
-  type BackupPlan,
-  type BackupRequest,
-  type StoredBackup,
-} from './source-backup.ts';
-import { VersionBrowser, type BrowseRequest, type BrowsedFolder } from './version-browser.ts';
-import { VersionVerifier, type VerifiedVersion, type VerifyRequest } from './version-verifier.ts';
-import { VersionRestorer, type RestoreRequest, type RestoredVersion } from './version-restorer.ts';
+import type { BackupPlan, BackupRequest, StoredBackup } from './source-backup.ts';
+import type { BrowseRequest, BrowsedFolder } from './version-browser.ts';
+import type { VerifiedVersion, VerifyRequest } from './version-verifier.ts';
+import type { RestoreRequest, RestoredVersion } from './version-restorer.ts';
 import type { EngineDeps } from './engine-deps.ts';
 import type { EngineParts } from './engine-parts.ts';
+import type { EngineRuns } from './engine-runs.ts';
 
 /**
  * The engine, as its hosts see it: they create one with createEngine(deps) and close it when
@@ -60,10 +56,9 @@ export class Engine {
   private readonly enrollment: Enrollment;
   private readonly buckets: BucketCatalog;
   private readonly versions: BucketVersions;
-  private readonly browser: VersionBrowser;
-  private readonly verifier: VersionVerifier;
-  private readonly restorer: VersionRestorer;
-  private readonly backups: SourceBackup;
+  private readonly parts: EngineParts;
+  /** Backup, browse, verify and restore, loaded by the first request for one (engine-runs.ts). */
+  private runsLoaded: Promise<EngineRuns> | undefined;
 
   constructor(deps: EngineDeps) {
     this.deps = deps;
@@ -91,7 +86,7 @@ export class Engine {
         this.metadata,
         () => this.now(),
       );
-      const parts: EngineParts = {
+      this.parts = {
         deps,
         db: this.db,
         connection: this.connection,
@@ -100,10 +95,6 @@ export class Engine {
         versions: this.versions,
         now: () => this.now(),
       };
-      this.browser = new VersionBrowser(parts);
-      this.verifier = new VersionVerifier(parts);
-      this.restorer = new VersionRestorer(parts);
-      this.backups = new SourceBackup(parts, this.verifier);
     } catch (error) {
       this.homeLock.release();
       throw error;
@@ -126,6 +117,11 @@ export class Engine {
 
   private now(): number {
     return (this.deps.clock ?? Date.now)();
+  }
+
+  private runs(): Promise<EngineRuns> {
+    this.runsLoaded ??= import('./engine-runs.ts').then(({ engineRuns }) => engineRuns(this.parts));
+    return this.runsLoaded;
   }
 
   async login(input: {
@@ -212,12 +208,12 @@ export class Engine {
   // Backup and restore
 
   async backup(input: BackupRequest): Promise<StoredBackup> {
-    return this.backups.backup(input);
+    return (await this.runs()).backups.backup(input);
   }
 
   /** What a backup of `dir` would include and what the rules would skip. No network. */
   async planBackup(input: { dir: string }): Promise<BackupPlan> {
-    return this.backups.plan(input);
+    return (await this.runs()).backups.plan(input);
   }
 
   /**
@@ -263,20 +259,20 @@ export class Engine {
   }
 
   async ls(input: BrowseRequest): Promise<VersionEntry[]> {
-    return (await this.browser.browse(input)).entries;
+    return (await (await this.runs()).browser.browse(input)).entries;
   }
 
   /** A folder of a version, from the local metadata cache where it can (VersionBrowser). */
   async browse(input: BrowseRequest): Promise<BrowsedFolder> {
-    return this.browser.browse(input);
+    return (await this.runs()).browser.browse(input);
   }
 
   async verify(input: VerifyRequest): Promise<VerifiedVersion> {
-    return this.verifier.verify(input);
+    return (await this.runs()).verifier.verify(input);
   }
 
   async restore(input: RestoreRequest): Promise<RestoredVersion> {
-    return this.restorer.restore(input);
+    return (await this.runs()).restorer.restore(input);
   }
 
   // Account

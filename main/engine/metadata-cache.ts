@@ -3,8 +3,14 @@ import { open, rename, rm, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { isEngineError } from '../api/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import { knownActiveVersionIds, uploadQueue, type StateDb } from '../state/index.ts';
-import { newStagingDir, nodeIndexFileOf, removeAbandonedStaging } from '../uploader/index.ts';
+import {
+  knownActiveVersionIds,
+  newStagingDir,
+  nodeIndexFileOf,
+  removeAbandonedStaging,
+  uploadQueue,
+  type StateDb,
+} from '../state/index.ts';
 import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache-trim.ts';
 
 // The device's local copies of versions' metadata CARs (`<home>/metadata/<version>.car`, with

@@ -15,6 +15,7 @@ export * from './restore-mark.ts';
 export * from './shard-limits.ts';
 export * from './shard-plan.ts';
 export * from './source-excludes.ts';
+export * from './staging-dirs.ts';
 export * from './state-damage.ts';
 export * from './state-repair.ts';
 export * from './upload-queue.ts';

@@ -1,14 +1,13 @@
 import { EngineError, isEngineError } from '../api/index.ts';
 import { LeafSizes } from '../packer/index.ts';
 import { excludingFolders, loadExcludeRules } from '../scanner/index.ts';
-import type { QueuedUpload } from '../state/index.ts';
+import { removeAbandonedStaging, type QueuedUpload } from '../state/index.ts';
 import { isDamagedMetadata, type TreeLeaves } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
 import { uploadWindowOver, WindowEnding } from './upload-window.ts';
 import { MAX_SHARD_TARGET_BYTES } from './shard-target.ts';
 import { ScanProgress } from './progress-meter.ts';
-import { removeAbandonedStaging } from './staging-dirs.ts';
 import { surveySource } from './unchanged-source.ts';
 import type { BackupInput, BackupResult } from './backup-input.ts';
 import { stillQueued, removeMetadataFile } from './queued-upload-files.ts';

@@ -2,10 +2,8 @@
 export * from './backup-input.ts';
 export { backupSource } from './backup-source.ts';
 export * from './browsable-tree.ts';
-export { nodeIndexFileOf } from './tree-node-index.ts';
 export * from './previous-tree.ts';
 export * from './progress-meter.ts';
 export * from './shard-target.ts';
 export * from './shard-writer.ts';
-export { newStagingDir, removeAbandonedStaging } from './staging-dirs.ts';
 export * from './unchanged-source.ts';

@@ -8,7 +8,8 @@ import {
   encodeCarHeader,
   encodeCarSectionHead,
 } from '../protocol/index.ts';
-import { NodeIndexWriter, nodeIndexFileOf } from './tree-node-index.ts';
+import { nodeIndexFileOf } from '../state/index.ts';
+import { NodeIndexWriter } from './tree-node-index.ts';
 import { writeAllAt } from './write-all-at.ts';
 
 // A version's metadata CAR (§17.2), written to a file as the packer makes each node. A tree of

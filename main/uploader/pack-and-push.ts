@@ -10,13 +10,14 @@ import {
 import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
 import type { ExcludeRules, SkippedItem } from '../scanner/index.ts';
 import { isServiceRefusal } from '../service/index.ts';
-import type {
-  QueuedUpload,
-  ShardPlan,
-  ShardToQueue,
-  SourceFileIndex,
-  StagedEntries,
-  UntrustedEntries,
+import {
+  newStagingDir,
+  type QueuedUpload,
+  type ShardPlan,
+  type ShardToQueue,
+  type SourceFileIndex,
+  type StagedEntries,
+  type UntrustedEntries,
 } from '../state/index.ts';
 import { leavesOfFile, listedLeavesInTree, type TreeLeaves } from './previous-tree.ts';
 import type { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
@@ -26,7 +27,6 @@ import { MAX_SHARD_TARGET_BYTES } from './shard-target.ts';
 import { ShardWriter, type StagedShard } from './shard-writer.ts';
 import type { LeafShards } from './leaf-shards.ts';
 import { PhaseProgress } from './progress-meter.ts';
-import { newStagingDir } from './staging-dirs.ts';
 import { sourceTooLarge } from './source-too-large.ts';
 import { sameEntry, vouchingEntry } from './unchanged-source.ts';
 import { askMissing, type PushedUpload } from './ask-missing.ts';

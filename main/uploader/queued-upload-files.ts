@@ -1,5 +1,5 @@
 import { rm } from 'node:fs/promises';
-import { nodeIndexFileOf } from './tree-node-index.ts';
+import { nodeIndexFileOf } from '../state/index.ts';
 import type { BackupInput } from './backup-input.ts';
 
 // The files a queued upload keeps on this computer (its staged shards, its metadata CAR), and

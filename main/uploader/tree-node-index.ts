@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { open, readFile, rename, rm, writeFile, type FileHandle } from 'node:fs/promises';
+import { nodeIndexFileOf } from '../state/index.ts';
 import { writeAllAt } from './write-all-at.ts';
 
 // Where each dag-pb node and the manifest of a cached metadata CAR lie in it, kept in a file
@@ -38,11 +39,6 @@ export interface TreeNodeIndex {
   readonly digests: Uint8Array;
   /** Each node's (offset, length) in the CAR, at 2n for the node numbered n. */
   readonly locations: readonly number[];
-}
-
-/** The index file of the cached CAR `carFile`. */
-export function nodeIndexFileOf(carFile: string): string {
-  return `${carFile}.nodes`;
 }
 
 /** Writes the head of an index of `count` nodes into `bytes`; returns where it ends. */

@@ -16,7 +16,8 @@ import { sha256 } from 'multiformats/hashes/sha2';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DAG_PB_CODEC } from '../../../main/protocol/index.ts';
 import { MetadataCarFile } from '../../../main/uploader/metadata-car-file.ts';
-import { nodeIndexFileOf, openBrowsableTree } from '../../../main/uploader/index.ts';
+import { nodeIndexFileOf } from '../../../main/state/index.ts';
+import { openBrowsableTree } from '../../../main/uploader/index.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-browsable-tree-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));

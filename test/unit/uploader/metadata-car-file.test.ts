@@ -8,11 +8,8 @@ import { sha256 } from 'multiformats/hashes/sha2';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cidText, DAG_PB_CODEC, readCar } from '../../../main/protocol/index.ts';
 import { MetadataCarFile, MetadataOverLimit } from '../../../main/uploader/metadata-car-file.ts';
-import {
-  nodeIndexFileOf,
-  readTreeIndex,
-  readTreeIndexOfFile,
-} from '../../../main/uploader/index.ts';
+import { nodeIndexFileOf } from '../../../main/state/index.ts';
+import { readTreeIndex, readTreeIndexOfFile } from '../../../main/uploader/index.ts';
 import { openBrowsableTree } from '../../../main/uploader/browsable-tree.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-car-'));

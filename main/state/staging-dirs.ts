@@ -4,10 +4,19 @@ import path from 'node:path';
 
 // Staging folders are named after the process that made them, so a run can tell the leftovers
 // of a killed run (its process is gone, and no queued upload uses them) from another run's
-// work in progress, and remove only those.
+// work in progress, and remove only those. Here, in the state, rather than with the uploader
+// that fills them: the engine clears them when it starts, with no upload to make.
 
 // A metadata CAR's file is named as a folder is, and the index of its nodes after it.
 const NAME = /^(\d+)-[0-9a-f-]{36}(?:\.nodes)?$/;
+
+/**
+ * The index of the nodes of the metadata CAR `carFile` (main/uploader/tree-node-index.ts), kept
+ * beside it, staged or cached.
+ */
+export function nodeIndexFileOf(carFile: string): string {
+  return `${carFile}.nodes`;
+}
 
 export function newStagingDir(stagingRoot: string): string {
   return path.join(stagingRoot, `${process.pid}-${randomUUID()}`);
