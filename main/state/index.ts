@@ -1,5 +1,6 @@
 // The engine's SQLite state: the enrolled account, known buckets, the file index, the upload
-// queue, upload speeds, shard limits and the exclude rules kept per source. No secrets: keys live in the SecretStore. May import main/api only.
+// queue, upload speeds, shard limits and the exclude rules kept per source; and the home's
+// locks and staging folders. No secrets: keys live in the SecretStore. May import main/api only.
 
 export * from './account-state.ts';
 export * from './backup-lock.ts';

@@ -3,8 +3,6 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import {
   FileSecretStore,
   KeychainSecretStore,
@@ -15,11 +13,11 @@ import {
 } from '../../../main/identity/index.ts';
 import { decodeCompactJws } from '../../../main/protocol/index.ts';
 import { runHelper } from '../../helpers/helper-process.ts';
+import { anotherProcessHolding } from '../../helpers/sqlite-holder.ts';
 
 // The keychain adapter runs against a real Secret Service (gnome-keyring in a private D-Bus
 // session, set up by test/with-keyring.sh); the file adapter against a real temp folder.
 
-const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const homes: string[] = [];
 function newHome(): string {
   const home = mkdtempSync(path.join(os.tmpdir(), 'canopy-home-'));
@@ -29,27 +27,6 @@ function newHome(): string {
 afterAll(() => {
   for (const home of homes) rmSync(home, { recursive: true, force: true });
 });
-
-/** Another process holding `lockFile` as the file secret store locks it, until it is killed. */
-async function anotherProcessHolding(lockFile: string): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [
-      '-e',
-      `const db = new (require('better-sqlite3'))(process.argv[1]);
-       db.exec('BEGIN EXCLUSIVE');
-       process.stdout.write('holding\\n');
-       setInterval(() => {}, 60_000);`,
-      lockFile,
-    ],
-    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  await new Promise<void>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`the lock holder exited early (${code})`)));
-    child.stdout?.once('data', () => resolve());
-  });
-  return child;
-}
 
 describe('KeychainSecretStore (real Secret Service)', () => {
   it('stores, reads back and deletes a secret', async () => {
@@ -129,7 +106,13 @@ describe('FileSecretStore', () => {
   it('says another process holds the lock when it waited long enough, and changes nothing', async () => {
     const home = newHome();
     await new FileSecretStore(home).set('kept', 'before');
-    const holder = await anotherProcessHolding(path.join(home, 'secrets.lock'));
+    // As FileSecretStore locks it, until killed.
+    const holder = await anotherProcessHolding(
+      path.join(home, 'secrets.lock'),
+      `db.pragma('journal_mode = MEMORY');
+       db.exec('BEGIN EXCLUSIVE');`,
+      'setInterval(() => {}, 60_000);',
+    );
     try {
       const impatient = new FileSecretStore(home, { lockWaitMs: 300 });
       await expect(impatient.set('new', 'after')).rejects.toMatchObject({

@@ -1,8 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   forgetBucket,
@@ -13,12 +12,12 @@ import {
   writeAccount,
   type StateDb,
 } from '../../../main/state/index.ts';
+import { anotherProcessHolding, exitOf } from '../../helpers/sqlite-holder.ts';
 
 // Two Canopy processes on one home (two backups to two buckets, a backup and the app) write the
 // same state database. A write that finds the other's under way waits for it, whatever it read
 // first in its transaction, rather than failing at once as though the home were stuck.
 
-const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-state-writers-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -29,31 +28,14 @@ const OTHER_WRITE_MS = 700;
  * Another process that opens `file` and holds a write to it for OTHER_WRITE_MS; resolves once
  * it holds it. Its exit tells whether it committed.
  */
-async function anotherProcessWriting(file: string): Promise<ChildProcess> {
-  const child = spawn(
-    process.execPath,
-    [
-      '-e',
-      `const db = new (require('better-sqlite3'))(process.argv[1]);
-       db.exec('BEGIN IMMEDIATE');
-       db.prepare("INSERT INTO blocks_to_resend (bucket_id, cid, found_at) VALUES ('other', 'bafy-other', 0)").run();
-       process.stdout.write('writing\\n');
-       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ${OTHER_WRITE_MS});
-       db.exec('COMMIT');`,
-      file,
-    ],
-    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },
+function anotherProcessWriting(file: string): Promise<ChildProcess> {
+  return anotherProcessHolding(
+    file,
+    `db.exec('BEGIN IMMEDIATE');
+     db.prepare("INSERT INTO blocks_to_resend (bucket_id, cid, found_at) VALUES ('other', 'bafy-other', 0)").run();`,
+    `Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ${OTHER_WRITE_MS});
+     db.exec('COMMIT');`,
   );
-  await new Promise<void>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`the other writer exited early (${code})`)));
-    child.stdout?.once('data', () => resolve());
-  });
-  return child;
-}
-
-async function exitOf(child: ChildProcess): Promise<number | null> {
-  if (child.exitCode !== null) return child.exitCode;
-  return new Promise((resolve) => child.once('exit', resolve));
 }
 
 function withState(name: string, use: (db: StateDb, file: string) => Promise<void>) {
