@@ -1,11 +1,19 @@
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import forge from 'node-forge';
+import { createRequire } from 'node:module';
+import type forge from 'node-forge';
 import { blake3 } from '@noble/hashes/blake3.js';
 
 // §4: a public key travels as SPKI PEM holding id-ecPublicKey, secp384r1 and an uncompressed
 // 97-byte point. Node's crypto alone is lax (it takes compressed points and BER), so the DER is
 // inspected field by field with node-forge's ASN.1 reader first, then OpenSSL checks the point
 // is on the curve.
+
+// node-forge's ASN.1 reader and the byte buffer it reads, alone: its index loads all of forge
+// (ciphers, TLS, PKI), 50-80 ms of every command's start, and an ESM import of even one of its
+// files costs as much; required, these two load in under 10 ms.
+const requireForge = createRequire(import.meta.url);
+const asn1 = requireForge('node-forge/lib/asn1') as typeof forge.asn1;
+const forgeUtil = requireForge('node-forge/lib/util') as typeof forge.util;
 
 const OID_EC_PUBLIC_KEY = '1.2.840.10045.2.1';
 const OID_SECP384R1 = '1.3.132.0.34';
@@ -46,18 +54,18 @@ function readSpki(der: Uint8Array): Uint8Array {
   try {
     // The typings only know the old boolean form; the options object is forge's documented API.
     const options = { strict: true, parseAllBytes: true, decodeBitStrings: false };
-    node = forge.asn1.fromDer(
-      forge.util.createBuffer(Buffer.from(der).toString('binary')),
+    node = asn1.fromDer(
+      forgeUtil.createBuffer(Buffer.from(der).toString('binary')),
       options as unknown as boolean,
     );
   } catch {
     throw new PublicKeyError('not a DER SubjectPublicKeyInfo');
   }
   // DER has one encoding per value; a re-encode that differs means BER or padding tricks.
-  if (forge.asn1.toDer(node).getBytes() !== Buffer.from(der).toString('binary')) {
+  if (asn1.toDer(node).getBytes() !== Buffer.from(der).toString('binary')) {
     throw new PublicKeyError('not canonical DER');
   }
-  const { Class, Type } = forge.asn1;
+  const { Class, Type } = asn1;
   const children = node.value;
   if (
     node.tagClass !== Class.UNIVERSAL ||
@@ -74,14 +82,14 @@ function readSpki(der: Uint8Array): Uint8Array {
   if (algorithmOid?.type !== Type.OID || typeof algorithmOid.value !== 'string') {
     throw new PublicKeyError('not a SubjectPublicKeyInfo');
   }
-  if (forge.asn1.derToOid(algorithmOid.value) !== OID_EC_PUBLIC_KEY) {
+  if (asn1.derToOid(algorithmOid.value) !== OID_EC_PUBLIC_KEY) {
     throw new PublicKeyError('not an EC public key');
   }
   if (
     extra.length > 0 ||
     curveOid?.type !== Type.OID ||
     typeof curveOid.value !== 'string' ||
-    forge.asn1.derToOid(curveOid.value) !== OID_SECP384R1
+    asn1.derToOid(curveOid.value) !== OID_SECP384R1
   ) {
     throw new PublicKeyError('curve is not P-384');
   }
