@@ -20,7 +20,7 @@ export class InodeNumbers {
    * The inode number of `stats`, or 0 where its file system makes them up. `folder` is a folder
    * on the same file system: the entry's own, or its parent's for a file or a symlink.
    */
-  of(stats: BigIntStats, folder: string): bigint {
+  of(stats: Pick<BigIntStats, 'dev' | 'ino'>, folder: string): bigint {
     let stable = this.stableByDevice.get(stats.dev);
     if (stable === undefined) {
       stable = !MADE_UP_INODES.has(statfsSync(folder).type);

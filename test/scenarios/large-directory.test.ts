@@ -15,6 +15,7 @@ import { UnixFS } from 'ipfs-unixfs';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { WALK_AHEAD_FROM_ENTRIES } from '../../main/uploader/unchanged-source.ts';
 import { MetadataNodes, packSource } from '../../main/packer/index.ts';
 
 // A 10 000-entry directory is written as a HAMT shard (§17.1) and round-trips.
@@ -84,6 +85,20 @@ describe('large directories', () => {
         (version) => version.id === next.versionId,
       );
       expect(stored?.root_cid).toBe((await walkAll()).rootCid.toString());
+
+      // Nothing changed since (the new file, written just now, is read once more when it is a
+      // minute old): so many entries are walked with a worker listing ahead (whose findings
+      // test/unit/scanner/walk-ahead.test.ts holds to the walk's own), and the rescan through it
+      // reads nothing and makes no version.
+      utimesSync(path.join(source, 'notes.txt'), aMinuteAgo, aMinuteAgo);
+      const dated = await engine.backup({ dir: source, bucket: 'Mail' });
+      expect(10_003).toBeGreaterThanOrEqual(WALK_AHEAD_FROM_ENTRIES);
+      expect(await engine.backup({ dir: source, bucket: 'Mail' })).toMatchObject({
+        unchanged: true,
+        versionId: dated.versionId,
+        filesUnchanged: 10_001,
+        bytesRead: 0,
+      });
     } finally {
       await engine.close();
     }
