@@ -56,14 +56,14 @@ export interface ListedFolder {
  * once it is done.
  */
 export interface FolderReader {
-  list(relative: string, absolute: string): ListedFolder | Promise<ListedFolder>;
+  list(absolute: string): ListedFolder | Promise<ListedFolder>;
   passOver?(absolute: string): void;
   close?(): Promise<void>;
 }
 
 /** Lists and looks on the walk's own thread, as the walk reaches each folder and entry. */
 export const readFoldersHere: FolderReader = {
-  list(_relative, absolute) {
+  list(absolute) {
     const names = readdirSync(absolute).sort(compareUtf8);
     return {
       names,

@@ -124,7 +124,7 @@ export class StatAheadReader implements FolderReader {
 
   constructor(private readonly root: string) {}
 
-  async list(_relative: string, absolute: string): Promise<ListedFolder> {
+  async list(absolute: string): Promise<ListedFolder> {
     const answer = await (this.asked.get(absolute) ?? this.ask(absolute));
     this.asked.delete(absolute);
     if ('failure' in answer) {

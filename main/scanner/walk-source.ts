@@ -149,7 +149,7 @@ async function listFolder(
   options: WalkOptions,
 ): Promise<ListedFolder | undefined> {
   try {
-    return await reader.list(relative, path.join(root, relative));
+    return await reader.list(path.join(root, relative));
   } catch (error) {
     throwIfDiskGone(error);
     options.onSkip({
