@@ -41,7 +41,8 @@ exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
 
 // Commands, and the engine, are loaded once a command is named: `canopy --help`, and a word
-// that names no command, answer at once (0.1 s) instead of after the engine's modules (0.7 s).
+// that names no command, answer in about 0.2 s instead of after the engine's modules (0.65-0.85
+// s, npm run bench -- start).
 const accountCommands = () => import('./commands/account-commands.ts');
 const backupCommands = () => import('./commands/backup-commands.ts');
 const versionCommands = () => import('./commands/version-commands.ts');
