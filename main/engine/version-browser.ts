@@ -7,7 +7,11 @@ import {
   type RestoreProgress,
 } from '../uploader/index.ts';
 import type { Metadata } from '../protocol/index.ts';
-import { lastKnownActiveVersion, lastKnownVersions } from '../state/index.ts';
+import {
+  bucketsKnownToHoldVersion,
+  lastKnownActiveVersion,
+  lastKnownVersions,
+} from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { namedById } from './named-by-id.ts';
 import type { PullProgress } from './metadata-cache.ts';
@@ -53,6 +57,7 @@ export class VersionBrowser {
     const online = { offlineSince: null, offlineBecause: null };
     if (input.version !== undefined) {
       const versionId = this.lastSeenIdOf(input.bucket, input.version);
+      this.refuseOtherBucketsVersion(input.bucket, versionId);
       const cached = await this.parts.metadata.cachedTree(versionId, openBrowsableTree);
       if (cached)
         return { versionId, ...online, entries: await this.list(input, versionId, cached) };
@@ -112,6 +117,20 @@ export class VersionBrowser {
     const known = lastKnownVersions(this.parts.db, bucket);
     const versions = known ? (JSON.parse(known.versions_json) as Metadata[]) : [];
     return namedById(versions, typed, `versions of bucket "${bucket}"`)?.id ?? typed;
+  }
+
+  /**
+   * Refuses a version this device saw in other buckets only: the cache holds versions of every
+   * bucket, and would otherwise show another bucket's tree under this one's name. The service
+   * would refuse it too, but may not be reachable.
+   */
+  private refuseOtherBucketsVersion(bucket: string, versionId: string): void {
+    const holders = bucketsKnownToHoldVersion(this.parts.db, versionId);
+    if (holders.length === 0 || holders.includes(bucket)) return;
+    throw new EngineError(
+      'not_found',
+      `bucket "${bucket}" has no version ${versionId} (it is a version of bucket "${holders[0]}")`,
+    );
   }
 
   /** The entries at the request's path in `tree`, which is closed after. */

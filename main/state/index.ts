@@ -11,6 +11,7 @@ export * from './file-index.ts';
 export * from './home-lock.ts';
 export * from './known-active-versions.ts';
 export * from './known-versions.ts';
+export * from './known-version-buckets.ts';
 export * from './metadata-to-store-again.ts';
 export * from './restore-mark.ts';
 export * from './shard-limits.ts';

@@ -11,8 +11,8 @@ import {
 
 // A version's tree comes from the local metadata cache: once the server is gone, `canopy ls`
 // still lists the last active version (and says so), a named version (or the start of its id)
-// needs no server at all,
-// `whoami` tells the account this device enrolled with, and what does need the server fails
+// needs no server at all (and another bucket's version is refused, online or not, though the
+// cache holds it), `whoami` tells the account this device enrolled with, and what does need the server fails
 // with one clear line.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-offline-'));
@@ -37,7 +37,8 @@ describe('browsing while the server is unreachable', () => {
       expect(
         (await runCanopy(home, ['login', '--server', server.url, '--code', code])).status,
       ).toBe(0);
-      await runCanopy(home, ['buckets', 'create', 'Home', '--type', 'backup', '--class', 'hot']);
+      for (const bucket of ['Home', 'Work'])
+        await runCanopy(home, ['buckets', 'create', bucket, '--type', 'backup', '--class', 'hot']);
       const backup = await runCanopy(home, ['backup', source, '--bucket', 'Home', '--json']);
       expect(backup.status).toBe(0);
       versionId = (JSON.parse(backup.stdout) as { versionId: string }).versionId;
@@ -46,6 +47,9 @@ describe('browsing while the server is unreachable', () => {
       online = listed.stdout;
       expect(online).toContain('letters');
       expect(online).toContain('todo.txt');
+      const elsewhere = await runCanopy(home, ['ls', '--bucket', 'Work', '--version', versionId]);
+      expect(elsewhere).toMatchObject({ status: 1, stdout: '' });
+      expect(elsewhere.stderr).toContain(`bucket "Work" has no version ${versionId}`);
     } finally {
       await stopServerProcess(server, 'SIGTERM');
     }
@@ -91,6 +95,12 @@ describe('browsing while the server is unreachable', () => {
       'letters',
     ]);
     expect(started).toMatchObject({ status: 0, stderr: '', stdout: named.stdout });
+    const elsewhere = await runCanopy(home, ['ls', '--bucket', 'Work', '--version', versionId]);
+    expect(elsewhere).toMatchObject({
+      status: 1,
+      stdout: '',
+      stderr: `canopy: bucket "Work" has no version ${versionId} (it is a version of bucket "Home")\n`,
+    });
 
     const restore = await runCanopy(home, [
       'restore',
