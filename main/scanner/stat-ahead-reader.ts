@@ -2,7 +2,12 @@ import { constants } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { compareUtf8 } from './utf8-order.ts';
-import { entryStatsOf, type FolderReader, type ListedFolder } from './folder-reader.ts';
+import {
+  entryStatsOf,
+  readFoldersHere,
+  type FolderReader,
+  type ListedFolder,
+} from './folder-reader.ts';
 
 // A rescan of an unchanged source is a walk: list each folder, lstat each entry, and compare
 // what it finds with the file index. On the walk's own thread those calls took about half of a
@@ -18,7 +23,8 @@ import { entryStatsOf, type FolderReader, type ListedFolder } from './folder-rea
 // took 2.1-2.6 s (npm run bench -- backup), against 2.2-4.2 s without, the machine as busy.
 //
 // What the walk sees is the same as from its own calls: the names, the lstat fields it reads,
-// and each failure with its code and message.
+// and each failure with its code and message. Should the worker stop, or fail to start, the
+// walk lists the folders left on its own thread: slower, finding the same.
 
 /** Folders asked of the worker that the walk has not listed yet, at most. */
 const AHEAD_FOLDERS = 64;
@@ -52,7 +58,7 @@ type Answer =
     };
 
 /** Lists each folder it is sent, and lstats its entries, answering one message per folder. */
-const WORKER_SOURCE = `
+export const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { lstatSync, readdirSync } = require('node:fs');
 const path = require('node:path');
@@ -123,10 +129,22 @@ export class StatAheadReader implements FolderReader {
   private readonly toAsk: string[] = [];
   private failed: Error | undefined;
 
-  constructor(private readonly root: string) {}
+  /** `workerSource` is the worker's code: a test gives one that stops, as a crash would. */
+  constructor(
+    private readonly root: string,
+    private readonly workerSource = WORKER_SOURCE,
+  ) {}
 
   async list(absolute: string): Promise<ListedFolder> {
-    const answer = await (this.asked.get(absolute) ?? this.ask(absolute));
+    let answer: Answer;
+    try {
+      answer = await (this.asked.get(absolute) ?? this.ask(absolute));
+    } catch {
+      // Rejected only when the worker stopped or could not start (this.failed says how): it
+      // cost the walk its head start, not a folder.
+      this.asked.delete(absolute);
+      return readFoldersHere.list(absolute);
+    }
     this.asked.delete(absolute);
     if ('failure' in answer) {
       this.askMore();
@@ -178,7 +196,7 @@ export class StatAheadReader implements FolderReader {
 
   /** Asks for the folders next in the walk's order, up to AHEAD_FOLDERS ahead of it. */
   private askMore(): void {
-    while (this.asked.size < AHEAD_FOLDERS && this.toAsk.length > 0) {
+    while (!this.failed && this.asked.size < AHEAD_FOLDERS && this.toAsk.length > 0) {
       const next = this.toAsk.pop();
       // Its failure is the walk's to meet, when it lists the folder (list awaits the same
       // promise); the handler here only keeps it from counting as unhandled meanwhile.
@@ -193,7 +211,16 @@ export class StatAheadReader implements FolderReader {
         return;
       }
       this.waiting.set(absolute, { resolve, reject });
-      const worker = this.started();
+      let worker: Worker;
+      try {
+        worker = this.started();
+      } catch (error) {
+        // Not started (no thread to be had): the walk lists on its own thread instead.
+        this.failed = error instanceof Error ? error : new Error(String(error));
+        this.waiting.delete(absolute);
+        reject(this.failed);
+        return;
+      }
       // Kept running while it owes an answer: nothing else may be keeping the process alive.
       worker.ref();
       worker.postMessage(absolute);
@@ -204,7 +231,7 @@ export class StatAheadReader implements FolderReader {
 
   private started(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(WORKER_SOURCE, { eval: true });
+    const worker = new Worker(this.workerSource, { eval: true });
     worker.on('message', (answer: Answer) => {
       const waiting = this.waiting.get(answer.absolute);
       this.waiting.delete(answer.absolute);

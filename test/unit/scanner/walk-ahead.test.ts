@@ -18,6 +18,8 @@ import {
   type SkippedItem,
   type SourceEntry,
 } from '../../../main/scanner/index.ts';
+import { readFoldersHere, type FolderReader } from '../../../main/scanner/folder-reader.ts';
+import { StatAheadReader, WORKER_SOURCE } from '../../../main/scanner/stat-ahead-reader.ts';
 
 // A rescan of a large source walks it with a worker thread listing folders and looking at
 // their entries ahead of the walk (stat-ahead-reader.ts). What it finds, and what it passes
@@ -59,7 +61,59 @@ async function socketAt(file: string): Promise<void> {
   await new Promise<void>((resolve) => server.listen(file, resolve));
 }
 
+/**
+ * Each folder under `root` as `reader` lists it, in the walk's order (a folder's names, then
+ * the folders inside it, each whole before the next): every name with its type, size, mtime
+ * and inode, or the code of the lstat that failed.
+ */
+async function listedTree(reader: FolderReader, root: string): Promise<string[]> {
+  const seen: string[] = [];
+  const visit = async (folder: string): Promise<void> => {
+    const listed = await reader.list(folder);
+    const inside: string[] = [];
+    listed.names.forEach((name, index) => {
+      try {
+        const stats = listed.stats(index);
+        seen.push(`${folder}/${name} ${stats.type} ${stats.size} ${stats.mtimeNs} ${stats.ino}`);
+        if (stats.type === 'directory') inside.push(path.join(folder, name));
+      } catch (error) {
+        seen.push(`${folder}/${name} ${(error as NodeJS.ErrnoException).code}`);
+      }
+    });
+    for (const next of inside) await visit(next);
+  };
+  try {
+    await visit(root);
+  } finally {
+    await reader.close?.();
+  }
+  return seen;
+}
+
 describe('the walk with a worker listing ahead', () => {
+  it('lists the folders left on its own thread when the worker stops, or never starts', async () => {
+    const root = path.join(scratch, 'crashing');
+    for (let folder = 0; folder < 120; folder += 1) {
+      mkdirSync(path.join(root, `d${folder}`, 'inner'), { recursive: true });
+      writeFileSync(path.join(root, `d${folder}`, 'inner', 'file'), `file ${folder}`);
+    }
+    // A worker that answers five folders, and stops as a crash would on the sixth asked.
+    const stopsAfterFive = `
+      let asked = 0;
+      require('node:worker_threads').parentPort.on('message', () => {
+        asked += 1;
+        if (asked > 5) process.exit(7);
+      });
+      ${WORKER_SOURCE}`;
+    const alone = await listedTree(readFoldersHere, root);
+    expect(alone).toHaveLength(120 * 3);
+    expect(await listedTree(new StatAheadReader(root, stopsAfterFive), root)).toEqual(alone);
+    expect(
+      await listedTree(new StatAheadReader(root, 'throw new Error("no start")'), root),
+    ).toEqual(alone);
+    expect(await listedTree(new StatAheadReader(root), root)).toEqual(alone);
+  });
+
   it('finds what the walk finds alone, in its order, and passes over the same items for the same reasons', async () => {
     const root = path.join(scratch, 'mixed');
     // Many folders side by side (more than it asks ahead), a deep chain, and odd names.
