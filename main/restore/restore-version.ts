@@ -109,6 +109,7 @@ export interface NotRestored {
 
 export interface RestoreResult {
   readonly files: number;
+  /** Folders made, or given the version's mode and mtime (--overwrite); not those left as they were. */
   readonly directories: number;
   readonly symlinks: number;
   readonly bytes: number;
@@ -758,9 +759,12 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         folders.set(relative, folder);
         // A folder that was there keeps its mode and mtime, as a file that was there keeps its
         // content, unless asked; the target itself always does.
-        if (!existed || (input.overwrite && relative !== ''))
+        // Only such a folder counts as restored: one left as it was is not told as restored
+        // again by each restore into the same place.
+        if (!existed || (input.overwrite && relative !== '')) {
           directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeSeconds });
-        result.directories += 1;
+          result.directories += 1;
+        }
         continue;
       }
       if (underRefused && entry.kind !== 'file') continue;
