@@ -1,6 +1,7 @@
 import path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { EngineError } from '../api/index.ts';
+import { namePrefilter } from './name-prefilter.ts';
 import { NotRegularFileError, openSourceHandle } from './source-file.ts';
 
 // Include/exclude rules in gitignore syntax: good defaults for OS junk, temporary, lock and
@@ -39,7 +40,11 @@ export const DEFAULT_EXCLUDES: readonly string[] = [
 export const IGNORE_FILE = '.canopyignore';
 
 export interface ExcludeRules {
-  /** True when `relativePath` ('/' separators) is excluded; directories are tested with a trailing '/'. */
+  /**
+   * True when `relativePath` ('/' separators) is excluded. Paths are asked in a walk's order:
+   * a folder before what it holds, and nothing in a folder found excluded (name-prefilter.ts
+   * counts on it).
+   */
   excludes(relativePath: string, isDirectory: boolean): boolean;
 }
 
@@ -97,7 +102,11 @@ export async function loadExcludeRules(
   sourceDir: string,
   kept: readonly string[] = [],
 ): Promise<ExcludeRules> {
-  const own = await readIgnoreFile(sourceDir);
+  return excludeRulesOf(kept, await readIgnoreFile(sourceDir));
+}
+
+/** The defaults, then `kept` (each one rule), then `own` (a `.canopyignore`'s text). */
+export function excludeRulesOf(kept: readonly string[], own: string): ExcludeRules {
   // Separate calls: `add` splits a string into lines, but takes each item of an array as one
   // rule.
   const fresh = (): Ignore =>
@@ -105,10 +114,15 @@ export async function loadExcludeRules(
       .add([...DEFAULT_EXCLUDES])
       .add([...kept])
       .add(own);
+  // The file's lines as `add` splits them: a BOM first and a CR last go, as there.
+  const ownText = own.replace(/^\uFEFF/, '').replace(/\r$/, '');
+  const mayMatch = namePrefilter([...DEFAULT_EXCLUDES, ...kept, ...ownText.split(/\r?\n/)]);
   let matcher = fresh();
   let tests = 0;
   return {
     excludes(relativePath, isDirectory) {
+      if (mayMatch && !mayMatch(relativePath.slice(relativePath.lastIndexOf('/') + 1)))
+        return false;
       tests += 1;
       if (tests > TESTS_PER_MATCHER) {
         matcher = fresh();
