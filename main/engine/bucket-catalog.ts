@@ -8,6 +8,7 @@ import {
   forgetBucket,
   homeId,
   removeAbandonedStaging,
+  renameKnownBucket,
   upsertBucket,
   uploadQueue,
   versionIdsKeptOf,
@@ -129,6 +130,9 @@ export class BucketCatalog {
       }
       throw error;
     }
+    // Only the record of a name: a disk too full for it leaves the old name until the next
+    // listing of the buckets puts the new one here too.
+    keptUnlessDiskFull(() => renameKnownBucket(this.db, bucket.id, input.newName));
     return client.getBucket(bucket.id);
   }
 

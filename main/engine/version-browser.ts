@@ -8,6 +8,7 @@ import {
 } from '../uploader/index.ts';
 import type { Metadata } from '../protocol/index.ts';
 import {
+  bucketIdsNamed,
   bucketsKnownToHoldVersion,
   lastKnownActiveVersion,
   lastKnownVersions,
@@ -57,8 +58,9 @@ export class VersionBrowser {
     const online = { offlineSince: null, offlineBecause: null };
     if (input.version !== undefined) {
       const versionId = this.lastSeenIdOf(input.bucket, input.version);
-      this.refuseOtherBucketsVersion(input.bucket, versionId);
-      const cached = await this.parts.metadata.cachedTree(versionId, openBrowsableTree);
+      const cached = this.knownAsThisBucketsOrNone(input.bucket, versionId)
+        ? await this.parts.metadata.cachedTree(versionId, openBrowsableTree)
+        : undefined;
       if (cached)
         return { versionId, ...online, entries: await this.list(input, versionId, cached) };
     }
@@ -120,16 +122,21 @@ export class VersionBrowser {
   }
 
   /**
-   * Refuses a version this device saw in other buckets only: the cache holds versions of every
-   * bucket, and would otherwise show another bucket's tree under this one's name. The service
-   * would refuse it too, but may not be reachable.
+   * Whether the cache may show `versionId` as a version of bucket `bucket`: this device's
+   * records name it among that bucket's versions, or among no bucket's (a version made before
+   * the bucket's versions were last listed). One they name among another bucket's only is
+   * refused: the cache holds versions of every bucket, and would otherwise show another
+   * bucket's tree under this one's name. A bucket this device has no record of is asked of the
+   * service.
    */
-  private refuseOtherBucketsVersion(bucket: string, versionId: string): void {
+  private knownAsThisBucketsOrNone(bucket: string, versionId: string): boolean {
+    const named = bucketIdsNamed(this.parts.db, bucket);
+    if (named.length === 0) return false;
     const holders = bucketsKnownToHoldVersion(this.parts.db, versionId);
-    if (holders.length === 0 || holders.includes(bucket)) return;
+    if (holders.length === 0 || holders.some((holder) => named.includes(holder.id))) return true;
     throw new EngineError(
       'not_found',
-      `bucket "${bucket}" has no version ${versionId} (it is a version of bucket "${holders[0]}")`,
+      `bucket "${bucket}" has no version ${versionId} (it is a version of bucket "${holders[0]?.name ?? ''}")`,
     );
   }
 

@@ -12,8 +12,8 @@ import {
 // A version's tree comes from the local metadata cache: once the server is gone, `canopy ls`
 // still lists the last active version (and says so), a named version (or the start of its id)
 // needs no server at all (and another bucket's version is refused, online or not, though the
-// cache holds it), `whoami` tells the account this device enrolled with, and what does need the server fails
-// with one clear line.
+// cache holds it; a bucket renamed here is found by its new name), `whoami` tells the account
+// this device enrolled with, and what does need the server fails with one clear line.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-offline-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -50,11 +50,16 @@ describe('browsing while the server is unreachable', () => {
       const elsewhere = await runCanopy(home, ['ls', '--bucket', 'Work', '--version', versionId]);
       expect(elsewhere).toMatchObject({ status: 1, stdout: '' });
       expect(elsewhere.stderr).toContain(`bucket "Work" has no version ${versionId}`);
+      // Renamed here: it is browsed by its new name once the server is gone.
+      const renamed = await runCanopy(home, ['buckets', 'rename', 'Home', 'House']);
+      expect(renamed.status, renamed.stderr).toBe(0);
     } finally {
       await stopServerProcess(server, 'SIGTERM');
     }
 
-    const offline = await runCanopy(home, ['ls', '--bucket', 'Home']);
+    const oldName = await runCanopy(home, ['ls', '--bucket', 'Home']);
+    expect(oldName).toMatchObject({ status: 1, stdout: '' });
+    const offline = await runCanopy(home, ['ls', '--bucket', 'House']);
     expect(offline.status).toBe(0);
     expect(offline.stdout).toBe(online);
     expect(offline.stderr).toMatch(
@@ -78,7 +83,7 @@ describe('browsing while the server is unreachable', () => {
     const named = await runCanopy(home, [
       'ls',
       '--bucket',
-      'Home',
+      'House',
       '--version',
       versionId,
       'letters',
@@ -89,7 +94,7 @@ describe('browsing while the server is unreachable', () => {
     const started = await runCanopy(home, [
       'ls',
       '--bucket',
-      'Home',
+      'House',
       '--version',
       versionId.slice(0, 8),
       'letters',
@@ -99,13 +104,13 @@ describe('browsing while the server is unreachable', () => {
     expect(elsewhere).toMatchObject({
       status: 1,
       stdout: '',
-      stderr: `canopy: bucket "Work" has no version ${versionId} (it is a version of bucket "Home")\n`,
+      stderr: `canopy: bucket "Work" has no version ${versionId} (it is a version of bucket "House")\n`,
     });
 
     const restore = await runCanopy(home, [
       'restore',
       '--bucket',
-      'Home',
+      'House',
       '--to',
       path.join(scratch, 'out'),
     ]);
