@@ -65,6 +65,17 @@ export class BucketVersions {
   }
 
   /**
+   * Records the bucket's versions as the service lists them now: a backup made one, which
+   * `canopy versions` and `ls --version` then know while the service cannot be reached.
+   */
+  async rememberNow(
+    client: ServiceClient,
+    bucket: { readonly id: string; readonly name: string },
+  ): Promise<void> {
+    await this.remembered(client, bucket);
+  }
+
+  /**
    * The bucket's versions, remembered for when the service cannot be reached; `kept` is false
    * when the home's disk had no room to remember them. The list is given all the same: a full
    * home disk is no reason not to see, and restore, what is backed up.

@@ -43,6 +43,7 @@ import { diskGoneError } from './disk-gone-error.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import type { EngineParts } from './engine-parts.ts';
+import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { VersionVerifier } from './version-verifier.ts';
 
 // Backing up a folder into a bucket: one backup per bucket at a time (BackupLock), each
@@ -232,6 +233,7 @@ export class SourceBackup {
       version_id: result.versionId,
       seen_at: this.parts.now(),
     });
+    if (result.unchanged !== true) await this.rememberVersions(bucket, input.signal);
     // Sent again, or no longer in the source, which then cannot give them back.
     forgetBlocksToResend(this.parts.db, bucket.id, resendLeaves);
     // Stored again, or no longer the active version.
@@ -239,6 +241,23 @@ export class SourceBackup {
     // After the new version is known active: the one it replaced may go now.
     await this.parts.metadata.trim();
     return result;
+  }
+
+  /**
+   * Records the bucket's versions with the one just made. Only a record for browsing while the
+   * service cannot be reached: the version is stored whatever becomes of it, so a service that
+   * stopped answering right after leaves the record as it was, until the next listing.
+   */
+  private async rememberVersions(bucket: Bucket, signal: AbortSignal | undefined): Promise<void> {
+    try {
+      // One attempt, no backoff: a backup stored is not kept waiting on its record.
+      const { client } = await this.parts.connection.connect({ retry: NO_RETRY, signal });
+      await this.parts.versions.rememberNow(client, bucket);
+    } catch (error) {
+      // Unreachable, or failing in a way a later try may not (a 429, a 503).
+      if (!(error instanceof EngineError) || !(UNREACHABLE.has(error.code) || error.retryable))
+        throw error;
+    }
   }
 
   /** Canopy's own folders, which no backup reads: this home, and the embedded service's data. */

@@ -235,6 +235,26 @@ describe('backup through a faulty network', () => {
     proxy.schedule([]);
   });
 
+  it('keeps a stored backup when listing the versions after it is refused', async () => {
+    proxy.randomFaults(0, 1);
+    const source = path.join(scratch, 'source');
+    writeFileSync(path.join(source, 'small.txt'), 'small, and changed');
+    const before = proxy.injected();
+    const seenBefore = proxy.seen.length;
+    // The backup lists the bucket's versions to build on the active one, and again once its
+    // own is complete, to record them for browsing offline: a refusal then is no reason to
+    // fail it.
+    proxy.schedule(['pass', { status: 429, retryAfter: 1 }], /\/buckets\/metadata\?bucket_id=/);
+    const result = await engine.backup({ dir: source, bucket: 'Faulty' });
+    expect(proxy.injected() - before).toBe(1);
+    const requests = proxy.seen.slice(seenBefore).map((seen) => `${seen.method} ${seen.path}`);
+    expect(requests.at(-1)).toMatch(/^GET \/api\/v1\/buckets\/metadata\?bucket_id=/);
+    expect(requests.at(-2)).toMatch(/^POST .*\/complete$/);
+    const versions = await engine.listVersions({ bucket: 'Faulty' });
+    expect(versions.find((version) => version.state === 'active')?.id).toBe(result.versionId);
+    proxy.schedule([]);
+  });
+
   it('verifies when the answer to pulling the version breaks off part-way, leaving no partial copy', async () => {
     proxy.randomFaults(0, 1);
     const before = proxy.injected();

@@ -104,7 +104,7 @@ describe('a bucket deleted from another device', () => {
     expect(await new FileSecretStore(home).get(keyAccount)).toBeNull();
     // The other bucket's list of files stays, and so does all else of it.
     expect(cachedCars()).toHaveLength(1);
-    expect(keptRows(kept.id)).toEqual({ buckets: 1, fileIndex: 1, versions: 0, active: 1 });
+    expect(keptRows(kept.id)).toEqual({ buckets: 1, fileIndex: 1, versions: 1, active: 1 });
     expect(await new FileSecretStore(home).get(bucketKeyAccount(kept.id) ?? '')).not.toBeNull();
 
     // A new bucket of the old one's name, never backed up here: while the service cannot be

@@ -29,6 +29,7 @@ describe('browsing while the server is unreachable', () => {
     writeFileSync(path.join(source, 'todo.txt'), 'water the plants');
     let online: string;
     let versionId: string;
+    let versionOne: string;
     try {
       const added = runServerCommand(
         ['user', 'add', '--email', 'ann@example.org'].concat(['--data', serverData, '--json']),
@@ -53,10 +54,29 @@ describe('browsing while the server is unreachable', () => {
       // Renamed here: it is browsed by its new name once the server is gone.
       const renamed = await runCanopy(home, ['buckets', 'rename', 'Home', 'House']);
       expect(renamed.status, renamed.stderr).toBe(0);
+      // A second version, and nothing asked of the server after it: the backup itself records
+      // the versions, for `canopy versions` and the start of an id to name it offline. (The
+      // letter is written in place: the top folder lists the same.)
+      versionOne = versionId;
+      writeFileSync(path.join(source, 'letters', 'to-ann.txt'), 'Dear Ann, again');
+      const second = await runCanopy(home, [
+        'backup',
+        source,
+        '--bucket',
+        'House',
+        '--skip-check',
+        '--json',
+      ]);
+      expect(second.status, second.stderr).toBe(0);
+      versionId = (JSON.parse(second.stdout) as { versionId: string }).versionId;
     } finally {
       await stopServerProcess(server, 'SIGTERM');
     }
 
+    const versions = await runCanopy(home, ['versions', '--bucket', 'House']);
+    expect(versions.status, versions.stderr).toBe(0);
+    expect(versions.stdout).toMatch(new RegExp(`^${versionId}\\s+active\\s`, 'm'));
+    expect(versions.stdout).toMatch(new RegExp(`^${versionOne}\\s+outdated\\s`, 'm'));
     const oldName = await runCanopy(home, ['ls', '--bucket', 'Home']);
     expect(oldName).toMatchObject({ status: 1, stdout: '' });
     const offline = await runCanopy(home, ['ls', '--bucket', 'House']);
