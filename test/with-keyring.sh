@@ -11,7 +11,8 @@ trap 'rm -rf "$keyring_home"' EXIT
 mkdir -p "$keyring_home/data" "$keyring_home/run"
 chmod 700 "$keyring_home/run"
 export XDG_DATA_HOME="$keyring_home/data" XDG_RUNTIME_DIR="$keyring_home/run"
-exec dbus-run-session -- bash -c '
+# Not exec'd: the trap above removes the keyring's folder once the session ends.
+dbus-run-session -- bash -c '
   printf canopy-test | gnome-keyring-daemon --unlock --components=secrets >/dev/null
   exec "$@"
 ' with-keyring "$@"
