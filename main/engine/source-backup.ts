@@ -233,13 +233,14 @@ export class SourceBackup {
       version_id: result.versionId,
       seen_at: this.parts.now(),
     });
-    if (result.unchanged !== true) await this.rememberVersions(bucket, input.signal);
     // Sent again, or no longer in the source, which then cannot give them back.
     forgetBlocksToResend(this.parts.db, bucket.id, resendLeaves);
     // Stored again, or no longer the active version.
     if (storeAgainVersion !== undefined) forgetMetadataToStoreAgain(this.parts.db, bucket.id);
     // After the new version is known active: the one it replaced may go now.
     await this.parts.metadata.trim();
+    // Last: what the version's storing settled is recorded already, whatever becomes of this.
+    if (result.unchanged !== true) await this.rememberVersions(bucket, input.signal);
     return result;
   }
 
