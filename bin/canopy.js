@@ -1,4 +1,4 @@
-#!/usr/bin/env -S UV_THREADPOOL_SIZE=8 node --max-semi-space-size=4 --initial-old-space-size=64 --heap-growing-percent=50
+#!/usr/bin/env -S UV_THREADPOOL_SIZE=8 node --max-semi-space-size=4 --initial-old-space-size=64 --heap-growing-percent=50 --liftoff-only
 // Runs the compiled engine when `npm run build` made it from the sources as they are, else the
 // TypeScript sources through tsx, so the command works from a fresh clone without a build step
 // (bin/entry-point.js).
@@ -32,6 +32,15 @@
 // It is set on this line because libuv reads it once, when the pool first starts, and Node's
 // module loader starts the pool before any script runs. A UV_THREADPOOL_SIZE of the user's own
 // is overridden.
+//
+// WebAssembly stays compiled by Liftoff, V8's quick compiler (--liftoff-only). The only
+// WebAssembly a command runs is undici's HTTP parser (llhttp), and V8 went on to compile its
+// large parsing function again with TurboFan on a background thread, which a process must wait
+// for before it exits, and which took some 35 MB: short commands that spoke to the service took
+// 0.79-1.02 s with this flag against 0.93-1.38 s without, and peaked at 88-95 MB against
+// 126-132 MB (npm run bench -- start: whoami, versions, ls, an unchanged backup). The parser
+// only counts its way past a response's body, so the optimized code bought nothing measurable:
+// restores of a 400 MB file took 2.23-2.41 s with this flag against 2.31-2.63 s without.
 import { importEntry } from './entry-point.js';
 
 const { main } = await importEntry('cli/canopy.ts');
