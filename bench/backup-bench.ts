@@ -27,7 +27,7 @@ import { packSource } from '../main/packer/index.ts';
 import { AlignedSlots, openDirect } from '../main/direct-io/index.ts';
 import { DIRECT_FROM_BYTES } from '../main/restore/file-output.ts';
 import { startLocalService } from '../cli/local-service.ts';
-import { canopyCommandLine } from './canopy-command-line.ts';
+import { canopyCommandLine } from '../test/helpers/canopy-command-line.ts';
 import { buildDist } from './dist-build.ts';
 
 // `npm run bench -- backup`: pack-only, backup and restore throughput on generated data, next

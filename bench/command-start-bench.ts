@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { CANOPY_SCRIPT, canopyCommandLine } from './canopy-command-line.ts';
+import { CANOPY_SCRIPT, canopyCommandLine } from '../test/helpers/canopy-command-line.ts';
 import { buildDist } from './dist-build.ts';
 
 // `npm run bench -- start`: how long a short `canopy` command takes, start to exit, and its peak

@@ -1,18 +1,8 @@
 import { spawn } from 'node:child_process';
 import { expect } from 'vitest';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { canopyProcess } from './canopy-command-line.ts';
 
 // The real `canopy` command as a child process with its own CANOPY_HOME.
-
-/** The `canopy` command's script, for a test that must start it some other way. */
-export const CANOPY_BIN = path.join(
-  path.dirname(fileURLToPath(import.meta.url)),
-  '..',
-  '..',
-  'bin',
-  'canopy.js',
-);
 
 export interface CliResult {
   readonly status: number;
@@ -27,8 +17,9 @@ export function runCanopy(
   onStdout?: (text: string) => void,
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CANOPY_BIN, ...args], {
-      env: { ...process.env, CANOPY_HOME: home, ...env },
+    const canopy = canopyProcess(args, { ...process.env, CANOPY_HOME: home, ...env });
+    const child = spawn(canopy.command, canopy.args, {
+      env: canopy.env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';

@@ -3,12 +3,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The `canopy` command's script. */
-export const CANOPY_SCRIPT = fileURLToPath(new URL('../bin/canopy.js', import.meta.url));
+export const CANOPY_SCRIPT = fileURLToPath(new URL('../../bin/canopy.js', import.meta.url));
 
 /**
  * How the `canopy` command starts Node: the environment and flags on its
- * `#!/usr/bin/env -S [NAME=VALUE ...] node [--flag ...]` line, so that a bench runs it as a
- * user's shell would.
+ * `#!/usr/bin/env -S [NAME=VALUE ...] node [--flag ...]` line, so that a test or a bench runs it
+ * as a user's shell would.
  */
 export function canopyCommandLine(): { env: Record<string, string>; flags: string[] } {
   const shebang = readFileSync(CANOPY_SCRIPT, 'utf8').split('\n')[0] ?? '';
@@ -24,4 +24,21 @@ export function canopyCommandLine(): { env: Record<string, string>; flags: strin
     }),
   );
   return { env, flags: words(line[2]) };
+}
+
+/**
+ * `node` and what to give it to run `canopy ARGS` as a user's shell would: the flags of the
+ * script's first line, then the script and ARGS; and its environment, the line's settings over
+ * `env` (as they override a user's own).
+ */
+export function canopyProcess(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+): { command: string; args: string[]; env: NodeJS.ProcessEnv } {
+  const line = canopyCommandLine();
+  return {
+    command: process.execPath,
+    args: [...line.flags, CANOPY_SCRIPT, ...args],
+    env: { ...env, ...line.env },
+  };
 }

@@ -13,7 +13,8 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CANOPY_BIN, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import { mountExfat, mountRefusingModes, type MountedDisk } from '../helpers/limited-disks.ts';
 
 // Restoring a Linux backup onto disks that cannot hold all of it, with the real CLI. An exFAT
@@ -204,21 +205,15 @@ describe('restore onto a disk that holds smaller files than the backup', () => {
     // A FAT32 disk takes no file over 4 GiB: a file size limit on the process (8 MiB here) gives
     // the same EFBIG part way through the write.
     const target = path.join(scratch, 'fat32-like');
-    const restored = spawnSync(
-      'prlimit',
-      [
-        `--fsize=${8 * MiB}`,
-        process.execPath,
-        CANOPY_BIN,
-        'restore',
-        '--bucket',
-        'Files',
-        '--to',
-        target,
-        '--json',
-      ],
-      { encoding: 'utf8', env: { ...process.env, CANOPY_HOME: home, ...fileStore } },
-    );
+    const canopy = canopyProcess(['restore', '--bucket', 'Files', '--to', target, '--json'], {
+      ...process.env,
+      CANOPY_HOME: home,
+      ...fileStore,
+    });
+    const restored = spawnSync('prlimit', [`--fsize=${8 * MiB}`, canopy.command, ...canopy.args], {
+      encoding: 'utf8',
+      env: canopy.env,
+    });
     expect(restored.status, restored.stderr).toBe(1);
     expect(JSON.parse(restored.stdout)).toMatchObject({
       files: 2,

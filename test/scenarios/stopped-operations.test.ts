@@ -8,7 +8,8 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
-import { CANOPY_BIN, runCanopy } from '../helpers/canopy-cli.ts';
+import { runCanopy } from '../helpers/canopy-cli.ts';
+import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import { startFaultProxy } from '../helpers/fault-proxy.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
@@ -196,8 +197,13 @@ describe('a stopped operation', () => {
         Array.from({ length: 8 }, () => ({ delayMs: 60_000 })),
         /\/upload\/.*\/[a-z0-9]+$/,
       );
-      const child = spawn(process.execPath, [CANOPY_BIN, 'backup', source, '--bucket', 'Stop'], {
-        env: { ...process.env, CANOPY_HOME: home, ...env },
+      const canopy = canopyProcess(['backup', source, '--bucket', 'Stop'], {
+        ...process.env,
+        CANOPY_HOME: home,
+        ...env,
+      });
+      const child = spawn(canopy.command, canopy.args, {
+        env: canopy.env,
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stderr = '';
