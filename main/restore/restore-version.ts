@@ -476,13 +476,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
    * The entries to restore, in order: everything, or the wanted path and what it holds. Both
    * walks below take their entries from here, so their leaf reads line up one for one.
    */
-  function* restored(top: CID): Generator<TreeEntry> {
-    for (const entry of walkTree(top, index.nodes)) {
-      const parts = entry.parts;
-      if (parts.length >= wanted.length && wanted.every((part, i) => parts[i] === part))
-        yield entry;
-    }
-  }
+  const restored = (): Generator<TreeEntry> => walkTree(root, index.nodes, wanted);
   /** An entry's path below the target: the wanted path lands in it under its own name. */
   const relativeOf = (entry: TreeEntry): string =>
     entry.parts.slice(Math.max(0, wanted.length - 1)).join('/');
@@ -491,7 +485,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     targetExisted && !input.overwrite
       ? await entriesAlreadyThere(
           (function* withRelative() {
-            for (const entry of restored(root)) {
+            for (const entry of restored()) {
               // Before any name is looked up in the target: a hostile one would lead out of it.
               for (const part of entry.parts) checkName(part);
               yield { entry, relative: relativeOf(entry) };
@@ -517,7 +511,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     input.storageHost,
     index.leaves,
     (function* leafReads(): Generator<string> {
-      for (const entry of restored(root))
+      for (const entry of restored())
         if (entry.kind === 'file' && !isThere(entry))
           yield* fetchedLeavesOf(entry.cid, entry.fileNode);
     })(),
@@ -546,7 +540,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       (wanted.length === 0 && alreadyThere.size === 0
         ? totalsOfManifest(index.manifest)
         : undefined) ??
-      totalsOfEntries(restored(root), isThere, (entry) => fileSizeOf(entry.cid, entry.fileNode));
+      totalsOfEntries(restored(), isThere, (entry) => fileSizeOf(entry.cid, entry.fileNode));
     progress = new PhaseProgress('restoring', totals.files, totals.bytes, input.onProgress, () =>
       performance.now(),
     );
@@ -706,7 +700,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   };
   signal?.addEventListener('abort', stopNow, { once: true });
   try {
-    for (const entry of restored(root)) {
+    for (const entry of restored()) {
       if (signal?.aborted === true) {
         stopNow();
         break;

@@ -116,11 +116,23 @@ class DirectoryCursor {
   }
 }
 
-/** Every entry under `root`, the root first, each directory before what it holds. */
-export function* walkTree(root: CID, nodes: NodeLookup): Generator<TreeEntry> {
+/**
+ * Every entry under `root`, the root first, each directory before what it holds; with `under`
+ * (names from the root down), the entry at that path and what it holds, named from the root
+ * all the same, and nothing when the tree has no such path. The folders above it are read only
+ * to find the way down: restoring one folder of 10 000 files from a version of 300 000 walked
+ * the whole tree, three times over, for 3.8 s of its 15 s.
+ */
+export function* walkTree(
+  root: CID,
+  nodes: NodeLookup,
+  under: readonly string[] = [],
+): Generator<TreeEntry> {
+  const top = cidAt(root, under, nodes);
+  if (top === undefined) return;
   /** The directories being walked, from the root down. */
   const open: Array<{ parts: readonly string[]; cursor: DirectoryCursor }> = [];
-  let next: { cid: CID; parts: readonly string[] } | undefined = { cid: root, parts: [] };
+  let next: { cid: CID; parts: readonly string[] } | undefined = { cid: top, parts: under };
   while (next) {
     const { cid, parts } = next;
     const { links, unixfs } = decodeNode(cid, nodes);
@@ -158,4 +170,21 @@ export function* walkTree(root: CID, nodes: NodeLookup): Generator<TreeEntry> {
       else open.pop();
     }
   }
+}
+
+/** The CID at the path `parts` below the folder `root`; undefined when there is none. */
+function cidAt(root: CID, parts: readonly string[], nodes: NodeLookup): CID | undefined {
+  let cid = root;
+  for (const part of parts) {
+    const { links, unixfs } = decodeNode(cid, nodes);
+    // A file or a symlink has nothing under it.
+    if (unixfs.type !== 'directory' && unixfs.type !== 'hamt-sharded-directory') return undefined;
+    const cursor = new DirectoryCursor(cid, links, unixfs, nodes);
+    let found: CID | undefined;
+    for (let child = cursor.next(); child && !found; child = cursor.next())
+      if (child.name === part) found = child.cid;
+    if (!found) return undefined;
+    cid = found;
+  }
+  return cid;
 }

@@ -103,6 +103,45 @@ describe('walkTree', () => {
     expect(shardsRead).toBe(shards.size);
   });
 
+  it('walks only the entry at a path and what it holds, through plain and sharded folders', async () => {
+    const candidates: ImportCandidate[] = [{ path: 'root' }, { path: 'root/many' }];
+    for (let index = 0; index < 60; index += 1) {
+      candidates.push({ path: `root/many/f${index}`, content: Buffer.from(`file ${index}`) });
+      candidates.push({ path: `root/other/g${index}`, content: Buffer.from(`other ${index}`) });
+    }
+    candidates.push({ path: 'root/many/sub/deep.txt', content: Buffer.from('deep') });
+    candidates.push({ path: 'root/many/sub/more/deeper.txt', content: Buffer.from('deeper') });
+    const { root, nodes } = await importTree(candidates);
+    let read = 0;
+    const counted = {
+      get: (cid: CID) => {
+        read += 1;
+        return nodes.get(cid);
+      },
+    };
+    const walk = (...under: string[]): string[] =>
+      [...walkTree(root, counted, under)].map((entry) => entry.parts.join('/'));
+
+    // The folder under the sharded one, named from the root, and nothing beside it.
+    expect(walk('many', 'sub')).toEqual([
+      'many/sub',
+      'many/sub/deep.txt',
+      'many/sub/more',
+      'many/sub/more/deeper.txt',
+    ]);
+    expect(walk('many', 'f7')).toEqual(['many/f7']);
+    const all = [...walkTree(root, nodes)].map((entry) => entry.parts.join('/'));
+    expect(walk('many').sort()).toEqual(all.filter((name) => name.startsWith('many')).sort());
+    // One file of 120 reads the folders on its way and their shards, not the other files.
+    read = 0;
+    expect(walk('other', 'g3')).toEqual(['other/g3']);
+    expect(read).toBeLessThan(20);
+    // No such name, a name under a file, a name under a link: nothing.
+    expect(walk('many', 'f60')).toEqual([]);
+    expect(walk('many', 'f7', 'x')).toEqual([]);
+    expect(walk('nowhere', 'f7')).toEqual([]);
+  });
+
   it('refuses a folder that links a bare leaf or a node the metadata lacks', async () => {
     const nodes = new MetadataNodes();
     const directory = (name: string, hash: CID) =>
