@@ -318,7 +318,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
   const keepCopy = (): Promise<void> => {
     copying ??= (async () => {
       if (options.readOnly === true) return;
-      const changes = ctx.db.prepare<[], number>('SELECT total_changes()').pluck().get() ?? 0;
+      const changes = ctx.changesWorthACopy();
       if (changes === changesAtCopy) return;
       lastCopyAt = options.clock();
       let retired: string[] = [];

@@ -16,6 +16,7 @@ import { compactSparsePacks } from './blocks/pack-compaction.ts';
 import { compactChunkFiles } from './blocks/chunk-file-compaction.ts';
 import { CompactionFailed } from './blocks/compact-each.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
+import { addEgress } from './store/egress.ts';
 
 /** Everything a route needs, built once per server. */
 export class ServiceContext {
@@ -36,6 +37,8 @@ export class ServiceContext {
   private readonly uncompactableChunkFiles = new Set<string>();
   /** A `housekeep` failed since the last sweep. */
   private housekeepingOwed = false;
+  /** The rows countEgress changed. */
+  private egressChanges = 0;
   /** Where `housekeep` reports what failed; the server's log once it has one (app.ts). */
   onHousekeepingFailure: (error: unknown, what: string) => void = (error, what) => {
     process.emitWarning(`could not ${what}: ${String(error)}`);
@@ -81,6 +84,23 @@ export class ServiceContext {
 
   now(): number {
     return this.options.clock();
+  }
+
+  /**
+   * Counts `bytes` served to user `userId` (store/egress.ts). These counts alone do not make
+   * the database worth copying again (changesWorthACopy): the copy is kept for the backups it
+   * names, and a restore of 10 000 files from a database of 178 MB spent 1.1 s copying it for
+   * its count of bytes served. A copy put back misses the counts since it was made, as a power
+   * loss may miss the last ones.
+   */
+  countEgress(userId: string, bytes: number): void {
+    this.egressChanges += addEgress(this.db, userId, bytes, this.now());
+  }
+
+  /** The rows this process changed in the database, but for counts of bytes served. */
+  changesWorthACopy(): number {
+    const changes = this.db.prepare<[], number>('SELECT total_changes()').pluck().get() ?? 0;
+    return changes - this.egressChanges;
   }
 
   /**

@@ -41,7 +41,6 @@ import {
   storedAmong,
 } from '../store/stored-blocks.ts';
 import { findBucketById } from '../store/buckets.ts';
-import { addEgress } from '../store/egress.ts';
 import { IncomingBlocks } from '../store/incoming-blocks.ts';
 import { admitIntoKeptFree } from '../store/kept-free.ts';
 import { insertPack } from '../store/packs.ts';
@@ -324,7 +323,7 @@ export const storageRoutes: RouteSpec[] = [
       } finally {
         reader.close();
       }
-      addEgress(ctx.db, request.device.userId, bytes.length, ctx.now());
+      ctx.countEgress(request.device.userId, bytes.length);
       return reply
         .type('application/octet-stream')
         .header('content-length', bytes.length)
@@ -368,7 +367,7 @@ export const storageRoutes: RouteSpec[] = [
         return;
       }
       if (reply.raw.writableFinished || reply.raw.writableEnded)
-        addEgress(ctx.db, userId, answer.length, ctx.now());
+        ctx.countEgress(userId, answer.length);
     },
   },
 ];

@@ -13,9 +13,9 @@ function monthOf(now: number): string {
  * a power loss. A count of bytes served need not: this commit is not synced itself, and
  * reaches the disk with the next one that is, or the next checkpoint. A power loss may thus
  * forget the last few answers' bytes, never a confirmed upload. Synced, each answer cost this
- * thread a WAL fsync, 2 to 3 ms while a restore kept the disk busy.
+ * thread a WAL fsync, 2 to 3 ms while a restore kept the disk busy. Returns the rows it changed.
  */
-export function addEgress(db: Db, userId: string, bytes: number, now: number): void {
+export function addEgress(db: Db, userId: string, bytes: number, now: number): number {
   const statement = sql(
     db,
     `INSERT INTO egress (user_id, month, bytes) VALUES (?, ?, ?)
@@ -23,7 +23,7 @@ export function addEgress(db: Db, userId: string, bytes: number, now: number): v
   );
   db.pragma('synchronous = NORMAL');
   try {
-    statement.run(userId, monthOf(now), bytes);
+    return statement.run(userId, monthOf(now), bytes).changes;
   } finally {
     db.pragma('synchronous = FULL');
   }

@@ -1,5 +1,14 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  statfsSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { call } from '../helpers/http-client.ts';
@@ -11,6 +20,7 @@ import { storedBlock } from '../helpers/stored-blocks.ts';
 import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { markDatabaseDamaged } from '../../server/store/kept-database-copy.ts';
+import { monthlyEgress } from '../../server/store/egress.ts';
 
 // The copy of its database a service keeps, put back in place of a damaged one, finds every
 // block it names: packs compacted or collected after it was made wait until a newer copy is
@@ -122,6 +132,44 @@ describe('the kept copy of the database', () => {
       expect(readdirSync(dataDir).filter((name) => name.includes('partial'))).toEqual([]);
     } finally {
       disk.unmount();
+    }
+  });
+
+  it('is not made again for blocks served alone, whose bytes are counted all the same', async () => {
+    const dataDir = path.join(scratch, 'served-only');
+    const block = await rawBlock(new Uint8Array(4096).fill(9));
+    let service = await startTestService({ dataDir });
+    const ann = await enrolledDevice(service, 'ann@example.org');
+    await storeVersion(service, ann, await createBucket(service, ann, 'ann'), null, [block]);
+    await service.close();
+    const copy = path.join(dataDir, 'service.sqlite.copy');
+    const made = statSync(copy);
+
+    // A restore's reads: a block, and a CAR of it.
+    service = await startTestService({ dataDir });
+    expect((await readBack(service, ann, block)).status).toBe(200);
+    const car = await call('POST', `${service.api}/blocks/car`, {
+      token: ann.token(),
+      json: [block.cid.toString()],
+    });
+    expect(car.status).toBe(200);
+    const counted = monthlyEgress(service.service.ctx.db, ann.userId, Date.now());
+    expect(counted).toBeGreaterThanOrEqual(2 * 4096);
+    await service.close();
+    // The copy is the one made before: written again through a file of its own, it would be
+    // another file.
+    expect(statSync(copy)).toMatchObject({ ino: made.ino, mtimeMs: made.mtimeMs });
+
+    // Anything else changed is copied, with the counts so far.
+    service = await startTestService({ dataDir });
+    await createBucket(service, ann, 'more');
+    await service.close();
+    expect(statSync(copy).ino).not.toBe(made.ino);
+    const kept = new Database(copy, { readonly: true });
+    try {
+      expect(monthlyEgress(kept, ann.userId, Date.now())).toBe(counted);
+    } finally {
+      kept.close();
     }
   });
 
