@@ -180,7 +180,6 @@ export function createBucketService(options: ServiceOptions): BucketService {
     app.log.info('another process serves this data folder; crash recovery waits for a lone start');
   const settings: AuthSettings = {
     leewaySeconds: options.clockLeewaySeconds,
-    lastSeenGranularityMs: options.lastSeenGranularityMs,
     uploadWindowSeconds: Math.ceil(options.uploadWindowMs / 1000),
   };
 
@@ -272,6 +271,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
         switch (route.auth) {
           case 'device': {
             const device = authenticateDevice(ctx.db, authorization, settings, now);
+            ctx.noteSeen(device.keyId, now);
             rateLimited(ctx.credentialLimiter, `key:${device.keyId}`, now);
             result = await route.handler(ctx, { ...base, device }, reply);
             break;

@@ -17,6 +17,7 @@ import { compactChunkFiles } from './blocks/chunk-file-compaction.ts';
 import { CompactionFailed } from './blocks/compact-each.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 import { addEgress } from './store/egress.ts';
+import { touchLastSeen } from './store/device-keys.ts';
 
 /** Everything a route needs, built once per server. */
 export class ServiceContext {
@@ -37,8 +38,8 @@ export class ServiceContext {
   private readonly uncompactableChunkFiles = new Set<string>();
   /** A `housekeep` failed since the last sweep. */
   private housekeepingOwed = false;
-  /** The rows countEgress changed. */
-  private egressChanges = 0;
+  /** The rows countEgress and noteSeen changed. */
+  private countingChanges = 0;
   /** Where `housekeep` reports what failed; the server's log once it has one (app.ts). */
   onHousekeepingFailure: (error: unknown, what: string) => void = (error, what) => {
     process.emitWarning(`could not ${what}: ${String(error)}`);
@@ -87,20 +88,29 @@ export class ServiceContext {
   }
 
   /**
-   * Counts `bytes` served to user `userId` (store/egress.ts). These counts alone do not make
-   * the database worth copying again (changesWorthACopy): the copy is kept for the backups it
-   * names, and a restore of 10 000 files from a database of 178 MB spent 1.1 s copying it for
-   * its count of bytes served. A copy put back misses the counts since it was made, as a power
-   * loss may miss the last ones.
+   * Counts `bytes` served to user `userId` (store/egress.ts). Like noteSeen, it only keeps
+   * count: see changesWorthACopy.
    */
   countEgress(userId: string, bytes: number): void {
-    this.egressChanges += addEgress(this.db, userId, bytes, this.now());
+    this.countingChanges += addEgress(this.db, userId, bytes, this.now());
   }
 
-  /** The rows this process changed in the database, but for counts of bytes served. */
+  /** Records that the device key `keyId` made a request at `now`, to the minute or so. */
+  noteSeen(keyId: string, now: number): void {
+    this.countingChanges += touchLastSeen(this.db, keyId, now, this.options.lastSeenGranularityMs);
+  }
+
+  /**
+   * The rows this process changed in the database, but those that only keep count (bytes
+   * served, when a device was last seen): those alone do not make the database worth copying
+   * again when the service closes. The copy is kept for the backups it names, and each command
+   * run a minute after the last, a restore above all, copied a database of 178 MB whole (1.1 s)
+   * for its counts. A copy put back misses the counts since it was made, as a power loss may
+   * miss the last ones.
+   */
   changesWorthACopy(): number {
     const changes = this.db.prepare<[], number>('SELECT total_changes()').pluck().get() ?? 0;
-    return changes - this.egressChanges;
+    return changes - this.countingChanges;
   }
 
   /**

@@ -9,7 +9,7 @@ import {
 } from '../../main/protocol/index.ts';
 import { notAuthorized } from '../errors.ts';
 import type { Db } from '../store/database.ts';
-import { findLiveKeyByFingerprint, touchLastSeen } from '../store/device-keys.ts';
+import { findLiveKeyByFingerprint } from '../store/device-keys.ts';
 import type { ServiceKey } from './service-key.ts';
 import { VerifiedSignatures } from './verified-signatures.ts';
 
@@ -26,7 +26,6 @@ export interface DeviceCaller {
 
 export interface AuthSettings {
   readonly leewaySeconds: number;
-  readonly lastSeenGranularityMs: number;
   readonly uploadWindowSeconds: number;
 }
 
@@ -78,7 +77,6 @@ export function authenticateDevice(
   if (!signatureVerifies(text, token, publicKeyOf(key.id, key.spki))) throw notAuthorized();
   const claims = checkDeviceClaims(token, Math.floor(nowMs / 1000), settings.leewaySeconds);
   if (!claims || claims.sub !== key.user_id) throw notAuthorized();
-  touchLastSeen(db, key.id, nowMs, settings.lastSeenGranularityMs);
   return { userId: key.user_id, keyId: key.id, fingerprint: key.fingerprint };
 }
 

@@ -66,9 +66,10 @@ export function deleteDeviceKey(db: Db, id: string, now: number): void {
   sql(db, 'UPDATE device_keys SET deleted_at = ? WHERE id = ?').run(now, id);
 }
 
-export function touchLastSeen(db: Db, id: string, now: number, granularityMs: number): void {
-  sql(
+/** Records that key `id` was used at `now`, once per `granularityMs`; returns the rows it changed. */
+export function touchLastSeen(db: Db, id: string, now: number, granularityMs: number): number {
+  return sql(
     db,
     'UPDATE device_keys SET last_seen_at = ? WHERE id = ? AND (last_seen_at IS NULL OR last_seen_at <= ?)',
-  ).run(now, id, now - granularityMs);
+  ).run(now, id, now - granularityMs).changes;
 }

@@ -135,7 +135,7 @@ describe('the kept copy of the database', () => {
     }
   });
 
-  it('is not made again for blocks served alone, whose bytes are counted all the same', async () => {
+  it('is not made again for counts alone: bytes served, and when a device was last seen', async () => {
     const dataDir = path.join(scratch, 'served-only');
     const block = await rawBlock(new Uint8Array(4096).fill(9));
     let service = await startTestService({ dataDir });
@@ -145,8 +145,14 @@ describe('the kept copy of the database', () => {
     const copy = path.join(dataDir, 'service.sqlite.copy');
     const made = statSync(copy);
 
-    // A restore's reads: a block, and a CAR of it.
+    const lastSeen = async (): Promise<number> => {
+      const keys = await call('GET', `${service.api}/auth/device_api_key`, { token: ann.token() });
+      return (keys.json as Array<{ last_seen_at: number }>)[0]?.last_seen_at ?? 0;
+    };
+
+    // A restore's reads, a few minutes on: a block, and a CAR of it.
     service = await startTestService({ dataDir });
+    service.advance(3 * 60_000);
     expect((await readBack(service, ann, block)).status).toBe(200);
     const car = await call('POST', `${service.api}/blocks/car`, {
       token: ann.token(),
@@ -155,6 +161,8 @@ describe('the kept copy of the database', () => {
     expect(car.status).toBe(200);
     const counted = monthlyEgress(service.service.ctx.db, ann.userId, Date.now());
     expect(counted).toBeGreaterThanOrEqual(2 * 4096);
+    const seen = await lastSeen();
+    expect(seen).toBeGreaterThanOrEqual(Math.floor(Date.now() / 1000) + 170);
     await service.close();
     // The copy is the one made before: written again through a file of its own, it would be
     // another file.
