@@ -5,11 +5,14 @@ import { EngineError, isDiskGone } from '../api/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
   originalPlace,
+  pathParts,
   removeLeftTemporaries,
   restoreVersion,
+  subtreeIndex,
   type RestoreResult,
 } from '../restore/index.ts';
 import {
+  openBrowsableTree,
   pullPhase,
   readTreeIndexOfFile,
   type RestoreProgress,
@@ -74,8 +77,14 @@ export class VersionRestorer {
       const onPull = input.onProgress
         ? pullPhase(input.onProgress, () => this.parts.now())
         : undefined;
+      // One file or folder needs only its part of the tree, read through the CAR's node index.
+      const under = pathParts(input.path);
+      const readTree =
+        under.length === 0
+          ? readTreeIndexOfFile
+          : async (file: string) => subtreeIndex(await openBrowsableTree(file), under);
       const result = await usingTree(
-        await this.parts.metadata.versionTree(client, versionId, readTreeIndexOfFile, onPull),
+        await this.parts.metadata.versionTree(client, versionId, readTree, onPull),
         (tree) => this.restoreTree(client, who.storage_host, tree, input),
       );
       noteUnavailableBlocks(this.parts.db, bucketId, result.unavailable, this.parts.now());

@@ -6,4 +6,5 @@ export * from './original-place.ts';
 export * from './restore-version.ts';
 export * from './browse-version.ts';
 export * from './verify-version.ts';
+export { pathParts, subtreeIndex } from './subtree-index.ts';
 export { unavailableBlockReason, type UnavailableBlock } from './receive-blocks.ts';

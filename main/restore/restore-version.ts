@@ -27,6 +27,7 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
+import { pathParts } from './subtree-index.ts';
 import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -328,7 +329,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   };
   /** One aligned slot for each file written at once, for O_DIRECT (file-output.ts). */
   const slots = AlignedSlots.tryCreate(FILES_IN_FLIGHT);
-  const wanted = (input.subPath ?? '').split('/').filter((part) => part !== '');
+  const wanted = pathParts(input.subPath);
   const result = {
     files: 0,
     directories: 0,
