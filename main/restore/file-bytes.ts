@@ -20,7 +20,7 @@ import {
 // not yet checked against its CID: its writer checks it where it copies it (file-output.ts).
 
 /** Deeper than any balanced layout of 1024-link nodes can be: a tree this deep is hostile. */
-const MAX_DEPTH = 32;
+export const MAX_DEPTH = 32;
 
 /**
  * A run of zero bytes its writer leaves as a hole in the file, taking no room on the disk: a

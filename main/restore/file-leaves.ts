@@ -2,13 +2,11 @@ import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
 import type { CID } from 'multiformats/cid';
 import { RAW_CODEC } from '../protocol/index.ts';
+import { MAX_DEPTH } from './file-bytes.ts';
 import type { DecodedNode, NodeLookup } from './walk-tree.ts';
 
 // A file's leaves in read order, from its nodes in the metadata: what restoring it fetches, and
 // what a lost or damaged block takes from it.
-
-/** Deeper than any real layout; fileBytes refuses such a file when it comes to it. */
-const MAX_DEPTH = 32;
 
 /**
  * The leaves of the file at `cid` in read order, as fileBytes reads them; none for other

@@ -3,15 +3,13 @@ import { CID } from 'multiformats/cid';
 import { LeafSizes } from '../packer/index.ts';
 import { DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import type { BrowsableTree, TreeIndexOfFile } from '../uploader/index.ts';
+import { MAX_DEPTH } from './file-bytes.ts';
 import { walkTree, type NodeLookup } from './walk-tree.ts';
 
 // What restoring one file or folder of a version needs of its tree: the manifest and the nodes
 // as browsing reads them, through the node index kept beside a cached CAR (browsable-tree.ts),
 // and the leaves of the files at that path only, with their sizes. Read whole instead, the CAR
 // of a version of 300 000 files took 2.4 s of the 4 s it took to restore one file of it.
-
-/** Deeper than any real layout; fileBytes refuses such a file when it comes to it. */
-const MAX_DEPTH = 32;
 
 /** The path's names from the root down: `a/b/` and `/a//b` are both `['a', 'b']`. */
 export function pathParts(subPath: string | undefined): string[] {
