@@ -100,9 +100,9 @@ function hashAllMs(files: readonly string[]): number {
  * A backup of an unchanged tree of 100 000 files (times the scale), after a first backup of it:
  * the file index recognises it without reading a file. Files are dated a minute back, since
  * files modified right before a backup are always read again by the next one. Then one file
- * changes, and the tree is restored. Every backup and the restore run in a process of their
- * own, for their peak RSS (memory that grows with the number of files shows here, not in the
- * 1 GiB set's few thousand).
+ * changes, and the tree is restored, then one file of it and one folder. Every backup and
+ * restore runs in a process of its own, for its peak RSS (memory that grows with the number of
+ * files shows here, not in the 1 GiB set's few thousand).
  *
  * The files lie 20 to a folder, in 5 000 folders (times the scale) side by side: a top folder
  * with more entries than the file index keeps cached, as in a photo library with a folder per
@@ -142,6 +142,11 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
   const nextChange = measuredRun('backup', home, 'Many', tree);
   const keptForNext = (await bytesUnder(dataDir)) - keptBeforeNext;
   const restored = measuredRun('restore', home, 'Many', path.join(work, 'many-files-restored'));
+  // What a user restores most: one file deleted by mistake, or one folder, out of them all.
+  const restoredOne = (what: string): MeasuredRun =>
+    measuredRun('restore', home, 'Many', path.join(work, `restored-${what}`), what);
+  const oneFile = restoredOne('d7/f7.txt');
+  const oneFolder = restoredOne('d9');
   // A large file first in the walk, the files after it copied whole from the version before
   // while it is read: their nodes wait for its node, within a bound (main/packer/node-order.ts).
   const image = path.join(tree, 'a-disk.img');
@@ -158,6 +163,7 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
       `one file changed    ${(oneChange.ms / 1000).toFixed(2)} s (${oneChange.filesUnchanged ?? '?'} files not read again, ${oneChange.bytesRead ?? '?'} bytes read, ${((oneChange.metadataBytesUploaded ?? 0) / 1e6).toFixed(1)} MB of metadata sent), peak RSS ${oneChange.peakRssMb.toFixed(0)} MB`,
       `                    the service keeps ${(keptForIt / 1e6).toFixed(1)} MB more for that version (its list of files, the database and the database's kept copy), ${(keptForNext / 1e6).toFixed(2)} MB for the next (${(nextChange.ms / 1000).toFixed(2)} s)`,
       `restore             ${(restored.ms / 1000).toFixed(1)} s for the ${count} files, peak RSS ${restored.peakRssMb.toFixed(0)} MB`,
+      `                    ${(oneFile.ms / 1000).toFixed(2)} s for one file of them, ${(oneFolder.ms / 1000).toFixed(2)} s for one folder of ${Math.ceil(count / folders)}`,
       `behind a large file ${(behindLarge.ms / 1000).toFixed(1)} s for a ${imageBytes / 1024 ** 3} GiB (sparse) file first in the walk and the ${count} files after it unchanged, peak RSS ${behindLarge.peakRssMb.toFixed(0)} MB`,
       `                    (each its own process; memory that grows with the number of files shows here; target < 300 MB)`,
     ].join('\n') + '\n',
@@ -395,10 +401,13 @@ function measuredRun(
   home: string,
   bucket: string,
   dir: string,
+  /** The one file or folder to restore, rather than the whole version. */
+  subPath?: string,
 ): MeasuredRun {
   const script = path.join(repoRoot, 'dist', 'bench', 'measured-run.js');
   const canopy = canopyCommandLine();
-  const run = spawnSync(process.execPath, [...canopy.flags, script, operation, home, bucket, dir], {
+  const args = [script, operation, home, bucket, dir, ...(subPath === undefined ? [] : [subPath])];
+  const run = spawnSync(process.execPath, [...canopy.flags, ...args], {
     encoding: 'utf8',
     env: { ...process.env, ...canopy.env },
     stdio: ['ignore', 'pipe', 'inherit'],

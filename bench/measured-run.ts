@@ -9,7 +9,8 @@ import { startLocalService } from '../cli/local-service.ts';
 // Prints one JSON line: the time taken, the CPU time of all the process's threads meanwhile
 // (beside the time, it tells a run bound by the cores from one waiting on the disk), and the
 // process's peak RSS. Run by backup-bench.ts,
-// compiled: node dist/bench/measured-run.js backup|restore HOME BUCKET DIR
+// compiled: node dist/bench/measured-run.js backup|restore HOME BUCKET DIR [PATH], PATH being
+// the one file or folder of the version to restore.
 
 function peakRssMb(): number {
   const status = readFileSync('/proc/self/status', 'utf8');
@@ -31,9 +32,9 @@ function pick(result: {
   };
 }
 
-const [operation, home, bucket, dir] = process.argv.slice(2);
+const [operation, home, bucket, dir, subPath] = process.argv.slice(2);
 if ((operation !== 'backup' && operation !== 'restore') || !home || !bucket || !dir) {
-  process.stderr.write('usage: measured-run.js backup|restore HOME BUCKET DIR\n');
+  process.stderr.write('usage: measured-run.js backup|restore HOME BUCKET DIR [PATH]\n');
   process.exit(2);
 }
 const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
@@ -45,7 +46,13 @@ try {
   const read =
     operation === 'backup'
       ? await engine.backup({ dir, bucket })
-      : (await engine.restore({ bucket, to: dir, overwrite: false }), {});
+      : (await engine.restore({
+          bucket,
+          to: dir,
+          overwrite: false,
+          ...(subPath === undefined ? {} : { path: subPath }),
+        }),
+        {});
   const ms = performance.now() - start;
   const cpu = process.cpuUsage(cpuBefore);
   const cpuMs = (cpu.user + cpu.system) / 1000;
