@@ -5,7 +5,6 @@ import { EngineError, isDiskGone } from '../api/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
   originalPlace,
-  pathParts,
   removeLeftTemporaries,
   restoreVersion,
   subtreeIndex,
@@ -78,11 +77,11 @@ export class VersionRestorer {
         ? pullPhase(input.onProgress, () => this.parts.now())
         : undefined;
       // One file or folder needs only its part of the tree, read through the CAR's node index.
-      const under = pathParts(input.path);
+      const { path: subPath } = input;
       const readTree =
-        under.length === 0
+        subPath === undefined
           ? readTreeIndexOfFile
-          : async (file: string) => subtreeIndex(await openBrowsableTree(file), under);
+          : async (file: string) => subtreeIndex(await openBrowsableTree(file), subPath);
       const result = await usingTree(
         await this.parts.metadata.versionTree(client, versionId, readTree, onPull),
         (tree) => this.restoreTree(client, who.storage_host, tree, input),

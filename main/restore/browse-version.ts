@@ -2,6 +2,7 @@ import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { DAG_PB_CODEC } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
+import { versionPathParts } from './version-path.ts';
 
 // Lists a folder of a version from its metadata alone (§17.5): no block is fetched, so browsing
 // works offline once the metadata CAR is cached.
@@ -37,7 +38,7 @@ export async function listVersionPath(tree: BrowsedTree, subPath: string): Promi
   const root = CID.asCID(tree.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   const store = metadataStore(tree);
-  const parts = subPath.split('/').filter((part) => part !== '');
+  const parts = versionPathParts(subPath, tree.manifest['source_label']);
   // Loaded here, not with the engine: only browsing uses it, and every other command started
   // some 50 ms sooner without it.
   const { exporter } = await import('ipfs-unixfs-exporter');

@@ -6,5 +6,6 @@ export * from './original-place.ts';
 export * from './restore-version.ts';
 export * from './browse-version.ts';
 export * from './verify-version.ts';
-export { pathParts, subtreeIndex } from './subtree-index.ts';
+export { subtreeIndex } from './subtree-index.ts';
 export { unavailableBlockReason, type UnavailableBlock } from './receive-blocks.ts';
+export * from './version-path.ts';

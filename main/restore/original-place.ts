@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
+import { sourcePlace, versionPathParts } from './version-path.ts';
 
 // Where a version's files came from, for a restore that names no folder: the folder backed up,
 // as the manifest's `source_label` records it (`host:/absolute/folder`, §17.3), and below it the
@@ -8,17 +9,6 @@ import { EngineError } from '../api/index.ts';
 // The folder backed up must be there. One on an external disk not connected now would be made
 // anew in the disk's empty mount point, on the system disk, and would keep the disk from
 // mounting there; a folder deleted whole is restored by naming it (--to).
-
-/** The host and folder a source label names; undefined for one this client did not write. */
-function labelParts(label: unknown): { host: string; folder: string } | undefined {
-  if (typeof label !== 'string') return undefined;
-  // A host name holds no colon; the folder after it may.
-  const colon = label.indexOf(':');
-  if (colon <= 0) return undefined;
-  const folder = label.slice(colon + 1);
-  if (!path.isAbsolute(folder)) return undefined;
-  return { host: label.slice(0, colon), folder };
-}
 
 /**
  * The folder to restore `subPath` of a version into so that it lands where it was backed up
@@ -29,7 +19,7 @@ export function originalPlace(
   subPath: string | undefined,
   host: { readonly hostname: string; readonly isFolder: (dir: string) => boolean },
 ): string {
-  const source = labelParts(sourceLabel);
+  const source = sourcePlace(sourceLabel);
   if (!source) {
     throw new EngineError(
       'usage',
@@ -42,13 +32,8 @@ export function originalPlace(
       `this version was backed up from ${source.folder} on ${source.host}, not on this computer; name a folder to restore into (--to DIR)`,
     );
   }
-  const parts = (subPath ?? '').split('/').filter((part) => part !== '');
-  // No version holds such a name (the restore refuses them), and joined, they would lead out.
-  if (parts.some((part) => part === '.' || part === '..'))
-    throw new EngineError(
-      'not_found',
-      `no ${subPath ?? ''} in this version (canopy ls shows what it holds)`,
-    );
+  // Refuses one that leads above the version's top, which joined would lead out of the folder.
+  const parts = versionPathParts(subPath, sourceLabel);
   if (!host.isFolder(source.folder)) {
     throw new EngineError(
       'not_found',

@@ -27,7 +27,7 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
-import { pathParts } from './subtree-index.ts';
+import { versionPathParts } from './version-path.ts';
 import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -76,7 +76,7 @@ export interface RestoreInput {
   /** The version's tree, from its metadata CAR. */
   readonly tree: TreeIndex;
   readonly targetDir: string;
-  /** Only this path of the version ('' or undefined: everything). */
+  /** Only this path of the version, as a user gives it (version-path.ts); undefined: all. */
   readonly subPath?: string;
   readonly overwrite: boolean;
   /**
@@ -329,7 +329,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   };
   /** One aligned slot for each file written at once, for O_DIRECT (file-output.ts). */
   const slots = AlignedSlots.tryCreate(FILES_IN_FLIGHT);
-  const wanted = pathParts(input.subPath);
+  const wanted = versionPathParts(input.subPath, index.manifest['source_label']);
   const result = {
     files: 0,
     directories: 0,

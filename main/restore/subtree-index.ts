@@ -4,6 +4,7 @@ import { LeafSizes } from '../packer/index.ts';
 import { DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import type { BrowsableTree, TreeIndexOfFile } from '../uploader/index.ts';
 import { MAX_DEPTH } from './file-bytes.ts';
+import { versionPathParts } from './version-path.ts';
 import { walkTree, type NodeLookup } from './walk-tree.ts';
 
 // What restoring one file or folder of a version needs of its tree: the manifest and the nodes
@@ -11,18 +12,14 @@ import { walkTree, type NodeLookup } from './walk-tree.ts';
 // and the leaves of the files at that path only, with their sizes. Read whole instead, the CAR
 // of a version of 300 000 files took 2.4 s of the 4 s it took to restore one file of it.
 
-/** The path's names from the root down: `a/b/` and `/a//b` are both `['a', 'b']`. */
-export function pathParts(subPath: string | undefined): string[] {
-  return (subPath ?? '').split('/').filter((part) => part !== '');
-}
-
 /**
- * `tree`, with the leaves of the entry at `under` (names from the root down) and of what it
- * holds. Closing the result closes `tree`, and so does a failure here.
+ * `tree`, with the leaves of the entry at `subPath` (as a user gives it: version-path.ts) and
+ * of what it holds. Closing the result closes `tree`, and so does a failure here.
  */
-export function subtreeIndex(tree: BrowsableTree, under: readonly string[]): TreeIndexOfFile {
+export function subtreeIndex(tree: BrowsableTree, subPath: string): TreeIndexOfFile {
   const leaves = new LeafSizes();
   try {
+    const under = versionPathParts(subPath, tree.manifest['source_label']);
     const root = CID.asCID(tree.manifest['root']);
     // No root: restoreVersion says so.
     if (root) {

@@ -425,3 +425,52 @@ describe('canopy restore run again', () => {
     );
   });
 });
+
+describe('a path in a version, as a user types it', () => {
+  it('may be the absolute path the file had, or hold . and .., and none leads above the top', async () => {
+    const cliHome = path.join(scratch, 'paths-home');
+    await loginWithBucket(cliHome, path.join(scratch, 'paths-local'), 'Paths');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+    const backup = await runCanopy(cliHome, ['backup', source, '--bucket', 'Paths'], env);
+    expect(backup.status, backup.stderr).toBe(0);
+
+    // As the shell completes it: the absolute path of a folder backed up, and of the folder itself.
+    const listed = await runCanopy(
+      cliHome,
+      ['ls', '--bucket', 'Paths', path.join(source, 'notes') + '/'],
+      env,
+    );
+    expect(listed.status, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(/ a\.txt\n.* b\.txt\n$/);
+    const top = await runCanopy(cliHome, ['ls', '--bucket', 'Paths', source], env);
+    expect(
+      top.stdout
+        .trimEnd()
+        .split('\n')
+        .map((line) => line.split('  ').at(-1)),
+    ).toEqual(['empty', 'large.bin', 'link -> notes/a.txt', 'notes', 'same-size.txt']);
+    const dotted = await runCanopy(cliHome, ['ls', '--bucket', 'Paths', './notes/../notes'], env);
+    expect(dotted.stdout).toBe(listed.stdout);
+
+    const target = path.join(scratch, 'paths-target');
+    const one = await runCanopy(
+      cliHome,
+      ['restore', '--bucket', 'Paths', path.join(source, 'notes', 'b.txt'), '--to', target],
+      env,
+    );
+    expect(one.status, one.stderr).toBe(0);
+    expect(entriesBelow(target)).toEqual(['b.txt']);
+    expect(readFileSync(path.join(target, 'b.txt'), 'utf8')).toBe('note b');
+
+    const refused = await runCanopy(
+      cliHome,
+      ['restore', '--bucket', 'Paths', 'notes/../../etc', '--to', target],
+      env,
+    );
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe(
+      'canopy: notes/../../etc leads above the top of this version (canopy ls shows what it holds)\n',
+    );
+    expect(entriesBelow(target)).toEqual(['b.txt']);
+  });
+});

@@ -22,6 +22,10 @@ describe('originalPlace', () => {
     expect(originalPlace(label, '/letters/2024/', host('studio'))).toBe(
       '/home/ann/Documents/letters',
     );
+    // As the shell completes it: the path the file had.
+    expect(originalPlace(label, '/home/ann/Documents/letters/may.txt', host('studio'))).toBe(
+      '/home/ann/Documents/letters',
+    );
   });
 
   it('keeps a colon inside the folder', () => {

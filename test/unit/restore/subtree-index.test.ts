@@ -4,7 +4,7 @@ import { balanced } from 'ipfs-unixfs-importer/layout';
 import type { CID } from 'multiformats/cid';
 import { describe, expect, it } from 'vitest';
 import { rawCidOf } from '../../../main/protocol/index.ts';
-import { pathParts, subtreeIndex } from '../../../main/restore/subtree-index.ts';
+import { subtreeIndex } from '../../../main/restore/subtree-index.ts';
 import { importedTree } from '../../helpers/imported-tree.ts';
 
 // The tree a restore of one file or folder reads: the leaves of that entry's files, with their
@@ -53,7 +53,7 @@ describe('subtreeIndex', () => {
       },
     };
     const listed = (subPath: string): Map<string, number> => {
-      const index = subtreeIndex(tree, pathParts(subPath));
+      const index = subtreeIndex(tree, subPath);
       return new Map([...index.leaves].map(({ cid, size }) => [cid.toString(), size]));
     };
     const under = (prefix: string): Buffer[] =>
@@ -66,7 +66,7 @@ describe('subtreeIndex', () => {
     expect(listed('nowhere')).toEqual(new Map());
     // Closed by whoever restores, not here.
     expect(closed).toBe(0);
-    const index = subtreeIndex(tree, ['wanted']);
+    const index = subtreeIndex(tree, 'wanted');
     index.close();
     expect(closed).toBe(1);
   });
@@ -85,7 +85,7 @@ describe('subtreeIndex', () => {
         closed += 1;
       },
     };
-    expect(() => subtreeIndex(tree, ['a'])).toThrow(/lacks node/);
+    expect(() => subtreeIndex(tree, 'a')).toThrow(/lacks node/);
     expect(closed).toBe(1);
   });
 });

@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { sourcePlace, versionPathParts } from '../../../main/restore/version-path.ts';
+
+// A path in a version as a user types it to `canopy ls` and `canopy restore`: from the folder
+// backed up, or as the absolute path it had there.
+
+const label = 'studio:/home/ann/Pictures';
+
+describe('versionPathParts', () => {
+  it('takes a path from the top of the version, as written or with slashes around', () => {
+    expect(versionPathParts(undefined, label)).toEqual([]);
+    expect(versionPathParts('', label)).toEqual([]);
+    expect(versionPathParts('2019/beach.jpg', label)).toEqual(['2019', 'beach.jpg']);
+    expect(versionPathParts('/2019//beach.jpg', label)).toEqual(['2019', 'beach.jpg']);
+    expect(versionPathParts('2019/', label)).toEqual(['2019']);
+  });
+
+  it('resolves . and .. as a shell would', () => {
+    expect(versionPathParts('.', label)).toEqual([]);
+    expect(versionPathParts('./2019/./beach.jpg', label)).toEqual(['2019', 'beach.jpg']);
+    expect(versionPathParts('2019/../2020/x', label)).toEqual(['2020', 'x']);
+    expect(versionPathParts('2019/..', label)).toEqual([]);
+  });
+
+  it('refuses a path that leads above the top, naming it', () => {
+    for (const above of ['..', '../etc/passwd', '2019/../../x', './..'])
+      expect(() => versionPathParts(above, label)).toThrow(
+        expect.objectContaining({
+          code: 'not_found',
+          message: `${above} leads above the top of this version (canopy ls shows what it holds)`,
+        }),
+      );
+  });
+
+  it('takes an absolute path inside the folder backed up from that folder', () => {
+    expect(versionPathParts('/home/ann/Pictures', label)).toEqual([]);
+    expect(versionPathParts('/home/ann/Pictures/', label)).toEqual([]);
+    expect(versionPathParts('/home/ann/Pictures/2019/beach.jpg', label)).toEqual([
+      '2019',
+      'beach.jpg',
+    ]);
+    expect(versionPathParts('/home/ann/Pictures/2019/../2020', label)).toEqual(['2020']);
+  });
+
+  it('takes any other absolute path from the top: a sibling folder is not inside', () => {
+    expect(versionPathParts('/home/ann/Pictures2/x', label)).toEqual([
+      'home',
+      'ann',
+      'Pictures2',
+      'x',
+    ]);
+    expect(versionPathParts('/2019', label)).toEqual(['2019']);
+    expect(versionPathParts('/home/ann/Pictures/x', undefined)).toEqual([
+      'home',
+      'ann',
+      'Pictures',
+      'x',
+    ]);
+  });
+
+  it('takes a path from a version backed up from / as it is', () => {
+    expect(versionPathParts('/etc/hosts', 'server:/')).toEqual(['etc', 'hosts']);
+  });
+});
+
+describe('sourcePlace', () => {
+  it('splits a label at its first colon, keeping colons in the folder', () => {
+    expect(sourcePlace('studio:/data/a:b')).toEqual({ host: 'studio', folder: '/data/a:b' });
+  });
+
+  it('is undefined for a label this client did not write', () => {
+    for (const odd of [undefined, 42, '', 'studio', ':/home/ann', 'studio:relative/path'])
+      expect(sourcePlace(odd)).toBeUndefined();
+  });
+});
