@@ -14,12 +14,20 @@ import { CHUNK_BYTES } from './unixfs-settings.ts';
 // such a buffer at a fifth of its speed on the machines we measured (read(2) of 1 GiB: about
 // 500 ms against 100 ms).
 
-/** The worker: reads a chunk at a position into a slot, and hashes what it read. */
+/**
+ * The worker: reads a chunk at a position into a slot, and hashes what it read. A whole chunk
+ * of zeros (a disk image's or a preallocated file's empty space) is told by comparing, some
+ * fifty times faster than hashing it: a 5 GiB disk image holding 2 MiB took 19.3 s to back up
+ * and 13.5 s of it went to hashing zeros. A chunk with data stops the comparison at its first
+ * byte that is not zero, mostly its first.
+ */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { readSync } = require('node:fs');
 const { createHash } = require('node:crypto');
 const memory = new Uint8Array(workerData.memory);
+const zeros = Buffer.alloc(workerData.chunkBytes);
+const zerosDigest = createHash('sha256').update(zeros).digest();
 parentPort.on('message', ({ id, fd, position, length, offset }) => {
   try {
     let filled = 0;
@@ -28,7 +36,11 @@ parentPort.on('message', ({ id, fd, position, length, offset }) => {
       if (count === 0) break;
       filled += count;
     }
-    const digest = createHash('sha256').update(memory.subarray(offset, offset + filled)).digest();
+    const bytes = memory.subarray(offset, offset + filled);
+    const digest =
+      filled === zeros.length && zeros.equals(bytes)
+        ? zerosDigest
+        : createHash('sha256').update(bytes).digest();
     parentPort.postMessage({ id, length: filled, digest });
   } catch (error) {
     parentPort.postMessage({ id, error: { message: String(error && error.message), code: error && error.code } });
@@ -96,7 +108,10 @@ export class ChunkHasher {
   constructor(slots: number) {
     this.memory = sharedMemory(slots * CHUNK_BYTES);
     for (let slot = slots - 1; slot >= 0; slot--) this.free.push(slot);
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { memory: this.memory } });
+    this.worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { memory: this.memory, chunkBytes: CHUNK_BYTES },
+    });
     this.worker.on('message', (reply: WorkerReply) => this.settle(reply));
     this.worker.on('error', (error) => this.stop(error));
     this.worker.on('exit', (code) => this.stop(new Error(`the hashing worker exited (${code})`)));
