@@ -785,6 +785,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     signal?.removeEventListener('abort', stopNow);
     await Promise.all(inFlight);
     await renames.renameWritten();
+    flush?.close();
     await slots?.close();
   }
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));

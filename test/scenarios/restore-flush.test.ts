@@ -48,6 +48,16 @@ function loggingSync(name: string, log: string, fails: boolean): string {
   return path.join(dir, 'sync');
 }
 
+/** Whether a process of this id runs. */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** PATH with `sync` found first. */
 function pathWith(sync: string): string {
   return `${path.dirname(sync)}:${process.env['PATH'] ?? ''}`;
@@ -123,12 +133,50 @@ describe('flushing a restore onto ext4', () => {
 
   it('says why a flush failed: the sync program in its own words, or that it cannot run', async () => {
     const log = path.join(scratch, 'words.log');
-    const failing = loggingSync('words', log, true);
-    await expect(FileSystemFlush.forFolder(disk.dir, failing)?.flush()).rejects.toThrow(
+    const failing = FileSystemFlush.forFolder(disk.dir, loggingSync('words', log, true));
+    await expect(failing?.flush()).rejects.toThrow(
       `sync: error syncing '${disk.dir}': Input/output error`,
     );
+    failing?.close();
     const missing = path.join(scratch, 'no-such-sync');
-    await expect(FileSystemFlush.forFolder(disk.dir, missing)?.flush()).rejects.toThrow(/ENOENT/);
+    const unrunnable = FileSystemFlush.forFolder(disk.dir, missing);
+    await expect(unrunnable?.flush()).rejects.toThrow(`${missing} -f failed: `);
+    unrunnable?.close();
+  });
+
+  it('runs the sync program for every flush from one shell, which ends when closed', async () => {
+    const log = path.join(scratch, 'parents.log');
+    const dir = path.join(scratch, 'parents');
+    mkdirSync(dir);
+    const sync = path.join(dir, 'sync');
+    writeFileSync(sync, `#!/bin/sh\necho "$PPID $*" >> '${log}'\nexec /bin/sync "$@"\n`, {
+      mode: 0o755,
+    });
+    const flush = FileSystemFlush.forFolder(disk.dir, sync);
+    if (!flush) throw new Error('ext4 is flushed whole');
+    for (let i = 0; i < 3; i += 1) await flush.flush();
+    const calls = readFileSync(log, 'utf8').trim().split('\n');
+    expect(calls).toHaveLength(3);
+    expect(new Set(calls).size).toBe(1);
+    const [shell = '', args] = (calls[0] ?? '').split(/ (.*)/);
+    expect(args).toBe(`-f -- ${disk.dir}`);
+    flush.close();
+    await expect.poll(() => isRunning(Number(shell))).toBe(false);
+    // Asked again, it starts another.
+    await flush.flush();
+    expect(readFileSync(log, 'utf8').trim().split('\n')).toHaveLength(4);
+    flush.close();
+  });
+
+  it('fails a flush still waiting when it is closed', async () => {
+    const dir = path.join(scratch, 'slow');
+    mkdirSync(dir);
+    const sync = path.join(dir, 'sync');
+    writeFileSync(sync, '#!/bin/sh\nsleep 1\nexec /bin/sync "$@"\n', { mode: 0o755 });
+    const flush = FileSystemFlush.forFolder(disk.dir, sync);
+    const waiting = flush?.flush();
+    flush?.close();
+    await expect(waiting).rejects.toThrow(`the flush was closed before ${sync} -f answered`);
   });
 
   it('restores thousands of files with a flush per batch rather than an fsync per file', async () => {
