@@ -27,7 +27,8 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   versions delete ID... --bucket NAME               delete versions (and their snapshots), freeing
                                                     their data no other version holds
   snapshots delete ID --bucket NAME                 unpin a version; the version stays
-  ls --bucket NAME [--version ID | --snapshot ID] [PATH] [--progress]
+  ls --bucket NAME [--version ID | --snapshot ID] [PATH] [--recursive|-R] [--progress]
+                                                    -R: all below PATH, each by its path
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
           [--sparse] [--progress]                   without --to, to where it was backed up from;
                                                     --sparse leaves runs of zeros as holes
@@ -144,6 +145,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         sparse: { type: 'boolean' },
         snapshot: { type: 'string' },
         all: { type: 'boolean' },
+        recursive: { type: 'boolean', short: 'R' },
         help: { type: 'boolean', short: 'h' },
       },
     });

@@ -7,7 +7,7 @@ import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 // `canopy ls` browses a version; `canopy restore` brings it back.
 
 export async function lsCommand(command: CommandContext): Promise<number | undefined> {
-  const { engine, sub, out, str, progressShown } = command;
+  const { engine, sub, values, out, str, progressShown } = command;
   const version = str('version');
   const snapshot = str('snapshot');
   // Shown only while a version this computer keeps no copy of is fetched.
@@ -18,6 +18,7 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
       ...(version === undefined ? {} : { version }),
       ...(snapshot === undefined ? {} : { snapshot }),
       ...(sub === undefined ? {} : { path: sub }),
+      ...(values['recursive'] === true ? { recursive: true } : {}),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
     })
     .finally(() => progress.done());
@@ -34,8 +35,8 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
         String(e.size),
         e.mtime === null ? '-' : new Date(e.mtime * 1000).toISOString(),
         e.target === null
-          ? JSON.stringify(e.name).slice(1, -1)
-          : `${JSON.stringify(e.name).slice(1, -1)} -> ${e.target}`,
+          ? JSON.stringify(e.path ?? e.name).slice(1, -1)
+          : `${JSON.stringify(e.path ?? e.name).slice(1, -1)} -> ${e.target}`,
       ]),
     ),
     entries,

@@ -1,5 +1,5 @@
 import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
-import { listVersionPath, type VersionEntry } from '../restore/index.ts';
+import { listVersionPath, listVersionTree, type VersionEntry } from '../restore/index.ts';
 import {
   openBrowsableTree,
   pullPhase,
@@ -28,6 +28,8 @@ export interface BrowseRequest {
   readonly version?: string;
   readonly snapshot?: string;
   readonly path?: string;
+  /** Everything below the folder at `path`, each entry with its path below it. */
+  readonly recursive?: boolean;
   /**
    * Told the fetch of the version's metadata CAR (the 'pulling' phase, as a restore's), when
    * this computer keeps no copy of it: browsing is instant only once it is kept.
@@ -147,7 +149,11 @@ export class VersionBrowser {
     tree: BrowsableTree,
   ): Promise<VersionEntry[]> {
     try {
-      return await usingTree(tree, (open) => listVersionPath(open, input.path ?? ''));
+      return await usingTree(tree, (open) =>
+        input.recursive === true
+          ? Promise.resolve(listVersionTree(open, input.path ?? ''))
+          : listVersionPath(open, input.path ?? ''),
+      );
     } catch (error) {
       // A node that no longer matches its CID: the CAR was damaged on this disk after it was
       // cached (its index spared reading it whole). It goes, so the version is pulled again.

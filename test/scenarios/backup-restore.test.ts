@@ -531,6 +531,43 @@ describe('browse, snapshots and verify', () => {
     );
   });
 
+  it('lists everything below a folder by its path, as the folder backed up holds it', async () => {
+    const all = await engine.ls({ bucket: 'Everything', recursive: true });
+    const held = fingerprintTree(source);
+    expect(all.map((entry) => entry.path)).toEqual(expect.arrayContaining([...held.keys()]));
+    expect(all).toHaveLength(held.size);
+    for (const entry of all) {
+      const print = held.get(entry.path ?? '');
+      const onDisk = lstatSync(path.join(source, entry.path ?? ''));
+      if (print?.type === 'file')
+        expect(entry).toMatchObject({
+          type: 'file',
+          size: onDisk.size,
+          mode: print.mode,
+          mtime: print.mtime,
+        });
+      else if (print?.type === 'symlink')
+        expect(entry).toMatchObject({ type: 'symlink', target: print.target });
+      else expect(entry).toMatchObject({ type: 'directory', mode: print?.mode });
+      expect(entry.name).toBe(path.basename(entry.path ?? ''));
+    }
+    // Parents come before what they hold.
+    const paths = all.map((entry) => entry.path ?? '');
+    for (const [index, entryPath] of paths.entries())
+      if (entryPath.includes('/'))
+        expect(paths.indexOf(path.dirname(entryPath))).toBeLessThan(index);
+
+    const below = await engine.ls({ bucket: 'Everything', path: 'a/b', recursive: true });
+    expect(below.map((entry) => entry.path)).toEqual(['c', 'c/d', 'c/d/e', 'c/d/e/five-MiB.bin']);
+    const alone = await engine.ls({ bucket: 'Everything', path: './run.sh', recursive: true });
+    expect(alone).toEqual([
+      expect.objectContaining({ name: 'run.sh', path: 'run.sh', mode: 0o755 }),
+    ]);
+    await expect(
+      engine.ls({ bucket: 'Everything', path: 'a/nope', recursive: true }),
+    ).rejects.toThrow('no a/nope in this version (canopy ls "a" shows what is there)');
+  });
+
   it('restores from a snapshot of an older version and verifies every block', async () => {
     const snapshots = await engine.listSnapshots({ bucket: 'Everything' });
     const oldest = snapshots.at(-1);

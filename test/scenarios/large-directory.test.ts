@@ -68,6 +68,13 @@ describe('large directories', () => {
       expect(result.files).toBe(10_000);
       const listed = await engine.ls({ bucket: 'Mail', path: 'inbox' });
       expect(listed).toHaveLength(10_000);
+      // Everything below the top, read through the shard: the folder, then each of its files.
+      const all = await engine.ls({ bucket: 'Mail', recursive: true });
+      expect(all).toHaveLength(10_001);
+      expect(all[0]).toMatchObject({ path: 'inbox', type: 'directory' });
+      expect(new Set(all.slice(1).map((entry) => entry.path))).toEqual(
+        new Set(listed.map((entry) => `inbox/${entry.name}`)),
+      );
       const target = path.join(scratch, 'restored');
       await engine.restore({ bucket: 'Mail', to: target, overwrite: false });
       const names = readdirSync(path.join(target, 'inbox'));

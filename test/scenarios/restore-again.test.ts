@@ -427,7 +427,7 @@ describe('canopy restore run again', () => {
 });
 
 describe('a path in a version, as a user types it', () => {
-  it('may be the absolute path the file had, or hold . and .., and none leads above the top', async () => {
+  it('may be the absolute path the file had, or hold . and .., and none leads above the top; -R lists all below it', async () => {
     const cliHome = path.join(scratch, 'paths-home');
     await loginWithBucket(cliHome, path.join(scratch, 'paths-local'), 'Paths');
     const env = { CANOPY_SECRET_STORE: 'file' };
@@ -442,13 +442,23 @@ describe('a path in a version, as a user types it', () => {
     );
     expect(listed.status, listed.stderr).toBe(0);
     expect(listed.stdout).toMatch(/ a\.txt\n.* b\.txt\n$/);
-    const top = await runCanopy(cliHome, ['ls', '--bucket', 'Paths', source], env);
+    // With -R, everything below it, each by its path.
+    const top = await runCanopy(cliHome, ['ls', '--bucket', 'Paths', '-R', source], env);
+    expect(top.status, top.stderr).toBe(0);
     expect(
       top.stdout
         .trimEnd()
         .split('\n')
         .map((line) => line.split('  ').at(-1)),
-    ).toEqual(['empty', 'large.bin', 'link -> notes/a.txt', 'notes', 'same-size.txt']);
+    ).toEqual([
+      'empty',
+      'large.bin',
+      'link -> notes/a.txt',
+      'notes',
+      'notes/a.txt',
+      'notes/b.txt',
+      'same-size.txt',
+    ]);
     const dotted = await runCanopy(cliHome, ['ls', '--bucket', 'Paths', './notes/../notes'], env);
     expect(dotted.stdout).toBe(listed.stdout);
 
