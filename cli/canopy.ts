@@ -7,6 +7,7 @@ import { progressPrinter } from './progress-printer.ts';
 import { stateRepairNotice } from './state-repair-notice.ts';
 import { localDatabaseNotice } from './local-database-notice.ts';
 import { StoppedBySignal } from './signal-stop.ts';
+import { runOnWhenReaderGoes } from './closed-output.ts';
 import { UsageError, type Command, type Output } from './command-context.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
@@ -108,6 +109,8 @@ async function run(
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
+  runOnWhenReaderGoes(process.stdout);
+  runOnWhenReaderGoes(process.stderr);
   const out: Output = {
     json: argv.includes('--json'),
     print(human, data) {
