@@ -20,3 +20,4 @@ export * from './storage-authorization.ts';
 export * from './text.ts';
 export * from './validation-error.ts';
 export * from './wire.ts';
+export * from './utf8-order.ts';

@@ -1,6 +1,6 @@
 import { constants, lstatSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { compareUtf8 } from './utf8-order.ts';
+import { compareUtf8 } from '../protocol/index.ts';
 
 // How the walk (walk-source.ts) lists a folder and looks at its entries: on its own thread, as
 // it reaches each (readFoldersHere), or from a worker thread ahead of it (stat-ahead-reader.ts).

@@ -1,4 +1,5 @@
-// Walks a source folder and reports entries and skipped items. No network. May import main/api.
+// Walks a source folder and reports entries and skipped items. No network. May import main/api,
+// and protocol for the order of a folder's names.
 export * from './walk-source.ts';
 export * from './skipped-item.ts';
 export * from './exclude-rules.ts';

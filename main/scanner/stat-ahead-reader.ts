@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { compareUtf8 } from './utf8-order.ts';
+import { compareUtf8 } from '../protocol/index.ts';
 import {
   entryStatsOf,
   readFoldersHere,

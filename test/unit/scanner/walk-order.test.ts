@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { walkSource } from '../../../main/scanner/index.ts';
-import { compareUtf8 } from '../../../main/scanner/utf8-order.ts';
+import { compareUtf8 } from '../../../main/protocol/utf8-order.ts';
 
 // A folder's entries come out in the order of their names' UTF-8 bytes, which is the order of a
 // UnixFS folder's links: any other order would give other CIDs than a standard importer.
