@@ -66,14 +66,15 @@ describe('large directories', () => {
       await engine.createBucket({ name: 'Mail', type: 'backup', storageClass: 'hot' });
       const result = await engine.backup({ dir: source, bucket: 'Mail' });
       expect(result.files).toBe(10_000);
+      // In name order, though the shard holds its entries in the order of their names' hashes.
       const listed = await engine.ls({ bucket: 'Mail', path: 'inbox' });
-      expect(listed).toHaveLength(10_000);
+      const inOrder = Array.from({ length: 10_000 }, (_, i) => `message-${i}.eml`).sort();
+      expect(listed.map((entry) => entry.name)).toEqual(inOrder);
       // Everything below the top, read through the shard: the folder, then each of its files.
       const all = await engine.ls({ bucket: 'Mail', recursive: true });
-      expect(all).toHaveLength(10_001);
       expect(all[0]).toMatchObject({ path: 'inbox', type: 'directory' });
-      expect(new Set(all.slice(1).map((entry) => entry.path))).toEqual(
-        new Set(listed.map((entry) => `inbox/${entry.name}`)),
+      expect(all.slice(1).map((entry) => entry.path)).toEqual(
+        inOrder.map((name) => `inbox/${name}`),
       );
       const target = path.join(scratch, 'restored');
       await engine.restore({ bucket: 'Mail', to: target, overwrite: false });
