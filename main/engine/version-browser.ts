@@ -1,5 +1,5 @@
 import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
-import { listVersionPath, listVersionTree, type VersionEntry } from '../restore/index.ts';
+import { listVersionPath, type VersionEntry } from '../restore/index.ts';
 import {
   openBrowsableTree,
   pullPhase,
@@ -150,9 +150,7 @@ export class VersionBrowser {
   ): Promise<VersionEntry[]> {
     try {
       return await usingTree(tree, (open) =>
-        input.recursive === true
-          ? Promise.resolve(listVersionTree(open, input.path ?? ''))
-          : listVersionPath(open, input.path ?? ''),
+        Promise.resolve(listVersionPath(open, input.path ?? '', input.recursive === true)),
       );
     } catch (error) {
       // A node that no longer matches its CID: the CAR was damaged on this disk after it was

@@ -64,6 +64,7 @@ describe('walkTree', () => {
       kind: 'directory',
       mode: 0o700,
       mtimeSeconds: 1_400_000_000,
+      mtimeWholeSeconds: 1_400_000_000,
     });
     expect(ours.find((entry) => entry.parts.join('/') === 'link')).toMatchObject({
       kind: 'symlink',
@@ -136,6 +137,20 @@ describe('walkTree', () => {
     read = 0;
     expect(walk('other', 'g3')).toEqual(['other/g3']);
     expect(read).toBeLessThan(20);
+    // One level: the folder and what it holds itself, the sharded one's entries all there,
+    // reading none of the nodes below its subfolder.
+    read = 0;
+    const oneLevel = [...walkTree(root, counted, ['many'], 1)].map((entry) =>
+      entry.parts.join('/'),
+    );
+    expect(oneLevel.sort()).toEqual(
+      all.filter((name) => name === 'many' || /^many\/[^/]+$/.test(name)).sort(),
+    );
+    expect(oneLevel).toHaveLength(62);
+    const readForOneLevel = read;
+    read = 0;
+    expect(walk('many').length).toBeGreaterThan(oneLevel.length);
+    expect(read).toBeGreaterThan(readForOneLevel);
     // No such name, a name under a file, a name under a link: nothing.
     expect(walk('many', 'f60')).toEqual([]);
     expect(walk('many', 'f7', 'x')).toEqual([]);
@@ -155,6 +170,19 @@ describe('walkTree', () => {
     const absent = CID.createV1(DAG_PB_CODEC, await sha256.digest(Buffer.from('absent')));
     const lacking = await directory('gone', absent);
     expect(() => [...walkTree(lacking, nodes)]).toThrow(/lacks node/);
+  });
+
+  it('tells the whole seconds of a time exactly, a nanosecond before the next second too', async () => {
+    const nodes = new MetadataNodes();
+    const mtime = { secs: 1_795_803_004n, nsecs: 999_999_999 };
+    const file = await nodeOf(nodes, {
+      Data: new UnixFS({ type: 'file', mtime }).marshal(),
+      Links: [],
+    });
+    const [entry] = [...walkTree(file, nodes)];
+    // As a double, the seconds and their fraction round up to the next second.
+    expect(entry?.mtimeSeconds).toBe(1_795_803_005);
+    expect(entry?.mtimeWholeSeconds).toBe(1_795_803_004);
   });
 
   it('refuses a HAMT shard whose link names do not fit its fanout', async () => {
