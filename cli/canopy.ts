@@ -8,7 +8,7 @@ import { stateRepairNotice } from './state-repair-notice.ts';
 import { localDatabaseNotice } from './local-database-notice.ts';
 import { StoppedBySignal } from './signal-stop.ts';
 import { runOnWhenReaderGoes } from './closed-output.ts';
-import { UsageError, type Command, type Output } from './command-context.ts';
+import { UsageError, unexpectedWords, type Command, type Output } from './command-context.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
 
@@ -105,6 +105,9 @@ async function run(
     },
     progressShown: (view) =>
       progressPrinter(process.stderr.isTTY && !out.json, values['progress'] === true, view),
+    takesWords: (count) => {
+      if (words.length > count) throw unexpectedWords(words.slice(count));
+    },
   });
 }
 

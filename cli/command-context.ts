@@ -28,10 +28,24 @@ export interface CommandContext {
   readonly strings: (name: string) => string[];
   /** Progress in place on a terminal (unless the output is JSON), or as lines with --progress. */
   readonly progressShown: <Progress>(view: ProgressView<Progress>) => ProgressPrinter<Progress>;
+  /**
+   * Refuses any word past the first `count` after the command's name (its subcommand counted):
+   * one left over would be a request dropped without a word. `canopy restore a b` restored `a`
+   * alone, and `canopy buckets create My Photos` made a bucket named "My".
+   */
+  readonly takesWords: (count: number) => void;
 }
 
 /** Runs one command; its exit status when that is not 0 without an error (a partial restore). */
 export type Command = (command: CommandContext) => Promise<number | undefined>;
+
+/** The usage error for words a command does not take. */
+export function unexpectedWords(extra: readonly string[]): UsageError {
+  const words = extra.map((word) => JSON.stringify(word)).join(' ');
+  return new UsageError(
+    `unexpected ${extra.length === 1 ? 'argument' : 'arguments'} ${words} (a name with spaces goes in quotes)`,
+  );
+}
 
 export function need(value: string | undefined, what: string): string {
   if (value === undefined || value === '') throw new UsageError(`${what} is required`);

@@ -17,6 +17,7 @@ function describeAccount(account: AccountSummary): string {
 
 export async function loginCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, values, out, str } = command;
+  command.takesWords(0);
   const name = str('name');
   const dataDir = str('data');
   const account =
@@ -36,6 +37,7 @@ export async function loginCommand(command: CommandContext): Promise<number | un
 
 export async function linkCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, out, str } = command;
+  command.takesWords(0);
   const name = str('name');
   const account = await engine.link({
     server: need(str('server'), '--server'),
@@ -58,6 +60,7 @@ export async function linkCommand(command: CommandContext): Promise<number | und
 
 export async function whoamiCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, out } = command;
+  command.takesWords(0);
   const account = await engine.whoami();
   if (account.offlineBecause !== null)
     process.stderr.write(
@@ -74,6 +77,7 @@ export async function whoamiCommand(command: CommandContext): Promise<number | u
 
 export async function logoutCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, out } = command;
+  command.takesWords(0);
   await engine.logout();
   out.print('logged out; this device key was deleted', { loggedOut: true });
   return;
@@ -83,6 +87,7 @@ export async function devicesCommand(command: CommandContext): Promise<number | 
   const { engine, sub, rest, out, str } = command;
   switch (sub ?? 'list') {
     case 'list': {
+      command.takesWords(1);
       const devices = await engine.listDevices();
       out.print(
         table([
@@ -99,6 +104,7 @@ export async function devicesCommand(command: CommandContext): Promise<number | 
       return;
     }
     case 'approve': {
+      command.takesWords(2);
       const file = need(rest[0], 'PEMFILE');
       let pem: string;
       try {
@@ -115,12 +121,14 @@ export async function devicesCommand(command: CommandContext): Promise<number | 
       return;
     }
     case 'revoke': {
+      command.takesWords(2);
       const id = need(rest[0], 'ID');
       await engine.revokeDevice(id);
       out.print(`revoked device ${id}`, { revoked: id });
       return;
     }
     case 'code': {
+      command.takesWords(1);
       const issued = await engine.newEnrollmentCode();
       out.print(
         `enrollment code ${issued.code} (valid until ${new Date(issued.expiresAt * 1000).toISOString()})`,
@@ -135,6 +143,7 @@ export async function devicesCommand(command: CommandContext): Promise<number | 
 
 export async function accountCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, out, str } = command;
+  command.takesWords(1);
   if ((sub ?? 'show') === 'show') {
     const user = await engine.getAccount();
     out.print(
@@ -163,6 +172,7 @@ export async function accountCommand(command: CommandContext): Promise<number | 
 
 export async function invoicesCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, out } = command;
+  command.takesWords(0);
   const invoices = await engine.listInvoices();
   out.print(
     invoices.length === 0
@@ -184,6 +194,7 @@ export async function invoicesCommand(command: CommandContext): Promise<number |
 export async function notificationsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, rest, out } = command;
   if ((sub ?? 'list') === 'list') {
+    command.takesWords(1);
     const notes = await engine.listNotifications();
     out.print(
       notes.length === 0
@@ -197,6 +208,7 @@ export async function notificationsCommand(command: CommandContext): Promise<num
     return;
   }
   if (sub !== 'dismiss') throw new UsageError(`unknown notifications command: ${sub}`);
+  command.takesWords(2);
   const id = need(rest[0], 'ID');
   await engine.dismissNotification(id);
   out.print(`dismissed ${id}`, { dismissed: id });

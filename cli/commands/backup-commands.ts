@@ -32,6 +32,7 @@ function describeExcludes(rules: SourceExcludeRules): string {
 
 export async function backupCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
+  command.takesWords(1);
   if (values['dry-run'] === true) {
     const plan = await engine.planBackup({ dir: need(sub, 'DIR') });
     out.print(
@@ -102,6 +103,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
 
 export async function excludesCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, strings } = command;
+  command.takesWords(1);
   const dir = need(sub, 'DIR');
   const add = strings('add');
   const remove = strings('remove');

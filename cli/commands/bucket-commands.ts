@@ -12,6 +12,7 @@ export async function bucketsCommand(command: CommandContext): Promise<number | 
   const { engine, sub, rest, out, str } = command;
   switch (sub ?? 'list') {
     case 'list': {
+      command.takesWords(1);
       const buckets = await engine.listBuckets();
       out.print(
         buckets.length === 0
@@ -25,6 +26,7 @@ export async function bucketsCommand(command: CommandContext): Promise<number | 
       return;
     }
     case 'create': {
+      command.takesWords(2);
       const bucket = await engine.createBucket({
         name: need(rest[0], 'NAME'),
         type: oneOf<BucketType>(str('type') ?? 'backup', '--type', BUCKET_TYPES),
@@ -37,6 +39,7 @@ export async function bucketsCommand(command: CommandContext): Promise<number | 
       return;
     }
     case 'rename': {
+      command.takesWords(3);
       const bucket = await engine.renameBucket({
         name: need(rest[0], 'NAME'),
         newName: need(rest[1], 'NEWNAME'),
@@ -45,6 +48,7 @@ export async function bucketsCommand(command: CommandContext): Promise<number | 
       return;
     }
     case 'delete': {
+      command.takesWords(2);
       const name = need(rest[0], 'NAME');
       await engine.deleteBucket({ name });
       out.print(`deleted bucket "${name}"`, { deleted: name });

@@ -8,6 +8,7 @@ import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 
 export async function lsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
+  command.takesWords(1);
   const version = str('version');
   const snapshot = str('snapshot');
   // Shown only while a version this computer keeps no copy of is fetched.
@@ -46,6 +47,7 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
 
 export async function restoreCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
+  command.takesWords(1);
   const snapshot = str('snapshot');
   const version = str('version');
   const to = str('to');

@@ -8,6 +8,7 @@ import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 
 export async function verifyCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, values, out, str, progressShown } = command;
+  command.takesWords(0);
   const version = str('version');
   const progress = progressShown(VERIFY_PROGRESS);
   const result = await untilSignalled((signal) =>

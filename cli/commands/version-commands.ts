@@ -26,6 +26,7 @@ export async function versionsCommand(command: CommandContext): Promise<number |
     return;
   }
   if (sub !== undefined && sub !== 'list') throw new UsageError(`unknown versions command: ${sub}`);
+  command.takesWords(1);
   const { versions, offlineSince, offlineBecause, keptForOffline } =
     await engine.versionsOrLastSeen({ bucket: need(str('bucket'), '--bucket') });
   if (offlineSince !== null)
@@ -57,6 +58,7 @@ export async function versionsCommand(command: CommandContext): Promise<number |
 export async function snapshotsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, rest, out, str } = command;
   if (sub === 'delete') {
+    command.takesWords(2);
     const deleted = await engine.deleteSnapshot({
       bucket: need(str('bucket'), '--bucket'),
       snapshot: need(rest[0], 'ID'),
@@ -72,6 +74,7 @@ export async function snapshotsCommand(command: CommandContext): Promise<number 
   }
   if (sub !== undefined && sub !== 'list')
     throw new UsageError(`unknown snapshots command: ${sub}`);
+  command.takesWords(1);
   const snapshots = await engine.listSnapshots({ bucket: need(str('bucket'), '--bucket') });
   out.print(
     snapshots.length === 0
