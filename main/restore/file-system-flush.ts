@@ -139,6 +139,9 @@ export class FileSystemFlush {
       stdio: ['pipe', 'pipe', 'ignore'],
     });
     keepsProcessAlive(shell, false);
+    // Whatever a shell closed part-way said is not this one's.
+    this.said = [];
+    this.partial = '';
     shell.stdout.setEncoding('utf8');
     // What a shell closed says or does is no longer of this flush's concern.
     const current = (): boolean => this.shell === shell;
