@@ -42,6 +42,31 @@ describe('ChunkHasher', () => {
     }
   });
 
+  it('gives each chunk its own SHA-256 when several are read at once on several threads', async () => {
+    const chunks = Array.from({ length: 6 }, (_, index) => Buffer.alloc(CHUNK_BYTES, index + 1));
+    const file = join(dir, 'six-chunks');
+    writeFileSync(file, Buffer.concat(chunks));
+    const fd = openSync(file, 'r');
+    const hasher = new ChunkHasher(chunks.length, 3);
+    try {
+      const hashed = await Promise.all(
+        chunks.map((_, index) =>
+          hasher.read(fd, index * CHUNK_BYTES, CHUNK_BYTES, hasher.takeSlot()),
+        ),
+      );
+      for (const [index, chunk] of chunks.entries()) {
+        const got = hashed[index];
+        expect(got && Buffer.from(got.bytes).equals(chunk)).toBe(true);
+        expect(got && Buffer.from(got.digest).toString('hex')).toBe(
+          createHash('sha256').update(chunk).digest('hex'),
+        );
+      }
+    } finally {
+      closeSync(fd);
+      await hasher.close();
+    }
+  });
+
   it('fails the reads waiting when it is closed, and every read after', async () => {
     const file = join(dir, 'data');
     writeFileSync(file, Buffer.alloc(64 * 1024, 7));
