@@ -368,6 +368,26 @@ describe('block sets stored as deltas', () => {
     );
   });
 
+  it('takes a request of thousands of CIDs into a set whole: the ones held, put back the ones its push removed, and answers the rest in order', () => {
+    const store = new Store();
+    const user = store.user('ann@example.com');
+    const photos = store.bucket(user, 'backup');
+    const held = Array.from({ length: 1500 }, (_, i) => `b${i}`);
+    const first = store.push(photos.id, user, []);
+    store.shard(first, held);
+    store.complete(first);
+    // A new version of the same bucket that dropped 700 of them, and one in a second bucket.
+    const dropped = held.slice(0, 700);
+    const next = store.push(photos.id, user, dropped);
+    const elsewhere = store.push(store.bucket(user, 'backup').id, user, []);
+    const unknown = Array.from({ length: 400 }, (_, i) => `b${5000 + i}`);
+    // Held and unknown CIDs interleaved, some named twice.
+    const asked = held.flatMap((cid, i) => (i < 400 ? [cid, unknown[i] ?? '', cid] : [cid]));
+    expect(store.missing(next, asked)).toEqual(unknown);
+    expect(store.missing(elsewhere, [...asked].reverse())).toEqual([...unknown].reverse());
+    store.check([...held, ...unknown], [user]);
+  });
+
   it('reads the whole sets a database written before deltas holds, and builds on them', () => {
     // A database as the server wrote it before deltas: migrations up to 060, whole sets.
     const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-block-sets-'));
