@@ -102,9 +102,9 @@ interface HashingWorker {
 
 /**
  * How many hashing threads a hasher starts at most: one per core, up to four. On the two
- * cores we measured, packing the bench's 1.2 GiB took 1.52-1.60 s with two against
- * 1.55-1.68 s with one (1.06-1.16 s against 1.24-1.30 s once warm), and 1.65-1.79 s with
- * three: the packer's own thread, busy with the small files, is then the one waiting.
+ * cores we measured, packing the bench's 1.2 GiB in a fresh process took 1.52-1.60 s with two
+ * against 1.55-1.68 s with one (1.06-1.20 s against 1.24-1.30 s once warm), and no less with
+ * three (1.65 and 2.26 s): the packer's own thread, busy with the small files, then waits.
  */
 export function hashingThreadsHere(): number {
   return Math.max(1, Math.min(4, availableParallelism()));
