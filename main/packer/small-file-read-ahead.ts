@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { O_NOATIME_IF_ANY } from '../scanner/index.ts';
 import type { ScannedFile } from './pack-source.ts';
 
 // Small files are read on the packer's thread in synchronous calls (small-file.ts): a few
@@ -36,23 +37,33 @@ const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { open, read, close, constants } = require('node:fs');
 const scratch = Buffer.allocUnsafe(workerData.largestFile);
-// Never follows a symbolic link, and a named pipe opens without waiting for a writer.
+// Never follows a symbolic link, and a named pipe opens without waiting for a writer. Leaves
+// the access time as it was where it may (see main/scanner/source-file.ts).
 const flags = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+const noAtime = flags | workerData.noAtime;
 let queue = [];
 let head = 0;
 let running = 0;
+let ended = 0;
 function done() {
   running -= 1;
+  ended += 1;
   pump();
+  // Caught up: how many reads have ended so far (SmallFileReadAhead.readsEnded).
+  if (running === 0) parentPort.postMessage(ended);
 }
 function pump() {
   while (running < workerData.atOnce && head < queue.length) {
     const file = queue[head];
     head += 1;
     running += 1;
-    open(file, flags, (openError, fd) => {
+    const opened = (openError, fd) => {
       if (openError) return done();
       read(fd, scratch, 0, scratch.length, 0, () => close(fd, done));
+    };
+    open(file, noAtime, (openError, fd) => {
+      if (openError && openError.code === 'EPERM' && noAtime !== flags) open(file, flags, opened);
+      else opened(openError, fd);
     });
   }
   if (head === queue.length) {
@@ -115,6 +126,7 @@ export class SmallFileReadAhead {
   /** Started by `start`. */
   private worker: Worker | undefined;
   private closed = false;
+  private ended = 0;
 
   /**
    * Files are read from `sourceDir`, those that are `toBeRead` (not known unchanged), of at most
@@ -157,10 +169,17 @@ export class SmallFileReadAhead {
     if (this.worker || this.closed) return;
     this.worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { largestFile: this.largestFile, atOnce: READS_AT_ONCE },
+      workerData: {
+        largestFile: this.largestFile,
+        atOnce: READS_AT_ONCE,
+        noAtime: O_NOATIME_IF_ANY,
+      },
     });
     // It only warms the cache: stopped, the packer reads as it would without it.
     this.worker.on('error', () => undefined);
+    this.worker.on('message', (ended: number) => {
+      this.ended = ended;
+    });
     this.worker.unref();
     this.handOn();
   }
@@ -173,6 +192,14 @@ export class SmallFileReadAhead {
   /** Files that went to the worker and are not yet taken. */
   get filesAhead(): number {
     return this.aheadFiles;
+  }
+
+  /**
+   * Reads ahead that have ended (the file read, or not found), as of the last time the worker
+   * had none left under way.
+   */
+  get readsEnded(): number {
+    return this.ended;
   }
 
   /** Stops the worker; reads in flight are abandoned. */

@@ -76,9 +76,24 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
+/** Each regular file's access time under `dir`, by its path there; no file is read. */
+function accessTimesOf(dir: string, below = ''): Map<string, number> {
+  const times = new Map<string, number>();
+  for (const entry of readdirSync(path.join(dir, below), { withFileTypes: true })) {
+    const rel = path.join(below, entry.name);
+    if (entry.isDirectory()) for (const pair of accessTimesOf(dir, rel)) times.set(...pair);
+    else if (entry.isFile()) times.set(rel, lstatSync(path.join(dir, rel)).atimeMs);
+  }
+  return times;
+}
+
 describe('backup and restore', () => {
-  it('round-trips a generated tree byte for byte, with modes, mtimes and symlinks', async () => {
+  it('round-trips a generated tree byte for byte, with modes, mtimes and symlinks, and leaves the access times it read', async () => {
+    // Each file's access time is no later than its mtime: the next plain read would set it to
+    // now (relatime), and a mail reader would take an mbox for read.
+    const accessTimes = accessTimesOf(source);
     const first = await engine.backup({ dir: source, bucket: 'Everything' });
+    expect(accessTimesOf(source)).toEqual(accessTimes);
     expect(first.files).toBe(11);
     expect(first.newBytes).toBe(first.bytesScanned);
     expect(first.skipped).toEqual([]);

@@ -1,6 +1,15 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  mkdtempSync,
+  openSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ScannedFile } from '../../../main/packer/pack-source.ts';
@@ -13,8 +22,11 @@ import {
 
 // Small files are read ahead on a worker only once the packer's own reads wait on the disk; it
 // reads only the files still to be read, stays within its bounds, and a named pipe among them
-// holds nothing up. That a file was read shows in its access time: each test file's is set two
-// days back, and the kernel (relatime) sets it to now at the next read.
+// holds nothing up. That a file was read shows in the page cache: each test file is written to
+// the disk and dropped from the cache (dd iflag=nocache), and a read brings it back (fincore,
+// of util-linux). Its access time, set two days back, must stay there: a read ahead leaves it
+// as the packer's own read does (main/scanner/source-file.ts). It is looked at before fincore,
+// whose mmap sets it.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-ahead-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -25,16 +37,43 @@ function entry(name: string, size: number): ScannedFile {
 
 const twoDaysAgo = new Date(Date.now() - 2 * 24 * 3600 * 1000);
 
-/** A file in `dir` not read since two days ago. */
+/** Runs a command of this machine; its output, or an error naming it. */
+function run(command: string, args: string[]): string {
+  const done = spawnSync(command, args, { encoding: 'utf8' });
+  if (done.status !== 0) throw new Error(`${command} failed: ${done.stderr || done.error}`);
+  return done.stdout;
+}
+
+/** A file in `dir` on the disk and not in the page cache, last read two days ago. */
 function unreadFile(dir: string, name: string, bytes: number): ScannedFile {
   const file = path.join(dir, name);
-  writeFileSync(file, Buffer.alloc(bytes, 7));
+  const fd = openSync(file, 'w');
+  try {
+    writeSync(fd, Buffer.alloc(bytes, 7));
+    // Dirty pages stay in the cache: only once on the disk can they be dropped from it.
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
   utimesSync(file, twoDaysAgo, new Date());
+  run('dd', [`if=${file}`, 'iflag=nocache', 'count=0', 'status=none']);
   return entry(name, bytes);
 }
 
 function wasRead(dir: string, file: ScannedFile): boolean {
-  return statSync(path.join(dir, file.path)).atimeMs > twoDaysAgo.getTime() + 1000;
+  const cached = run('fincore', [
+    '--bytes',
+    '--noheadings',
+    '--output',
+    'RES',
+    path.join(dir, file.path),
+  ]);
+  return Number(cached.trim()) > 0;
+}
+
+/** Whether the file's access time is still two days back (as set, to within rounding). */
+function accessTimeKept(dir: string, file: ScannedFile): boolean {
+  return Math.abs(statSync(path.join(dir, file.path)).atimeMs - twoDaysAgo.getTime()) < 1000;
 }
 
 /** Waits until `done` holds, for at most five seconds. */
@@ -81,12 +120,12 @@ describe('SmallFileReadAhead', () => {
       readAhead.taken(files[0] as ScannedFile);
       readAhead.taken(files[1] as ScannedFile);
       expect(readAhead.started).toBe(false);
-      expect(files.some((file) => wasRead(dir, file))).toBe(false);
 
       readAhead.start();
       const toRead = files.slice(2).filter((file) => !unchanged.has(file));
       expect(readAhead.filesAhead).toBe(toRead.length);
-      await until(() => toRead.every((file) => wasRead(dir, file)));
+      await until(() => readAhead.readsEnded === toRead.length);
+      expect(files.filter((file) => !accessTimeKept(dir, file))).toEqual([]);
       expect(files.filter((file) => wasRead(dir, file))).toEqual(toRead);
     } finally {
       await readAhead.close();
