@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { type FileHandle, open, readlink } from 'node:fs/promises';
+import { type FileHandle, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { CID } from 'multiformats/cid';
 import { SHA2_256_CODE } from '../protocol/index.ts';
+import { openSourceHandle } from '../scanner/index.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import type { TreeEntry } from './walk-tree.ts';
 
@@ -14,10 +15,15 @@ import type { TreeEntry } from './walk-tree.ts';
 // A file counts only when it is a regular file of the version's size and every piece of it
 // hashes to the CID of the leaf it would be restored from: its name and size alone say nothing
 // of its content. Its mode and mtime are the user's, and a file that was there keeps them, as
-// it keeps its content when it differs.
+// it keeps its content when it differs. So does its access time: it is opened as a backup opens
+// the files it reads (main/scanner/source-file.ts), which also never waits on a name that became
+// a named pipe meanwhile.
 
-/** Why a file that is there may not be opened to compare it. */
-const UNCOMPARABLE_CODES = new Set(['EACCES', 'EPERM', 'ENOENT']);
+/**
+ * Why a file that is there may not be opened to compare it: not this user's to read, gone
+ * since, or no longer a regular file (a symbolic link, a pipe, a socket) since it was looked at.
+ */
+const UNCOMPARABLE_CODES = new Set(['EACCES', 'EPERM', 'ENOENT', 'ELOOP', 'ENXIO', 'ENOTREGULAR']);
 
 /**
  * Files compared at once: each waits on its open, reads and close in the thread pool, and one
@@ -43,7 +49,7 @@ export async function holdsSameBytes(file: string, wanted: VersionFile): Promise
   if (!stats?.isFile() || stats.size !== wanted.size) return false;
   let handle: FileHandle;
   try {
-    handle = await open(file, 'r');
+    handle = await openSourceHandle(file);
   } catch (error) {
     // One this user may not read, or gone since: it cannot be told the same, so it is kept
     // and the version's file is restored beside it, as for any other file in the way.

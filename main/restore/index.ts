@@ -1,5 +1,6 @@
 // Metadata CAR to a tree on disk, blocks fetched and verified. May import main/api, protocol,
-// service and uploader (for the tree index).
+// service, uploader (for the tree index) and scanner (to read a file already there as a backup
+// reads one).
 export * from './files-needing-blocks.ts';
 export * from './left-temporaries.ts';
 export * from './original-place.ts';

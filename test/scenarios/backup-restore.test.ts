@@ -18,6 +18,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
+import { accessTimesOf } from '../helpers/access-times.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 import {
   createEngine,
@@ -75,17 +76,6 @@ afterAll(async () => {
   await engine.close();
   rmSync(scratch, { recursive: true, force: true });
 });
-
-/** Each regular file's access time under `dir`, by its path there; no file is read. */
-function accessTimesOf(dir: string, below = ''): Map<string, number> {
-  const times = new Map<string, number>();
-  for (const entry of readdirSync(path.join(dir, below), { withFileTypes: true })) {
-    const rel = path.join(below, entry.name);
-    if (entry.isDirectory()) for (const pair of accessTimesOf(dir, rel)) times.set(...pair);
-    else if (entry.isFile()) times.set(rel, lstatSync(path.join(dir, rel)).atimeMs);
-  }
-  return times;
-}
 
 describe('backup and restore', () => {
   it('round-trips a generated tree byte for byte, with modes, mtimes and symlinks, and leaves the access times it read', async () => {
