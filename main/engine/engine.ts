@@ -31,6 +31,7 @@ import { BucketVersions, type DeletedVersion, type VersionsOrLastSeen } from './
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import type { BackupPlan, BackupRequest, StoredBackup } from './source-backup.ts';
 import type { BrowseRequest, BrowsedFolder } from './version-browser.ts';
+import type { CompareRequest, ComparedVersions } from './version-comparison.ts';
 import type { VerifiedVersion, VerifyRequest } from './version-verifier.ts';
 import type { RestoreRequest, RestoredVersion } from './version-restorer.ts';
 import type { EngineDeps } from './engine-deps.ts';
@@ -265,6 +266,11 @@ export class Engine {
   /** A folder of a version, from the local metadata cache where it can (VersionBrowser). */
   async browse(input: BrowseRequest): Promise<BrowsedFolder> {
     return (await this.runs()).browser.browse(input);
+  }
+
+  /** What changed from one version of a bucket to another (VersionComparison). */
+  async compare(input: CompareRequest): Promise<ComparedVersions> {
+    return (await this.runs()).comparison.compare(input);
   }
 
   async verify(input: VerifyRequest): Promise<VerifiedVersion> {

@@ -23,13 +23,11 @@ import { usingTree } from './using-tree.ts';
 // Browsing a version's tree (`canopy ls`): from the local metadata cache, so that it is instant
 // once the version is kept, and works while the service cannot be reached.
 
-export interface BrowseRequest {
+/** A version of a bucket, as a request names it: the bucket's active one by default. */
+export interface VersionRequest {
   readonly bucket: string;
   readonly version?: string;
   readonly snapshot?: string;
-  readonly path?: string;
-  /** Everything below the folder at `path`, each entry with its path below it. */
-  readonly recursive?: boolean;
   /**
    * Told the fetch of the version's metadata CAR (the 'pulling' phase, as a restore's), when
    * this computer keeps no copy of it: browsing is instant only once it is kept.
@@ -37,14 +35,32 @@ export interface BrowseRequest {
   readonly onProgress?: (progress: RestoreProgress) => void;
 }
 
-export interface BrowsedFolder {
+export interface BrowseRequest extends VersionRequest {
+  readonly path?: string;
+  /** Everything below the folder at `path`, each entry with its path below it. */
+  readonly recursive?: boolean;
+}
+
+/** Which version was read, and whether the service answered. */
+export interface VersionShown {
   readonly versionId: string;
   /** When the version shown was seen active; null when the service answered now. */
   readonly offlineSince: number | null;
   /** Why the service did not answer; null when it did. */
   readonly offlineBecause: EngineErrorCode | null;
+}
+
+export interface BrowsedFolder extends VersionShown {
   readonly entries: VersionEntry[];
 }
+
+/** What was read of a version's tree, and which version it was. */
+export interface ReadVersion<T> extends VersionShown {
+  readonly value: T;
+}
+
+/** What browsing needs of a version's tree: no leaf. */
+type BrowsedTree = Pick<BrowsableTree, 'manifest' | 'nodes'>;
 
 export class VersionBrowser {
   constructor(private readonly parts: EngineParts) {}
@@ -56,6 +72,22 @@ export class VersionBrowser {
    * named version in the cache needs no service.
    */
   async browse(input: BrowseRequest): Promise<BrowsedFolder> {
+    const { value, ...shown } = await this.reading(input, (open) =>
+      listVersionPath(open, input.path ?? '', input.recursive === true),
+    );
+    return { ...shown, entries: value };
+  }
+
+  /**
+   * What `read` makes of the tree of the version `input` names (the bucket's active one by
+   * default), found as `browse` finds it: from the local metadata cache when it holds the
+   * version, else from the service, else, when the service cannot be reached, the active
+   * version as last seen.
+   */
+  async reading<T>(
+    input: VersionRequest,
+    read: (tree: BrowsedTree) => T | Promise<T>,
+  ): Promise<ReadVersion<T>> {
     refuseVersionAndSnapshot(input);
     const online = { offlineSince: null, offlineBecause: null };
     if (input.version !== undefined) {
@@ -63,8 +95,7 @@ export class VersionBrowser {
       const cached = this.knownAsThisBucketsOrNone(input.bucket, versionId)
         ? await this.parts.metadata.cachedTree(versionId, openBrowsableTree)
         : undefined;
-      if (cached)
-        return { versionId, ...online, entries: await this.list(input, versionId, cached) };
+      if (cached) return { versionId, ...online, value: await this.read(versionId, cached, read) };
     }
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.
@@ -73,12 +104,12 @@ export class VersionBrowser {
       const { onProgress } = input;
       const onPull = (): PullProgress | undefined =>
         onProgress ? pullPhase(onProgress, () => this.parts.now()) : undefined;
-      let entries: VersionEntry[];
+      let value: T;
       try {
-        entries = await this.list(
-          input,
+        value = await this.read(
           versionId,
           await this.parts.metadata.versionTree(client, versionId, openBrowsableTree, onPull()),
+          read,
         );
       } catch (error) {
         if (!isEngineError(error, 'protocol')) throw error;
@@ -89,9 +120,9 @@ export class VersionBrowser {
           true,
           onPull(),
         );
-        entries = await this.list(input, versionId, pulled);
+        value = await this.read(versionId, pulled, read);
       }
-      return { versionId, ...online, entries };
+      return { versionId, ...online, value };
     } catch (error) {
       const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
       const known = lastKnownActiveVersion(this.parts.db, input.bucket);
@@ -107,7 +138,7 @@ export class VersionBrowser {
         versionId: known.version_id,
         offlineSince: known.seen_at,
         offlineBecause: error.code,
-        entries: await this.list(input, known.version_id, cached),
+        value: await this.read(known.version_id, cached, read),
       };
     }
   }
@@ -142,16 +173,14 @@ export class VersionBrowser {
     );
   }
 
-  /** The entries at the request's path in `tree`, which is closed after. */
-  private async list(
-    input: BrowseRequest,
+  /** What `read` makes of `tree`, which is closed after. */
+  private async read<T>(
     versionId: string,
     tree: BrowsableTree,
-  ): Promise<VersionEntry[]> {
+    read: (tree: BrowsedTree) => T | Promise<T>,
+  ): Promise<T> {
     try {
-      return await usingTree(tree, (open) =>
-        Promise.resolve(listVersionPath(open, input.path ?? '', input.recursive === true)),
-      );
+      return await usingTree(tree, (open) => Promise.resolve(read(open)));
     } catch (error) {
       // A node that no longer matches its CID: the CAR was damaged on this disk after it was
       // cached (its index spared reading it whole). It goes, so the version is pulled again.

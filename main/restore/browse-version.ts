@@ -36,8 +36,8 @@ function notInVersion(subPath: string, parts: readonly string[]): EngineError {
   );
 }
 
-/** An entry as the tree walk read it; with `path`, listed by its path below the folder listed. */
-function listedEntry(entry: TreeEntry, path?: string): VersionEntry {
+/** An entry as the tree walk read it; with `path`, listed by that path (below the folder listed). */
+export function versionEntryOf(entry: TreeEntry, path?: string): VersionEntry {
   return {
     name: entry.parts.at(-1) ?? '',
     ...(path === undefined ? {} : { path }),
@@ -50,7 +50,7 @@ function listedEntry(entry: TreeEntry, path?: string): VersionEntry {
 }
 
 /** Paths by their names from the top, in UTF-8 order name by name: a folder before its own. */
-function comparePaths(a: readonly string[], b: readonly string[]): number {
+export function comparePaths(a: readonly string[], b: readonly string[]): number {
   const length = Math.min(a.length, b.length);
   for (let index = 0; index < length; index += 1) {
     const order = compareUtf8(a[index] ?? '', b[index] ?? '');
@@ -79,12 +79,12 @@ export function listVersionPath(
     if (!found) {
       found = true;
       if (entry.kind === 'directory') continue;
-      return [listedEntry(entry, recursive ? entry.parts.at(-1) : undefined)];
+      return [versionEntryOf(entry, recursive ? entry.parts.at(-1) : undefined)];
     }
     const below = entry.parts.slice(parts.length);
     listed.push({
       parts: below,
-      entry: listedEntry(entry, recursive ? below.join('/') : undefined),
+      entry: versionEntryOf(entry, recursive ? below.join('/') : undefined),
     });
   }
   if (!found) throw notInVersion(subPath, parts);

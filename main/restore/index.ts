@@ -10,3 +10,4 @@ export * from './verify-version.ts';
 export { subtreeIndex } from './subtree-index.ts';
 export { unavailableBlockReason, type UnavailableBlock } from './receive-blocks.ts';
 export * from './version-path.ts';
+export * from './version-diff.ts';

@@ -177,6 +177,22 @@ export function* walkTree(
   }
 }
 
+/**
+ * The entries a directory node holds itself, by name and CID, in link order (a HAMT shard's
+ * sub-shards read in place); none of them is decoded. Undefined for a node that is no directory.
+ */
+export function directoryLinks(
+  cid: CID,
+  nodes: NodeLookup,
+): Array<{ name: string; cid: CID }> | undefined {
+  const { links, unixfs } = decodeNode(cid, nodes);
+  if (unixfs.type !== 'directory' && unixfs.type !== 'hamt-sharded-directory') return undefined;
+  const cursor = new DirectoryCursor(cid, links, unixfs, nodes);
+  const entries: Array<{ name: string; cid: CID }> = [];
+  for (let child = cursor.next(); child; child = cursor.next()) entries.push(child);
+  return entries;
+}
+
 /** The CID at the path `parts` below the folder `root`; undefined when there is none. */
 function cidAt(root: CID, parts: readonly string[], nodes: NodeLookup): CID | undefined {
   let cid = root;

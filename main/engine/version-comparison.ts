@@ -1,0 +1,114 @@
+import { EngineError, type EngineErrorCode } from '../api/index.ts';
+import type { Metadata } from '../protocol/index.ts';
+import { VersionDiffer, type VersionChange } from '../restore/index.ts';
+import type { RestoreProgress } from '../uploader/index.ts';
+import type { EngineParts } from './engine-parts.ts';
+import { namedById } from './named-by-id.ts';
+import type { VersionBrowser } from './version-browser.ts';
+
+// `canopy diff`: what changed from one version of a bucket to another, by default from the
+// version before the active one to the active one. Both trees are read as `canopy ls` reads
+// one (version-browser.ts), from the local metadata cache where it keeps them, so that it works
+// while the service cannot be reached; the versions are taken from the bucket's list as last
+// seen then.
+
+export interface CompareRequest {
+  readonly bucket: string;
+  /** The older version, or the start of its id; by default the one made before `to`. */
+  readonly from?: string;
+  /** The newer version, or the start of its id; by default the bucket's active one. */
+  readonly to?: string;
+  /** Only what lies at this path (as `canopy ls` takes it); the whole version by default. */
+  readonly path?: string;
+  /** Told the fetch of a version's metadata CAR this computer keeps no copy of. */
+  readonly onProgress?: (progress: RestoreProgress) => void;
+}
+
+/** A version compared: its id and when it was made (epoch seconds). */
+export interface ComparedVersion {
+  readonly id: string;
+  readonly createdAt: number;
+}
+
+export interface ComparedVersions {
+  readonly from: ComparedVersion;
+  readonly to: ComparedVersion;
+  /** Each entry that differs, in `canopy ls -R` order (VersionDiffer). */
+  readonly changes: VersionChange[];
+  /** When the bucket's list of versions used was seen; null when the service answered now. */
+  readonly offlineSince: number | null;
+  /** Why the service did not answer; null when it did. */
+  readonly offlineBecause: EngineErrorCode | null;
+}
+
+/** Versions whose tree is whole on the service: a pending or failed one may lack data. */
+function isStored(version: Metadata): boolean {
+  return version.state === 'active' || version.state === 'outdated';
+}
+
+/**
+ * The version `to` was made on (its `previous_id`) while the bucket still holds it; else the
+ * newest one made before it.
+ */
+function versionBefore(stored: readonly Metadata[], to: Metadata): Metadata | undefined {
+  const previous = stored.find((version) => version.id === to.previous_id);
+  if (previous) return previous;
+  let newest: Metadata | undefined;
+  for (const version of stored)
+    if (version.created_at < to.created_at && version.created_at > (newest?.created_at ?? -1))
+      newest = version;
+  return newest;
+}
+
+export class VersionComparison {
+  constructor(
+    private readonly parts: EngineParts,
+    private readonly browser: VersionBrowser,
+  ) {}
+
+  async compare(input: CompareRequest): Promise<ComparedVersions> {
+    const listed = await this.parts.versions.orLastSeen({ bucket: input.bucket });
+    const stored = listed.versions.filter(isStored);
+    const what = `versions of bucket "${input.bucket}"`;
+    const named = (typed: string): Metadata => {
+      const version = namedById(listed.versions, typed, what);
+      if (!version)
+        throw new EngineError(
+          'not_found',
+          `bucket "${input.bucket}" has no version ${typed} (canopy versions lists them)`,
+        );
+      return version;
+    };
+    const to =
+      input.to === undefined
+        ? stored.find((version) => version.state === 'active')
+        : named(input.to);
+    if (!to) throw new EngineError('not_found', `bucket "${input.bucket}" has no version yet`);
+    const from = input.from === undefined ? versionBefore(stored, to) : named(input.from);
+    if (!from)
+      throw new EngineError(
+        'not_found',
+        `version ${to.id} is the oldest of bucket "${input.bucket}": there is none before it to compare it with (--from names one)`,
+      );
+    const request = {
+      bucket: input.bucket,
+      ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+    };
+    const { value: changes } = await this.browser.reading(
+      { ...request, version: from.id },
+      async (older) =>
+        (
+          await this.browser.reading({ ...request, version: to.id }, (newer) => [
+            ...new VersionDiffer(older, newer, input.path).changes(),
+          ])
+        ).value,
+    );
+    return {
+      from: { id: from.id, createdAt: from.created_at },
+      to: { id: to.id, createdAt: to.created_at },
+      changes,
+      offlineSince: listed.offlineSince,
+      offlineBecause: listed.offlineBecause,
+    };
+  }
+}
