@@ -33,6 +33,9 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
           [--sparse] [--progress]                   without --to, to where it was backed up from;
                                                     --sparse leaves runs of zeros as holes
+  diff --bucket NAME [--from ID] [--to ID] [PATH] [--progress]
+                                                    what changed between two versions: by default
+                                                    from the one before the active one to it
   verify --bucket NAME [--version ID] [--all] [--progress]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
@@ -69,6 +72,7 @@ const COMMANDS: ReadonlyMap<string, () => Promise<Command>> = new Map([
   ['snapshots', async () => (await versionCommands()).snapshotsCommand],
   ['ls', async () => (await restoreCommands()).lsCommand],
   ['restore', async () => (await restoreCommands()).restoreCommand],
+  ['diff', async () => (await import('./commands/diff-command.ts')).diffCommand],
   ['verify', async () => (await import('./commands/verify-command.ts')).verifyCommand],
 ]);
 
@@ -138,6 +142,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         locale: { type: 'string' },
         bucket: { type: 'string' },
         version: { type: 'string' },
+        from: { type: 'string' },
         to: { type: 'string' },
         overwrite: { type: 'boolean' },
         'dry-run': { type: 'boolean' },

@@ -45,5 +45,6 @@ describe('words a command does not take', () => {
     );
     expect(existsSync(target)).toBe(false);
     await refused(['verify', '--bucket', 'Docs', 'a.txt'], 'unexpected argument "a.txt"');
+    await refused(['diff', '--bucket', 'Docs', 'a.txt', 'b.txt'], 'unexpected argument "b.txt"');
   });
 });

@@ -12,8 +12,9 @@ import {
 // A version's tree comes from the local metadata cache: once the server is gone, `canopy ls`
 // still lists the last active version (and says so), a named version (or the start of its id)
 // needs no server at all (and another bucket's version is refused, online or not, though the
-// cache holds it; a bucket renamed here is found by its new name), `whoami` tells the account
-// this device enrolled with, and what does need the server fails with one clear line.
+// cache holds it; a bucket renamed here is found by its new name), `canopy diff` compares the
+// last two versions, `whoami` tells the account this device enrolled with, and what does need
+// the server fails with one clear line.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-offline-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -126,6 +127,14 @@ describe('browsing while the server is unreachable', () => {
       stdout: '',
       stderr: `canopy: bucket "Work" has no version ${versionId} (it is a version of bucket "House")\n`,
     });
+
+    // What changed between the two, from the cache and the versions as last listed.
+    const compared = await runCanopy(home, ['diff', '--bucket', 'House']);
+    expect(compared.status, compared.stderr).toBe(0);
+    expect(compared.stdout.split('\n').slice(1, -2)).toEqual(['M letters/to-ann.txt']);
+    expect(compared.stderr).toMatch(
+      /^canopy: the server cannot be reached; comparing the versions as of \d{4}-/,
+    );
 
     const restore = await runCanopy(home, [
       'restore',
