@@ -141,6 +141,8 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
   const keptBeforeNext = await bytesUnder(dataDir);
   const nextChange = measuredRun('backup', home, 'Many', tree);
   const keptForNext = (await bytesUnder(dataDir)) - keptBeforeNext;
+  // What changed between the last two versions (`canopy diff`): one file of them all.
+  const compared = measuredRun('diff', home, 'Many', '-');
   const restored = measuredRun('restore', home, 'Many', path.join(work, 'many-files-restored'));
   // What a user restores most: one file deleted by mistake, or one folder, out of them all.
   const restoredOne = (what: string): MeasuredRun =>
@@ -162,6 +164,7 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
       `unchanged rescan    ${(rescanMs / 1000).toFixed(2)} s for ${count} files, median of ${rescans.map((run) => (run.ms / 1000).toFixed(2)).join(', ')} (${rescan.unchanged === true ? 'recognised unchanged, ' : ''}${rescan.bytesRead ?? '?'} bytes read, peak RSS ${rescan.peakRssMb.toFixed(0)} MB; target < 3 s)`,
       `one file changed    ${(oneChange.ms / 1000).toFixed(2)} s (${oneChange.filesUnchanged ?? '?'} files not read again, ${oneChange.bytesRead ?? '?'} bytes read, ${((oneChange.metadataBytesUploaded ?? 0) / 1e6).toFixed(1)} MB of metadata sent), peak RSS ${oneChange.peakRssMb.toFixed(0)} MB`,
       `                    the service keeps ${(keptForIt / 1e6).toFixed(1)} MB more for that version (its list of files, the database and the database's kept copy), ${(keptForNext / 1e6).toFixed(2)} MB for the next (${(nextChange.ms / 1000).toFixed(2)} s)`,
+      `diff                ${(compared.ms / 1000).toFixed(2)} s from the version before to the last (${compared.changes ?? '?'} change among the ${count} files), peak RSS ${compared.peakRssMb.toFixed(0)} MB`,
       `restore             ${(restored.ms / 1000).toFixed(1)} s for the ${count} files, peak RSS ${restored.peakRssMb.toFixed(0)} MB`,
       `                    ${(oneFile.ms / 1000).toFixed(2)} s for one file of them, ${(oneFolder.ms / 1000).toFixed(2)} s for one folder of ${Math.ceil(count / folders)}`,
       `behind a large file ${(behindLarge.ms / 1000).toFixed(1)} s for a ${imageBytes / 1024 ** 3} GiB (sparse) file first in the walk and the ${count} files after it unchanged, peak RSS ${behindLarge.peakRssMb.toFixed(0)} MB`,
@@ -347,6 +350,8 @@ interface MeasuredRun {
   readonly bytesRead?: number;
   /** The metadata CAR the backup pushed: the whole tree, however little changed. */
   readonly metadataBytesUploaded?: number;
+  /** A comparison's count of entries that differ. */
+  readonly changes?: number;
 }
 
 /** One round's measured backup or restore, and the disk's speed around it. */
@@ -397,7 +402,7 @@ function highestRss(figures: readonly RoundFigures[]): string {
  * the compiler's loader thread adds about 30 MB.
  */
 function measuredRun(
-  operation: 'backup' | 'restore',
+  operation: 'backup' | 'restore' | 'diff',
   home: string,
   bucket: string,
   dir: string,

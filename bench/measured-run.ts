@@ -4,13 +4,13 @@ import { FileSecretStore } from '../main/identity/index.ts';
 import { createEngine } from '../main/index.ts';
 import { startLocalService } from '../cli/local-service.ts';
 
-// One measured backup or restore, in a process of its own, as `canopy backup` and `canopy
-// restore` run: the engine opens the enrolled home and starts the embedded service itself.
+// One measured backup, restore or comparison of the last two versions, in a process of its own,
+// as `canopy backup`, `canopy restore` and `canopy diff` run: the engine opens the enrolled home and starts the embedded service itself.
 // Prints one JSON line: the time taken, the CPU time of all the process's threads meanwhile
 // (beside the time, it tells a run bound by the cores from one waiting on the disk), and the
 // process's peak RSS. Run by backup-bench.ts,
-// compiled: node dist/bench/measured-run.js backup|restore HOME BUCKET DIR [PATH], PATH being
-// the one file or folder of the version to restore.
+// compiled: node dist/bench/measured-run.js backup|restore|diff HOME BUCKET DIR [PATH], PATH
+// being the one file or folder of the version to restore (DIR is not used by diff).
 
 function peakRssMb(): number {
   const status = readFileSync('/proc/self/status', 'utf8');
@@ -33,8 +33,13 @@ function pick(result: {
 }
 
 const [operation, home, bucket, dir, subPath] = process.argv.slice(2);
-if ((operation !== 'backup' && operation !== 'restore') || !home || !bucket || !dir) {
-  process.stderr.write('usage: measured-run.js backup|restore HOME BUCKET DIR [PATH]\n');
+if (
+  (operation !== 'backup' && operation !== 'restore' && operation !== 'diff') ||
+  !home ||
+  !bucket ||
+  !dir
+) {
+  process.stderr.write('usage: measured-run.js backup|restore|diff HOME BUCKET DIR [PATH]\n');
   process.exit(2);
 }
 const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
@@ -45,18 +50,20 @@ try {
   const cpuBefore = process.cpuUsage();
   const read =
     operation === 'backup'
-      ? await engine.backup({ dir, bucket })
-      : (await engine.restore({
-          bucket,
-          to: dir,
-          overwrite: false,
-          ...(subPath === undefined ? {} : { path: subPath }),
-        }),
-        {});
+      ? pick(await engine.backup({ dir, bucket }))
+      : operation === 'diff'
+        ? { changes: (await engine.compare({ bucket })).changes.length }
+        : (await engine.restore({
+            bucket,
+            to: dir,
+            overwrite: false,
+            ...(subPath === undefined ? {} : { path: subPath }),
+          }),
+          {});
   const ms = performance.now() - start;
   const cpu = process.cpuUsage(cpuBefore);
   const cpuMs = (cpu.user + cpu.system) / 1000;
-  process.stdout.write(`${JSON.stringify({ ms, cpuMs, peakRssMb: peakRssMb(), ...pick(read) })}\n`);
+  process.stdout.write(`${JSON.stringify({ ms, cpuMs, peakRssMb: peakRssMb(), ...read })}\n`);
 } finally {
   await engine.close();
 }
