@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  linkSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -220,12 +221,15 @@ describe('backup and restore', () => {
     );
   });
 
-  it('restores content stored many times over: side by side, within one file, a folder apart', async () => {
+  it('restores content stored many times over: side by side, within one file, a folder apart, hard links', async () => {
     const MiB = 1 << 20;
     const tree = path.join(scratch, 'repeats');
     const note = randomBytes(3000);
     mkdirSync(path.join(tree, 'notes'), { recursive: true });
     for (let i = 0; i < 20; i += 1) writeFileSync(path.join(tree, 'notes', `copy-${i}.txt`), note);
+    // Two names of one file: UnixFS has no hard links, so each comes back as a file of its own.
+    writeFileSync(path.join(tree, 'notes', 'linked.txt'), 'one file, two names');
+    linkSync(path.join(tree, 'notes', 'linked.txt'), path.join(tree, 'also-linked.txt'));
     const chunk = randomBytes(MiB);
     writeFileSync(path.join(tree, 'same-chunk-thrice.bin'), Buffer.concat([chunk, chunk, chunk]));
     // More than a fetch batch (8 MiB) lies between a file in first/ and its copy in second/.
@@ -240,6 +244,11 @@ describe('backup and restore', () => {
     const everything = path.join(scratch, 'repeats-restored');
     await engine.restore({ bucket: 'Repeats', to: everything, overwrite: false });
     expect(fingerprintTree(everything)).toEqual(fingerprintTree(tree));
+    const [linked, alsoLinked] = [path.join('notes', 'linked.txt'), 'also-linked.txt'].map((name) =>
+      lstatSync(path.join(everything, name)),
+    );
+    expect([linked?.nlink, alsoLinked?.nlink]).toEqual([1, 1]);
+    expect(linked?.ino).not.toBe(alsoLinked?.ino);
     const secondOnly = path.join(scratch, 'repeats-second');
     await engine.restore({ bucket: 'Repeats', path: 'second', to: secondOnly, overwrite: false });
     expect(fingerprintTree(path.join(secondOnly, 'second'))).toEqual(
