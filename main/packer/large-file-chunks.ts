@@ -12,6 +12,23 @@ import { CHUNK_BYTES } from './unixfs-settings.ts';
 // caller's to notice, by its size after the read.
 
 /**
+ * A read of the file failed part way (a damaged sector gives EIO): the file cannot be read,
+ * which is the file's problem, not the backup's. Told apart from a failure of what the caller
+ * does with the chunks (a full disk under the staged shards), which is the backup's. `code` is
+ * the file-system error's.
+ */
+export class ChunkReadError extends Error {
+  readonly code: string | undefined;
+  constructor(readonly readError: unknown) {
+    super(readError instanceof Error ? readError.message : String(readError), {
+      cause: readError,
+    });
+    this.name = 'ChunkReadError';
+    this.code = (readError as NodeJS.ErrnoException | undefined)?.code;
+  }
+}
+
+/**
  * The first `expectedBytes` of the file in order, each with its SHA-256: full 1 MiB chunks,
  * then a shorter last one; a single empty chunk for an empty file, as the fixed-size chunker
  * gives. A file that turns out shorter ends early. Each chunk's bytes are a view of a slot
@@ -20,7 +37,8 @@ import { CHUNK_BYTES } from './unixfs-settings.ts';
  *
  * The next chunk is read and hashed while the consumer hands this one on, into the second
  * slot. The slots go back when the generator ends, however it ends, once no read is left
- * running into them; so the caller must end it (`return()`) before it closes the file.
+ * running into them; so the caller must end it (`return()`) before it closes the file. A read
+ * that fails ends it with a ChunkReadError.
  */
 export async function* largeFileChunks(
   fd: number,
@@ -47,7 +65,9 @@ export async function* largeFileChunks(
     // An empty file still gives its one empty chunk, hashed as any other.
     reading = expectedBytes === 0 ? hasher.read(fd, 0, 0, next) : readNext();
     for (let first = true; reading; first = false) {
-      const chunk = await reading;
+      const chunk = await reading.catch((error: unknown) => {
+        throw new ChunkReadError(error);
+      });
       reading = undefined;
       if (chunk.bytes.length === 0 && !first) return;
       [current, next] = [next, current];

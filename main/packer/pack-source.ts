@@ -34,7 +34,7 @@ import {
 } from './folder-node.ts';
 import { ChunkHasher } from './chunk-hasher.ts';
 import { SlowReads, SmallFileReadAhead } from './small-file-read-ahead.ts';
-import { largeFileChunks } from './large-file-chunks.ts';
+import { ChunkReadError, largeFileChunks } from './large-file-chunks.ts';
 import { WalkAhead } from './walk-ahead.ts';
 import { LeafMarks } from './leaf-marks.ts';
 import { LeafSizes } from './leaf-sizes.ts';
@@ -244,8 +244,11 @@ interface OpenFolder {
   /** As walked; the source folder's has the path ''. */
   readonly entry: ScannedFolder;
   readonly meta: FolderMeta;
-  /** Its entries in walk order, each made or being made. */
-  readonly entries: Array<{ readonly name: string; readonly made: Promise<FolderEntry> }>;
+  /** Its entries in walk order, each made or being made; undefined for a file skipped then. */
+  readonly entries: Array<{
+    readonly name: string;
+    readonly made: Promise<FolderEntry | undefined>;
+  }>;
   /** Settles its entry in its parent once the folder's node is made. */
   readonly settle: (made: Promise<FolderEntry>) => void;
 }
@@ -391,14 +394,25 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     return packOneLeafFile(file, { cid, size: bytes.length }, false, slot);
   }
 
-  /** A file's node, its nodes written to `slot`, which is closed once they all are. */
+  /**
+   * A file's node, its nodes written to `slot`, which is closed once they all are; undefined
+   * when a read of it failed part way (a damaged sector): it is skipped as a file that cannot
+   * be opened is, and the folder is made without it. The leaves read before the failure were
+   * handed on already; the version's block set keeps them as blocks no file needs.
+   */
   async function packFile(
     file: ScannedFile,
     source: FileSource,
     slot: NodeSlot,
-  ): Promise<FolderEntry> {
+  ): Promise<FolderEntry | undefined> {
     try {
       return await packFileNodes(file, source, slot);
+    } catch (error) {
+      if (!(error instanceof ChunkReadError)) throw error;
+      skipUnreadable(file, error.readError);
+      fileCount -= 1;
+      totalBytes -= file.size;
+      return undefined;
     } finally {
       slot.close();
     }
@@ -509,7 +523,10 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     const made: FolderEntry[] = [];
     let node: MadeNode;
     try {
-      for (const entry of folder.entries) made.push(await entry.made);
+      for (const entry of folder.entries) {
+        const entryMade = await entry.made;
+        if (entryMade) made.push(entryMade);
+      }
       node = await makeFolderNode(folder.meta, made, blockstoreOf(slot));
     } finally {
       slot.close();
@@ -579,7 +596,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     },
   ];
   /** Small or unchanged files being packed, at most FILES_AT_ONCE. */
-  const packing = new Set<Promise<FolderEntry>>();
+  const packing = new Set<Promise<FolderEntry | undefined>>();
   /** Closes the open folders down to the one holding `relativePath`, deepest first. */
   const closeFoldersAbove = (relativePath: string): OpenFolder => {
     const parent = parentOf(relativePath);
@@ -596,7 +613,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const earlySlots = new Map<SourceEntry, NodeSlot>();
   /** Folders the walk did not go into, by path, until the packing reaches them. */
   const reusedFolders = new Map<string, ReusedFolder>();
-  const ahead = new WalkAhead<FolderEntry>(
+  const ahead = new WalkAhead<FolderEntry | undefined>(
     walkSource(input.sourceDir, {
       onSkip: input.onSkip,
       ...(reuseFolder
@@ -668,7 +685,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
           break;
         }
         case 'file': {
-          let made: Promise<FolderEntry>;
+          let made: Promise<FolderEntry | undefined>;
           if (item.early) {
             // Started as it was walked, or now that those before it have room.
             const started = await ahead.started(item);

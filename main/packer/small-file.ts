@@ -24,6 +24,8 @@ export function unreadableReason(error: unknown): string {
   if (code === 'ENOENT') return 'deleted before it was read';
   // O_NOFOLLOW: the name was made a symbolic link after the walk saw a file.
   if (code === 'ELOOP') return 'it is now a symbolic link, not a regular file';
+  // A damaged sector, most often: the disk may be failing, and its other files may follow.
+  if (code === 'EIO') return 'the disk could not read it (an I/O error: the disk may be failing)';
   return error instanceof Error ? error.message : String(error);
 }
 

@@ -23,6 +23,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
 import { keptRowsOf } from '../helpers/kept-state.ts';
@@ -31,9 +32,10 @@ import { damageStoredCar } from '../helpers/stored-blocks.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
-// are not UTF-8, sockets, named pipes and devices in the source, a full backup disk while shards
-// are written, a full disk under the Canopy home, and a full disk while restoring (small tmpfs
-// mounts), and a block the backup disk lost. Each gets a clear message and loses nothing.
+// are not UTF-8, sockets, named pipes and devices in the source, a file the disk fails to read
+// part way (an I/O error, injected by strace), a full backup disk while shards are written, a
+// full disk under the Canopy home, and a full disk while restoring (small tmpfs mounts), and a
+// block the backup disk lost. Each gets a clear message and loses nothing.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-failures-'));
 chmodSync(scratch, 0o755);
@@ -295,6 +297,66 @@ describe('backup failures', () => {
     expect((JSON.parse(whole.stdout) as { skipped: unknown[] }).skipped).toEqual([
       { path: 'queue', reason: 'named pipe (not backed up)', kind: 'special' },
     ]);
+  });
+
+  it('skips a file the disk fails to read part way (an I/O error), backs up the rest, and picks it up once it reads', async () => {
+    const source = path.join(scratch, 'damaged-sectors');
+    mkdirSync(source);
+    const large = randomBytes(3 * 1024 * 1024);
+    writeSettled(path.join(source, 'video.mp4'), large);
+    writeSettled(path.join(source, 'note.txt'), 'a small file');
+    writeSettled(path.join(source, 'ok.txt'), 'fine');
+    const home = path.join(scratch, 'damaged-sectors-home');
+    await loginWithBucket(home, path.join(scratch, 'damaged-sectors-data'), 'Sectors');
+    // The disk answers the first read of the large file, then fails every read after it, as a
+    // damaged sector past its first MiB would (strace injects the errors into that file's reads
+    // alone). Its first MiB was read and sent by then.
+    const canopy = canopyProcess(['backup', source, '--bucket', 'Sectors', '--skip-check'], {
+      ...process.env,
+      CANOPY_HOME: home,
+      ...fileStore,
+    });
+    const damaged = spawnSync(
+      'strace',
+      [
+        '-f',
+        '-qq',
+        '--seccomp-bpf',
+        '-o',
+        '/dev/null',
+        '-e',
+        'trace=read,pread64',
+        '-e',
+        'inject=read,pread64:error=EIO:when=2+',
+        '-P',
+        path.join(source, 'video.mp4'),
+        canopy.command,
+        ...canopy.args,
+      ],
+      { encoding: 'utf8', env: canopy.env },
+    );
+    expect(damaged.status, damaged.stderr).toBe(3);
+    const reason = 'the disk could not read it (an I/O error: the disk may be failing)';
+    expect(damaged.stdout).toContain(`skipped video.mp4: ${reason}\n`);
+    expect(damaged.stderr).toBe(
+      'canopy: 1 item could not be read (listed in the output) and is not in the version; everything else is\n',
+    );
+    const listed = await runCanopy(home, ['ls', '--bucket', 'Sectors', '--json'], fileStore);
+    expect((JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name)).toEqual([
+      'note.txt',
+      'ok.txt',
+    ]);
+    // Read whole again, it is backed up, and restores byte for byte.
+    const whole = await runCanopy(home, ['backup', source, '--bucket', 'Sectors'], fileStore);
+    expect(whole.status, whole.stderr).toBe(0);
+    const target = path.join(scratch, 'damaged-sectors-restored');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Sectors', 'video.mp4', '--to', target],
+      fileStore,
+    );
+    expect(restored.status, restored.stderr).toBe(0);
+    expect(readFileSync(path.join(target, 'video.mp4')).equals(large)).toBe(true);
   });
 
   it('reports a full backup disk clearly, keeps nothing half-written, and finishes the upload once space is free', async () => {

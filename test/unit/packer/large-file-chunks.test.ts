@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChunkHasher } from '../../../main/packer/chunk-hasher.ts';
-import { largeFileChunks } from '../../../main/packer/large-file-chunks.ts';
+import { ChunkReadError, largeFileChunks } from '../../../main/packer/large-file-chunks.ts';
 
 const MIB = 1024 * 1024;
 
@@ -118,14 +118,16 @@ describe('largeFileChunks', () => {
     for (const slot of slots) hasher.giveSlot(slot);
   });
 
-  it('fails with the file-system error of a read that fails, and gives its slots back', async () => {
+  it('fails with a ChunkReadError holding the file-system error of a read that fails, and gives its slots back', async () => {
     // A folder opens, but reading it fails.
     const fd = openSync(dir, 'r');
     try {
       const reading = (async () => {
         for await (const chunk of largeFileChunks(fd, 2 * MIB, hasher)) void chunk;
       })();
-      await expect(reading).rejects.toMatchObject({ code: 'EISDIR' });
+      // Told apart from a failure of what is done with the chunks: the file is skipped for it.
+      await expect(reading).rejects.toBeInstanceOf(ChunkReadError);
+      await expect(reading).rejects.toMatchObject({ code: 'EISDIR', cause: { code: 'EISDIR' } });
     } finally {
       closeSync(fd);
     }
