@@ -157,13 +157,16 @@ describe('comparing two versions', () => {
 });
 
 describe('canopy diff', () => {
-  it('prints a line per change and a summary, and says when there is nothing to compare with', async () => {
+  it('prints a line per change and a summary, and says when there is nothing to compare', async () => {
     const home = path.join(scratch, 'cli-home');
     const tree = path.join(scratch, 'cli-source');
     mkdirSync(path.join(tree, 'photos'), { recursive: true });
     writeFileSync(path.join(tree, 'photos', 'beach.jpg'), 'sand');
     writeFileSync(path.join(tree, 'notes.txt'), 'first');
     await loginWithBucket(home, path.join(scratch, 'cli-local'), 'Home');
+    expect(await canopyFails(home, 'diff', '--bucket', 'Home')).toBe(
+      'canopy: bucket "Home" has no version yet\n',
+    );
     await canopySucceeds(home, 'backup', tree, '--bucket', 'Home', '--skip-check');
     const alone = await canopyFails(home, 'diff', '--bucket', 'Home');
     expect(alone).toMatch(
