@@ -6,12 +6,15 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
+  readlinkSync,
   renameSync,
   rmSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
+import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -25,6 +28,7 @@ import { fingerprintTree, type Fingerprint } from '../helpers/tree-fingerprint.t
 // symlinks and hard links changed; names that change kind (file, folder, symlink). Every version must restore as the folder was when it was
 // backed up. The file index's shortcuts (a file unchanged by size, mtime and inode, a folder
 // unchanged as a whole, a file found again after its folder moved) are what this exercises.
+// What `canopy diff` tells between each version and the next must be what the edits changed.
 // The edits are random from a fixed seed, so a failure repeats (EDIT_SEED=N tries another).
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-edits-'));
@@ -188,6 +192,58 @@ const EDITS: Array<() => boolean> = [
   },
 ];
 
+/** What `canopy diff` tells apart of an entry: its kind, bytes, mode, mtime, link target. */
+interface DiffedEntry {
+  readonly type: 'file' | 'directory' | 'symlink';
+  readonly sha?: string;
+  readonly mode: number;
+  readonly mtimeNs: bigint;
+  readonly target?: string;
+}
+
+/** Every entry under `root` by its path below it, the root itself as ''. */
+function diffedEntries(root: string): Map<string, DiffedEntry> {
+  const out = new Map<string, DiffedEntry>();
+  const add = (relative: string): void => {
+    const full = path.join(root, relative);
+    const stats = lstatSync(full, { bigint: true });
+    const common = { mode: Number(stats.mode & 0o7777n), mtimeNs: stats.mtimeNs };
+    if (stats.isSymbolicLink()) {
+      out.set(relative, { type: 'symlink', ...common, target: readlinkSync(full) });
+    } else if (stats.isDirectory()) {
+      out.set(relative, { type: 'directory', ...common });
+      for (const name of readdirSync(full)) add(relative === '' ? name : `${relative}/${name}`);
+    } else {
+      const sha = createHash('sha256').update(readFileSync(full)).digest('hex');
+      out.set(relative, { type: 'file', ...common, sha });
+    }
+  };
+  add('');
+  return out;
+}
+
+/** The changes from `before` to `after`, each as `<change> <path>`, as VersionDiffer names them. */
+function expectedChanges(
+  before: Map<string, DiffedEntry>,
+  after: Map<string, DiffedEntry>,
+): string[] {
+  const changes: string[] = [];
+  for (const relative of new Set([...before.keys(), ...after.keys()])) {
+    const old = before.get(relative);
+    const now = after.get(relative);
+    let change: string | undefined;
+    if (!old) change = 'added';
+    else if (!now) change = 'removed';
+    else if (old.type !== now.type) change = 'type';
+    else if (old.sha !== now.sha || old.target !== now.target) change = 'modified';
+    // A folder's mtime follows the names in it, which are told themselves.
+    else if (old.mode !== now.mode || (now.type !== 'directory' && old.mtimeNs !== now.mtimeNs))
+      change = 'metadata';
+    if (change) changes.push(`${change} ${relative}`);
+  }
+  return changes.sort();
+}
+
 describe('random edits between backups', () => {
   it('restores every version as the folder was when it was backed up', async () => {
     mkdirSync(source);
@@ -196,13 +252,29 @@ describe('random edits between backups', () => {
     try {
       await engine.loginLocal({});
       await engine.createBucket({ name: 'Edited', type: 'backup', storageClass: 'hot' });
-      const versions: Array<{ id: string; expected: Map<string, Fingerprint> }> = [];
+      const versions: Array<{
+        id: string;
+        expected: Map<string, Fingerprint>;
+        entries: Map<string, DiffedEntry>;
+      }> = [];
       for (let round = 0; round < 12; round++) {
         for (let edits = round === 0 ? 20 : 1 + below(6); edits > 0; edits--) pick(EDITS)?.();
         const expected = fingerprintTree(source);
+        const entries = diffedEntries(source);
         const backup = await engine.backup({ dir: source, bucket: 'Edited', allowEmpty: true });
         expect(backup.skipped).toEqual([]);
-        versions.push({ id: backup.versionId, expected });
+        versions.push({ id: backup.versionId, expected, entries });
+      }
+      // What changed from each version to the next, as `canopy diff` tells it, is what the
+      // edits changed in the folder.
+      for (let index = 1; index < versions.length; index++) {
+        const [before, after] = [versions[index - 1], versions[index]];
+        if (!before || !after) continue;
+        const compared = await engine.compare({ bucket: 'Edited', from: before.id, to: after.id });
+        expect(
+          compared.changes.map((change) => `${change.change} ${change.path}`).sort(),
+          `from version ${index - 1} to ${index}`,
+        ).toEqual(expectedChanges(before.entries, after.entries));
       }
       for (const [index, version] of versions.entries()) {
         const target = path.join(scratch, `restored-${index}`);
