@@ -19,7 +19,9 @@ import { CHUNK_BYTES } from './unixfs-settings.ts';
  */
 export class ChunkReadError extends Error {
   readonly code: string | undefined;
-  constructor(readonly readError: unknown) {
+  /** The file-system error of the read. */
+  declare readonly cause: unknown;
+  constructor(readError: unknown) {
     super(readError instanceof Error ? readError.message : String(readError), {
       cause: readError,
     });

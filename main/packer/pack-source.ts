@@ -409,7 +409,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       return await packFileNodes(file, source, slot);
     } catch (error) {
       if (!(error instanceof ChunkReadError)) throw error;
-      skipUnreadable(file, error.readError);
+      skipUnreadable(file, error.cause);
       fileCount -= 1;
       totalBytes -= file.size;
       return undefined;
