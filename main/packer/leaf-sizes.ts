@@ -19,6 +19,14 @@ export class LeafSizes {
     return this.recorded(this.cids.size, this.cids.add(cid), size);
   }
 
+  /** The leaf's number, recording it first when it was not held. */
+  addOrFind(cid: CID, size: number): number {
+    const before = this.cids.size;
+    const index = this.cids.add(cid);
+    this.recorded(before, index, size);
+    return index;
+  }
+
   /** add, for a leaf given by its SHA-256 digest (copied in). */
   addDigest(digest: Uint8Array, size: number): boolean {
     return this.recorded(this.cids.size, this.cids.addDigest(digest), size);

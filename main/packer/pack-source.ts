@@ -37,6 +37,7 @@ import { SlowReads, SmallFileReadAhead } from './small-file-read-ahead.ts';
 import { ChunkReadError, largeFileChunks } from './large-file-chunks.ts';
 import { WalkAhead } from './walk-ahead.ts';
 import { LeafMarks } from './leaf-marks.ts';
+import { UseCounts } from './use-counts.ts';
 import { LeafSizes } from './leaf-sizes.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
 import { NodeOrder, type NodeSlot } from './node-order.ts';
@@ -205,6 +206,12 @@ export interface PackedTree {
   readonly manifestBytes: Uint8Array;
   /** Every distinct leaf of the tree that `knownLeaves` lacks, with its size. */
   readonly leaves: LeafSizes;
+  /**
+   * Leaves handed to `onLeaf` that no file of the tree holds, by their number among `leaves`:
+   * read from a file whose read then failed part way. They are not the version's: the caller
+   * drops them from what it sends. Empty unless such a read failed.
+   */
+  readonly strayLeaves: readonly number[];
   /** Known leaves the tree no longer holds, at most `limit` of them (none without knownLeaves). */
   knownLeavesDropped(limit: number): CID[];
   readonly fileCount: number;
@@ -253,6 +260,15 @@ interface OpenFolder {
   readonly settle: (made: Promise<FolderEntry>) => void;
 }
 
+/**
+ * What a file being read holds of the tree so far: known leaves by their number among the
+ * known ones, others by theirs among the tree's `leaves`. Taken back should its read fail.
+ */
+interface LeafHoldings {
+  readonly known: number[];
+  readonly fresh: number[];
+}
+
 /** Where a file's leaves come from: read whole already, known unchanged, or read chunk by chunk. */
 type FileSource =
   | { readonly kind: 'small'; readonly bytes: Uint8Array }
@@ -271,12 +287,30 @@ function parentOf(relativePath: string): string {
 export async function packSource(input: PackInput): Promise<PackedTree> {
   const leaves = new LeafSizes();
   const known = input.knownLeaves ? new LeafMarks(input.knownLeaves) : undefined;
+  /** How many holdings of each of `leaves` the tree has, by its number there. */
+  const leafUses = new UseCounts();
+  /**
+   * Leaves of files whose read failed part way, handed on already: those no other file holds
+   * are strays.
+   */
+  const strayCandidates = new Set<number>();
   /**
    * Holds a leaf of the tree; true the first time for a leaf the known leaves lack, or, with
-   * `resend`, for one they have too.
+   * `resend`, for one they have too. A file being read notes its holdings in `holdings`, to
+   * take them back should its read fail.
    */
-  const holdLeaf = (cid: CID, size: number, resend = false): boolean =>
-    (known?.mark(cid) !== true || resend) && leaves.add(cid, size);
+  const holdLeaf = (cid: CID, size: number, resend = false, holdings?: LeafHoldings): boolean => {
+    const knownLeaf = known ? known.mark(cid) : -1;
+    if (knownLeaf >= 0) {
+      holdings?.known.push(knownLeaf);
+      if (!resend) return false;
+    }
+    const count = leaves.count;
+    const leaf = leaves.addOrFind(cid, size);
+    leafUses.use(leaf);
+    holdings?.fresh.push(leaf);
+    return leaf === count;
+  };
   let fileCount = 0;
   let totalBytes = 0;
   const changedWhileRead: string[] = [];
@@ -302,9 +336,23 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   });
 
   /** Records a leaf the first time the tree holds it, and hands a new one to the caller. */
-  async function putLeaf(cid: CID, bytes: Uint8Array, origin: LeafOrigin): Promise<void> {
-    if (!holdLeaf(cid, bytes.length, input.resendLeaves?.has(cid) === true)) return;
+  async function putLeaf(
+    cid: CID,
+    bytes: Uint8Array,
+    origin: LeafOrigin,
+    holdings?: LeafHoldings,
+  ): Promise<void> {
+    if (!holdLeaf(cid, bytes.length, input.resendLeaves?.has(cid) === true, holdings)) return;
     await input.onLeaf(cid, bytes, origin, cidText(cid), leaves.count - 1);
+  }
+
+  /** Takes back what a file whose read failed part way held: it is not in the tree. */
+  function letGo(holdings: LeafHoldings): void {
+    for (const leaf of holdings.known) known?.unmark(leaf);
+    for (const leaf of holdings.fresh) {
+      leafUses.release(leaf);
+      strayCandidates.add(leaf);
+    }
   }
 
   /** A file's leaves, each made (read, hashed, handed on) when the file builder asks for it. */
@@ -312,6 +360,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     file: ScannedFile,
     source: Exclude<FileSource, { kind: 'small' }>,
     list: LeafListBuilder,
+    holdings: LeafHoldings,
   ): AsyncGenerator<LeafMaker> {
     if (source.kind === 'reused') {
       for (const leaf of source.leaves) list.add(leaf.cid);
@@ -340,7 +389,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       const cid = cidFromSha256(RAW_CODEC, chunk.digest);
       if (bytes.length > 0) list.add(cid);
       yield async () => {
-        await putLeaf(cid, bytes, origin);
+        await putLeaf(cid, bytes, origin, holdings);
         return { cid, size: BigInt(bytes.length) };
       };
     }
@@ -398,17 +447,19 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
    * A file's node, its nodes written to `slot`, which is closed once they all are; undefined
    * when a read of it failed part way (a damaged sector): it is skipped as a file that cannot
    * be opened is, and the folder is made without it. The leaves read before the failure were
-   * handed on already; the version's block set keeps them as blocks no file needs.
+   * handed on already: those no other file holds are the tree's strays.
    */
   async function packFile(
     file: ScannedFile,
     source: FileSource,
     slot: NodeSlot,
   ): Promise<FolderEntry | undefined> {
+    const holdings: LeafHoldings = { known: [], fresh: [] };
     try {
-      return await packFileNodes(file, source, slot);
+      return await packFileNodes(file, source, slot, holdings);
     } catch (error) {
       if (!(error instanceof ChunkReadError)) throw error;
+      letGo(holdings);
       skipUnreadable(file, error.cause);
       fileCount -= 1;
       totalBytes -= file.size;
@@ -422,6 +473,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     file: ScannedFile,
     source: FileSource,
     slot: NodeSlot,
+    holdings: LeafHoldings,
   ): Promise<FolderEntry> {
     if (source.kind === 'small') return packSmallFile(file, source.bytes, slot);
     if (source.kind === 'reused' && source.leaves.length <= 1) {
@@ -430,7 +482,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       return packOneLeafFile(file, leaf, true, slot);
     }
     const list = new LeafListBuilder();
-    const fileLeaves = leavesOf(file, source, list);
+    const fileLeaves = leavesOf(file, source, list, holdings);
     try {
       const mtime = mtimeOf(file.mtimeNs);
       const store = blockstoreOf(slot);
@@ -748,6 +800,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     manifestCid,
     manifestBytes,
     leaves,
+    strayLeaves: [...strayCandidates].filter((leaf) => !leafUses.isUsed(leaf)),
     knownLeavesDropped: (limit) => known?.unmarked(limit) ?? [],
     fileCount,
     totalBytes,

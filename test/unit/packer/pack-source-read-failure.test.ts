@@ -1,0 +1,127 @@
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { CID } from 'multiformats/cid';
+import * as raw from 'multiformats/codecs/raw';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { LeafSizes, MetadataNodes, packSource } from '../../../main/packer/index.ts';
+import type * as LargeFileChunks from '../../../main/packer/large-file-chunks.ts';
+import type { SkippedItem } from '../../../main/scanner/index.ts';
+
+// A file whose read fails part way (a damaged sector) is left out of the tree, and so are the
+// leaves it had handed on already: no file of the tree holds them. The failure is injected
+// where the packer reads large files: the real reads of a file named damaged.bin fail with EIO
+// from its fourth chunk on, as strace's fault injection does in the scenario tests.
+
+const MIB = 1 << 20;
+
+vi.mock('../../../main/packer/large-file-chunks.ts', async (importOriginal) => {
+  const actual = await importOriginal<typeof LargeFileChunks>();
+  async function* failingOnDamaged(
+    ...args: Parameters<typeof actual.largeFileChunks>
+  ): ReturnType<typeof actual.largeFileChunks> {
+    const damaged = readlinkSync(`/proc/self/fd/${args[0]}`).endsWith('damaged.bin');
+    let chunks = 0;
+    for await (const chunk of actual.largeFileChunks(...args)) {
+      if (damaged && chunks === 3) {
+        const eio = Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' });
+        throw new actual.ChunkReadError(eio);
+      }
+      chunks += 1;
+      yield chunk;
+    }
+  }
+  return { ...actual, largeFileChunks: failingOnDamaged };
+});
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function leafOf(bytes: Uint8Array): Promise<string> {
+  return CID.createV1(raw.code, await sha256.digest(bytes)).toString();
+}
+
+describe('a file whose read fails part way', () => {
+  it("is left out, its leaves no other file holds are strays, and its known leaves' marks are taken back", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-failure-'));
+    dirs.push(dir);
+    const [known, onlyHere, shared, neverRead] = [0, 1, 2, 3].map(() => randomBytes(MIB));
+    if (!known || !onlyHere || !shared || !neverRead) throw new Error('no chunks');
+    // The version built on holds `known` (old.bin, gone since).
+    const previous = new LeafSizes();
+    const knownCid = CID.parse(await leafOf(known));
+    previous.add(knownCid, MIB);
+    writeFileSync(
+      path.join(dir, 'damaged.bin'),
+      Buffer.concat([known, onlyHere, shared, neverRead]),
+    );
+    // Another file holds one of the damaged file's leaves: that one stays the tree's.
+    const tail = randomBytes(1000);
+    writeFileSync(path.join(dir, 'shares.bin'), Buffer.concat([shared, tail]));
+    writeFileSync(path.join(dir, 'small.txt'), 'fine');
+
+    const handedOn: string[] = [];
+    const skipped: SkippedItem[] = [];
+    const tree = await packSource({
+      nodes: new MetadataNodes(),
+      sourceDir: dir,
+      sourceLabel: 'test:/src',
+      deviceFingerprint: 'a'.repeat(40),
+      createdAtSeconds: 1_800_000_000,
+      knownLeaves: previous,
+      onLeaf: (cid) => {
+        handedOn.push(cid.toString());
+        return Promise.resolve();
+      },
+      onSkip: (item) => skipped.push(item),
+    });
+
+    expect(skipped).toEqual([
+      {
+        path: 'damaged.bin',
+        kind: 'unreadable',
+        reason: 'the disk could not read it (an I/O error: the disk may be failing)',
+      },
+    ]);
+    expect(tree.fileCount).toBe(2);
+    expect(tree.totalBytes).toBe(MIB + 1000 + 4);
+    // What it read was handed on as it was read, the known leaf excepted; the fourth chunk
+    // never was.
+    expect(handedOn).toEqual(
+      expect.arrayContaining([await leafOf(onlyHere), await leafOf(shared)]),
+    );
+    expect(handedOn).not.toContain(await leafOf(neverRead));
+    expect(handedOn).not.toContain(knownCid.toString());
+    expect(tree.strayLeaves.map((leaf) => tree.leaves.cidAt(leaf).toString())).toEqual([
+      await leafOf(onlyHere),
+    ]);
+    // Held by nothing in the tree, the known leaf is no longer the version's.
+    expect(tree.knownLeavesDropped(10).map(String)).toEqual([knownCid.toString()]);
+  });
+
+  it('leaves no strays when every leaf it read is held by a file of the tree', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-failure-'));
+    dirs.push(dir);
+    const chunks = [0, 1, 2, 3].map(() => randomBytes(MIB));
+    const whole = Buffer.concat(chunks);
+    writeFileSync(path.join(dir, 'damaged.bin'), whole);
+    writeFileSync(path.join(dir, 'copy.bin'), whole);
+    const skipped: SkippedItem[] = [];
+    const tree = await packSource({
+      nodes: new MetadataNodes(),
+      sourceDir: dir,
+      sourceLabel: 'test:/src',
+      deviceFingerprint: 'a'.repeat(40),
+      createdAtSeconds: 1_800_000_000,
+      onLeaf: () => Promise.resolve(),
+      onSkip: (item) => skipped.push(item),
+    });
+    expect(skipped.map((item) => item.path)).toEqual(['damaged.bin']);
+    expect(tree.strayLeaves).toEqual([]);
+    expect(tree.leaves.count).toBe(4);
+  });
+});
