@@ -15,6 +15,16 @@ export interface ShardPlan {
   add(shard: number, position: number, block: QueuedBlock): void;
   /** Writes the blocks added and not yet written. */
   flush(): void;
+  /**
+   * Up to `count` blocks of shard `shard`, in order from position `from`; fewer only at its
+   * end. Blocks added are written first.
+   */
+  blocksOf(shard: number, from: number, count: number): QueuedBlock[];
+  /**
+   * Takes the blocks whose CID is one of `cids` out of shard `shard`; those after them move
+   * up, so that its positions run from 0 again. Returns how many blocks it keeps.
+   */
+  dropBlocks(shard: number, cids: ReadonlySet<string>): number;
   /** Drops the plan and every block of it (a recorded plan is gone already). */
   discard(): void;
 }
@@ -52,6 +62,44 @@ export function startShardPlan(db: StateDb, bucketId: string): ShardPlan {
       if (pending.length >= BLOCKS_PER_WRITE) flush();
     },
     flush,
+    blocksOf(shard, from, count) {
+      flush();
+      return db
+        .prepare<[number, number, number, number], QueuedBlock>(
+          `SELECT cid, path, offset, length FROM planned_blocks
+           WHERE plan_id = ? AND shard = ? AND position >= ? ORDER BY position LIMIT ?`,
+        )
+        .all(id, shard, from, count);
+    },
+    dropBlocks(shard, cids) {
+      flush();
+      return db
+        .transaction(() => {
+          db.prepare(
+            `DELETE FROM planned_blocks WHERE plan_id = ? AND shard = ?
+             AND cid IN (SELECT value FROM json_each(?))`,
+          ).run(id, shard, JSON.stringify([...cids]));
+          // Renumbered through negative positions, so no two rows ever share a key.
+          db.prepare(
+            `UPDATE planned_blocks SET position = -1 - numbered.position
+             FROM (SELECT position AS old, ROW_NUMBER() OVER (ORDER BY position) - 1 AS position
+                   FROM planned_blocks WHERE plan_id = @plan AND shard = @shard) AS numbered
+             WHERE plan_id = @plan AND shard = @shard AND planned_blocks.position = numbered.old`,
+          ).run({ plan: id, shard });
+          db.prepare(
+            'UPDATE planned_blocks SET position = -1 - position WHERE plan_id = ? AND shard = ?',
+          ).run(id, shard);
+          return (
+            db
+              .prepare<[number, number], number>(
+                'SELECT COUNT(*) FROM planned_blocks WHERE plan_id = ? AND shard = ?',
+              )
+              .pluck()
+              .get(id, shard) ?? 0
+          );
+        })
+        .immediate();
+    },
     discard() {
       pending.length = 0;
       db.prepare('DELETE FROM shard_plans WHERE id = ?').run(id);

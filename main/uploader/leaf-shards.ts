@@ -19,6 +19,11 @@ export class LeafShards {
     if (this.shards[leaf] === NO_SHARD) this.shards[leaf] = shard;
   }
 
+  /** Leaf `leaf` is in no shard after all: taken out of the one it was laid out in. */
+  forget(leaf: number): void {
+    if (leaf >= 0 && leaf < this.shards.length) this.shards[leaf] = NO_SHARD;
+  }
+
   /** The shard leaf `leaf` was laid out in; undefined when it is in none. */
   shardOf(leaf: number): number | undefined {
     const shard = leaf >= 0 ? this.shards[leaf] : undefined;

@@ -22,6 +22,7 @@ import {
 import { leavesOfFile, listedLeavesInTree, type TreeLeaves } from './previous-tree.ts';
 import type { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile, MetadataOverLimit } from './metadata-car-file.ts';
+import { dropStrayLeaves } from './stray-leaves.ts';
 import { ShardPlanner, type PlannedShard } from './shard-planner.ts';
 import { MAX_SHARD_TARGET_BYTES } from './shard-target.ts';
 import { ShardWriter, type StagedShard } from './shard-writer.ts';
@@ -284,6 +285,7 @@ export async function packAndPush(
       tree = await packOnce();
       await shards.seal();
     }
+    await dropStrayLeaves(shards, tree.strayLeaves, tree.leaves, input.sourceDir);
     const counts = {
       changedWhileRead: tree.changedWhileRead,
       scanStartedMs,

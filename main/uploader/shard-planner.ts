@@ -11,6 +11,7 @@ import type { LeafOrigin } from '../packer/index.ts';
 import type { QueuedBlock } from '../state/index.ts';
 import { LeafShards } from './leaf-shards.ts';
 import { shardHasRoom } from './shard-target.ts';
+import { plannedShardBody } from './planned-shard-body.ts';
 
 // Lays data blocks out into shards (CARv1, roots = [first block], at most `targetBytes` of
 // blocks and MAX_SHARD_BLOCKS blocks each) without writing them anywhere: each shard is a list
@@ -27,9 +28,15 @@ import { shardHasRoom } from './shard-target.ts';
 /** One block of a planned shard: its CID and where its bytes lie in the source. */
 export type PlannedBlock = QueuedBlock;
 
-/** Takes each planned block: its shard's number (0, 1, …) and its position in that shard. */
+/**
+ * Takes each planned block: its shard's number (0, 1, …) and its position in that shard; and
+ * gives them back (the state database's ShardPlan).
+ */
 export interface PlannedBlockSink {
   add(shard: number, position: number, block: PlannedBlock): void;
+  blocksOf(shard: number, from: number, count: number): PlannedBlock[];
+  /** Takes the blocks `cids` out of shard `shard`, the rest moved up; how many it keeps. */
+  dropBlocks(shard: number, cids: ReadonlySet<string>): number;
 }
 
 export interface PlannedShard {
@@ -73,6 +80,27 @@ export class ShardPlanner {
     });
     current.blocks += 1;
     this.leafShards.record(leaf, shard);
+  }
+
+  /**
+   * Takes the blocks `cids` out of the sealed shard numbered `shard`. The blocks it keeps are
+   * read from `sourceDir` again, and checked, to name the shard anew (`source_changed` should
+   * one have changed). A shard that keeps none stays as it was, to hold no leaf and never be
+   * needed.
+   */
+  async dropBlocks(shard: number, cids: ReadonlySet<string>, sourceDir: string): Promise<void> {
+    if (!this.shards[shard]) throw new Error(`shard ${shard} is not sealed`);
+    if (this.sink.dropBlocks(shard, cids) === 0) return;
+    const hash = createHash('sha256');
+    let bytes = 0;
+    const body = plannedShardBody(sourceDir, (from, count) =>
+      this.sink.blocksOf(shard, from, count),
+    );
+    for await (const part of body) {
+      hash.update(part);
+      bytes += part.length;
+    }
+    this.shards[shard] = { shardCid: cidFromSha256(RAW_CODEC, hash.digest()), bytes };
   }
 
   /** Closes the open shard and records its CID. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
+import { createReadStream, mkdirSync } from 'node:fs';
+import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { CID } from 'multiformats/cid';
 import { EngineError, isDiskFull } from '../api/index.ts';
@@ -9,7 +9,9 @@ import {
   encodeCarSectionHead,
   RAW_CODEC,
   cidFromSha256,
+  readCar,
 } from '../protocol/index.ts';
+import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { LeafShards } from './leaf-shards.ts';
 import { shardHasRoom } from './shard-target.ts';
 
@@ -175,6 +177,51 @@ export class ShardWriter {
     } catch (error) {
       await this.fail(error);
     }
+  }
+
+  /**
+   * Takes the blocks `cids` out of the sealed shard numbered `shard`: its file is written again
+   * without them, and named anew. A shard that keeps none stays as it was, to hold no leaf and
+   * never be needed.
+   */
+  async dropBlocks(shard: number, cids: ReadonlySet<string>): Promise<void> {
+    const sealed = this.shards[shard];
+    if (!sealed) throw new Error(`shard ${shard} is not sealed`);
+    const kept = `${sealed.file}.kept`;
+    const hash = createHash('sha256');
+    let bytes = 0;
+    try {
+      const handle = await open(kept, 'w', 0o600);
+      try {
+        const blocks = readCar(createReadStream(sealed.file), { maxBlockBytes: CHUNK_BYTES });
+        for await (const item of blocks) {
+          if (item.type !== 'block' || cids.has(item.cid.toString())) continue;
+          const parts = bytes === 0 ? [encodeCarHeader([item.cid])] : [];
+          parts.push(encodeCarSectionHead(item.cid, item.length), ...item.pieces);
+          for (const part of parts) {
+            hash.update(part);
+            bytes += part.length;
+            await handle.writeFile(part);
+          }
+        }
+        await handle.datasync();
+      } finally {
+        await handle.close();
+      }
+      if (bytes === 0) {
+        await rm(kept);
+        return;
+      }
+      await rename(kept, sealed.file);
+    } catch (error) {
+      await rm(kept, { force: true });
+      throw stagingError(path.dirname(this.dir), error);
+    }
+    this.shards[shard] = {
+      file: sealed.file,
+      shardCid: cidFromSha256(RAW_CODEC, hash.digest()),
+      bytes,
+    };
   }
 
   private async sealCurrent(): Promise<void> {

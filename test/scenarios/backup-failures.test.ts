@@ -299,7 +299,7 @@ describe('backup failures', () => {
     ]);
   });
 
-  it('skips a file the disk fails to read part way (an I/O error), backs up the rest, and picks it up once it reads', async () => {
+  it('skips a file the disk fails to read part way (an I/O error), sends none of what it read, backs up the rest, and picks it up once it reads', async () => {
     const source = path.join(scratch, 'damaged-sectors');
     mkdirSync(source);
     // Six chunks and a bit: read on at most four hashing threads, some thread reads two.
@@ -310,11 +310,13 @@ describe('backup failures', () => {
     await loginWithBucket(home, path.join(scratch, 'damaged-sectors-data'), 'Sectors');
     const first = await runCanopy(home, ['backup', source, '--bucket', 'Sectors'], fileStore);
     expect(first.status, first.stderr).toBe(0);
-    // A copy of it then fails part way: strace fails every read of that file after the first
+    // A new file then fails part way: strace fails every read of that file after the first
     // each thread makes (its count is per thread), as a damaged sector past the file's start
-    // would. The bucket holds the copy's chunks already, so nothing reads the file again to
-    // send one of them, whichever chunk the failure meets.
-    writeSettled(path.join(source, 'video.mp4'), large);
+    // would. The chunks read before the failure belong to no file of the version: none is
+    // sent.
+    const video = randomBytes(6 * 1024 * 1024 + 5);
+    writeSettled(path.join(source, 'video.mp4'), video);
+    writeSettled(path.join(source, 'notes.txt'), 'new notes');
     const canopy = canopyProcess(['backup', source, '--bucket', 'Sectors', '--skip-check'], {
       ...process.env,
       CANOPY_HOME: home,
@@ -342,11 +344,14 @@ describe('backup failures', () => {
     expect(damaged.status, damaged.stderr).toBe(3);
     const reason = 'the disk could not read it (an I/O error: the disk may be failing)';
     expect(damaged.stdout).toContain(`skipped video.mp4: ${reason}\n`);
+    // Of all it read, only the notes are new to the version, and sent.
+    expect(damaged.stdout).toMatch(/\b9 new bytes, \d{3} bytes uploaded /);
     expect(damaged.stderr).toBe(
       'canopy: 1 item could not be read (listed in the output) and is not in the version; everything else is\n',
     );
     const listed = await runCanopy(home, ['ls', '--bucket', 'Sectors', '--json'], fileStore);
     expect((JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name)).toEqual([
+      'notes.txt',
       'ok.txt',
       'original.bin',
     ]);
@@ -360,7 +365,7 @@ describe('backup failures', () => {
       fileStore,
     );
     expect(restored.status, restored.stderr).toBe(0);
-    expect(readFileSync(path.join(target, 'video.mp4')).equals(large)).toBe(true);
+    expect(readFileSync(path.join(target, 'video.mp4')).equals(video)).toBe(true);
   });
 
   it('reports a full backup disk clearly, keeps nothing half-written, and finishes the upload once space is free', async () => {

@@ -109,6 +109,34 @@ describe('a shard plan', () => {
   });
 });
 
+describe('blocks dropped from a planned shard', () => {
+  it('go, the blocks after them move up, and other shards and plans are untouched', () => {
+    const db = freshDatabase();
+    const queue = uploadQueue(db);
+    const other = queue.startPlan('bucket-2');
+    other.add(0, 0, block('x'));
+    const plan = queue.startPlan('bucket-1');
+    for (let position = 0; position < 5000; position++)
+      plan.add(0, position, block(String(position)));
+    plan.add(1, 0, block('1'));
+    // Added and not yet written: dropped all the same.
+    const dropped = new Set(['cid-0', 'cid-1', 'cid-2500', 'cid-4999']);
+    expect(plan.dropBlocks(0, dropped)).toBe(4996);
+    const kept = plan.blocksOf(0, 0, 10_000);
+    expect(kept.map((kept) => kept.path)).toEqual(
+      Array.from({ length: 5000 }, (_, position) => String(position)).filter(
+        (name) => !dropped.has(`cid-${name}`),
+      ),
+    );
+    // Positions run from 0 again, so paging goes through them all once.
+    expect(plan.blocksOf(0, 2497, 2)).toEqual([block('2499'), block('2501')]);
+    expect(plan.blocksOf(1, 0, 10)).toEqual([block('1')]);
+    expect(plan.dropBlocks(1, new Set(['cid-1']))).toBe(0);
+    expect(plan.blocksOf(1, 0, 10)).toEqual([]);
+    expect(other.blocksOf(0, 0, 10)).toEqual([block('x')]);
+  });
+});
+
 describe('an upload carried over to a new version', () => {
   it('lists every block of its needed shards across pages, and the new version sends only the shards asked for', () => {
     const db = freshDatabase();

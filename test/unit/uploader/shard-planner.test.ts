@@ -16,6 +16,8 @@ import {
 } from '../../../main/uploader/planned-shard-body.ts';
 import { ShardPlanner } from '../../../main/uploader/shard-planner.ts';
 import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
+import { dropStrayLeaves } from '../../../main/uploader/stray-leaves.ts';
+import { LeafSizes } from '../../../main/packer/index.ts';
 import { MAX_SHARD_BLOCKS } from '../../../main/uploader/shard-target.ts';
 
 // A planned shard must be byte for byte the shard staging would have written: same layout,
@@ -151,6 +153,55 @@ describe('ShardPlanner and plannedShardBody', () => {
     // read as small blocks are).
     expect(hasherReads).toHaveBeenCalledTimes(3);
     hasherReads.mockRestore();
+  });
+
+  it('drop stray leaves: a shard is made again as if they had never come, and one left empty is never needed', async () => {
+    const dir = mkdtempSync(path.join(scratch, 'strays-'));
+    const blocks = await source(dir);
+    const target = (2 << 20) + 100;
+    const writer = new ShardWriter(path.join(dir, '.staging'), target);
+    const { planner, record } = plannerIn(dir, target);
+    const leaves = new LeafSizes();
+    for (const [leaf, block] of blocks.entries()) {
+      leaves.add(block.cid, block.bytes.length);
+      await writer.add(block.cid, block.bytes, leaf);
+      planner.add(block.cid, block.bytes, { path: block.path, offset: block.offset }, leaf);
+    }
+    await writer.seal();
+    planner.seal();
+    // Two shards: the large file's first two leaves, then its last two and the small files.
+    expect(blocks.map((_, leaf) => writer.leafShards.shardOf(leaf))).toEqual([0, 0, 1, 1, 1, 1]);
+    const emptied = writer.shards[0]?.shardCid.toString();
+    // The large file failed at its fourth leaf: its first three are strays.
+    const strays = [0, 1, 2];
+    await dropStrayLeaves(writer, strays, leaves, dir);
+    await dropStrayLeaves(planner, strays, leaves, dir);
+    const pages = record();
+
+    // What staging only the blocks kept writes, in a shard of its own.
+    const alone = new ShardWriter(path.join(dir, '.alone'), target);
+    for (const [leaf, block] of blocks.slice(3).entries())
+      await alone.add(block.cid, block.bytes, leaf);
+    await alone.seal();
+    const expected = alone.shards.map((shard) => [shard.shardCid.toString(), shard.bytes]);
+    expect(expected).toHaveLength(1);
+    for (const shards of [writer, planner]) {
+      expect(blocks.map((_, leaf) => shards.leafShards.shardOf(leaf))).toEqual([
+        undefined,
+        undefined,
+        undefined,
+        1,
+        1,
+        1,
+      ]);
+      expect(shards.shards[0]?.shardCid.toString()).toBe(emptied);
+      expect([shards.shards[1]?.shardCid.toString(), shards.shards[1]?.bytes]).toEqual(expected[0]);
+    }
+    expect(
+      readFileSync(writer.shards[1]?.file ?? '').equals(readFileSync(alone.shards[0]?.file ?? '')),
+    ).toBe(true);
+    const body = await readAll(plannedShardBody(dir, shardPages(pages, 1)));
+    expect(body.equals(readFileSync(alone.shards[0]?.file ?? ''))).toBe(true);
   });
 
   it('keep small and large blocks in order in a body of many small files', async () => {
