@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readlinkSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -9,11 +9,15 @@ import { sha256 } from 'multiformats/hashes/sha2';
 import { LeafSizes, MetadataNodes, packSource } from '../../../main/packer/index.ts';
 import type * as LargeFileChunks from '../../../main/packer/large-file-chunks.ts';
 import type { SkippedItem } from '../../../main/scanner/index.ts';
+import { encodeCar } from '../../../main/protocol/index.ts';
+import { readTreeLeaves } from '../../../main/uploader/index.ts';
 
 // A file whose read fails part way (a damaged sector) is left out of the tree, and so are the
 // leaves it had handed on already: no file of the tree holds them. The failure is injected
 // where the packer reads large files: the real reads of a file named damaged.bin fail with EIO
-// from its fourth chunk on, as strace's fault injection does in the scenario tests.
+// from its fourth chunk on, as strace's fault injection does in the scenario tests. A sparse
+// file named damaged-huge.bin gives 1025 chunks of zeros, not read, then fails: past the
+// 1024 leaves a File node's layout gathers under one node.
 
 const MIB = 1 << 20;
 
@@ -22,6 +26,13 @@ vi.mock('../../../main/packer/large-file-chunks.ts', async (importOriginal) => {
   async function* failingOnDamaged(
     ...args: Parameters<typeof actual.largeFileChunks>
   ): ReturnType<typeof actual.largeFileChunks> {
+    if (readlinkSync(`/proc/self/fd/${args[0]}`).endsWith('damaged-huge.bin')) {
+      const zeros = new Uint8Array(MIB);
+      const digest = await sha256.encode(zeros);
+      for (let chunk = 0; chunk < 1025; chunk++) yield { bytes: zeros, digest };
+      const eio = Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO' });
+      throw new actual.ChunkReadError(eio);
+    }
     const damaged = readlinkSync(`/proc/self/fd/${args[0]}`).endsWith('damaged.bin');
     let chunks = 0;
     for await (const chunk of actual.largeFileChunks(...args)) {
@@ -101,6 +112,38 @@ describe('a file whose read fails part way', () => {
     ]);
     // Held by nothing in the tree, the known leaf is no longer the version's.
     expect(tree.knownLeavesDropped(10).map(String)).toEqual([knownCid.toString()]);
+  });
+
+  it('past 1 GiB, leaves none of its nodes in the tree: a later backup counts the leaves of every node stored', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-failure-'));
+    dirs.push(dir);
+    const huge = path.join(dir, 'damaged-huge.bin');
+    writeFileSync(huge, '');
+    truncateSync(huge, 2 * 1024 * MIB);
+    writeFileSync(path.join(dir, 'small.txt'), 'fine');
+    const nodes = new MetadataNodes();
+    const skipped: SkippedItem[] = [];
+    const tree = await packSource({
+      nodes,
+      sourceDir: dir,
+      sourceLabel: 'test:/src',
+      deviceFingerprint: 'a'.repeat(40),
+      createdAtSeconds: 1_800_000_000,
+      onLeaf: () => Promise.resolve(),
+      onSkip: (item) => skipped.push(item),
+    });
+    expect(skipped.map((item) => item.path)).toEqual(['damaged-huge.bin']);
+    const zeroLeaf = await leafOf(new Uint8Array(MIB));
+    expect(tree.strayLeaves.map((leaf) => tree.leaves.cidAt(leaf).toString())).toEqual([zeroLeaf]);
+    const stored = await readTreeLeaves(
+      encodeCar(
+        [tree.manifestCid],
+        [{ cid: tree.manifestCid, bytes: tree.manifestBytes }, ...nodes.sorted()],
+      ),
+    );
+    expect([...stored.leaves].map((leaf) => leaf.cid.toString())).toEqual([
+      await leafOf(Buffer.from('fine')),
+    ]);
   });
 
   it('leaves no strays when every leaf it read is held by a file of the tree', async () => {
