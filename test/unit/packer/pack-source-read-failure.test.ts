@@ -6,7 +6,12 @@ import { randomBytes } from 'node:crypto';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { LeafSizes, MetadataNodes, packSource } from '../../../main/packer/index.ts';
+import {
+  LeafSizes,
+  MetadataNodes,
+  packSource,
+  type PackInput,
+} from '../../../main/packer/index.ts';
 import type * as LargeFileChunks from '../../../main/packer/large-file-chunks.ts';
 import type { SkippedItem } from '../../../main/scanner/index.ts';
 import { encodeCar } from '../../../main/protocol/index.ts';
@@ -52,14 +57,37 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
+/** A fresh source folder. */
+function sourceDir(): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-failure-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** Packs `dir`, its leaves handed to `onLeaf`; with the tree, its nodes and what was skipped. */
+async function pack(dir: string, extra: Partial<Pick<PackInput, 'knownLeaves' | 'onLeaf'>> = {}) {
+  const nodes = new MetadataNodes();
+  const skipped: SkippedItem[] = [];
+  const tree = await packSource({
+    nodes,
+    sourceDir: dir,
+    sourceLabel: 'test:/src',
+    deviceFingerprint: 'a'.repeat(40),
+    createdAtSeconds: 1_800_000_000,
+    onLeaf: () => Promise.resolve(),
+    ...extra,
+    onSkip: (item) => skipped.push(item),
+  });
+  return { tree, nodes, skipped };
+}
+
 async function leafOf(bytes: Uint8Array): Promise<string> {
   return CID.createV1(raw.code, await sha256.digest(bytes)).toString();
 }
 
 describe('a file whose read fails part way', () => {
   it("is left out, its leaves no other file holds are strays, and its known leaves' marks are taken back", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-failure-'));
-    dirs.push(dir);
+    const dir = sourceDir();
     const [known, onlyHere, shared, neverRead] = [0, 1, 2, 3].map(() => randomBytes(MIB));
     if (!known || !onlyHere || !shared || !neverRead) throw new Error('no chunks');
     // The version built on holds `known` (old.bin, gone since).
@@ -76,19 +104,12 @@ describe('a file whose read fails part way', () => {
     writeFileSync(path.join(dir, 'small.txt'), 'fine');
 
     const handedOn: string[] = [];
-    const skipped: SkippedItem[] = [];
-    const tree = await packSource({
-      nodes: new MetadataNodes(),
-      sourceDir: dir,
-      sourceLabel: 'test:/src',
-      deviceFingerprint: 'a'.repeat(40),
-      createdAtSeconds: 1_800_000_000,
+    const { tree, skipped } = await pack(dir, {
       knownLeaves: previous,
-      onLeaf: (cid) => {
+      onLeaf: (cid: CID) => {
         handedOn.push(cid.toString());
         return Promise.resolve();
       },
-      onSkip: (item) => skipped.push(item),
     });
 
     expect(skipped).toEqual([
@@ -115,23 +136,12 @@ describe('a file whose read fails part way', () => {
   });
 
   it('past 1 GiB, leaves none of its nodes in the tree: a later backup counts the leaves of every node stored', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-failure-'));
-    dirs.push(dir);
+    const dir = sourceDir();
     const huge = path.join(dir, 'damaged-huge.bin');
     writeFileSync(huge, '');
     truncateSync(huge, 2 * 1024 * MIB);
     writeFileSync(path.join(dir, 'small.txt'), 'fine');
-    const nodes = new MetadataNodes();
-    const skipped: SkippedItem[] = [];
-    const tree = await packSource({
-      nodes,
-      sourceDir: dir,
-      sourceLabel: 'test:/src',
-      deviceFingerprint: 'a'.repeat(40),
-      createdAtSeconds: 1_800_000_000,
-      onLeaf: () => Promise.resolve(),
-      onSkip: (item) => skipped.push(item),
-    });
+    const { tree, nodes, skipped } = await pack(dir);
     expect(skipped.map((item) => item.path)).toEqual(['damaged-huge.bin']);
     const zeroLeaf = await leafOf(new Uint8Array(MIB));
     expect(tree.strayLeaves.map((leaf) => tree.leaves.cidAt(leaf).toString())).toEqual([zeroLeaf]);
@@ -147,22 +157,12 @@ describe('a file whose read fails part way', () => {
   });
 
   it('leaves no strays when every leaf it read is held by a file of the tree', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-failure-'));
-    dirs.push(dir);
+    const dir = sourceDir();
     const chunks = [0, 1, 2, 3].map(() => randomBytes(MIB));
     const whole = Buffer.concat(chunks);
     writeFileSync(path.join(dir, 'damaged.bin'), whole);
     writeFileSync(path.join(dir, 'copy.bin'), whole);
-    const skipped: SkippedItem[] = [];
-    const tree = await packSource({
-      nodes: new MetadataNodes(),
-      sourceDir: dir,
-      sourceLabel: 'test:/src',
-      deviceFingerprint: 'a'.repeat(40),
-      createdAtSeconds: 1_800_000_000,
-      onLeaf: () => Promise.resolve(),
-      onSkip: (item) => skipped.push(item),
-    });
+    const { tree, skipped } = await pack(dir);
     expect(skipped.map((item) => item.path)).toEqual(['damaged.bin']);
     expect(tree.strayLeaves).toEqual([]);
     expect(tree.leaves.count).toBe(4);
