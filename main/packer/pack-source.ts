@@ -360,7 +360,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     file: ScannedFile,
     source: Exclude<FileSource, { kind: 'small' }>,
     list: LeafListBuilder,
-    holdings: LeafHoldings,
+    holdings: LeafHoldings | undefined,
   ): AsyncGenerator<LeafMaker> {
     if (source.kind === 'reused') {
       for (const leaf of source.leaves) list.add(leaf.cid);
@@ -454,11 +454,13 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     source: FileSource,
     slot: NodeSlot,
   ): Promise<FolderEntry | undefined> {
-    const holdings: LeafHoldings = { known: [], fresh: [] };
+    // Only a file read chunk by chunk can fail part way, after it held leaves.
+    const holdings: LeafHoldings | undefined =
+      source.kind === 'large' ? { known: [], fresh: [] } : undefined;
     try {
       return await packFileNodes(file, source, slot, holdings);
     } catch (error) {
-      if (!(error instanceof ChunkReadError)) throw error;
+      if (!(error instanceof ChunkReadError) || !holdings) throw error;
       letGo(holdings);
       skipUnreadable(file, error.cause);
       fileCount -= 1;
@@ -473,7 +475,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     file: ScannedFile,
     source: FileSource,
     slot: NodeSlot,
-    holdings: LeafHoldings,
+    holdings: LeafHoldings | undefined,
   ): Promise<FolderEntry> {
     if (source.kind === 'small') return packSmallFile(file, source.bytes, slot);
     if (source.kind === 'reused' && source.leaves.length <= 1) {
