@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, fchmodSync, futimesSync, lutimesSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  fchmodSync,
+  futimesSync,
+  lstatSync,
+  lutimesSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
@@ -248,6 +256,22 @@ function exists(file: string): boolean {
   return lstatUnlessRefused(file) !== undefined;
 }
 
+/** The file in place of a folder above `dir` (its path has a file in it), if there is one. */
+function fileAbove(dir: string): string | undefined {
+  const parent = path.dirname(dir);
+  if (parent === dir) return undefined;
+  let stats;
+  try {
+    stats = lstatSync(parent, { throwIfNoEntry: false });
+  } catch (error) {
+    // A file higher up still.
+    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return fileAbove(parent);
+    throw error;
+  }
+  if (stats?.isDirectory() === true) return undefined;
+  return stats ? parent : fileAbove(parent);
+}
+
 /** Whether what has this name keeps it: anything unless `overwrite`, and always a folder. */
 function inTheWay(file: string, overwrite: boolean): boolean {
   const existing = lstatUnlessRefused(file);
@@ -359,17 +383,22 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   }> = [];
   // The target may be any folder the user named, their home or /tmp even: if it was there,
   // the version's root folder does not change its mode.
-  const targetExisted = exists(input.targetDir);
+  let targetExisted: boolean;
   try {
+    targetExisted = exists(input.targetDir);
     await makeFolders(input.targetDir);
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;
-    if (code === 'EEXIST' || code === 'ENOTDIR')
+    if (code === 'EEXIST' || code === 'ENOTDIR') {
+      const file = fileAbove(input.targetDir);
       throw new EngineError(
         'usage',
-        `${input.targetDir} is not a folder; a restore writes into a folder`,
+        file === undefined
+          ? `${input.targetDir} is not a folder; a restore writes into a folder`
+          : `no folder can be made at ${input.targetDir}: ${file} is a file`,
         { cause: error },
       );
+    }
     // Its parent is there, yet it cannot be made: a pseudo file system such as /proc.
     if (code === 'ENOENT')
       throw new EngineError('usage', `no folder can be made at ${input.targetDir}`, {

@@ -419,7 +419,7 @@ describe('restore beside what is there', () => {
     }
   });
 
-  it('refuses a target that is a file, or where no folder can be made', async () => {
+  it('refuses a target that is a file, is under one, or where no folder can be made', async () => {
     const file = path.join(scratch, 'not-a-folder.txt');
     writeFileSync(file, 'keep me');
     await expect(
@@ -428,6 +428,15 @@ describe('restore beside what is there', () => {
       code: 'usage',
       message: `${file} is not a folder; a restore writes into a folder`,
     });
+    expect(readFileSync(file, 'utf8')).toBe('keep me');
+    // A file where a folder above the target would be.
+    for (const under of [path.join(file, 'back'), path.join(file, 'back', 'deeper')])
+      await expect(
+        engine.restore({ bucket: 'Everything', to: under, overwrite: false }),
+      ).rejects.toMatchObject({
+        code: 'usage',
+        message: `no folder can be made at ${under}: ${file} is a file`,
+      });
     expect(readFileSync(file, 'utf8')).toBe('keep me');
     // Node's own recursive mkdir never returns here.
     await expect(
