@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import {
+  chmodSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -11,6 +14,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
+import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import {
   addUserCode,
   startServerProcess,
@@ -244,6 +248,40 @@ describe('canopy onboarding', () => {
     expect(
       (await runCanopy(newHome('forced'), ['whoami'], { CANOPY_SECRET_STORE: 'vault' })).stderr,
     ).toBe('canopy: CANOPY_SECRET_STORE must be "keychain" or "file", not "vault"\n');
+  });
+
+  it('tells a home that is not a folder, or that it may not write in, in one line', async () => {
+    const file = path.join(scratch, 'home-is-a-file');
+    writeFileSync(file, 'keep me');
+    for (const home of [file, path.join(file, 'home')]) {
+      const refused = await runCanopy(home, ['buckets', 'list']);
+      expect(refused.stderr).toBe(
+        `canopy: Canopy keeps its state in ${home}, which is not a folder (a file stands there, or where a folder above it would be)\n`,
+      );
+      expect(refused.status).toBe(2);
+    }
+    expect(readFileSync(file, 'utf8')).toBe('keep me');
+    // Root writes anywhere: `nobody` may not write in a folder of root's.
+    const locked = path.join(scratch, 'locked');
+    mkdirSync(locked, { mode: 0o755 });
+    chmodSync(scratch, 0o755);
+    const home = path.join(locked, 'home');
+    const canopy = canopyProcess(['buckets', 'list'], {
+      ...process.env,
+      HOME: locked,
+      CANOPY_HOME: home,
+      CANOPY_SECRET_STORE: 'file',
+    });
+    const denied = spawnSync(
+      'setpriv',
+      ['--reuid=nobody', '--regid=nogroup', '--clear-groups', canopy.command, ...canopy.args],
+      { encoding: 'utf8', env: canopy.env },
+    );
+    expect(denied.stderr).toBe(
+      `canopy: cannot write in ${home}, where Canopy keeps its state: permission denied\n`,
+    );
+    expect(denied.status).toBe(1);
+    expect(existsSync(home)).toBe(false);
   });
 
   it('tells a mistyped command with the usage status, before it makes a home', async () => {
