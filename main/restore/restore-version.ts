@@ -5,6 +5,7 @@ import {
   futimesSync,
   lstatSync,
   lutimesSync,
+  readlinkSync,
   rmSync,
   symlinkSync,
 } from 'node:fs';
@@ -272,6 +273,13 @@ function fileAbove(dir: string): string | undefined {
   return stats ? parent : fileAbove(parent);
 }
 
+/** Where `file` points when it is a symbolic link; undefined when it is not one. */
+function linkedTo(file: string): string | undefined {
+  return lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink() === true
+    ? readlinkSync(file)
+    : undefined;
+}
+
 /** Whether what has this name keeps it: anything unless `overwrite`, and always a folder. */
 function inTheWay(file: string, overwrite: boolean): boolean {
   const existing = lstatUnlessRefused(file);
@@ -399,11 +407,18 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         { cause: error },
       );
     }
-    // Its parent is there, yet it cannot be made: a pseudo file system such as /proc.
-    if (code === 'ENOENT')
-      throw new EngineError('usage', `no folder can be made at ${input.targetDir}`, {
-        cause: error,
-      });
+    // Its parent is there, yet it cannot be made: a symbolic link to nothing, or a pseudo file
+    // system such as /proc.
+    if (code === 'ENOENT') {
+      const link = linkedTo(input.targetDir);
+      throw new EngineError(
+        'usage',
+        link === undefined
+          ? `no folder can be made at ${input.targetDir}`
+          : `no folder can be made at ${input.targetDir}: it is a symbolic link to ${link}, which is not there`,
+        { cause: error },
+      );
+    }
     throw restoreError(error, input.targetDir);
   }
   /** Flushes the target's file system for batches of files; undefined: each file is fsynced. */

@@ -419,7 +419,7 @@ describe('restore beside what is there', () => {
     }
   });
 
-  it('refuses a target that is a file, is under one, or where no folder can be made', async () => {
+  it('refuses a target that is a file, is under one, links to nothing, or where no folder can be made', async () => {
     const file = path.join(scratch, 'not-a-folder.txt');
     writeFileSync(file, 'keep me');
     await expect(
@@ -438,6 +438,14 @@ describe('restore beside what is there', () => {
         message: `no folder can be made at ${under}: ${file} is a file`,
       });
     expect(readFileSync(file, 'utf8')).toBe('keep me');
+    const dangling = path.join(scratch, 'dangling');
+    symlinkSync(path.join(scratch, 'nowhere'), dangling);
+    await expect(
+      engine.restore({ bucket: 'Everything', to: dangling, overwrite: false }),
+    ).rejects.toMatchObject({
+      code: 'usage',
+      message: `no folder can be made at ${dangling}: it is a symbolic link to ${path.join(scratch, 'nowhere')}, which is not there`,
+    });
     // Node's own recursive mkdir never returns here.
     await expect(
       engine.restore({ bucket: 'Everything', to: '/proc/canopy-restore', overwrite: false }),
