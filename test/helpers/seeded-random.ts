@@ -1,3 +1,5 @@
+import { createCipheriv, createHash } from 'node:crypto';
+
 // Random choices that repeat: xorshift32 from a seed, so a randomised test that fails fails the
 // same way again (and another seed, from the test's environment variable, tries other ways).
 
@@ -26,4 +28,14 @@ export function seededRandom(seed: number): SeededRandom {
     below,
     pick: (items) => (items.length === 0 ? undefined : items[below(items.length)]),
   };
+}
+
+/**
+ * `length` bytes that look random and are the same for the same seed: AES-128-CTR over zeros,
+ * keyed by the seed, so a test on "random" content fails the same way again.
+ */
+export function seededBytes(seed: number, length: number): Buffer {
+  const key = createHash('sha256').update(`canopy-test-bytes-${seed}`).digest().subarray(0, 16);
+  const cipher = createCipheriv('aes-128-ctr', key, Buffer.alloc(16));
+  return Buffer.concat([cipher.update(Buffer.alloc(length)), cipher.final()]);
 }

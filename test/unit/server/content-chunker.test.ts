@@ -1,15 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
 import {
   ContentChunker,
   MAX_CHUNK_BYTES,
   MIN_CHUNK_BYTES,
   type ContentChunk,
 } from '../../../server/blocks/content-chunker.ts';
+import { seededBytes } from '../../helpers/seeded-random.ts';
 
 // Metadata CARs are kept as chunks cut where their content says (content-chunker.ts): the same
 // bytes give the same chunks however they arrive, and bytes inserted or changed in one place
 // change the chunks around that place only, so the rest is stored once for every version.
+// The bytes look random and come from a fixed seed, so a failure repeats (CHUNK_SEED=N tries
+// other bytes).
+
+const seed = Number(process.env['CHUNK_SEED'] ?? 20261128);
 
 function chunksOf(bytes: Uint8Array, piece = bytes.length): ContentChunk[] {
   const chunker = new ContentChunker();
@@ -21,7 +25,7 @@ const digests = (chunks: readonly ContentChunk[]): string[] =>
   chunks.map((chunk) => chunk.digest.toString('hex'));
 
 describe('content-defined chunks', () => {
-  const bytes = randomBytes(3 * 1024 * 1024);
+  const bytes = seededBytes(seed, 3 * 1024 * 1024);
 
   it('cover the bytes end to end, within the size bounds, whatever pieces they arrive in', () => {
     const chunks = chunksOf(bytes);
@@ -41,18 +45,41 @@ describe('content-defined chunks', () => {
   });
 
   it('change only around bytes inserted, removed or changed', () => {
-    const before = new Set(digests(chunksOf(bytes)));
+    const before = chunksOf(bytes);
+    const known = new Set(digests(before));
     const at = 1_500_000;
-    const edits = [
-      Buffer.concat([bytes.subarray(0, at), randomBytes(100), bytes.subarray(at)]),
-      Buffer.concat([bytes.subarray(0, at), bytes.subarray(at + 100)]),
-      Buffer.concat([bytes.subarray(0, at), randomBytes(100), bytes.subarray(at + 100)]),
-    ];
-    for (const edited of edits) {
-      const after = digests(chunksOf(edited));
-      const fresh = after.filter((digest) => !before.has(digest));
-      expect(fresh.length).toBeGreaterThan(0);
-      expect(fresh.length).toBeLessThanOrEqual(2);
+    const edits = {
+      inserted: Buffer.concat([
+        bytes.subarray(0, at),
+        seededBytes(seed + 1, 100),
+        bytes.subarray(at),
+      ]),
+      removed: Buffer.concat([bytes.subarray(0, at), bytes.subarray(at + 100)]),
+      changed: Buffer.concat([
+        bytes.subarray(0, at),
+        seededBytes(seed + 2, 100),
+        bytes.subarray(at + 100),
+      ]),
+    };
+    for (const [edit, edited] of Object.entries(edits)) {
+      const after = chunksOf(edited);
+      const fresh = after.flatMap((chunk, index) =>
+        known.has(chunk.digest.toString('hex')) ? [] : [index],
+      );
+      const label = `${edit} (seed ${seed})`;
+      // Chunks that end before the edit are those of before; the new ones follow each other...
+      expect(fresh.length, label).toBeGreaterThan(0);
+      expect(after[fresh[0] ?? 0]!.offset + after[fresh[0] ?? 0]!.length, label).toBeGreaterThan(
+        at,
+      );
+      expect(fresh, label).toEqual(fresh.map((_, n) => (fresh[0] ?? 0) + n));
+      // ...and hold two cuts the content chose at most: chunks cut at the maximum shift with an
+      // insertion or a removal until the content cuts again, and an inserted byte run can hold a
+      // cut of its own. Every chunk after them is one of before.
+      const cutByContent = fresh.filter((index) => after[index]!.length < MAX_CHUNK_BYTES);
+      expect(cutByContent.length, label).toBeLessThanOrEqual(2);
+      const freshBytes = fresh.reduce((sum, index) => sum + after[index]!.length, 0);
+      expect(freshBytes, label).toBeLessThan(edited.length / 4);
     }
   });
 
