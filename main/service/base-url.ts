@@ -18,7 +18,8 @@ export function checkServiceUrl(input: string): string {
     throw new EngineError('usage', `"${input}" is not a URL`);
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new EngineError('insecure_url', `${url.protocol} URLs are not supported; use https://`);
+    // Not a server Canopy can speak to at all: the command was written wrong, as for "not a URL".
+    throw new EngineError('usage', `${url.protocol} URLs are not supported; use https://`);
   }
   if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
     throw new EngineError(
