@@ -1,4 +1,3 @@
-import { statSync } from 'node:fs';
 import { EngineError, isDiskFull, isEngineError } from '../api/index.ts';
 import { DAMAGED_DATABASE_MSG } from '../protocol/index.ts';
 import {
@@ -9,6 +8,7 @@ import {
   stateFileOf,
 } from '../state/index.ts';
 import type { Engine } from './engine.ts';
+import { unusableFolderError } from './unusable-folder.ts';
 
 // The Canopy home holds the state database, the staging folder and the metadata cache; any
 // request may write there, and read the state database. Its failures would otherwise reach the
@@ -95,46 +95,13 @@ export function homeError(error: unknown, home: string, engine?: Engine): unknow
   return error;
 }
 
-/** Whether `home` is a folder; false when it, or something above it, is a file. */
-function isFolder(home: string): boolean {
-  try {
-    return statSync(home, { throwIfNoEntry: false })?.isDirectory() === true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return false;
-    throw error;
-  }
-}
-
-/**
- * A home that cannot be made or written, as its opening finds it: a file where it (or a folder
- * above it) would be, a folder the user may not write in, a read-only disk. Exported for its
- * test.
- */
-export function homeOpenError(error: unknown, home: string): unknown {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  if (error instanceof EngineError || code === undefined) return error;
-  if ((code === 'EEXIST' || code === 'ENOTDIR') && !isFolder(home))
-    return new EngineError(
-      'usage',
-      `Canopy keeps its state in ${home}, which is not a folder (a file stands there, or where a folder above it would be)`,
-      { cause: error },
-    );
-  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
-    return new EngineError(
-      'permission_denied',
-      `cannot write in ${home}, where Canopy keeps its state: ${code === 'EROFS' ? 'the disk is read-only' : 'permission denied'}`,
-      { cause: error },
-    );
-  return error;
-}
-
 /** Opens the engine (its state database), and maps the home's failures of every request. */
 export function withHomeErrors(open: () => Engine, home: string): Engine {
   let engine: Engine;
   try {
     engine = open();
   } catch (error) {
-    throw homeOpenError(homeError(error, home), home);
+    throw unusableFolderError(homeError(error, home), home, 'where Canopy keeps its state');
   }
   return new Proxy(engine, {
     get(target, key, receiver) {

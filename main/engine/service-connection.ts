@@ -9,6 +9,7 @@ import {
 } from '../service/index.ts';
 import { readAccount, type AccountRecord, type StateDb } from '../state/index.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
+import { unusableFolderError } from './unusable-folder.ts';
 
 // How the engine reaches the service its device is enrolled with: a client signed with the
 // device key, the embedded service started on demand for a device enrolled with it (and
@@ -125,6 +126,8 @@ export class ServiceConnection {
       this.local = await this.deps.startLocalService(dataDir, { create });
     } catch (error) {
       if (error instanceof EngineError) throw error;
+      const unusable = unusableFolderError(error, dataDir, 'where the backups are kept');
+      if (unusable !== error) throw unusable;
       const detail = error instanceof Error ? error.message : String(error);
       throw new EngineError(
         'local_server',

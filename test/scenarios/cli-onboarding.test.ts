@@ -123,6 +123,16 @@ describe('canopy onboarding', () => {
       code,
     ]);
     expect(insecure.stderr).toMatch(/refusing plain http to backup.example.org/);
+    expect(insecure.status).toBe(1);
+    const ftp = await runCanopy(newHome('ftp'), [
+      'login',
+      '--server',
+      'ftp://x.org',
+      '--code',
+      code,
+    ]);
+    expect(ftp.stderr).toBe('canopy: ftp: URLs are not supported; use https://\n');
+    expect(ftp.status).toBe(2);
   });
 
   it('links a second home by regwait, approved from the first; revoking it locks it out', async () => {
@@ -256,7 +266,7 @@ describe('canopy onboarding', () => {
     for (const home of [file, path.join(file, 'home')]) {
       const refused = await runCanopy(home, ['buckets', 'list']);
       expect(refused.stderr).toBe(
-        `canopy: Canopy keeps its state in ${home}, which is not a folder (a file stands there, or where a folder above it would be)\n`,
+        `canopy: ${home}, where Canopy keeps its state, is not a folder (a file stands there, or where a folder above it would be)\n`,
       );
       expect(refused.status).toBe(2);
     }
@@ -282,6 +292,48 @@ describe('canopy onboarding', () => {
     );
     expect(denied.status).toBe(1);
     expect(existsSync(home)).toBe(false);
+  });
+
+  it('tells a folder for the backups that is not a folder, or that it may not write in, in one line', async () => {
+    const file = path.join(scratch, 'data-is-a-file');
+    writeFileSync(file, 'keep me');
+    for (const data of [file, path.join(file, 'backups')]) {
+      const refused = await runCanopy(newHome('data-in-file'), [
+        'login',
+        '--local',
+        '--data',
+        data,
+      ]);
+      expect(refused.stderr).toBe(
+        `canopy: ${data}, where the backups are kept, is not a folder (a file stands there, or where a folder above it would be)\n`,
+      );
+      expect(refused.status).toBe(2);
+    }
+    expect(readFileSync(file, 'utf8')).toBe('keep me');
+    // `nobody` has a home of its own, and may not write in a folder of root's.
+    const rootsOnly = path.join(scratch, 'roots-only');
+    mkdirSync(rootsOnly, { mode: 0o755 });
+    chmodSync(scratch, 0o755);
+    const home = path.join(scratch, 'nobodys-home');
+    mkdirSync(home, { mode: 0o777 });
+    chmodSync(home, 0o777);
+    const data = path.join(rootsOnly, 'backups');
+    const canopy = canopyProcess(['login', '--local', '--data', data], {
+      ...process.env,
+      HOME: home,
+      CANOPY_HOME: path.join(home, 'canopy'),
+      CANOPY_SECRET_STORE: 'file',
+    });
+    const denied = spawnSync(
+      'setpriv',
+      ['--reuid=nobody', '--regid=nogroup', '--clear-groups', canopy.command, ...canopy.args],
+      { encoding: 'utf8', env: canopy.env },
+    );
+    expect(denied.stderr).toBe(
+      `canopy: cannot write in ${data}, where the backups are kept: permission denied\n`,
+    );
+    expect(denied.status).toBe(1);
+    expect(existsSync(data)).toBe(false);
   });
 
   it('tells a mistyped command with the usage status, before it makes a home', async () => {
