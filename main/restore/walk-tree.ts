@@ -19,6 +19,8 @@ export interface TreeEntry {
   readonly mtimeSeconds: number | undefined;
   /** Its whole seconds, exactly: near the next second, `mtimeSeconds` may round up to it. */
   readonly mtimeWholeSeconds: number | undefined;
+  /** The whole time in nanoseconds, exactly. */
+  readonly mtimeNanoseconds: bigint | undefined;
   /** A symlink's target. */
   readonly target?: string;
   /**
@@ -147,6 +149,8 @@ export function* walkTree(
       mode: unixfs.mode,
       mtimeSeconds: mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9,
       mtimeWholeSeconds: mtime === undefined ? undefined : Number(mtime.secs),
+      mtimeNanoseconds:
+        mtime === undefined ? undefined : mtime.secs * 1_000_000_000n + BigInt(mtime.nsecs ?? 0),
     };
     switch (unixfs.type) {
       case 'file':

@@ -11,6 +11,7 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -213,5 +214,33 @@ describe('canopy diff', () => {
     ]);
     const itself = await canopySucceeds(home, 'diff', '--bucket', 'Home', '--from', newer);
     expect(itself.split('\n').slice(1)).toEqual(['no changes', '']);
+  });
+
+  it('tells no change between a version and the backup of its restore, to the nanosecond', async () => {
+    const restored = path.join(scratch, 'restored');
+    mkdirSync(path.join(restored, 'inner'), { recursive: true });
+    writeFileSync(path.join(restored, 'plain.txt'), 'words');
+    writeFileSync(path.join(restored, 'inner', 'edge.txt'), 'more words');
+    symlinkSync('plain.txt', path.join(restored, 'link'));
+    // Times to the nanosecond, as disks keep them; a restore can set them to the microsecond.
+    const touch = (time: string, file: string): void => {
+      execFileSync('touch', ['-h', '-d', `@${time}`, path.join(restored, file)]);
+    };
+    touch('1795000000.262641999', 'plain.txt');
+    touch('1795000000.999999999', 'inner/edge.txt');
+    touch('1700000000.000000777', 'link');
+    await engine.createBucket({ name: 'Restored', type: 'backup', storageClass: 'hot' });
+    const before = (await engine.backup({ dir: restored, bucket: 'Restored' })).versionId;
+    rmSync(restored, { recursive: true });
+    await engine.restore({ bucket: 'Restored', to: restored, overwrite: false });
+    const after = (await engine.backup({ dir: restored, bucket: 'Restored' })).versionId;
+    expect(after).not.toBe(before);
+    expect(lines(await engine.compare({ bucket: 'Restored', from: before, to: after }))).toEqual(
+      [],
+    );
+    // A microsecond later is a change.
+    touch('1795000000.262643', 'plain.txt');
+    await engine.backup({ dir: restored, bucket: 'Restored' });
+    expect(lines(await engine.compare({ bucket: 'Restored' }))).toEqual(['metadata plain.txt']);
   });
 });

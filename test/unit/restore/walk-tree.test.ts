@@ -65,6 +65,7 @@ describe('walkTree', () => {
       mode: 0o700,
       mtimeSeconds: 1_400_000_000,
       mtimeWholeSeconds: 1_400_000_000,
+      mtimeNanoseconds: 1_400_000_000_000_000_000n,
     });
     expect(ours.find((entry) => entry.parts.join('/') === 'link')).toMatchObject({
       kind: 'symlink',
@@ -183,6 +184,7 @@ describe('walkTree', () => {
     // As a double, the seconds and their fraction round up to the next second.
     expect(entry?.mtimeSeconds).toBe(1_795_803_005);
     expect(entry?.mtimeWholeSeconds).toBe(1_795_803_004);
+    expect(entry?.mtimeNanoseconds).toBe(1_795_803_004_999_999_999n);
   });
 
   it('refuses a HAMT shard whose link names do not fit its fanout', async () => {
