@@ -5,6 +5,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
+import { seededRandom } from './seeded-random.ts';
 
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
@@ -50,14 +51,6 @@ export interface FaultProxy {
   /** A fault drawn for each request with probability p, from a seeded generator. */
   randomFaults(p: number, seed: number): void;
   close(): Promise<void>;
-}
-
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state * 1664525 + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
 }
 
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
@@ -184,7 +177,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       bodyLimit = maxBytes;
     },
     randomFaults(p, seed) {
-      random = { p, next: seededRandom(seed) };
+      random = { p, next: seededRandom(seed).next };
     },
     close() {
       server.closeAllConnections();
