@@ -387,7 +387,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   const directoryTimes: Array<{
     dir: string;
     mode: number | undefined;
-    mtime: number | undefined;
+    mtime: bigint | undefined;
   }> = [];
   // The target may be any folder the user named, their home or /tmp even: if it was there,
   // the version's root folder does not change its mode.
@@ -450,7 +450,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     target: string,
     dag: FileDag,
   ): Promise<WrittenFile | undefined> {
-    const { mtimeSeconds } = entry;
+    const { mtimeNanoseconds } = entry;
     if (entry.kind === 'symlink') {
       rmSync(target, { force: true });
       try {
@@ -458,8 +458,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       } catch (error) {
         throw refusalOf(error, target, 'symlink');
       }
-      if (mtimeSeconds !== undefined) {
-        const time = fileTime(mtimeSeconds);
+      if (mtimeNanoseconds !== undefined) {
+        const time = fileTime(mtimeNanoseconds);
         lutimesSync(target, time, time);
       }
       result.symlinks += 1;
@@ -501,8 +501,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         throw refusal instanceof EntryNotRestoredError ? refusal : error;
       }
       if (entry.mode !== undefined) keepMode(output.fd, entry.mode);
-      if (mtimeSeconds !== undefined) {
-        const time = fileTime(mtimeSeconds);
+      if (mtimeNanoseconds !== undefined) {
+        const time = fileTime(mtimeNanoseconds);
         futimesSync(output.fd, time, time);
       }
       if (!flushed) await fsyncFully(output.fd);
@@ -801,7 +801,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         // Only such a folder counts as restored: one left as it was is not told as restored
         // again by each restore into the same place.
         if (!existed || (input.overwrite && relative !== '')) {
-          directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeSeconds });
+          directoryTimes.push({ dir: folder, mode: entry.mode, mtime: entry.mtimeNanoseconds });
           result.directories += 1;
         }
         continue;

@@ -3,6 +3,7 @@ import { EngineError } from '../api/index.ts';
 import { compareUtf8 } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { comparePaths, versionEntryOf, type VersionEntry } from './browse-version.ts';
+import { restoredMicroseconds } from './file-time.ts';
 import { versionPathParts } from './version-path.ts';
 import { directoryLinks, walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 
@@ -88,16 +89,14 @@ function sameBytes(a: DecodedNode, b: DecodedNode): boolean {
 }
 
 /**
- * Whether two times are the same as far as a restore can tell: the calls that set a file's time
- * take it as a double in seconds, which comes to the file cut to the microsecond (and 1 ns
- * before a second, rounded up to it). A file restored and backed up again would otherwise be
- * told as changed, as would all of them after a whole restore; no edit lands within a
- * microsecond of the time it replaces.
+ * Whether two times are the same as far as a restore can tell: it sets a time to the nearest
+ * microsecond (file-time.ts), so a file restored and backed up again would otherwise be told as
+ * changed, as would all of them after a whole restore. No edit lands in the microsecond of the
+ * time it replaces.
  */
 function sameTime(a: bigint | undefined, b: bigint | undefined): boolean {
   if (a === undefined || b === undefined) return a === b;
-  const apart = a > b ? a - b : b - a;
-  return apart < 1000n;
+  return restoredMicroseconds(a) === restoredMicroseconds(b);
 }
 
 function sameModeAndTime(a: TreeEntry, b: TreeEntry): boolean {

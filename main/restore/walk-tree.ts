@@ -16,8 +16,7 @@ export interface TreeEntry {
   readonly parts: readonly string[];
   readonly kind: 'file' | 'directory' | 'symlink';
   readonly mode: number | undefined;
-  readonly mtimeSeconds: number | undefined;
-  /** Its whole seconds, exactly: near the next second, `mtimeSeconds` may round up to it. */
+  /** Its whole seconds, exactly (as a double with its fraction, they may round up). */
   readonly mtimeWholeSeconds: number | undefined;
   /** The whole time in nanoseconds, exactly. */
   readonly mtimeNanoseconds: bigint | undefined;
@@ -147,7 +146,6 @@ export function* walkTree(
       cid,
       parts,
       mode: unixfs.mode,
-      mtimeSeconds: mtime === undefined ? undefined : Number(mtime.secs) + (mtime.nsecs ?? 0) / 1e9,
       mtimeWholeSeconds: mtime === undefined ? undefined : Number(mtime.secs),
       mtimeNanoseconds:
         mtime === undefined ? undefined : mtime.secs * 1_000_000_000n + BigInt(mtime.nsecs ?? 0),

@@ -1,9 +1,11 @@
 import { createHash } from 'node:crypto';
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
+import { restoredMicroseconds } from '../../main/restore/file-time.ts';
 
 // What a restore must give back of a tree, entry by entry: its kind; a file's content, mode and
-// mtime (whole seconds); a folder's mode; a symlink's target.
+// mtime; a folder's mode and mtime; a symlink's target and mtime. Times are told as a restore
+// gives them, to the nearest microsecond (main/restore/file-time.ts).
 
 export interface Fingerprint {
   type: 'file' | 'dir' | 'symlink';
@@ -20,17 +22,20 @@ export function fingerprintTree(root: string): Map<string, Fingerprint> {
     for (const name of readdirSync(path.join(root, rel))) {
       const child = rel === '' ? name : `${rel}/${name}`;
       const full = path.join(root, child);
-      const stats = lstatSync(full);
-      if (stats.isSymbolicLink()) out.set(child, { type: 'symlink', target: readlinkSync(full) });
+      const stats = lstatSync(full, { bigint: true });
+      const mtime = Number(restoredMicroseconds(stats.mtimeNs));
+      const mode = Number(stats.mode & 0o7777n);
+      if (stats.isSymbolicLink())
+        out.set(child, { type: 'symlink', target: readlinkSync(full), mtime });
       else if (stats.isDirectory()) {
-        out.set(child, { type: 'dir', mode: stats.mode & 0o7777 });
+        out.set(child, { type: 'dir', mode, mtime });
         walk(child);
       } else {
         out.set(child, {
           type: 'file',
           sha: createHash('sha256').update(readFileSync(full)).digest('hex'),
-          mode: stats.mode & 0o7777,
-          mtime: Math.floor(stats.mtimeMs / 1000),
+          mode,
+          mtime,
         });
       }
     }
