@@ -6,6 +6,7 @@ import type { SampleCheck } from '../restore/index.ts';
 import {
   checkSourceFolder,
   excludingFolders,
+  knownPathOf,
   loadExcludeRules,
   walkSource,
   type SkippedItem,
@@ -21,8 +22,8 @@ import {
   recordShardLimit,
   recordUploadSpeed,
   rememberActiveVersion,
+  indexedSourceDirs,
   shardLimitOf,
-  sourceExcludesOf,
   sourceFileIndex,
   uploadQueue,
   uploadSpeedOf,
@@ -42,6 +43,7 @@ import {
 import { diskGoneError } from './disk-gone-error.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
+import { keptExcludesOf } from './source-exclude-rules.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { VersionVerifier } from './version-verifier.ts';
@@ -83,9 +85,9 @@ export class SourceBackup {
   ) {}
 
   async backup(input: BackupRequest): Promise<StoredBackup> {
-    const sourceDir = path.resolve(input.dir);
+    const givenDir = path.resolve(input.dir);
     // A mistyped folder is told at once, before any network.
-    checkSourceFolder(sourceDir);
+    checkSourceFolder(givenDir);
     const { client, account } = await this.parts.connection.connect({ signal: input.signal });
     if (account.mode === 'local' && this.parts.connection.localService?.readOnly) {
       // Told before packing: the push at the end would only be refused.
@@ -95,6 +97,9 @@ export class SourceBackup {
       );
     }
     const bucket = await this.parts.buckets.byName(input.bucket);
+    // The same folder by another path than before (a link, or `.`) is backed up as before: by
+    // the same label, with the same file index.
+    const sourceDir = knownPathOf(givenDir, indexedSourceDirs(this.parts.db, bucket.id));
     const lock = BackupLock.tryAcquire(this.parts.deps.home, bucket.id);
     if (!lock) {
       throw new EngineError(
@@ -136,7 +141,7 @@ export class SourceBackup {
     const sourceDir = path.resolve(input.dir);
     checkSourceFolder(sourceDir);
     const rules = excludingFolders(
-      await loadExcludeRules(sourceDir, sourceExcludesOf(this.parts.db, sourceDir)),
+      await loadExcludeRules(sourceDir, keptExcludesOf(this.parts.db, sourceDir)),
       sourceDir,
       this.ownFolders(readAccount(this.parts.db)),
     );
@@ -198,7 +203,7 @@ export class SourceBackup {
         fileIndex,
         ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
         ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),
-        excludes: sourceExcludesOf(this.parts.db, sourceDir),
+        excludes: keptExcludesOf(this.parts.db, sourceDir),
         ...(this.parts.deps.afterFileRead ? { afterFileRead: this.parts.deps.afterFileRead } : {}),
         ...(this.parts.deps.metadataLimitBytes === undefined
           ? {}

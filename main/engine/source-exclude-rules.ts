@@ -5,9 +5,15 @@ import {
   DEFAULT_EXCLUDES,
   faultInExcludeRule,
   IGNORE_FILE,
+  knownPathOf,
   readIgnoreFile,
 } from '../scanner/index.ts';
-import { keepSourceExcludes, sourceExcludesOf, type StateDb } from '../state/index.ts';
+import {
+  excludedSourceDirs,
+  keepSourceExcludes,
+  sourceExcludesOf,
+  type StateDb,
+} from '../state/index.ts';
 
 // The exclude rules of a source folder, as a user sees and edits them: Canopy's defaults, the
 // rules Canopy keeps for the folder, and the folder's own .canopyignore, applied in that order
@@ -25,6 +31,19 @@ export interface SourceExcludeRules {
   readonly fileRules: readonly string[];
 }
 
+/**
+ * The path `sourceDir`'s rules are kept under: the one they were first kept for, when that names
+ * the same folder by another path (same-folder.ts).
+ */
+function keptUnder(db: StateDb, sourceDir: string): string {
+  return knownPathOf(sourceDir, excludedSourceDirs(db));
+}
+
+/** The rules kept for the folder `sourceDir` (an absolute path), by whichever path. */
+export function keptExcludesOf(db: StateDb, sourceDir: string): string[] {
+  return sourceExcludesOf(db, keptUnder(db, sourceDir));
+}
+
 /** The rules that apply to the folder `dir`. */
 export async function excludeRulesOf(db: StateDb, dir: string): Promise<SourceExcludeRules> {
   const sourceDir = path.resolve(dir);
@@ -33,7 +52,7 @@ export async function excludeRulesOf(db: StateDb, dir: string): Promise<SourceEx
   return {
     dir: sourceDir,
     defaults: DEFAULT_EXCLUDES,
-    kept: sourceExcludesOf(db, sourceDir),
+    kept: keptExcludesOf(db, sourceDir),
     ignoreFile: path.join(sourceDir, IGNORE_FILE),
     fileRules: file.split(/\r?\n/).filter((line) => line.trim() !== '' && !line.startsWith('#')),
   };
@@ -59,6 +78,6 @@ export async function setExcludeRules(
         `cannot keep the exclude rule ${JSON.stringify(rule)}: ${fault}`,
       );
   }
-  keepSourceExcludes(db, sourceDir, [...new Set(rules)]);
+  keepSourceExcludes(db, keptUnder(db, sourceDir), [...new Set(rules)]);
   return excludeRulesOf(db, sourceDir);
 }

@@ -1,5 +1,7 @@
+import os from 'node:os';
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
+import { pathInsideByLinks } from '../scanner/index.ts';
 
 // A path in a version, as a user gives it to `canopy ls` and `canopy restore`: relative to the
 // folder backed up (`2019/beach.jpg`, `./2019/`), or as the absolute path it had there
@@ -31,12 +33,14 @@ export function sourcePlace(label: unknown): SourcePlace | undefined {
  */
 export function versionPathParts(given: string | undefined, sourceLabel: unknown): string[] {
   if (given === undefined) return [];
-  const folder = sourcePlace(sourceLabel)?.folder;
+  const source = sourcePlace(sourceLabel);
   let fromTop = given;
-  if (folder !== undefined && path.isAbsolute(given)) {
-    const inside = path.relative(folder, given);
-    if (inside !== '..' && !inside.startsWith(`..${path.sep}`) && !path.isAbsolute(inside))
-      fromTop = inside.split(path.sep).join('/');
+  if (source !== undefined && path.isAbsolute(given)) {
+    let inside: string | undefined = path.relative(source.folder, given);
+    if (inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside))
+      // The folder by another path, on the computer it was backed up from (same-folder.ts).
+      inside = source.host === os.hostname() ? pathInsideByLinks(given, source.folder) : undefined;
+    if (inside !== undefined) fromTop = inside.split(path.sep).join('/');
   }
   const parts: string[] = [];
   for (const name of fromTop.split('/')) {

@@ -6,3 +6,4 @@ export * from './exclude-rules.ts';
 export * from './own-folders.ts';
 export * from './source-folder.ts';
 export * from './source-file.ts';
+export * from './same-folder.ts';

@@ -365,6 +365,16 @@ interface SourceRow {
   leaves_recorded: number;
 }
 
+/** The folders `bucketId` keeps a file index of here, each by the path it was backed up from. */
+export function indexedSourceDirs(db: StateDb, bucketId: string): string[] {
+  return db
+    .prepare<[string], string>(
+      'SELECT source_dir FROM file_index_sources WHERE bucket_id = ? ORDER BY source_dir',
+    )
+    .pluck()
+    .all(bucketId);
+}
+
 function sourceRow(db: StateDb, bucketId: string, sourceDir: string): SourceRow | undefined {
   return db
     .prepare<[string, string], SourceRow>(

@@ -26,3 +26,11 @@ export function keepSourceExcludes(db: StateDb, sourceDir: string, rules: readon
      ON CONFLICT (source_dir) DO UPDATE SET rules = excluded.rules`,
   ).run(sourceDir, JSON.stringify(rules));
 }
+
+/** Every folder rules are kept for, as its path was given. */
+export function excludedSourceDirs(db: StateDb): string[] {
+  return db
+    .prepare<[], string>('SELECT source_dir FROM source_excludes ORDER BY source_dir')
+    .pluck()
+    .all();
+}

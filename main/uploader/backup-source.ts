@@ -1,6 +1,6 @@
 import { EngineError, isEngineError } from '../api/index.ts';
 import { LeafSizes } from '../packer/index.ts';
-import { excludingFolders, loadExcludeRules } from '../scanner/index.ts';
+import { excludingFolders, isSameFolder, loadExcludeRules } from '../scanner/index.ts';
 import { removeAbandonedStaging, type QueuedUpload } from '../state/index.ts';
 import { isDamagedMetadata, type TreeLeaves } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
@@ -105,6 +105,7 @@ async function attempt(
     previous &&
     typeof label === 'string' &&
     label !== input.sourceLabel &&
+    !namesSameFolder(label, input.sourceLabel) &&
     input.replaceSource !== true
   ) {
     throw new EngineError(
@@ -201,6 +202,17 @@ async function attempt(
     blocksResent: pushed.blocksResent,
     metadataStoredAgain: storeAgain && !pushed.sameAsPrevious,
   };
+}
+
+/**
+ * Whether two source labels (`host:/folder`, §17.3) name the same folder of the same computer
+ * by two paths: one through a symbolic link, or the working folder's (same-folder.ts). This
+ * computer's labels only, as only its folders can be resolved here.
+ */
+function namesSameFolder(a: string, b: string): boolean {
+  const host = (label: string): string => label.slice(0, Math.max(0, label.indexOf(':')));
+  if (host(a) === '' || host(a) !== host(b)) return false;
+  return isSameFolder(a.slice(host(a).length + 1), b.slice(host(b).length + 1));
 }
 
 export async function backupSource(given: BackupInput): Promise<BackupResult> {

@@ -490,6 +490,55 @@ describe('folder modes', () => {
     await engine.restore({ bucket: 'Linked', to: existing, overwrite: true });
     expect([modeOf(existing), modeOf(path.join(existing, 'taxes'))]).toEqual([0o711, 0o700]);
   });
+
+  it('backs up one folder by any of its paths as the same source, with its rules and its file index', async () => {
+    // Backed up as ~/Projects, a link to a folder on another disk; then as that folder, which
+    // is also what `canopy backup .` is given from inside the link.
+    const real = path.join(scratch, 'other-disk', 'projects');
+    mkdirSync(path.join(real, 'site'), { recursive: true });
+    writeFileSync(path.join(real, 'site', 'index.html'), '<p>hi</p>');
+    writeFileSync(path.join(real, 'build.log'), 'noise');
+    // Dated back: a file modified right before a backup is read again by the next one.
+    const aMinuteAgo = new Date(Date.now() - 60_000);
+    utimesSync(path.join(real, 'site', 'index.html'), aMinuteAgo, aMinuteAgo);
+    const link = path.join(scratch, 'Projects');
+    symlinkSync(real, link);
+    await engine.setExcludeRules({ dir: link, rules: ['*.log'] });
+    await engine.createBucket({ name: 'Projects', type: 'backup', storageClass: 'hot' });
+    const first = await engine.backup({ dir: link, bucket: 'Projects' });
+    expect(first.files).toBe(1);
+    expect((await engine.planBackup({ dir: real })).excluded).toEqual(['build.log']);
+
+    // The rules kept by one path are those of the other; kept again, they stay one list.
+    expect((await engine.excludeRules({ dir: real })).kept).toEqual(['*.log']);
+    await engine.setExcludeRules({ dir: real, rules: ['*.log', 'cache/'] });
+    expect((await engine.excludeRules({ dir: link })).kept).toEqual(['*.log', 'cache/']);
+
+    const again = await engine.backup({ dir: real, bucket: 'Projects' });
+    expect(again).toMatchObject({ versionId: first.versionId, unchanged: true, bytesRead: 0 });
+    writeFileSync(path.join(real, 'site', 'about.html'), '<p>about</p>');
+    const changed = await engine.backup({ dir: real, bucket: 'Projects' });
+    expect(changed).toMatchObject({ files: 2, filesUnchanged: 1 });
+    // Its versions name the folder by the path it was first backed up by, as the shell gives it.
+    const listed = await engine.ls({ bucket: 'Projects', path: path.join(link, 'site') });
+    expect(listed.map((entry) => entry.name)).toEqual(['about.html', 'index.html']);
+
+    // With no file index of it (this computer's state rebuilt), the folder by its other path is
+    // still the bucket's source, not another one.
+    const state = new Database(path.join(scratch, 'home', 'state.sqlite'));
+    try {
+      state.prepare('DELETE FROM file_index_sources').run();
+    } finally {
+      state.close();
+    }
+    writeFileSync(path.join(real, 'site', 'contact.html'), '<p>write</p>');
+    const rebuilt = await engine.backup({ dir: real, bucket: 'Projects' });
+    expect(rebuilt).toMatchObject({ files: 3, filesUnchanged: 0 });
+    // Another folder still is another source.
+    await expect(engine.backup({ dir: source, bucket: 'Projects' })).rejects.toThrow(
+      /this bucket holds backups of/,
+    );
+  });
 });
 
 describe('times before 1970', () => {

@@ -1,4 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { sourcePlace, versionPathParts } from '../../../main/restore/version-path.ts';
 
 // A path in a version as a user types it to `canopy ls` and `canopy restore`: from the folder
@@ -56,6 +59,29 @@ describe('versionPathParts', () => {
       'Pictures',
       'x',
     ]);
+  });
+
+  it('takes an absolute path in the folder by another path, through links, on its computer', () => {
+    const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-version-path-'));
+    onTestFinished(() => rmSync(scratch, { recursive: true, force: true }));
+    const real = path.join(scratch, 'disk', 'pictures');
+    mkdirSync(path.join(real, '2019'), { recursive: true });
+    const link = path.join(scratch, 'Pictures');
+    symlinkSync(real, link);
+    const throughLink = `${os.hostname()}:${link}`;
+    // A file deleted from it, to be restored, by the path without the link; and the other way.
+    expect(versionPathParts(path.join(real, '2019', 'gone.jpg'), throughLink)).toEqual([
+      '2019',
+      'gone.jpg',
+    ]);
+    expect(versionPathParts(path.join(link, '2019'), `${os.hostname()}:${real}`)).toEqual(['2019']);
+    // Elsewhere, or a folder of another computer, it is a path from the top.
+    expect(versionPathParts(path.join(scratch, 'disk', 'x'), throughLink)).toEqual(
+      [...path.join(scratch, 'disk', 'x').split('/')].filter((name) => name !== ''),
+    );
+    expect(versionPathParts(path.join(real, '2019'), `elsewhere:${link}`)).toEqual(
+      [...path.join(real, '2019').split('/')].filter((name) => name !== ''),
+    );
   });
 
   it('takes a path from a version backed up from / as it is', () => {
