@@ -34,7 +34,7 @@ import { askMissing, type PushedUpload } from './ask-missing.ts';
 import { pushWithinQuota } from './quota-probe.ts';
 import { pushFromFile } from './metadata-push.ts';
 import type { BackupInput } from './backup-input.ts';
-import { removeStaging } from './queued-upload-files.ts';
+import { removeStaging, removeUnsentShards } from './queued-upload-files.ts';
 import type { PushedAs } from './carry-over.ts';
 
 // Packing a source folder into a version and pushing it (§17.4): its metadata CAR, its leaves
@@ -404,6 +404,7 @@ export async function packAndPush(
       // Should this process die during the upload, the run that finishes it takes the stage
       // as the index, rather than reading every file again.
       staged.seal(pushed.id, untrustedOf(counts.changedWhileRead, scanStartedMs));
+      await removeUnsentShards(queued);
       input.afterShardConfirmed?.(0);
     } else {
       // Active at once: nothing of it waits.

@@ -21,3 +21,19 @@ export async function removeMetadataFile(file: string | null): Promise<void> {
 export async function removeStaging(dir: string): Promise<void> {
   if (dir !== '') await rm(dir, { recursive: true, force: true });
 }
+
+/**
+ * Removes the staged files of the shards an upload will not send, once it is queued: the host
+ * holds every block in them. Only shards queued as needed are read again (finish-upload.ts),
+ * and an upload carried over to a new version plans its shards from the source, never from
+ * staged ones (carry-over.ts): kept to the end, they held the disk for nothing.
+ */
+export async function removeUnsentShards(
+  shards: ReadonlyArray<{ readonly file: string; readonly needed: boolean }>,
+): Promise<void> {
+  await Promise.all(
+    shards
+      .filter((shard) => !shard.needed && shard.file !== '')
+      .map((shard) => rm(shard.file, { force: true })),
+  );
+}

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type BackupResult } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
-import { stagedLeftovers } from '../helpers/staged-shards.ts';
+import { stagedLeftovers, stagedShardFiles } from '../helpers/staged-shards.ts';
 
 // A file that changes while it is read is read once more; one that keeps changing is reported.
 // A file that changes after it was read, before its shard goes, makes the backup run again.
@@ -146,6 +146,62 @@ describe('files that change after they were read, before the upload', () => {
         expect(
           readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
         ).toBe(true);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe('staged shards the host needs none of', () => {
+  it('leave the disk once the upload is queued, not when it ends', async () => {
+    // photo.jpg is in the first version, not the second, and back in the third: its blocks are
+    // held (by the first), yet laid out in shards, as the second lacks them. The third's shards
+    // are staged, as note.txt changes again after it was read.
+    const run = path.join(scratch, 'unsent-staged');
+    const source = path.join(run, 'source');
+    mkdirSync(source, { recursive: true });
+    const photo = randomBytes(3 << 20);
+    writeFileSync(path.join(source, 'photo.jpg'), photo);
+    writeFileSync(path.join(source, 'note.txt'), 'first words');
+    const home = path.join(run, 'home');
+    let changeNote = false;
+    const stagedBytes: number[] = [];
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService,
+      shardTargetBytes: (1 << 20) + 1024,
+      afterShardConfirmed: (confirmedSoFar) => {
+        if (confirmedSoFar !== 0 || !changeNote) return;
+        const staged = [...stagedShardFiles(home).values()];
+        if (staged.length > 0) {
+          stagedBytes.push(staged.reduce((sum, size) => sum + size, 0));
+          return;
+        }
+        writeFileSync(path.join(source, 'note.txt'), 'other words');
+      },
+    });
+    try {
+      await engine.loginLocal({});
+      await engine.createBucket({ name: 'Unsent', type: 'backup', storageClass: 'hot' });
+      await engine.backup({ dir: source, bucket: 'Unsent' });
+      rmSync(path.join(source, 'photo.jpg'));
+      await engine.backup({ dir: source, bucket: 'Unsent' });
+      writeFileSync(path.join(source, 'photo.jpg'), photo);
+      writeFileSync(path.join(source, 'note.txt'), 'second words');
+      changeNote = true;
+      const third = await engine.backup({ dir: source, bucket: 'Unsent' });
+      // Staged once, when note.txt changed: of the photo's three 1 MiB shards, the one that
+      // also holds the note stayed on disk to be sent, and the other two went.
+      expect(stagedBytes).toHaveLength(1);
+      expect(stagedBytes[0]).toBeGreaterThan(1 << 20);
+      expect(stagedBytes[0]).toBeLessThan(2 << 20);
+      expect(third.bytesUploaded).toBe(stagedBytes[0]);
+      expect(stagedLeftovers(home)).toEqual([]);
+      const target = path.join(run, 'restored');
+      await engine.restore({ bucket: 'Unsent', to: target, overwrite: false });
+      expect(readFileSync(path.join(target, 'photo.jpg')).equals(photo)).toBe(true);
+      expect(readFileSync(path.join(target, 'note.txt'), 'utf8')).toBe('other words');
     } finally {
       await engine.close();
     }
