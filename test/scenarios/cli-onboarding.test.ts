@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import {
   chmodSync,
   existsSync,
@@ -48,6 +48,16 @@ function filesUnder(dir: string): string[] {
 
 function enrollmentCode(email: string): string {
   return addUserCode(serverData, email);
+}
+
+/** `canopy args` run as `nobody`, who, unlike root, may not write in root's folders. */
+function canopyAsNobody(args: string[], env: Record<string, string>): SpawnSyncReturns<string> {
+  const canopy = canopyProcess(args, { ...process.env, CANOPY_SECRET_STORE: 'file', ...env });
+  return spawnSync(
+    'setpriv',
+    ['--reuid=nobody', '--regid=nogroup', '--clear-groups', canopy.command, ...canopy.args],
+    { encoding: 'utf8', env: canopy.env },
+  );
 }
 
 describe('canopy onboarding', () => {
@@ -276,17 +286,7 @@ describe('canopy onboarding', () => {
     mkdirSync(locked, { mode: 0o755 });
     chmodSync(scratch, 0o755);
     const home = path.join(locked, 'home');
-    const canopy = canopyProcess(['buckets', 'list'], {
-      ...process.env,
-      HOME: locked,
-      CANOPY_HOME: home,
-      CANOPY_SECRET_STORE: 'file',
-    });
-    const denied = spawnSync(
-      'setpriv',
-      ['--reuid=nobody', '--regid=nogroup', '--clear-groups', canopy.command, ...canopy.args],
-      { encoding: 'utf8', env: canopy.env },
-    );
+    const denied = canopyAsNobody(['buckets', 'list'], { HOME: locked, CANOPY_HOME: home });
     expect(denied.stderr).toBe(
       `canopy: cannot write in ${home}, where Canopy keeps its state: permission denied\n`,
     );
@@ -318,17 +318,10 @@ describe('canopy onboarding', () => {
     mkdirSync(home, { mode: 0o777 });
     chmodSync(home, 0o777);
     const data = path.join(rootsOnly, 'backups');
-    const canopy = canopyProcess(['login', '--local', '--data', data], {
-      ...process.env,
+    const denied = canopyAsNobody(['login', '--local', '--data', data], {
       HOME: home,
       CANOPY_HOME: path.join(home, 'canopy'),
-      CANOPY_SECRET_STORE: 'file',
     });
-    const denied = spawnSync(
-      'setpriv',
-      ['--reuid=nobody', '--regid=nogroup', '--clear-groups', canopy.command, ...canopy.args],
-      { encoding: 'utf8', env: canopy.env },
-    );
     expect(denied.stderr).toBe(
       `canopy: cannot write in ${data}, where the backups are kept: permission denied\n`,
     );
