@@ -101,6 +101,9 @@ async function run(
     out,
     str: (option) => {
       const value = values[option];
+      // Given as empty text, most often an empty shell variable (`--to "$TARGET"`): a restore
+      // would have gone into the working folder, and the embedded service's data there too.
+      if (value === '') throw new UsageError(`--${option} was given empty; it needs a value`);
       return typeof value === 'string' ? value : undefined;
     },
     strings: (option) => {

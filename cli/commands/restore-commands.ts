@@ -1,4 +1,4 @@
-import { need, offlineReason, table, type CommandContext } from '../command-context.ts';
+import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
@@ -48,6 +48,11 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
 export async function restoreCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
   command.takesWords(1);
+  // An empty shell variable (`canopy restore "$FILE"`) would have restored the whole version.
+  if (sub === '')
+    throw new UsageError(
+      'the path to restore was given empty; leave it out to restore the whole version',
+    );
   const snapshot = str('snapshot');
   const version = str('version');
   const to = str('to');

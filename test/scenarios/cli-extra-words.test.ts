@@ -46,5 +46,24 @@ describe('words a command does not take', () => {
     expect(existsSync(target)).toBe(false);
     await refused(['verify', '--bucket', 'Docs', 'a.txt'], 'unexpected argument "a.txt"');
     await refused(['diff', '--bucket', 'Docs', 'a.txt', 'b.txt'], 'unexpected argument "b.txt"');
+
+    // Empty words, most often an empty shell variable: a restore `--to ""` went into the
+    // working folder, and one of the path "" restored the whole version.
+    const emptied = async (args: string[], told: string): Promise<void> => {
+      const run = await runCanopy(home, args, env);
+      expect(run.stderr).toBe(`canopy: ${told}\n`);
+      expect(run.status).toBe(2);
+    };
+    await emptied(
+      ['restore', '--bucket', 'Docs', '--to', ''],
+      '--to was given empty; it needs a value',
+    );
+    await emptied(
+      ['restore', '--bucket', 'Docs', '', '--to', target],
+      'the path to restore was given empty; leave it out to restore the whole version',
+    );
+    expect(existsSync(target)).toBe(false);
+    await emptied(['backup', source, '--bucket', ''], '--bucket was given empty; it needs a value');
+    await emptied(['login', '--local', '--data', ''], '--data was given empty; it needs a value');
   });
 });
