@@ -21,3 +21,4 @@ export * from './text.ts';
 export * from './validation-error.ts';
 export * from './wire.ts';
 export * from './utf8-order.ts';
+export * from './source-label.ts';

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
-import { sourcePlace, versionPathParts } from './version-path.ts';
+import { sourcePlace } from '../protocol/index.ts';
+import { versionPathParts } from './version-path.ts';
 
 // Where a version's files came from, for a restore that names no folder: the folder backed up,
 // as the manifest's `source_label` records it (`host:/absolute/folder`, §17.3), and below it the

@@ -1,29 +1,13 @@
 import os from 'node:os';
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
+import { sourcePlace } from '../protocol/index.ts';
 import { pathInsideByLinks } from '../scanner/index.ts';
 
 // A path in a version, as a user gives it to `canopy ls` and `canopy restore`: relative to the
 // folder backed up (`2019/beach.jpg`, `./2019/`), or as the absolute path it had there
 // (`~/Pictures/2019/beach.jpg`, which the shell hands over as /home/ann/Pictures/2019/...), so
 // that a path copied from a file manager or completed by the shell names what it names on disk.
-
-/** The host and folder a source label (`host:/absolute/folder`, §17.3) names. */
-export interface SourcePlace {
-  readonly host: string;
-  readonly folder: string;
-}
-
-/** Where a version was backed up from; undefined for a label this client did not write. */
-export function sourcePlace(label: unknown): SourcePlace | undefined {
-  if (typeof label !== 'string') return undefined;
-  // A host name holds no colon; the folder after it may.
-  const colon = label.indexOf(':');
-  if (colon <= 0) return undefined;
-  const folder = label.slice(colon + 1);
-  if (!path.isAbsolute(folder)) return undefined;
-  return { host: label.slice(0, colon), folder };
-}
 
 /**
  * The names, from the version's top down, that `given` means in a version backed up from the

@@ -1,5 +1,6 @@
 import { EngineError, isEngineError } from '../api/index.ts';
 import { LeafSizes } from '../packer/index.ts';
+import { sourcePlace } from '../protocol/index.ts';
 import { excludingFolders, isSameFolder, loadExcludeRules } from '../scanner/index.ts';
 import { removeAbandonedStaging, type QueuedUpload } from '../state/index.ts';
 import { isDamagedMetadata, type TreeLeaves } from './previous-tree.ts';
@@ -210,9 +211,9 @@ async function attempt(
  * computer's labels only, as only its folders can be resolved here.
  */
 function namesSameFolder(a: string, b: string): boolean {
-  const host = (label: string): string => label.slice(0, Math.max(0, label.indexOf(':')));
-  if (host(a) === '' || host(a) !== host(b)) return false;
-  return isSameFolder(a.slice(host(a).length + 1), b.slice(host(b).length + 1));
+  const [placeA, placeB] = [sourcePlace(a), sourcePlace(b)];
+  if (!placeA || !placeB || placeA.host !== placeB.host) return false;
+  return isSameFolder(placeA.folder, placeB.folder);
 }
 
 export async function backupSource(given: BackupInput): Promise<BackupResult> {

@@ -2,7 +2,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { sourcePlace, versionPathParts } from '../../../main/restore/version-path.ts';
+import { sourcePlace } from '../../../main/protocol/index.ts';
+import { versionPathParts } from '../../../main/restore/version-path.ts';
 
 // A path in a version as a user types it to `canopy ls` and `canopy restore`: from the folder
 // backed up, or as the absolute path it had there.
