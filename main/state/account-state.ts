@@ -96,6 +96,7 @@ export const BUCKET_TABLES = [
   'metadata_to_store_again',
   'superseded_versions',
   'pushes_in_flight',
+  'restored_files',
   // With their shards and planned blocks (ON DELETE CASCADE).
   'shard_plans',
   'uploads',

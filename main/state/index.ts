@@ -14,6 +14,7 @@ export * from './known-versions.ts';
 export * from './known-version-buckets.ts';
 export * from './metadata-to-store-again.ts';
 export * from './restore-mark.ts';
+export * from './restored-files.ts';
 export * from './shard-limits.ts';
 export * from './shard-plan.ts';
 export * from './source-excludes.ts';

@@ -1,0 +1,106 @@
+import type { StateDb } from './database.ts';
+
+// Files a restore wrote inside the folder a bucket backs up (220-record-restored-files.sql), by
+// their path below that folder. A restored file is new to the file index, its inode being new,
+// yet its bytes are the leaves the restore wrote: while its size, mtime and inode stay as the
+// restore left them, the next backup takes those leaves instead of reading it, as it would from
+// the index. That backup's file index holds the files from then on, and their records go.
+
+export interface RestoredFile {
+  /** Below the source folder, as the file index names it. */
+  readonly path: string;
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly ino: bigint;
+  /** Its leaves as a leaf list (main/packer/leaf-list.ts). */
+  readonly leaves: Uint8Array;
+}
+
+interface Row {
+  size: number;
+  mtime_ns: string;
+  ino: string;
+  leaves: Uint8Array;
+}
+
+export class RestoredFiles {
+  private readonly select;
+  private readonly upsert;
+
+  private constructor(
+    private readonly db: StateDb,
+    private readonly bucketId: string,
+    private readonly sourceDir: string,
+  ) {
+    this.select = db.prepare<[string, string, string], Row>(
+      `SELECT size, mtime_ns, ino, leaves FROM restored_files
+       WHERE bucket_id = ? AND source_dir = ? AND path = ?`,
+    );
+    // A file restored again replaces its record, under a new id: clearThrough then keeps it.
+    this.upsert = db.prepare<[string, string, string, number, string, string, Uint8Array]>(
+      `INSERT OR REPLACE INTO restored_files (bucket_id, source_dir, path, size, mtime_ns, ino, leaves)
+       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    );
+  }
+
+  /** The restored files of `sourceDir` (an absolute path) backed up to bucket `bucketId`. */
+  static of(db: StateDb, bucketId: string, sourceDir: string): RestoredFiles {
+    return new RestoredFiles(db, bucketId, sourceDir);
+  }
+
+  /** Records `files` as restored, in one transaction. */
+  record(files: readonly RestoredFile[]): void {
+    this.db.transaction(() => {
+      for (const file of files)
+        this.upsert.run(
+          this.bucketId,
+          this.sourceDir,
+          file.path,
+          file.size,
+          file.mtimeNs.toString(),
+          file.ino.toString(),
+          file.leaves,
+        );
+    })();
+  }
+
+  /**
+   * The newest record's id, 0 when there is none: a backup takes it before it walks, and
+   * clears the records up to it once its file index holds what it found.
+   */
+  newest(): number {
+    return (
+      this.db
+        .prepare<[string, string], number | null>(
+          'SELECT max(id) FROM restored_files WHERE bucket_id = ? AND source_dir = ?',
+        )
+        .pluck()
+        .get(this.bucketId, this.sourceDir) ?? 0
+    );
+  }
+
+  /** The restored file at `path`, if it is still as the restore left it (`found`). */
+  unchangedAt(
+    path: string,
+    found: { readonly size: number; readonly mtimeNs: bigint; readonly ino: bigint },
+  ): RestoredFile | undefined {
+    const row = this.select.get(this.bucketId, this.sourceDir, path);
+    if (
+      !row ||
+      row.size !== found.size ||
+      row.mtime_ns !== found.mtimeNs.toString() ||
+      row.ino !== found.ino.toString()
+    )
+      return undefined;
+    return { path, size: row.size, mtimeNs: found.mtimeNs, ino: found.ino, leaves: row.leaves };
+  }
+
+  /** Forgets the records up to id `newest`; those a restore made since stay. */
+  clearThrough(newest: number): void {
+    this.db
+      .prepare<[string, string, number]>(
+        'DELETE FROM restored_files WHERE bucket_id = ? AND source_dir = ? AND id <= ?',
+      )
+      .run(this.bucketId, this.sourceDir, newest);
+  }
+}
