@@ -24,6 +24,7 @@ import {
   rememberActiveVersion,
   indexedSourceDirs,
   shardLimitOf,
+  RestoredFiles,
   sourceFileIndex,
   uploadQueue,
   uploadSpeedOf,
@@ -167,6 +168,9 @@ export class SourceBackup {
     input: BackupRequest,
   ): Promise<BackupResult> {
     const fileIndex = sourceFileIndex(this.parts.db, bucket.id, sourceDir);
+    const restoredFiles = RestoredFiles.of(this.parts.db, bucket.id, sourceDir);
+    /** The restored files this backup may find: those noted later stay for the next one. */
+    const restoredThrough = restoredFiles.newest();
     if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
     const resendLeaves = blocksToResend(this.parts.db, bucket.id);
     const storeAgainVersion = metadataToStoreAgain(this.parts.db, bucket.id);
@@ -201,6 +205,7 @@ export class SourceBackup {
         now: () => this.parts.now(),
         queue: uploadQueue(this.parts.db),
         fileIndex,
+        ...(restoredThrough > 0 ? { restoredFiles } : {}),
         ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
         ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),
         excludes: keptExcludesOf(this.parts.db, sourceDir),
@@ -240,6 +245,8 @@ export class SourceBackup {
     });
     // Sent again, or no longer in the source, which then cannot give them back.
     forgetBlocksToResend(this.parts.db, bucket.id, resendLeaves);
+    // In the file index now, each as the restore left it, or changed since.
+    if (restoredThrough > 0) restoredFiles.clearThrough(restoredThrough);
     // Stored again, or no longer the active version.
     if (storeAgainVersion !== undefined) forgetMetadataToStoreAgain(this.parts.db, bucket.id);
     // After the new version is known active: the one it replaced may go now.

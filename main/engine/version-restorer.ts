@@ -8,6 +8,7 @@ import {
   removeLeftTemporaries,
   restoreVersion,
   subtreeIndex,
+  type RestoredFileOnDisk,
   type RestoreResult,
 } from '../restore/index.ts';
 import {
@@ -23,6 +24,7 @@ import { diskGoneError } from './disk-gone-error.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
+import { RestoredFilesNotes } from './restored-files-notes.ts';
 import { usingTree } from './using-tree.ts';
 
 // Restoring a version, or one file or folder of it, into a folder: by default back where it
@@ -49,6 +51,11 @@ export type RestoredVersion = RestoreResult & {
   /** Files that restores killed part-way had left under temporary names, removed first. */
   readonly leftoversRemoved: number;
   readonly restoredInto: string;
+  /**
+   * Whether the files restored into the folder the bucket backs up were noted for its next
+   * backup, which then reads none of them again (false: the disk of Canopy's state was full).
+   */
+  readonly notedForBackup: boolean;
 };
 
 /** Whether `dir` is a folder now; a disk pulled out while mounted (ENOTCONN) holds none. */
@@ -84,7 +91,7 @@ export class VersionRestorer {
           : async (file: string) => subtreeIndex(await openBrowsableTree(file), subPath);
       const result = await usingTree(
         await this.parts.metadata.versionTree(client, versionId, readTree, onPull),
-        (tree) => this.restoreTree(client, who.storage_host, tree, input),
+        (tree) => this.restoreTree(client, who.storage_host, bucketId, tree, input),
       );
       noteUnavailableBlocks(this.parts.db, bucketId, result.unavailable, this.parts.now());
       return result;
@@ -102,6 +109,7 @@ export class VersionRestorer {
   private async restoreTree(
     client: ServiceClient,
     storageHost: string,
+    bucketId: string,
     tree: TreeIndex,
     input: RestoreRequest,
   ): Promise<RestoredVersion> {
@@ -114,6 +122,12 @@ export class VersionRestorer {
         : path.resolve(input.to);
     const leftoversRemoved = this.removeStoppedRestoresLeftovers();
     const mark = RestoreMark.start(this.parts.deps.home, targetDir);
+    const notes = RestoredFilesNotes.forRestore(
+      this.parts.db,
+      bucketId,
+      tree.manifest['source_label'],
+      targetDir,
+    );
     let finished = false;
     try {
       const result = await restoreVersion({
@@ -130,10 +144,22 @@ export class VersionRestorer {
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
         ...(input.sparse === true ? { sparse: true } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
+        ...(notes ? { onFileRestored: (file: RestoredFileOnDisk) => notes.add(file) } : {}),
       });
       finished = true;
-      return { ...result, leftoversRemoved, restoredInto: targetDir };
+      return {
+        ...result,
+        leftoversRemoved,
+        restoredInto: targetDir,
+        notedForBackup: notes?.finish() ?? true,
+      };
     } catch (error) {
+      // What a restore that failed part-way finished is noted too.
+      try {
+        notes?.finish();
+      } catch {
+        // The restore's own failure is the one to report; unnoted files are only read again.
+      }
       throw toldAsLocalDisk(
         diskGoneError(error, targetDir, 'restore'),
         'restore',

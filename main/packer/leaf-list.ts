@@ -1,5 +1,5 @@
 import type { CID } from 'multiformats/cid';
-import { cidFromSha256, RAW_CODEC } from '../protocol/index.ts';
+import { cidFromSha256, RAW_CODEC, SHA2_256_CODE } from '../protocol/index.ts';
 import { CHUNK_BYTES } from './unixfs-settings.ts';
 
 // A file's leaves as the file index keeps them: their SHA-256 digests one after another, 32
@@ -15,13 +15,22 @@ function leafCountOf(size: number): number {
   return Math.ceil(size / CHUNK_BYTES);
 }
 
+/** Whether a leaf list can hold `cid`: a raw leaf with a SHA-256 digest, as §17.1 writes them. */
+export function isListableLeaf(cid: CID): boolean {
+  return (
+    cid.code === RAW_CODEC &&
+    cid.multihash.code === SHA2_256_CODE &&
+    cid.multihash.digest.length === DIGEST_BYTES
+  );
+}
+
 /** Builds a file's leaf list as its leaves are made, in order. */
 export class LeafListBuilder {
   private bytes = new Uint8Array(DIGEST_BYTES);
   private used = 0;
 
   add(cid: CID): void {
-    if (cid.code !== RAW_CODEC || cid.multihash.digest.length !== DIGEST_BYTES)
+    if (!isListableLeaf(cid))
       throw new Error(`a leaf list holds raw sha2-256 leaves, not ${cid.toString()}`);
     if (this.used === this.bytes.length) {
       const grown = new Uint8Array(this.bytes.length * 2);

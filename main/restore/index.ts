@@ -1,6 +1,7 @@
 // Metadata CAR to a tree on disk, blocks fetched and verified. May import main/api, protocol,
-// service, uploader (for the tree index) and scanner (to read a file already there as a backup
-// reads one).
+// service, uploader (for the tree index), scanner (to read a file already there as a backup
+// reads one) and packer (its chunk size and leaf lists).
+export type { RestoredFileOnDisk } from './file-as-left.ts';
 export * from './files-needing-blocks.ts';
 export * from './left-temporaries.ts';
 export * from './original-place.ts';

@@ -3,6 +3,7 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { fsyncFully } from './file-writes.ts';
 import type { FileSystemFlush } from './file-system-flush.ts';
 import { refusalOf } from './refused-entry.ts';
+import type { FileAsLeft } from './file-as-left.ts';
 
 // The files a restore wrote whole under temporary names, waiting to be renamed to their targets
 // a batch at a time (restore-version.ts says why). A file is renamed only once it is on disk:
@@ -29,6 +30,8 @@ export interface WrittenFile {
   readonly bytes: number;
   /** Whether it was fsynced itself; if not, it waits for a flush of its file system. */
   readonly synced: boolean;
+  /** How it was left, when the restore's caller wants restored files told (FileAsLeft). */
+  readonly asLeft?: FileAsLeft;
 }
 
 export interface UnrenamedFile extends WrittenFile {

@@ -23,6 +23,7 @@ import { fileLeaves } from './file-leaves.ts';
 import { isZeroChunk, zeroChunkCid } from './zero-chunk.ts';
 import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { fileTime } from './file-time.ts';
+import { fileAsLeft, type FileAsLeft, type RestoredFileOnDisk } from './file-as-left.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
 import { fsyncFully } from './file-writes.ts';
@@ -97,6 +98,11 @@ export interface RestoreInput {
   readonly afterFileWritten?: (writtenSoFar: number) => void;
   /** Takes the restore's progress, at most every 200 ms and once at its end. */
   readonly onProgress?: (progress: RestoreProgress) => void;
+  /**
+   * Takes each file once it is whole under its name, as the restore left it. Not called for a
+   * file whose leaves a leaf list cannot hold.
+   */
+  readonly onFileRestored?: (file: RestoredFileOnDisk) => void;
   /**
    * Leaves each whole chunk of zeros in a file a hole, taking no room on the disk, as `cp
    * --sparse=always` does: a disk image restores at the size its data takes. Its bytes read the
@@ -432,6 +438,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     renamed: (file) => {
       result.bytes += file.bytes;
       result.files += 1;
+      if (file.asLeft) input.onFileRestored?.({ file: file.target, ...file.asLeft });
     },
     refused: (relative, reason) => result.notRestored.push({ path: relative, reason }),
     failed: (error) => stop(error),
@@ -471,6 +478,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const flushed = renames.flushCovers(folder);
     const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid, entry.fileNode), slots);
     let written = 0;
+    let asLeft: FileAsLeft | undefined;
     try {
       // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way, and
       // one whose block the server cannot give back, or gives back damaged, has a gap. Either
@@ -506,6 +514,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         futimesSync(output.fd, time, time);
       }
       if (!flushed) await fsyncFully(output.fd);
+      asLeft = input.onFileRestored
+        ? fileAsLeft(output.fd, leafCidsOf(entry.cid, entry.fileNode))
+        : undefined;
     } catch (error) {
       output.close();
       rmSync(temporary, { force: true });
@@ -514,7 +525,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     }
     output.close();
     progress?.addFile();
-    return { temporary, target, bytes: written, synced: !flushed };
+    return { temporary, target, bytes: written, synced: !flushed, ...(asLeft ? { asLeft } : {}) };
   }
 
   /**

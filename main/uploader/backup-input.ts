@@ -1,6 +1,6 @@
 import type { SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
-import type { SourceFileIndex, UploadQueue } from '../state/index.ts';
+import type { RestoredFiles, SourceFileIndex, UploadQueue } from '../state/index.ts';
 import type { TreeLeaves } from './previous-tree.ts';
 import type { BackupProgress } from './progress-meter.ts';
 
@@ -29,6 +29,11 @@ export interface BackupInput {
   readonly excludes?: readonly string[];
   /** What each file looked like at the last backup of this source to this bucket. */
   readonly fileIndex: SourceFileIndex;
+  /**
+   * Files restores wrote into this source since, new to the index: each still as a restore
+   * left it is not read, as if the index held it. Undefined when there are none.
+   */
+  readonly restoredFiles?: RestoredFiles;
   /**
    * Blocks, by CID text, that a restore or a verify found the host could not give back whole:
    * each the source still has is read and sent again, even though the host counts it held.

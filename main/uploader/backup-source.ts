@@ -56,8 +56,12 @@ async function attempt(
   const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
   const survey =
     indexIsActive || scanning
-      ? await surveySource(input.sourceDir, rules, input.fileIndex, (bytes) =>
-          scanning?.found(bytes),
+      ? await surveySource(
+          input.sourceDir,
+          rules,
+          input.fileIndex,
+          (bytes) => scanning?.found(bytes),
+          input.restoredFiles,
         )
       : undefined;
   scanning?.finish();

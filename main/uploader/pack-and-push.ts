@@ -7,12 +7,13 @@ import {
   DEFAULT_LIMITS,
   type MetadataUploadResult,
 } from '../protocol/index.ts';
-import { packSource, type LeafSizes, type PackInput } from '../packer/index.ts';
+import { packSource, type LeafSizes, type PackInput, type ScannedFile } from '../packer/index.ts';
 import type { ExcludeRules, SkippedItem } from '../scanner/index.ts';
 import { isServiceRefusal } from '../service/index.ts';
 import {
   newStagingDir,
   type QueuedUpload,
+  type RestoredFiles,
   type ShardPlan,
   type ShardToQueue,
   type SourceFileIndex,
@@ -52,22 +53,30 @@ const RACY_MTIME_NS = 2_000_000_000n;
 /**
  * Reuse a file's leaves when the index shows it unchanged and the active version holds them:
  * the leaves its index entry lists, or, in an index from before entries listed them, those of
- * its File node in the active version's tree. A file holding a leaf to send again is read.
+ * its File node in the active version's tree; or, for a file new to the index, the leaves a
+ * restore wrote into it, while it is as the restore left it. A file holding a leaf to send
+ * again is read.
  */
 function reuseUnchanged(
   index: SourceFileIndex,
+  restored: RestoredFiles | undefined,
   previous: TreeLeaves | undefined,
   resend: ReadonlySet<string>,
   /** Takes the size of each file read only to send a leaf again: the survey counted it unread. */
   onReadToResend: (bytes: number) => void,
 ): PackInput['reuse'] {
   if (!previous) return undefined;
-  return (file) => {
+  const leavesOf = (file: ScannedFile): Array<{ cid: CID; size: number }> | undefined => {
     const known = vouchingEntry(index, file, index.lookup(file.path));
-    if (!known) return undefined;
-    const leaves = known.leaves
-      ? listedLeavesInTree(previous, known.leaves, file.size)
-      : leavesOfFile(previous, known.cid, file.size);
+    if (known)
+      return known.leaves
+        ? listedLeavesInTree(previous, known.leaves, file.size)
+        : leavesOfFile(previous, known.cid, file.size);
+    const left = restored?.unchangedAt(file.path, file);
+    return left ? listedLeavesInTree(previous, left.leaves, file.size) : undefined;
+  };
+  return (file) => {
+    const leaves = leavesOf(file);
     if (resend.size > 0 && leaves?.some((leaf) => resend.has(cidText(leaf.cid))) === true) {
       onReadToResend(file.size);
       return undefined;
@@ -217,8 +226,12 @@ export async function packAndPush(
   try {
     /** The reading phase's progress of the pass under way, if progress is wanted. */
     let passProgress: PhaseProgress<'reading'> | undefined;
-    const reuse = reuseUnchanged(input.fileIndex, previous?.tree, resend, (bytes) =>
-      passProgress?.addToTotal(bytes),
+    const reuse = reuseUnchanged(
+      input.fileIndex,
+      input.restoredFiles,
+      previous?.tree,
+      resend,
+      (bytes) => passProgress?.addToTotal(bytes),
     );
     const reuseFolder = reuseUnchangedFolders(input.fileIndex, previous?.tree, changedFolders);
     // File mtimes are on the wall clock, whatever clock `now` is.

@@ -4,6 +4,7 @@ import {
   folderOf,
   type IndexedEntry,
   type MovedFileQuery,
+  type RestoredFiles,
   type SourceFileIndex,
 } from '../state/index.ts';
 
@@ -88,6 +89,8 @@ export async function surveySource(
   index: SourceFileIndex,
   /** Called with each file found, for progress. */
   onFile?: (bytes: number) => void,
+  /** Files restored into the source since: those still as left need no read either. */
+  restored?: RestoredFiles,
 ): Promise<SourceSurvey> {
   // An index of no version vouches for nothing; its lookups would all miss.
   const indexed = index.versionId !== null;
@@ -131,7 +134,11 @@ export async function surveySource(
     files += 1;
     bytes += entry.size;
     onFile?.(entry.size);
-    if (!(indexed && vouchingEntry(index, entry, known))) bytesToRead += entry.size;
+    if (
+      !(indexed && vouchingEntry(index, entry, known)) &&
+      restored?.unchangedAt(entry.path, entry) === undefined
+    )
+      bytesToRead += entry.size;
   }
   closeFoldersDownTo(null);
   const unchanged = changed !== null && changed.size === 0 && seen === index.entryCount;

@@ -1,0 +1,41 @@
+import { fstatSync } from 'node:fs';
+import type { CID } from 'multiformats/cid';
+import { isListableLeaf, LeafListBuilder } from '../packer/index.ts';
+
+// A file as a restore left it, for the next backup of the folder it went to: its size, mtime
+// and inode, which stay as they are while nothing writes to it, and the leaves the restore wrote
+// into it. A backup finding the file still so takes those leaves instead of reading it again.
+
+export interface FileAsLeft {
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly ino: bigint;
+  /** Its leaves as a leaf list (main/packer/leaf-list.ts). */
+  readonly leaves: Uint8Array;
+}
+
+/** A restored file, whole under its name, as the restore left it. */
+export interface RestoredFileOnDisk extends FileAsLeft {
+  /** Its absolute path. */
+  readonly file: string;
+}
+
+/**
+ * The file open at `fd`, its content and times written, as it is left; undefined when its
+ * leaves cannot make a leaf list (not raw sha2-256 chunks, as another tool may write them), so
+ * that only a read of the file can say what it holds.
+ */
+export function fileAsLeft(fd: number, leaves: Iterable<CID>): FileAsLeft | undefined {
+  const list = new LeafListBuilder();
+  for (const leaf of leaves) {
+    if (!isListableLeaf(leaf)) return undefined;
+    list.add(leaf);
+  }
+  const stat = fstatSync(fd, { bigint: true });
+  return {
+    size: Number(stat.size),
+    mtimeNs: stat.mtimeNs,
+    ino: stat.ino,
+    leaves: list.finish(),
+  };
+}

@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
+import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+
+// A folder lost and restored where it was backed up from, then backed up again, as a user
+// recovering from a deleted folder or a new disk does: the backup reads none of the restored
+// files while they are as the restore left them (each has a new inode, so the file index
+// alone would have them all read again), and still reads every one changed or replaced since.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-backup-after-restore-'));
+const source = path.join(scratch, 'source');
+const home = path.join(scratch, 'home');
+const MiB = 1024 * 1024;
+
+interface BackupJson {
+  versionId: string;
+  files: number;
+  bytesRead: number;
+  newBytes: number;
+  unchanged?: boolean;
+}
+
+async function backup(): Promise<BackupJson> {
+  return JSON.parse(
+    await canopySucceeds(home, 'backup', source, '--bucket', 'Docs', '--json', '--skip-check'),
+  ) as BackupJson;
+}
+
+/** Writes `bytes` to `name` in the source, dated an hour back (a file written in the last
+ * seconds before a backup is always read again by the next one). */
+function writeOld(name: string, bytes: Uint8Array): void {
+  const file = path.join(source, name);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, bytes);
+  const anHourAgo = new Date(Date.now() - 3_600_000);
+  utimesSync(file, anHourAgo, anHourAgo);
+}
+
+/** The newest version, restored into a fresh folder, as a fingerprint of its tree. */
+async function newestVersion(name: string): Promise<ReturnType<typeof fingerprintTree>> {
+  const target = path.join(scratch, name);
+  await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--to', target);
+  return fingerprintTree(target);
+}
+
+beforeAll(async () => {
+  writeOld('photos/cat.jpg', randomBytes(2 * MiB + 3));
+  writeOld('photos/2024/dog.jpg', randomBytes(MiB));
+  writeOld('photos/empty', new Uint8Array());
+  writeOld('notes.txt', randomBytes(700));
+  await loginWithBucket(home, path.join(scratch, 'local'), 'Docs');
+  expect(await backup()).toMatchObject({ files: 4, bytesRead: 3 * MiB + 703 });
+}, 60_000);
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('a backup after a restore into the folder it backs up', () => {
+  it('reads none of the files restored, and the version it makes holds them whole', async () => {
+    rmSync(path.join(source, 'photos'), { recursive: true });
+    const restored = JSON.parse(
+      await canopySucceeds(home, 'restore', 'photos', '--bucket', 'Docs', '--json'),
+    ) as { files: number; restoredInto: string; notedForBackup: boolean };
+    expect(restored).toMatchObject({ files: 3, restoredInto: source, notedForBackup: true });
+
+    const after = await backup();
+    expect(after).toMatchObject({ files: 4, bytesRead: 0, newBytes: 0 });
+    expect(after.unchanged).not.toBe(true);
+    expect(await newestVersion('after-restore')).toEqual(fingerprintTree(source));
+  });
+
+  it('reads a restored file written to since, and one put in its place', async () => {
+    rmSync(source, { recursive: true });
+    mkdirSync(source);
+    await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--to', source);
+    // Written to (dated back, or the next backup would read it again as just written).
+    const notes = path.join(source, 'notes.txt');
+    appendFileSync(notes, 'one more line');
+    const aMinuteAgo = new Date(Date.now() - 60_000);
+    utimesSync(notes, aMinuteAgo, aMinuteAgo);
+    // Replaced by other bytes of the same size and mtime: only its inode tells.
+    const cat = path.join(source, 'photos', 'cat.jpg');
+    const { mtime } = statSync(cat);
+    const other = path.join(scratch, 'other-cat.jpg');
+    writeFileSync(other, randomBytes(2 * MiB + 3));
+    utimesSync(other, mtime, mtime);
+    renameSync(other, cat);
+
+    const after = await backup();
+    expect(after).toMatchObject({ files: 4, bytesRead: 2 * MiB + 3 + 713 });
+    expect(await newestVersion('after-changes')).toEqual(fingerprintTree(source));
+    // The restored files were taken into the file index: a backup of nothing changed reads
+    // nothing and makes no version.
+    expect(await backup()).toMatchObject({ unchanged: true, bytesRead: 0 });
+  });
+});
