@@ -98,10 +98,10 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
               : `the disk would not take the permissions of ${result.modesNotKept} files and folders; they have the disk's own`,
           ]),
       ...result.notRestored.map((item) => `could not restore ${item.path}: ${item.reason}`),
-      ...(result.notedForBackup
+      ...(result.readAgainBecause === null
         ? []
         : [
-            "the disk holding Canopy's state is full, so the next backup of this folder reads the restored files again",
+            `the next backup of this folder reads the restored files again: ${result.readAgainBecause}`,
           ]),
       ...wholeOnRetryLines(result.wholeOnRetry.length),
     ].join('\n'),

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { sourcePlace } from '../protocol/index.ts';
 import type { RestoredFileOnDisk } from '../restore/index.ts';
 import { RestoredFiles, type RestoredFile, type StateDb } from '../state/index.ts';
-import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
+import { isDiskFull } from '../api/index.ts';
 
 // Notes the files a restore writes into the folder its bucket backs up from, on this computer,
 // for the next backup of that folder to take their leaves instead of reading them again
@@ -15,7 +15,8 @@ const NOTES_PER_WRITE = 1000;
 
 export class RestoredFilesNotes {
   private waiting: RestoredFile[] = [];
-  private someNotNoted = false;
+  /** Why some files could not be noted; undefined while all were. */
+  private notNotedBecause: string | undefined;
 
   private constructor(
     private readonly files: RestoredFiles,
@@ -40,27 +41,43 @@ export class RestoredFilesNotes {
 
   /** Notes `file`, restored whole under its name. */
   add(file: RestoredFileOnDisk): void {
-    if (this.someNotNoted) return;
+    if (this.notNotedBecause !== undefined) return;
     const { file: where, ...asLeft } = file;
     this.waiting.push({ path: path.relative(this.sourceDir, where), ...asLeft });
     if (this.waiting.length >= NOTES_PER_WRITE) this.write();
   }
 
   /**
-   * Writes the notes still waiting; false when some could not be, the disk of Canopy's state
-   * being full: the next backup reads those files again.
+   * Writes the notes still waiting. Returns why some files could not be noted, so that the next
+   * backup reads them again, or null when all were.
    */
-  finish(): boolean {
+  finish(): string | null {
     this.write();
-    return !this.someNotNoted;
+    return this.notNotedBecause ?? null;
   }
 
   private write(): void {
     const notes = this.waiting;
     this.waiting = [];
-    if (notes.length === 0 || this.someNotNoted) return;
-    if (!keptUnlessDiskFull(() => this.files.record(notes))) this.someNotNoted = true;
+    if (notes.length === 0 || this.notNotedBecause !== undefined) return;
+    try {
+      this.files.record(notes);
+    } catch (error) {
+      this.notNotedBecause = whyNotNoted(error);
+    }
   }
+}
+
+/**
+ * Why notes could not be written, for a failure that leaves the restore itself sound: a full
+ * disk, or another Canopy process holding the state past the wait. Anything else (a damaged
+ * database) is thrown, as every other use of the state would throw it.
+ */
+function whyNotNoted(error: unknown): string {
+  if (isDiskFull(error)) return "the disk holding Canopy's state is full";
+  if ((error as { code?: unknown } | null)?.code === 'SQLITE_BUSY')
+    return "another Canopy process kept Canopy's state busy";
+  throw error;
 }
 
 /** Whether `dir` is `folder` or lies in it, by their paths. */

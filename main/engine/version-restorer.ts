@@ -52,10 +52,11 @@ export type RestoredVersion = RestoreResult & {
   readonly leftoversRemoved: number;
   readonly restoredInto: string;
   /**
-   * Whether the files restored into the folder the bucket backs up were noted for its next
-   * backup, which then reads none of them again (false: the disk of Canopy's state was full).
+   * Why the next backup of the folder the bucket backs up reads files restored into it again,
+   * when some could not be noted for it (RestoredFilesNotes); null when all were, or none went
+   * there.
    */
-  readonly notedForBackup: boolean;
+  readonly readAgainBecause: string | null;
 };
 
 /** Whether `dir` is a folder now; a disk pulled out while mounted (ENOTCONN) holds none. */
@@ -151,7 +152,7 @@ export class VersionRestorer {
         ...result,
         leftoversRemoved,
         restoredInto: targetDir,
-        notedForBackup: notes?.finish() ?? true,
+        readAgainBecause: notes?.finish() ?? null,
       };
     } catch (error) {
       // What a restore that failed part-way finished is noted too.

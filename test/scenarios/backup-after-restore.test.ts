@@ -72,8 +72,8 @@ describe('a backup after a restore into the folder it backs up', () => {
     rmSync(path.join(source, 'photos'), { recursive: true });
     const restored = JSON.parse(
       await canopySucceeds(home, 'restore', 'photos', '--bucket', 'Docs', '--json'),
-    ) as { files: number; restoredInto: string; notedForBackup: boolean };
-    expect(restored).toMatchObject({ files: 3, restoredInto: source, notedForBackup: true });
+    ) as { files: number; restoredInto: string; readAgainBecause: string | null };
+    expect(restored).toMatchObject({ files: 3, restoredInto: source, readAgainBecause: null });
 
     const after = await backup();
     expect(after).toMatchObject({ files: 4, bytesRead: 0, newBytes: 0 });

@@ -7,7 +7,8 @@ import { openStateDatabase, RestoredFiles } from '../../../main/state/index.ts';
 
 // What a restore notes for the next backup: only files it wrote into the folder the bucket
 // backs up from on this computer, each by its path below that folder; and a full disk under
-// Canopy's state leaves them unnoted (they are read again), without failing the restore.
+// Canopy's state, or another process holding it, leaves them unnoted (they are read again),
+// without failing the restore.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-restored-notes-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -32,7 +33,7 @@ describe('RestoredFilesNotes', () => {
       const notes = RestoredFilesNotes.forRestore(db, 'bucket-1', label, `${source}/photos`);
       expect(notes).toBeDefined();
       notes?.add({ file: `${source}/photos/cat.jpg`, ...asLeft });
-      expect(notes?.finish()).toBe(true);
+      expect(notes?.finish()).toBeNull();
       const restored = RestoredFiles.of(db, 'bucket-1', source);
       expect(restored.unchangedAt('photos/cat.jpg', asLeft)).toMatchObject({ size: 5 });
       // Any write since shows in its mtime, and a file put in its place has another inode.
@@ -79,6 +80,25 @@ describe('RestoredFilesNotes', () => {
     }
   });
 
+  it('leaves the files unnoted, and says so, while another process holds the state', () => {
+    const file = path.join(scratch, 'busy.sqlite');
+    const db = openStateDatabase(file);
+    const other = openStateDatabase(file);
+    try {
+      // Waits a tenth of a second here rather than the engine's 30 s.
+      db.pragma('busy_timeout = 100');
+      other.exec('BEGIN IMMEDIATE');
+      const notes = RestoredFilesNotes.forRestore(db, 'b', label, source);
+      notes?.add({ file: `${source}/a`, ...asLeft });
+      expect(notes?.finish()).toBe("another Canopy process kept Canopy's state busy");
+      other.exec('ROLLBACK');
+      expect(RestoredFiles.of(db, 'b', source).newest()).toBe(0);
+    } finally {
+      other.close();
+      db.close();
+    }
+  });
+
   it('leaves the files unnoted, and says so, when the disk of the state is full', () => {
     const db = database('full');
     try {
@@ -88,7 +108,7 @@ describe('RestoredFilesNotes', () => {
       db.pragma(`max_page_count = ${pages}`);
       for (let index = 0; index < 1500; index++)
         notes?.add({ file: `${source}/file-${index}`, ...asLeft });
-      expect(notes?.finish()).toBe(false);
+      expect(notes?.finish()).toBe("the disk holding Canopy's state is full");
       expect(RestoredFiles.of(db, 'b', source).newest()).toBe(0);
     } finally {
       db.close();
