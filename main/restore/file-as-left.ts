@@ -1,6 +1,7 @@
 import { fstatSync } from 'node:fs';
 import type { CID } from 'multiformats/cid';
 import { isListableLeaf, LeafListBuilder } from '../packer/index.ts';
+import type { InodeNumbers } from '../scanner/index.ts';
 
 // A file as a restore left it, for the next backup of the folder it went to: its size, mtime
 // and inode, which stay as they are while nothing writes to it, and the leaves the restore wrote
@@ -21,11 +22,17 @@ export interface RestoredFileOnDisk extends FileAsLeft {
 }
 
 /**
- * The file open at `fd`, its content and times written, as it is left; undefined when its
- * leaves cannot make a leaf list (not raw sha2-256 chunks, as another tool may write them), so
- * that only a read of the file can say what it holds.
+ * The file open at `fd`, in `folder`, its content and times written, as it is left; undefined
+ * when its leaves cannot make a leaf list (not raw sha2-256 chunks, as another tool may write
+ * them), so that only a read of the file can say what it holds. Its inode number is as a
+ * backup's walk finds it (`inodes`): 0 on a disk that makes them up.
  */
-export function fileAsLeft(fd: number, leaves: Iterable<CID>): FileAsLeft | undefined {
+export function fileAsLeft(
+  fd: number,
+  folder: string,
+  leaves: Iterable<CID>,
+  inodes: InodeNumbers,
+): FileAsLeft | undefined {
   const list = new LeafListBuilder();
   for (const leaf of leaves) {
     if (!isListableLeaf(leaf)) return undefined;
@@ -35,7 +42,7 @@ export function fileAsLeft(fd: number, leaves: Iterable<CID>): FileAsLeft | unde
   return {
     size: Number(stat.size),
     mtimeNs: stat.mtimeNs,
-    ino: stat.ino,
+    ino: inodes.of(stat, folder),
     leaves: list.finish(),
   };
 }

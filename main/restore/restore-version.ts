@@ -24,6 +24,7 @@ import { isZeroChunk, zeroChunkCid } from './zero-chunk.ts';
 import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { fileTime } from './file-time.ts';
 import { fileAsLeft, type FileAsLeft, type RestoredFileOnDisk } from './file-as-left.ts';
+import { InodeNumbers } from '../scanner/index.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
 import { fsyncFully } from './file-writes.ts';
@@ -443,6 +444,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     refused: (relative, reason) => result.notRestored.push({ path: relative, reason }),
     failed: (error) => stop(error),
   });
+  /** Inode numbers as a backup's walk finds them, for the files told to `onFileRestored`. */
+  const inodes = new InodeNumbers();
   const namePrefix = temporaryPrefix(input.temporaryToken ?? randomBytes(4).toString('hex'));
   let temporaryCount = 0;
   let filesWritten = 0;
@@ -515,7 +518,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       }
       if (!flushed) await fsyncFully(output.fd);
       asLeft = input.onFileRestored
-        ? fileAsLeft(output.fd, leafCidsOf(entry.cid, entry.fileNode))
+        ? fileAsLeft(output.fd, folder, leafCidsOf(entry.cid, entry.fileNode), inodes)
         : undefined;
     } catch (error) {
       output.close();

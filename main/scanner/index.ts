@@ -7,3 +7,4 @@ export * from './own-folders.ts';
 export * from './source-folder.ts';
 export * from './source-file.ts';
 export * from './same-folder.ts';
+export * from './inode-numbers.ts';
