@@ -8,7 +8,11 @@ import { isDiskFull } from '../api/index.ts';
 // Notes the files a restore writes into the folder its bucket backs up from, on this computer,
 // for the next backup of that folder to take their leaves instead of reading them again
 // (state/restored-files.ts): a restore of a lost folder, or of a whole disk onto a new one,
-// followed by a backup, read back everything it had just written.
+// followed by a backup, read back everything it had just written. A whole version restored
+// anywhere else is noted as well, by the folder it went to: a new computer's first backup goes
+// on from the version it restored (`--replace-source`, its name or folder being another). Only
+// the last such folder of a bucket keeps its notes, so that restores to look at old files do
+// not pile them up.
 
 /** Notes written at once, in one transaction. */
 const NOTES_PER_WRITE = 1000;
@@ -24,19 +28,25 @@ export class RestoredFilesNotes {
   ) {}
 
   /**
-   * Notes for a restore of bucket `bucketId`'s version labelled `sourceLabel` into `targetDir`;
-   * undefined unless that folder lies in the version's source folder on this computer.
+   * Notes for a restore of bucket `bucketId`'s version labelled `sourceLabel` into `targetDir`,
+   * the whole version (`whole`) or a part; undefined for a part restored outside the version's
+   * source folder on this computer.
    */
   static forRestore(
     db: StateDb,
     bucketId: string,
     sourceLabel: unknown,
     targetDir: string,
+    whole: boolean,
   ): RestoredFilesNotes | undefined {
     const source = sourcePlace(sourceLabel);
-    if (!source || source.host !== os.hostname() || !isInside(targetDir, source.folder))
-      return undefined;
-    return new RestoredFilesNotes(RestoredFiles.of(db, bucketId, source.folder), source.folder);
+    const sourceHere = source?.host === os.hostname() ? source.folder : undefined;
+    if (sourceHere !== undefined && isInside(targetDir, sourceHere))
+      return new RestoredFilesNotes(RestoredFiles.of(db, bucketId, sourceHere), sourceHere);
+    if (!whole) return undefined;
+    const notes = new RestoredFilesNotes(RestoredFiles.of(db, bucketId, targetDir), targetDir);
+    notes.writing(() => notes.files.forgetOtherTargets(sourceHere));
+    return notes;
   }
 
   /** Notes `file`, restored whole under its name. */
@@ -59,9 +69,14 @@ export class RestoredFilesNotes {
   private write(): void {
     const notes = this.waiting;
     this.waiting = [];
-    if (notes.length === 0 || this.notNotedBecause !== undefined) return;
+    if (notes.length > 0) this.writing(() => this.files.record(notes));
+  }
+
+  /** Runs `write` unless notes failed already; a failure that spares the restore stops them. */
+  private writing(write: () => void): void {
+    if (this.notNotedBecause !== undefined) return;
     try {
-      this.files.record(notes);
+      write();
     } catch (error) {
       this.notNotedBecause = whyNotNoted(error);
     }

@@ -128,6 +128,7 @@ export class VersionRestorer {
       bucketId,
       tree.manifest['source_label'],
       targetDir,
+      input.path === undefined,
     );
     let finished = false;
     try {

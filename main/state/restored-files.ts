@@ -1,10 +1,11 @@
 import type { StateDb } from './database.ts';
 
-// Files a restore wrote inside the folder a bucket backs up (220-record-restored-files.sql), by
+// Files a restore wrote into a folder a bucket may back up (220-record-restored-files.sql), by
 // their path below that folder. A restored file is new to the file index, its inode being new,
 // yet its bytes are the leaves the restore wrote: while its size, mtime and inode stay as the
 // restore left them, the next backup takes those leaves instead of reading it, as it would from
-// the index. That backup's file index holds the files from then on, and their records go.
+// the index (only those the bucket's active version holds). That backup's file index holds the
+// files from then on, and their records go.
 
 export interface RestoredFile {
   /** Below the source folder, as the file index names it. */
@@ -95,6 +96,21 @@ export class RestoredFiles {
     )
       return undefined;
     return { path, size: row.size, mtimeNs: found.mtimeNs, ino: found.ino, leaves: row.leaves };
+  }
+
+  /**
+   * Forgets the records of every other folder of this bucket but `keep` and those the bucket
+   * is backed up from here (it keeps a file index of them): what an earlier restore of a whole
+   * version into another folder noted, which no backup took.
+   */
+  forgetOtherTargets(keep: string | undefined): void {
+    this.db
+      .prepare<{ bucket: string; dir: string; keep: string | null }>(
+        `DELETE FROM restored_files WHERE bucket_id = @bucket AND source_dir <> @dir
+         AND source_dir IS NOT @keep
+         AND source_dir NOT IN (SELECT source_dir FROM file_index_sources WHERE bucket_id = @bucket)`,
+      )
+      .run({ bucket: this.bucketId, dir: this.sourceDir, keep: keep ?? null });
   }
 
   /** Forgets the records up to id `newest`; those a restore made since stay. */

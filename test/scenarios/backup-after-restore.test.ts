@@ -19,6 +19,8 @@ import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 // recovering from a deleted folder or a new disk does: the backup reads none of the restored
 // files while they are as the restore left them (each has a new inode, so the file index
 // alone would have them all read again), and still reads every one changed or replaced since.
+// So too for a whole version restored into another folder that the bucket backs up from then
+// on, as on a new computer.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-backup-after-restore-'));
 const source = path.join(scratch, 'source');
@@ -104,5 +106,25 @@ describe('a backup after a restore into the folder it backs up', () => {
     // The restored files were taken into the file index: a backup of nothing changed reads
     // nothing and makes no version.
     expect(await backup()).toMatchObject({ unchanged: true, bytesRead: 0 });
+  });
+
+  it('reads none of a whole version restored into another folder, backed up from then on', async () => {
+    // A new computer: the version restored where its user keeps the files now.
+    const moved = path.join(scratch, 'new-computer', 'Documents');
+    await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--to', moved);
+    const after = JSON.parse(
+      await canopySucceeds(
+        home,
+        'backup',
+        moved,
+        '--bucket',
+        'Docs',
+        '--replace-source',
+        '--json',
+        '--skip-check',
+      ),
+    ) as BackupJson;
+    expect(after).toMatchObject({ files: 4, bytesRead: 0, newBytes: 0 });
+    expect(await newestVersion('new-computer-check')).toEqual(fingerprintTree(moved));
   });
 });

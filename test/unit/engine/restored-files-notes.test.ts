@@ -30,7 +30,7 @@ describe('RestoredFilesNotes', () => {
   it('notes files restored into the source folder by their path below it', () => {
     const db = database('inside');
     try {
-      const notes = RestoredFilesNotes.forRestore(db, 'bucket-1', label, `${source}/photos`);
+      const notes = RestoredFilesNotes.forRestore(db, 'bucket-1', label, `${source}/photos`, false);
       expect(notes).toBeDefined();
       notes?.add({ file: `${source}/photos/cat.jpg`, ...asLeft });
       expect(notes?.finish()).toBeNull();
@@ -47,17 +47,43 @@ describe('RestoredFilesNotes', () => {
     }
   });
 
-  it('notes nothing for a restore elsewhere, or of a version from another computer', () => {
+  it('notes nothing for a part restored elsewhere, or of a version from another computer', () => {
     const db = database('elsewhere');
     try {
       for (const target of ['/tmp/back', '/home/ann', '/home/ann/Documents-old', '/'])
-        expect(RestoredFilesNotes.forRestore(db, 'b', label, target)).toBeUndefined();
+        expect(RestoredFilesNotes.forRestore(db, 'b', label, target, false)).toBeUndefined();
       expect(
-        RestoredFilesNotes.forRestore(db, 'b', `not-${os.hostname()}:${source}`, source),
+        RestoredFilesNotes.forRestore(db, 'b', `not-${os.hostname()}:${source}`, source, false),
       ).toBeUndefined();
-      expect(RestoredFilesNotes.forRestore(db, 'b', undefined, source)).toBeUndefined();
+      expect(RestoredFilesNotes.forRestore(db, 'b', undefined, source, false)).toBeUndefined();
       // A folder whose name begins with two dots is still inside.
-      expect(RestoredFilesNotes.forRestore(db, 'b', label, `${source}/..hidden`)).toBeDefined();
+      expect(
+        RestoredFilesNotes.forRestore(db, 'b', label, `${source}/..hidden`, false),
+      ).toBeDefined();
+    } finally {
+      db.close();
+    }
+  });
+
+  it('notes a whole version restored elsewhere by that folder, keeping only the last such', () => {
+    const db = database('whole');
+    try {
+      const restoreTo = (target: string, file: string): void => {
+        const notes = RestoredFilesNotes.forRestore(db, 'b', label, target, true);
+        notes?.add({ file: path.join(target, file), ...asLeft });
+        expect(notes?.finish()).toBeNull();
+      };
+      // Into the source folder: kept whatever is restored after.
+      restoreTo(source, 'kept.txt');
+      // A new computer's folder, or a look at old files.
+      restoreTo('/home/ann/Restored', 'a.txt');
+      expect(
+        RestoredFiles.of(db, 'b', '/home/ann/Restored').unchangedAt('a.txt', asLeft),
+      ).toBeDefined();
+      restoreTo('/tmp/look', 'b.txt');
+      expect(RestoredFiles.of(db, 'b', '/home/ann/Restored').newest()).toBe(0);
+      expect(RestoredFiles.of(db, 'b', '/tmp/look').unchangedAt('b.txt', asLeft)).toBeDefined();
+      expect(RestoredFiles.of(db, 'b', source).unchangedAt('kept.txt', asLeft)).toBeDefined();
     } finally {
       db.close();
     }
@@ -88,7 +114,7 @@ describe('RestoredFilesNotes', () => {
       // Waits a tenth of a second here rather than the engine's 30 s.
       db.pragma('busy_timeout = 100');
       other.exec('BEGIN IMMEDIATE');
-      const notes = RestoredFilesNotes.forRestore(db, 'b', label, source);
+      const notes = RestoredFilesNotes.forRestore(db, 'b', label, source, false);
       notes?.add({ file: `${source}/a`, ...asLeft });
       expect(notes?.finish()).toBe("another Canopy process kept Canopy's state busy");
       other.exec('ROLLBACK');
@@ -102,7 +128,7 @@ describe('RestoredFilesNotes', () => {
   it('leaves the files unnoted, and says so, when the disk of the state is full', () => {
     const db = database('full');
     try {
-      const notes = RestoredFilesNotes.forRestore(db, 'b', label, source);
+      const notes = RestoredFilesNotes.forRestore(db, 'b', label, source, false);
       // SQLite's own "database or disk is full" (SQLITE_FULL), as on a disk with no room left.
       const pages = db.pragma('page_count', { simple: true }) as number;
       db.pragma(`max_page_count = ${pages}`);
