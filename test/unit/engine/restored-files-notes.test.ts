@@ -75,6 +75,11 @@ describe('RestoredFilesNotes', () => {
       };
       // Into the source folder: kept whatever is restored after.
       restoreTo(source, 'kept.txt');
+      // Into a folder the bucket was once backed up from here (its file index is kept): kept.
+      db.prepare(
+        "INSERT INTO file_index_sources (bucket_id, source_dir, version_id, entry_count) VALUES ('b', '/srv/old', 'v', 0)",
+      ).run();
+      restoreTo('/srv/old', 'old.txt');
       // A new computer's folder, or a look at old files.
       restoreTo('/home/ann/Restored', 'a.txt');
       expect(
@@ -84,6 +89,7 @@ describe('RestoredFilesNotes', () => {
       expect(RestoredFiles.of(db, 'b', '/home/ann/Restored').newest()).toBe(0);
       expect(RestoredFiles.of(db, 'b', '/tmp/look').unchangedAt('b.txt', asLeft)).toBeDefined();
       expect(RestoredFiles.of(db, 'b', source).unchangedAt('kept.txt', asLeft)).toBeDefined();
+      expect(RestoredFiles.of(db, 'b', '/srv/old').unchangedAt('old.txt', asLeft)).toBeDefined();
     } finally {
       db.close();
     }
