@@ -25,6 +25,7 @@ import {
   indexedSourceDirs,
   shardLimitOf,
   RestoredFiles,
+  sourceDirIndexing,
   sourceFileIndex,
   uploadQueue,
   uploadSpeedOf,
@@ -206,6 +207,12 @@ export class SourceBackup {
         queue: uploadQueue(this.parts.db),
         fileIndex,
         ...(restoredThrough > 0 ? { restoredFiles } : {}),
+        formerIndexOf: (versionId) => {
+          const dir = sourceDirIndexing(this.parts.db, bucket.id, versionId);
+          return dir === undefined || dir === sourceDir
+            ? undefined
+            : sourceFileIndex(this.parts.db, bucket.id, dir);
+        },
         ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
         ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),
         excludes: keptExcludesOf(this.parts.db, sourceDir),

@@ -375,6 +375,20 @@ export function indexedSourceDirs(db: StateDb, bucketId: string): string[] {
     .all(bucketId);
 }
 
+/** The folder whose file index here describes version `versionId` of bucket `bucketId`. */
+export function sourceDirIndexing(
+  db: StateDb,
+  bucketId: string,
+  versionId: string,
+): string | undefined {
+  return db
+    .prepare<[string, string], string>(
+      'SELECT source_dir FROM file_index_sources WHERE bucket_id = ? AND version_id = ? LIMIT 1',
+    )
+    .pluck()
+    .get(bucketId, versionId);
+}
+
 function sourceRow(db: StateDb, bucketId: string, sourceDir: string): SourceRow | undefined {
   return db
     .prepare<[string, string], SourceRow>(

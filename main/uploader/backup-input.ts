@@ -35,6 +35,12 @@ export interface BackupInput {
    */
   readonly restoredFiles?: RestoredFiles;
   /**
+   * The file index kept here of another folder of this bucket that describes version
+   * `versionId`, if one does: the folder of the active version, which a folder with no index
+   * of its own may be, renamed or moved.
+   */
+  readonly formerIndexOf?: (versionId: string) => SourceFileIndex | undefined;
+  /**
    * Blocks, by CID text, that a restore or a verify found the host could not give back whole:
    * each the source still has is read and sent again, even though the host counts it held.
    */

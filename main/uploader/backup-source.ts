@@ -9,7 +9,7 @@ import { ShardRefused, targetAfterRefusal } from './shard-refusal.ts';
 import { uploadWindowOver, WindowEnding } from './upload-window.ts';
 import { MAX_SHARD_TARGET_BYTES } from './shard-target.ts';
 import { ScanProgress } from './progress-meter.ts';
-import { surveySource } from './unchanged-source.ts';
+import { surveySource, type OtherVouchers } from './unchanged-source.ts';
 import type { BackupInput, BackupResult } from './backup-input.ts';
 import { stillQueued, removeMetadataFile } from './queued-upload-files.ts';
 import { finishUpload } from './finish-upload.ts';
@@ -46,6 +46,15 @@ async function attempt(
     (version) => version.state === 'active',
   );
   const indexIsActive = active !== undefined && input.fileIndex.versionId === active.id;
+  // A folder never backed up here may be the folder of the active version renamed or moved.
+  const former =
+    active !== undefined && input.fileIndex.versionId === null
+      ? input.formerIndexOf?.(active.id)
+      : undefined;
+  const others: OtherVouchers = {
+    ...(input.restoredFiles ? { restored: input.restoredFiles } : {}),
+    ...(former ? { former } : {}),
+  };
   // Blocks to send again are found only by reading the files that hold them: nothing is taken
   // as unchanged from the index, neither the source nor a folder.
   const resend = input.resendLeaves ?? new Set<string>();
@@ -61,7 +70,7 @@ async function attempt(
           rules,
           input.fileIndex,
           (bytes) => scanning?.found(bytes),
-          input.restoredFiles,
+          others,
         )
       : undefined;
   scanning?.finish();
@@ -144,6 +153,7 @@ async function attempt(
         changedFolders,
         resend,
         storeAgain,
+        others,
       );
       versionId = pushed.versionId;
       // What packing held is garbage now, before the upload makes its own.

@@ -13,7 +13,6 @@ import { isServiceRefusal } from '../service/index.ts';
 import {
   newStagingDir,
   type QueuedUpload,
-  type RestoredFiles,
   type ShardPlan,
   type ShardToQueue,
   type SourceFileIndex,
@@ -30,7 +29,12 @@ import { ShardWriter, type StagedShard } from './shard-writer.ts';
 import type { LeafShards } from './leaf-shards.ts';
 import { PhaseProgress } from './progress-meter.ts';
 import { sourceTooLarge } from './source-too-large.ts';
-import { sameEntry, vouchingEntry } from './unchanged-source.ts';
+import {
+  sameEntry,
+  vouchedElsewhere,
+  vouchingEntry,
+  type OtherVouchers,
+} from './unchanged-source.ts';
 import { askMissing, type PushedUpload } from './ask-missing.ts';
 import { pushWithinQuota } from './quota-probe.ts';
 import { pushFromFile } from './metadata-push.ts';
@@ -53,13 +57,12 @@ const RACY_MTIME_NS = 2_000_000_000n;
 /**
  * Reuse a file's leaves when the index shows it unchanged and the active version holds them:
  * the leaves its index entry lists, or, in an index from before entries listed them, those of
- * its File node in the active version's tree; or, for a file new to the index, the leaves a
- * restore wrote into it, while it is as the restore left it. A file holding a leaf to send
- * again is read.
+ * its File node in the active version's tree; or, for a file the index does not know, what
+ * another record vouches for (OtherVouchers). A file holding a leaf to send again is read.
  */
 function reuseUnchanged(
   index: SourceFileIndex,
-  restored: RestoredFiles | undefined,
+  others: OtherVouchers,
   previous: TreeLeaves | undefined,
   resend: ReadonlySet<string>,
   /** Takes the size of each file read only to send a leaf again: the survey counted it unread. */
@@ -67,13 +70,10 @@ function reuseUnchanged(
 ): PackInput['reuse'] {
   if (!previous) return undefined;
   const leavesOf = (file: ScannedFile): Array<{ cid: CID; size: number }> | undefined => {
-    const known = vouchingEntry(index, file, index.lookup(file.path));
-    if (known)
-      return known.leaves
-        ? listedLeavesInTree(previous, known.leaves, file.size)
-        : leavesOfFile(previous, known.cid, file.size);
-    const left = restored?.unchangedAt(file.path, file);
-    return left ? listedLeavesInTree(previous, left.leaves, file.size) : undefined;
+    const known =
+      vouchingEntry(index, file, index.lookup(file.path)) ?? vouchedElsewhere(others, file);
+    if (known?.leaves) return listedLeavesInTree(previous, known.leaves, file.size);
+    return known?.cid ? leavesOfFile(previous, known.cid, file.size) : undefined;
   };
   return (file) => {
     const leaves = leavesOf(file);
@@ -192,6 +192,8 @@ export async function packAndPush(
   resend: ReadonlySet<string>,
   /** Push even a tree the previous version has (BackupInput.storeAgainVersion). */
   storeAgain: boolean,
+  /** Records besides the file index that may vouch for a file it does not. */
+  others: OtherVouchers,
 ): Promise<PushedVersion> {
   const { client } = input;
   const shardTarget = input.shardTargetBytes ?? MAX_SHARD_TARGET_BYTES;
@@ -226,12 +228,8 @@ export async function packAndPush(
   try {
     /** The reading phase's progress of the pass under way, if progress is wanted. */
     let passProgress: PhaseProgress<'reading'> | undefined;
-    const reuse = reuseUnchanged(
-      input.fileIndex,
-      input.restoredFiles,
-      previous?.tree,
-      resend,
-      (bytes) => passProgress?.addToTotal(bytes),
+    const reuse = reuseUnchanged(input.fileIndex, others, previous?.tree, resend, (bytes) =>
+      passProgress?.addToTotal(bytes),
     );
     const reuseFolder = reuseUnchangedFolders(input.fileIndex, previous?.tree, changedFolders);
     // File mtimes are on the wall clock, whatever clock `now` is.

@@ -66,6 +66,40 @@ export function vouchingEntry(
   return indexVouchesFor(found, moved) ? moved : undefined;
 }
 
+/**
+ * Records besides a source's own file index that may vouch for a file it does not know, by the
+ * file's path below the source and its size, mtime and inode, as the index would:
+ * - the files restores wrote into the source (state/restored-files.ts);
+ * - the file index of the folder the bucket was backed up from until now, when this folder has
+ *   none: a folder renamed or moved on its disk keeps its files' inodes, and a backup of it
+ *   under its new name (`--replace-source`) read every one of them again.
+ */
+export interface OtherVouchers {
+  readonly restored?: RestoredFiles;
+  /** The index of the folder the bucket's active version was backed up from, here. */
+  readonly former?: SourceFileIndex;
+}
+
+/** What vouches for a file: its leaf list, or else its File node (in the active version). */
+export type Vouched = Pick<IndexedEntry, 'leaves' | 'cid'>;
+
+/** What one of `others` vouches for the file `found`, if one does. */
+export function vouchedElsewhere(
+  others: OtherVouchers,
+  found: {
+    readonly path: string;
+    readonly size: number;
+    readonly mtimeNs: bigint;
+    readonly ino: bigint;
+  },
+): Vouched | undefined {
+  const { former, restored } = others;
+  const formerEntry = former && vouchingEntry(former, found, former.lookup(found.path));
+  if (formerEntry) return formerEntry;
+  const left = restored?.unchangedAt(found.path, found);
+  return left ? { leaves: left.leaves, cid: null } : undefined;
+}
+
 export interface SourceSurvey {
   /** Every entry matches the index, and the index holds no other. */
   readonly unchanged: boolean;
@@ -89,8 +123,8 @@ export async function surveySource(
   index: SourceFileIndex,
   /** Called with each file found, for progress. */
   onFile?: (bytes: number) => void,
-  /** Files restored into the source since: those still as left need no read either. */
-  restored?: RestoredFiles,
+  /** Records besides the index: a file one vouches for needs no read either. */
+  others: OtherVouchers = {},
 ): Promise<SourceSurvey> {
   // An index of no version vouches for nothing; its lookups would all miss.
   const indexed = index.versionId !== null;
@@ -136,7 +170,7 @@ export async function surveySource(
     onFile?.(entry.size);
     if (
       !(indexed && vouchingEntry(index, entry, known)) &&
-      restored?.unchangedAt(entry.path, entry) === undefined
+      vouchedElsewhere(others, entry) === undefined
     )
       bytesToRead += entry.size;
   }

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
@@ -8,7 +9,8 @@ import { writeSettled } from '../helpers/settled-file.ts';
 // A bucket holds the versions of one source folder (§17.1). A backup of another folder into it
 // is refused, naming the folder it holds and the flag that replaces it, and stores nothing;
 // asked with --replace-source, the new folder becomes the bucket's source and the versions of
-// the old one stay restorable. Through the `canopy` command, as a user runs it.
+// the old one stay restorable. A folder renamed since its last backup is read no more than it
+// would have been under its old name. Through the `canopy` command, as a user runs it.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-bucket-source-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -95,5 +97,36 @@ describe("a bucket's source folder", () => {
     );
     expect(readFileSync(path.join(target, 'letter.txt'), 'utf8')).toBe('dear Ann, edited');
     expect(readFileSync(path.join(target, 'letter.txt (restored)'), 'utf8')).toBe('dear Ann');
+  });
+
+  it('reads none of a folder renamed since its last backup, once it is the source (--replace-source)', async () => {
+    const home = path.join(scratch, 'renaming-home');
+    await loginWithBucket(home, path.join(scratch, 'renaming-data'), 'Music');
+    const before = path.join(scratch, 'Music');
+    writeSettled(path.join(before, 'album', 'one.flac'), randomBytes(1_500_000));
+    writeSettled(path.join(before, 'album', 'two.flac'), randomBytes(700_000));
+    writeSettled(path.join(before, 'playlist.m3u'), 'album/one.flac\nalbum/two.flac\n');
+    const backup = async (dir: string, ...more: string[]) => {
+      const run = await runCanopy(
+        home,
+        ['backup', dir, '--bucket', 'Music', '--json', '--skip-check', ...more],
+        env,
+      );
+      expect(run.status, run.stderr).toBe(0);
+      return JSON.parse(run.stdout) as { files: number; bytesRead: number };
+    };
+    expect(await backup(before)).toMatchObject({ files: 3, bytesRead: 2_200_030 });
+
+    const after = path.join(scratch, 'Music (2026)');
+    renameSync(before, after);
+    // A file changed after the rename is read, and only it.
+    writeSettled(path.join(after, 'playlist.m3u'), 'album/two.flac\nalbum/one.flac\n');
+    expect(await backup(after, '--replace-source')).toMatchObject({ files: 3, bytesRead: 30 });
+
+    const target = path.join(scratch, 'music-restored');
+    const restored = await runCanopy(home, ['restore', '--bucket', 'Music', '--to', target], env);
+    expect(restored.status, restored.stderr).toBe(0);
+    for (const file of ['album/one.flac', 'album/two.flac', 'playlist.m3u'])
+      expect(readFileSync(path.join(target, file))).toEqual(readFileSync(path.join(after, file)));
   });
 });
