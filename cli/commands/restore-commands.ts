@@ -97,6 +97,10 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
               ? "the disk would not take the permissions of 1 file or folder; it has the disk's own"
               : `the disk would not take the permissions of ${result.modesNotKept} files and folders; they have the disk's own`,
           ]),
+      ...result.setIdBitsDropped.map(
+        (item) =>
+          `restored ${item} without its set-user-ID or set-group-ID bit: Canopy keeps no owners, and restored as root it would run as root (chmod u+s or g+s gives it back)`,
+      ),
       ...result.notRestored.map((item) => `could not restore ${item.path}: ${item.reason}`),
       ...(result.readAgainBecause === null
         ? []

@@ -145,6 +145,8 @@ export class VersionRestorer {
           : {}),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
         ...(input.sparse === true ? { sparse: true } : {}),
+        // As root, what it restores is root's: no program of it may then run as root.
+        ...(process.getuid?.() === 0 ? { dropSetIdBits: true } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
         ...(notes ? { onFileRestored: (file: RestoredFileOnDisk) => notes.add(file) } : {}),
       });

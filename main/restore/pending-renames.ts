@@ -32,6 +32,8 @@ export interface WrittenFile {
   readonly synced: boolean;
   /** How it was left, when the restore's caller wants restored files told (FileAsLeft). */
   readonly asLeft?: FileAsLeft;
+  /** Whether its mode lost the set-user-ID and set-group-ID bits the version gave it. */
+  readonly setIdBitsDropped?: true;
 }
 
 export interface UnrenamedFile extends WrittenFile {

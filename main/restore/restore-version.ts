@@ -81,6 +81,8 @@ import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 // Bytes damaged on the way (a flaky link, memory) then cost one file's fetch, not the file.
 
 const FILES_IN_FLIGHT = 8;
+/** A mode's set-user-ID and set-group-ID bits (S_ISUID, S_ISGID). */
+const SET_ID_BITS = 0o6000;
 export interface RestoreInput {
   readonly client: ServiceClient;
   readonly storageHost: string;
@@ -110,6 +112,13 @@ export interface RestoreInput {
    * same; only what the disk allocates differs.
    */
   readonly sparse?: boolean;
+  /**
+   * Gives files their mode without the set-user-ID and set-group-ID bits. A version keeps no
+   * owners, so a restore makes every file its own: run as root, it would make a program the user
+   * had marked to run as themselves (or that a hostile server marked) run as root. The engine
+   * asks it of a restore run as root.
+   */
+  readonly dropSetIdBits?: boolean;
   /**
    * Stops the restore with `stopped`: no new file is begun, the files waiting for blocks fail
    * (their temporaries removed), and those already whole get their names. The client given is
@@ -150,6 +159,11 @@ export interface RestoreResult {
    * theirs (FAT and exFAT).
    */
   readonly modesNotKept: number;
+  /**
+   * Files restored without the set-user-ID or set-group-ID bit their mode had (`dropSetIdBits`),
+   * by their path below the target.
+   */
+  readonly setIdBitsDropped: readonly string[];
 }
 
 /** A file whose leaf did not match its CID as it was written, to be written again. */
@@ -380,6 +394,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     wholeOnRetry: [] as string[],
     unavailable: [] as UnavailableBlockReport[],
     modesNotKept: 0,
+    setIdBitsDropped: [] as string[],
   };
   /** Gives `file` (a path, or an open descriptor) the mode it had, where the disk can hold it. */
   const keepMode = (file: string | number, mode: number): void => {
@@ -440,6 +455,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       result.bytes += file.bytes;
       result.files += 1;
       if (file.asLeft) input.onFileRestored?.({ file: file.target, ...file.asLeft });
+      if (file.setIdBitsDropped)
+        result.setIdBitsDropped.push(path.relative(input.targetDir, file.target));
     },
     refused: (relative, reason) => result.notRestored.push({ path: relative, reason }),
     failed: (error) => stop(error),
@@ -482,6 +499,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid, entry.fileNode), slots);
     let written = 0;
     let asLeft: FileAsLeft | undefined;
+    const setIdBitsDropped =
+      input.dropSetIdBits === true && entry.mode !== undefined && (entry.mode & SET_ID_BITS) !== 0;
     try {
       // A file larger than the disk holds in one (4 GiB on FAT32) fails with EFBIG part way, and
       // one whose block the server cannot give back, or gives back damaged, has a gap. Either
@@ -511,7 +530,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         const refusal = refusalOf(error, target, 'content');
         throw refusal instanceof EntryNotRestoredError ? refusal : error;
       }
-      if (entry.mode !== undefined) keepMode(output.fd, entry.mode);
+      if (entry.mode !== undefined)
+        keepMode(output.fd, setIdBitsDropped ? entry.mode & ~SET_ID_BITS : entry.mode);
       if (mtimeNanoseconds !== undefined) {
         const time = fileTime(mtimeNanoseconds);
         futimesSync(output.fd, time, time);
@@ -528,7 +548,14 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     }
     output.close();
     progress?.addFile();
-    return { temporary, target, bytes: written, synced: !flushed, ...(asLeft ? { asLeft } : {}) };
+    return {
+      temporary,
+      target,
+      bytes: written,
+      synced: !flushed,
+      ...(asLeft ? { asLeft } : {}),
+      ...(setIdBitsDropped ? { setIdBitsDropped } : {}),
+    };
   }
 
   /**
