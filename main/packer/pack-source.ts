@@ -158,6 +158,7 @@ export interface PackedEntry {
   readonly kind: 'file' | 'directory' | 'symlink';
   readonly size: number;
   readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
   readonly ino: bigint;
   readonly mode: number;
   readonly target: string | null;
@@ -185,6 +186,7 @@ export function packedEntryOf(
     kind: entry.kind,
     size: entry.kind === 'file' ? entry.size : 0,
     mtimeNs: entry.mtimeNs,
+    ctimeNs: entry.ctimeNs,
     ino: entry.ino,
     mode: entry.mode,
     target: entry.kind === 'symlink' ? entry.target : null,
@@ -216,7 +218,7 @@ export interface PackedTree {
   knownLeavesDropped(limit: number): CID[];
   readonly fileCount: number;
   readonly totalBytes: number;
-  /** Files whose size or mtime changed while they were read: their bytes may be torn. */
+  /** Files whose size, mtime or ctime changed while they were read: their bytes may be torn. */
   readonly changedWhileRead: readonly string[];
   readonly filesReused: number;
   readonly bytesRead: number;
@@ -396,7 +398,12 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     await input.afterFileRead?.(file.path);
     // Only the bytes the scan saw were read: one more, or one fewer, shows in the size.
     const after = fstatSync(fd, { bigint: true });
-    if (offset !== file.size || Number(after.size) !== file.size || after.mtimeNs !== file.mtimeNs)
+    if (
+      offset !== file.size ||
+      Number(after.size) !== file.size ||
+      after.mtimeNs !== file.mtimeNs ||
+      after.ctimeNs !== file.ctimeNs
+    )
       changedWhileRead.push(file.path);
   }
 

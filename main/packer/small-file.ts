@@ -31,12 +31,12 @@ export function unreadableReason(error: unknown): string {
 
 /**
  * Reads `file` whole, expecting what the scan saw. Throws ChangedWhileRead when it grew,
- * shrank or was modified meanwhile, and the file-system error when it cannot be read.
+ * shrank or was modified meanwhile (its ctime moved, even with its mtime set back), and the file-system error when it cannot be read.
  * `afterRead` runs between the read and the check (a test seam).
  */
 export async function readSmallFile(
   file: string,
-  scanned: { size: number; mtimeNs: bigint },
+  scanned: { size: number; mtimeNs: bigint; ctimeNs: bigint },
   afterRead: () => Promise<void> | undefined,
 ): Promise<Uint8Array> {
   // The type is checked after the read, in the fstat that is made anyway: a pipe or device
@@ -66,7 +66,8 @@ export async function readSmallFile(
     if (
       length !== scanned.size ||
       Number(after.size) !== scanned.size ||
-      after.mtimeNs !== scanned.mtimeNs
+      after.mtimeNs !== scanned.mtimeNs ||
+      after.ctimeNs !== scanned.ctimeNs
     ) {
       throw new ChangedWhileRead(bytes);
     }

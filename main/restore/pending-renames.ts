@@ -3,7 +3,7 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { fsyncFully } from './file-writes.ts';
 import type { FileSystemFlush } from './file-system-flush.ts';
 import { refusalOf } from './refused-entry.ts';
-import type { FileAsLeft } from './file-as-left.ts';
+import type { FileAsWritten } from './file-as-left.ts';
 
 // The files a restore wrote whole under temporary names, waiting to be renamed to their targets
 // a batch at a time (restore-version.ts says why). A file is renamed only once it is on disk:
@@ -30,8 +30,8 @@ export interface WrittenFile {
   readonly bytes: number;
   /** Whether it was fsynced itself; if not, it waits for a flush of its file system. */
   readonly synced: boolean;
-  /** How it was left, when the restore's caller wants restored files told (FileAsLeft). */
-  readonly asLeft?: FileAsLeft;
+  /** What it holds and how it was written, when the restore's caller wants restored files told. */
+  readonly asWritten?: FileAsWritten;
   /** Whether its mode lost the set-user-ID and set-group-ID bits the version gave it. */
   readonly setIdBitsDropped?: true;
 }

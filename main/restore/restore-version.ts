@@ -23,7 +23,12 @@ import { fileLeaves } from './file-leaves.ts';
 import { isZeroChunk, zeroChunkCid } from './zero-chunk.ts';
 import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { fileTime } from './file-time.ts';
-import { fileAsLeft, type FileAsLeft, type RestoredFileOnDisk } from './file-as-left.ts';
+import {
+  fileAsLeft,
+  fileAsWritten,
+  type FileAsWritten,
+  type RestoredFileOnDisk,
+} from './file-as-left.ts';
 import { InodeNumbers } from '../scanner/index.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
 import { openFileOutput } from './file-output.ts';
@@ -454,7 +459,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     renamed: (file) => {
       result.bytes += file.bytes;
       result.files += 1;
-      if (file.asLeft) input.onFileRestored?.({ file: file.target, ...file.asLeft });
+      // As it is once renamed, which moves its ctime.
+      const asLeft = file.asWritten && fileAsLeft(file.target, file.asWritten, inodes);
+      if (asLeft) input.onFileRestored?.(asLeft);
       if (file.setIdBitsDropped)
         result.setIdBitsDropped.push(path.relative(input.targetDir, file.target));
     },
@@ -498,7 +505,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const flushed = renames.flushCovers(folder);
     const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid, entry.fileNode), slots);
     let written = 0;
-    let asLeft: FileAsLeft | undefined;
+    let asWritten: FileAsWritten | undefined;
     const setIdBitsDropped =
       input.dropSetIdBits === true && entry.mode !== undefined && (entry.mode & SET_ID_BITS) !== 0;
     try {
@@ -537,8 +544,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         futimesSync(output.fd, time, time);
       }
       if (!flushed) await fsyncFully(output.fd);
-      asLeft = input.onFileRestored
-        ? fileAsLeft(output.fd, folder, leafCidsOf(entry.cid, entry.fileNode), inodes)
+      asWritten = input.onFileRestored
+        ? fileAsWritten(output.fd, folder, leafCidsOf(entry.cid, entry.fileNode), inodes)
         : undefined;
     } catch (error) {
       output.close();
@@ -553,7 +560,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       target,
       bytes: written,
       synced: !flushed,
-      ...(asLeft ? { asLeft } : {}),
+      ...(asWritten ? { asWritten } : {}),
       ...(setIdBitsDropped ? { setIdBitsDropped } : {}),
     };
   }

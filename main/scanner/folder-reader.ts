@@ -12,6 +12,8 @@ export interface EntryStats {
   readonly permissions: number;
   readonly size: number;
   readonly mtimeNs: bigint;
+  /** When its inode last changed: its content, mode, links or times (main/uploader/unchanged-source.ts). */
+  readonly ctimeNs: bigint;
   readonly ino: bigint;
   readonly dev: bigint;
 }
@@ -21,10 +23,11 @@ export function entryStatsOf(
   mode: number,
   size: number,
   mtimeNs: bigint,
+  ctimeNs: bigint,
   ino: bigint,
   dev: bigint,
 ): EntryStats {
-  return { type: typeOfMode(mode), permissions: mode & 0o7777, size, mtimeNs, ino, dev };
+  return { type: typeOfMode(mode), permissions: mode & 0o7777, size, mtimeNs, ctimeNs, ino, dev };
 }
 
 function typeOfMode(mode: number): EntryStats['type'] {
@@ -73,6 +76,7 @@ export const readFoldersHere: FolderReader = {
           Number(found.mode),
           Number(found.size),
           found.mtimeNs,
+          found.ctimeNs,
           found.ino,
           found.dev,
         );

@@ -43,6 +43,7 @@ interface FolderStats {
   readonly modes: Float64Array;
   readonly sizes: Float64Array;
   readonly mtimesNs: BigInt64Array;
+  readonly ctimesNs: BigInt64Array;
   readonly inos: BigUint64Array;
   readonly devs: BigUint64Array;
 }
@@ -82,6 +83,7 @@ parentPort.on('message', (absolute) => {
     modes: new Float64Array(count),
     sizes: new Float64Array(count),
     mtimesNs: new BigInt64Array(count),
+    ctimesNs: new BigInt64Array(count),
     inos: new BigUint64Array(count),
     devs: new BigUint64Array(count),
   };
@@ -92,6 +94,7 @@ parentPort.on('message', (absolute) => {
       stats.modes[index] = Number(found.mode);
       stats.sizes[index] = Number(found.size);
       stats.mtimesNs[index] = found.mtimeNs;
+      stats.ctimesNs[index] = found.ctimeNs;
       stats.inos[index] = found.ino;
       stats.devs[index] = found.dev;
     } catch (error) {
@@ -171,11 +174,12 @@ export class StatAheadReader implements FolderReader {
         const index = order[sorted] ?? -1;
         const failure = failures.get(index);
         if (failure) throw errorOf(failure);
-        const { modes, sizes, mtimesNs, inos, devs } = answer.stats;
+        const { modes, sizes, mtimesNs, ctimesNs, inos, devs } = answer.stats;
         return entryStatsOf(
           modes[index] ?? 0,
           sizes[index] ?? 0,
           mtimesNs[index] ?? 0n,
+          ctimesNs[index] ?? 0n,
           inos[index] ?? 0n,
           devs[index] ?? 0n,
         );

@@ -24,6 +24,7 @@ export type SourceEntry =
       readonly path: string;
       readonly mode: number;
       readonly mtimeNs: bigint;
+      readonly ctimeNs: bigint;
       readonly ino: bigint;
     }
   | {
@@ -31,6 +32,7 @@ export type SourceEntry =
       readonly path: string;
       readonly mode: number;
       readonly mtimeNs: bigint;
+      readonly ctimeNs: bigint;
       readonly size: number;
       readonly ino: bigint;
     }
@@ -39,6 +41,7 @@ export type SourceEntry =
       readonly path: string;
       readonly mode: number;
       readonly mtimeNs: bigint;
+      readonly ctimeNs: bigint;
       readonly ino: bigint;
       readonly target: string;
     };
@@ -121,6 +124,7 @@ export function sourceRootEntry(root: string): Extract<SourceEntry, { kind: 'dir
     path: '',
     mode: Number(stats.mode & 0o7777n),
     mtimeNs: stats.mtimeNs,
+    ctimeNs: stats.ctimeNs,
     ino: new InodeNumbers().of(stats, root),
   };
 }
@@ -221,7 +225,14 @@ async function* walkWith(
     }
     if (stats.type === 'directory') {
       const ino = inodes.of(stats, full);
-      const found = { kind: 'directory', path: rel, mode, mtimeNs: stats.mtimeNs, ino } as const;
+      const found = {
+        kind: 'directory',
+        path: rel,
+        mode,
+        mtimeNs: stats.mtimeNs,
+        ctimeNs: stats.ctimeNs,
+        ino,
+      } as const;
       // Asked before the folder is reported: a caller running ahead of its consumer decides
       // now, and the consumer may not see the entry until later.
       const entering = options.enters?.(found) ?? true;
@@ -235,6 +246,7 @@ async function* walkWith(
         path: rel,
         mode,
         mtimeNs: stats.mtimeNs,
+        ctimeNs: stats.ctimeNs,
         size: stats.size,
         ino: inodes.of(stats, folder.absolute),
       };
@@ -259,6 +271,7 @@ async function* walkWith(
           path: rel,
           mode,
           mtimeNs: stats.mtimeNs,
+          ctimeNs: stats.ctimeNs,
           ino: inodes.of(stats, folder.absolute),
           target,
         };

@@ -1,7 +1,7 @@
 import type { StateDb } from './database.ts';
 
 // The file index: per bucket and source folder, each entry as last backed up (kind, size,
-// mtime, inode, mode, a symlink's target, a file's UnixFS node). Replaced whole after a version
+// mtime, ctime, inode, mode, a symlink's target, a file's UnixFS node). Replaced whole after a version
 // completed, so it never describes a version that is not stored: a backup stages its entries
 // in the database as it packs them (holding them all in memory until the end cost about 22 MB
 // per 100 000 files), and they become the index in one transaction.
@@ -20,6 +20,8 @@ export interface IndexedEntry {
   readonly kind: 'file' | 'directory' | 'symlink';
   readonly size: number;
   readonly mtimeNs: bigint;
+  /** When its inode last changed; null in an index from before it was recorded. */
+  readonly ctimeNs: bigint | null;
   readonly ino: bigint;
   readonly mode: number;
   readonly target: string | null;
@@ -85,6 +87,7 @@ export interface MovedFileQuery {
   readonly path: string;
   readonly size: number;
   readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
   readonly ino: bigint;
 }
 
@@ -130,6 +133,7 @@ interface Row {
   kind: IndexedEntry['kind'];
   size: number;
   mtime_ns: string;
+  ctime_ns: string | null;
   ino: string;
   mode: number;
   target: string | null;
@@ -161,6 +165,7 @@ function entryOf(row: Row): IndexedEntry {
     kind: row.kind,
     size: row.size,
     mtimeNs: BigInt(row.mtime_ns),
+    ctimeNs: row.ctime_ns === null ? null : BigInt(row.ctime_ns),
     ino: BigInt(row.ino),
     mode: row.mode,
     target: row.target,
@@ -176,6 +181,7 @@ type RawRow = [
   Row['kind'],
   Row['size'],
   Row['mtime_ns'],
+  Row['ctime_ns'],
   Row['ino'],
   Row['mode'],
   Row['target'],
@@ -189,6 +195,7 @@ function entryOfRaw([
   kind,
   size,
   mtimeNs,
+  ctimeNs,
   ino,
   mode,
   target,
@@ -201,6 +208,7 @@ function entryOfRaw([
     kind,
     size,
     mtimeNs: BigInt(mtimeNs),
+    ctimeNs: ctimeNs === null ? null : BigInt(ctimeNs),
     ino: BigInt(ino),
     mode,
     target,
@@ -236,7 +244,7 @@ function isAboveOrSame(folder: string, inner: string): boolean {
 
 export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string): SourceFileIndex {
   let source = sourceRow(db, bucketId, sourceDir);
-  const columns = 'path, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves';
+  const columns = 'path, kind, size, mtime_ns, ctime_ns, ino, mode, target, cid, node_size, leaves';
   const selectEntry = db.prepare<[number, string], Row>(
     `SELECT ${columns} FROM file_index WHERE source_id = ? AND path = ?`,
   );
@@ -419,7 +427,7 @@ function stageEntries(
     })
     .immediate();
   const insert = db.prepare(
-    'INSERT INTO file_index_staged (stage_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    'INSERT INTO file_index_staged (stage_id, path, dir, kind, size, mtime_ns, ctime_ns, ino, mode, target, cid, node_size, leaves) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
   const pending: IndexedEntry[] = [];
   const write = db.transaction(() => {
@@ -431,6 +439,7 @@ function stageEntries(
         entry.kind,
         entry.size,
         entry.mtimeNs.toString(),
+        entry.ctimeNs?.toString() ?? null,
         entry.ino.toString(),
         entry.mode,
         entry.target,
@@ -559,8 +568,8 @@ function commitStage(
       'UPDATE file_index_sources SET version_id = ?, leaves_recorded = 1 WHERE id = ?',
     ).run(versionId, id);
     db.prepare(
-      `INSERT INTO file_index (source_id, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves)
-         SELECT ?, path, dir, kind, size, mtime_ns, ino, mode, target, cid, node_size, leaves FROM file_index_staged
+      `INSERT INTO file_index (source_id, path, dir, kind, size, mtime_ns, ctime_ns, ino, mode, target, cid, node_size, leaves)
+         SELECT ?, path, dir, kind, size, mtime_ns, ctime_ns, ino, mode, target, cid, node_size, leaves FROM file_index_staged
          WHERE stage_id = ?`,
     ).run(id, stageId);
     db.prepare(

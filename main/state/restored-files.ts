@@ -2,7 +2,7 @@ import type { StateDb } from './database.ts';
 
 // Files a restore wrote into a folder a bucket may back up (220-record-restored-files.sql), by
 // their path below that folder. A restored file is new to the file index, its inode being new,
-// yet its bytes are the leaves the restore wrote: while its size, mtime and inode stay as the
+// yet its bytes are the leaves the restore wrote: while its size, mtime, ctime and inode stay as the
 // restore left them, the next backup takes those leaves instead of reading it, as it would from
 // the index (only those the bucket's active version holds). That backup's file index holds the
 // files from then on, and their records go.
@@ -12,6 +12,7 @@ export interface RestoredFile {
   readonly path: string;
   readonly size: number;
   readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
   readonly ino: bigint;
   /** Its leaves as a leaf list (main/packer/leaf-list.ts). */
   readonly leaves: Uint8Array;
@@ -20,6 +21,8 @@ export interface RestoredFile {
 interface Row {
   size: number;
   mtime_ns: string;
+  /** Null in a record from before ctimes were recorded, which vouches for nothing. */
+  ctime_ns: string | null;
   ino: string;
   leaves: Uint8Array;
 }
@@ -34,13 +37,13 @@ export class RestoredFiles {
     private readonly sourceDir: string,
   ) {
     this.select = db.prepare<[string, string, string], Row>(
-      `SELECT size, mtime_ns, ino, leaves FROM restored_files
+      `SELECT size, mtime_ns, ctime_ns, ino, leaves FROM restored_files
        WHERE bucket_id = ? AND source_dir = ? AND path = ?`,
     );
     // A file restored again replaces its record, under a new id: clearThrough then keeps it.
-    this.upsert = db.prepare<[string, string, string, number, string, string, Uint8Array]>(
-      `INSERT OR REPLACE INTO restored_files (bucket_id, source_dir, path, size, mtime_ns, ino, leaves)
-       VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    this.upsert = db.prepare<[string, string, string, number, string, string, string, Uint8Array]>(
+      `INSERT OR REPLACE INTO restored_files (bucket_id, source_dir, path, size, mtime_ns, ctime_ns, ino, leaves)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     );
   }
 
@@ -60,6 +63,7 @@ export class RestoredFiles {
             file.path,
             file.size,
             file.mtimeNs.toString(),
+            file.ctimeNs.toString(),
             file.ino.toString(),
             file.leaves,
           );
@@ -85,17 +89,24 @@ export class RestoredFiles {
   /** The restored file at `path`, if it is still as the restore left it (`found`). */
   unchangedAt(
     path: string,
-    found: { readonly size: number; readonly mtimeNs: bigint; readonly ino: bigint },
+    found: {
+      readonly size: number;
+      readonly mtimeNs: bigint;
+      readonly ctimeNs: bigint;
+      readonly ino: bigint;
+    },
   ): RestoredFile | undefined {
     const row = this.select.get(this.bucketId, this.sourceDir, path);
     if (
       !row ||
       row.size !== found.size ||
       row.mtime_ns !== found.mtimeNs.toString() ||
+      row.ctime_ns !== found.ctimeNs.toString() ||
       row.ino !== found.ino.toString()
     )
       return undefined;
-    return { path, size: row.size, mtimeNs: found.mtimeNs, ino: found.ino, leaves: row.leaves };
+    const { size, leaves } = row;
+    return { path, size, mtimeNs: found.mtimeNs, ctimeNs: found.ctimeNs, ino: found.ino, leaves };
   }
 
   /**

@@ -10,7 +10,15 @@ import {
 
 // Compares a source with its file index in one walk. A source has not changed since the
 // version the index describes when every entry the walk finds is in the index with the same
-// kind, mode, mtime and inode (and a file's size, a symlink's target), and nothing else is.
+// kind, mode, mtime and inode (and a file's size and ctime, a symlink's target), and nothing
+// else is.
+//
+// A file's ctime, the time its inode last changed, is what no program can set back. Its mtime
+// can be: npm writes every file of a package with the mtime of 1985-10-26, and tar, rsync and
+// cp -p give a copy the original's. A package.json going from version 1.0.0 to 1.0.1 kept its
+// size, mtime and inode, and a backup found nothing changed; the version held the old bytes.
+// With the ctime compared too (as restic and borg do), a file is read again also after a chmod
+// or a new hard link, which change only its ctime: a read that finds the same bytes sends none.
 //
 // The walk goes on to the end, and notes each folder that holds a difference, however deep:
 // packing then walks only those, and reuses every other folder's node from the version the
@@ -30,7 +38,7 @@ export function sameEntry(found: SourceEntry, known: IndexedEntry | undefined): 
     return false;
   switch (found.kind) {
     case 'file':
-      return known.size === found.size;
+      return known.size === found.size && known.ctimeNs === found.ctimeNs;
     case 'symlink':
       return known.target === found.target;
     case 'directory':
@@ -38,9 +46,20 @@ export function sameEntry(found: SourceEntry, known: IndexedEntry | undefined): 
   }
 }
 
-/** A file packing need not read again: its index entry still has its size, mtime and inode. */
+/** What tells a file unchanged since it was last looked at: its size, mtime, ctime and inode. */
+export interface FileLook {
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
+  readonly ino: bigint;
+}
+
+/**
+ * A file packing need not read again: its index entry still has its size, mtime, ctime and
+ * inode.
+ */
 export function indexVouchesFor(
-  found: { readonly size: number; readonly mtimeNs: bigint; readonly ino: bigint },
+  found: FileLook,
   known: IndexedEntry | undefined,
 ): known is IndexedEntry & { readonly kind: 'file'; readonly cid: string } {
   return (
@@ -48,6 +67,7 @@ export function indexVouchesFor(
     known.cid !== null &&
     known.size === found.size &&
     known.mtimeNs === found.mtimeNs &&
+    known.ctimeNs === found.ctimeNs &&
     known.ino === found.ino
   );
 }
@@ -68,7 +88,7 @@ export function vouchingEntry(
 
 /**
  * Records besides a source's own file index that may vouch for a file it does not know, by the
- * file's path below the source and its size, mtime and inode, as the index would:
+ * file's path below the source and its size, mtime, ctime and inode, as the index would:
  * - the files restores wrote into the source (state/restored-files.ts);
  * - the file index of the folder the bucket was backed up from until now, when this folder has
  *   none: a folder renamed or moved on its disk keeps its files' inodes, and a backup of it
@@ -86,12 +106,7 @@ export type Vouched = Pick<IndexedEntry, 'leaves' | 'cid'>;
 /** What one of `others` vouches for the file `found`, if one does. */
 export function vouchedElsewhere(
   others: OtherVouchers,
-  found: {
-    readonly path: string;
-    readonly size: number;
-    readonly mtimeNs: bigint;
-    readonly ino: bigint;
-  },
+  found: FileLook & { readonly path: string },
 ): Vouched | undefined {
   const { former, restored } = others;
   const formerEntry = former && vouchingEntry(former, found, former.lookup(found.path));

@@ -89,9 +89,11 @@ describe('the file index', () => {
       'photos',
     ]);
 
+    // A chmod moves the file's ctime, which a rewrite with its mtime set back moves too: it is
+    // read again, and sends nothing.
     chmodSync(path.join(source, 'photos', 'two.jpg'), 0o600);
     const mode = await engine.backup({ dir: source, bucket: 'Index' });
-    expect(mode).toMatchObject({ unchanged: false, bytesRead: 0, newBytes: 0 });
+    expect(mode).toMatchObject({ unchanged: false, bytesRead: 1_500_000, newBytes: 0 });
     const photos = await engine.ls({ bucket: 'Index', path: 'photos' });
     expect(photos.find((entry) => entry.name === 'two.jpg')?.mode).toBe(0o600);
 
@@ -303,6 +305,47 @@ describe('the file index', () => {
     const target = path.join(scratch, 'restored-fresh');
     await engine.restore({ bucket: 'Fresh', to: target, overwrite: false });
     expect(readFileSync(path.join(target, 'fresh.txt'), 'utf8')).toBe('final draft');
+  });
+
+  it('reads again a file rewritten at its size with its mtime set back, as npm, tar and cp -p do', async () => {
+    await engine.createBucket({ name: 'Packages', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'packages');
+    // npm writes every file of a package with the mtime of 1985-10-26 08:15 UTC.
+    const npmTime = new Date('1985-10-26T08:15:00Z');
+    const manifest = path.join(source, 'node_modules', 'left-pad', 'package.json');
+    const readme = path.join(source, 'node_modules', 'left-pad', 'README.md');
+    for (const [file, text] of [
+      [manifest, '{"version": "1.0.0"}'],
+      [readme, 'pads strings'],
+    ] as const) {
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, text);
+      utimesSync(file, npmTime, npmTime);
+    }
+    await engine.backup({ dir: source, bucket: 'Packages' });
+    // The package updated in place: same inode, size and mtime; other bytes.
+    const before = lstatSync(manifest, { bigint: true });
+    writeFileSync(manifest, '{"version": "1.0.1"}');
+    utimesSync(manifest, npmTime, npmTime);
+    const after = lstatSync(manifest, { bigint: true });
+    expect([after.ino, after.size, after.mtimeNs]).toEqual([
+      before.ino,
+      before.size,
+      before.mtimeNs,
+    ]);
+    const updated = await engine.backup({ dir: source, bucket: 'Packages' });
+    expect(updated).toMatchObject({
+      unchanged: false,
+      filesUnchanged: 1,
+      bytesRead: '{"version": "1.0.1"}'.length,
+    });
+    const target = path.join(scratch, 'restored-packages');
+    await engine.restore({ bucket: 'Packages', to: target, overwrite: false });
+    expect(
+      readFileSync(path.join(target, 'node_modules', 'left-pad', 'package.json'), 'utf8'),
+    ).toBe('{"version": "1.0.1"}');
+    const again = await engine.backup({ dir: source, bucket: 'Packages' });
+    expect(again).toMatchObject({ unchanged: true, bytesRead: 0 });
   });
 
   it('reads again a file that kept changing while the last backup read it', async () => {

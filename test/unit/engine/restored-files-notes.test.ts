@@ -18,6 +18,7 @@ const label = `${os.hostname()}:${source}`;
 const asLeft = {
   size: 5,
   mtimeNs: 1_700_000_000_123_456_000n,
+  ctimeNs: 1_800_000_000_987_654_321n,
   ino: 42n,
   leaves: new Uint8Array(32),
 };
@@ -36,8 +37,10 @@ describe('RestoredFilesNotes', () => {
       expect(notes?.finish()).toBeNull();
       const restored = RestoredFiles.of(db, 'bucket-1', source);
       expect(restored.unchangedAt('photos/cat.jpg', asLeft)).toMatchObject({ size: 5 });
-      // Any write since shows in its mtime, and a file put in its place has another inode.
+      // Any write since shows in its mtime, or in its ctime where the mtime was set back, and a
+      // file put in its place has another inode.
       expect(restored.unchangedAt('photos/cat.jpg', { ...asLeft, mtimeNs: 1n })).toBeUndefined();
+      expect(restored.unchangedAt('photos/cat.jpg', { ...asLeft, ctimeNs: 1n })).toBeUndefined();
       expect(restored.unchangedAt('photos/cat.jpg', { ...asLeft, ino: 43n })).toBeUndefined();
       expect(restored.unchangedAt('photos/cat.jpg', { ...asLeft, size: 6 })).toBeUndefined();
       // Another bucket backing up the same folder knows nothing of it.

@@ -32,7 +32,7 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-ahead-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 function entry(name: string, size: number): ScannedFile {
-  return { kind: 'file', path: name, mode: 0o644, mtimeNs: 0n, size, ino: 0n };
+  return { kind: 'file', path: name, mode: 0o644, mtimeNs: 0n, ctimeNs: 0n, size, ino: 0n };
 }
 
 const twoDaysAgo = new Date(Date.now() - 2 * 24 * 3600 * 1000);

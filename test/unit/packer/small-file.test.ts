@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ChangedWhileRead, readSmallFile } from '../../../main/packer/small-file.ts';
 
 // A small file is read in as few calls as possible, and a file that changed in between must
-// still be caught: by its size or mtime after the read, even when its mtime was put back.
+// still be caught: by its size, mtime or ctime after the read, even when its mtime was put back.
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-small-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -13,12 +13,15 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const PAST = new Date('2020-01-02T03:04:05Z');
 
 /** Writes `content`, dates it in the past, and returns what a scan would have seen. */
-function scanned(name: string, content: string): { file: string; size: number; mtimeNs: bigint } {
+function scanned(
+  name: string,
+  content: string,
+): { file: string; size: number; mtimeNs: bigint; ctimeNs: bigint } {
   const file = path.join(dir, name);
   writeFileSync(file, content);
   utimesSync(file, PAST, PAST);
   const stats = lstatSync(file, { bigint: true });
-  return { file, size: Number(stats.size), mtimeNs: stats.mtimeNs };
+  return { file, size: Number(stats.size), mtimeNs: stats.mtimeNs, ctimeNs: stats.ctimeNs };
 }
 
 /** Rewrites the file with `content` after the scan, its mtime put back as the scan saw it. */
@@ -66,6 +69,17 @@ describe('readSmallFile', () => {
       return Promise.resolve();
     };
     expect(await changedBytes(readSmallFile(shrank.file, shrank, afterShrinking))).toBe('abcdef');
+  });
+
+  it('catches a file rewritten at the same size right after its bytes were read, its mtime put back', async () => {
+    const seen = scanned('same-size.txt', '1.0.0');
+    // Past the coarsest tick of the kernel's clock, so that the rewrite's ctime is another.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const afterRewrite = () => {
+      rewriteKeepingMtime(seen.file, '1.0.1');
+      return Promise.resolve();
+    };
+    expect(await changedBytes(readSmallFile(seen.file, seen, afterRewrite))).toBe('1.0.0');
   });
 
   it('catches an empty file that gained bytes after the scan', async () => {

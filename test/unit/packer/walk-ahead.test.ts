@@ -6,7 +6,7 @@ import type { SourceEntry } from '../../../main/scanner/index.ts';
 // packed; entries still come out in walk order, and nothing starts beyond the limits.
 
 function file(name: string, size: number): SourceEntry {
-  return { kind: 'file', path: name, mode: 0o644, mtimeNs: 0n, size, ino: 0n };
+  return { kind: 'file', path: name, mode: 0o644, mtimeNs: 0n, ctimeNs: 0n, size, ino: 0n };
 }
 
 const LARGE = 1_000_000;

@@ -99,7 +99,7 @@ describe('openSourceFile', () => {
 });
 
 describe('readSmallFile of a name that became a pipe', () => {
-  const scanned = { size: 5, mtimeNs: 0n };
+  const scanned = { size: 5, mtimeNs: 0n, ctimeNs: 0n };
   const nothing = (): undefined => undefined;
 
   it('fails at once with no writer', async () => {

@@ -70,6 +70,7 @@ describe('a state write while another process writes', () => {
         kind: 'file',
         size: 3,
         mtimeNs: 1_700_000_000_000_000_000n,
+        ctimeNs: 1_700_000_000_000_000_000n,
         ino: 42n,
         mode: 0o644,
         target: null,

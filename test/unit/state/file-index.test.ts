@@ -5,6 +5,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import { openStateDatabase } from '../../../main/state/database.ts';
 import { sourceFileIndex, type IndexedEntry } from '../../../main/state/file-index.ts';
+import { indexVouchesFor } from '../../../main/uploader/unchanged-source.ts';
 
 // The file index on a real SQLite file: lookups read a folder at a time, and must still give
 // exactly each entry's own row, in any order, for any folder size, and after an upgrade from a
@@ -27,6 +28,7 @@ function entry(relativePath: string, kind: IndexedEntry['kind'] = 'file', n = 1)
     kind,
     size: kind === 'file' ? n : 0,
     mtimeNs: 1_700_000_000_123_456_789n + BigInt(n),
+    ctimeNs: 1_800_000_000_987_654_321n + BigInt(n),
     ino: 2n ** 60n + BigInt(n),
     mode: kind === 'file' ? 0o644 : 0o755,
     target: kind === 'symlink' ? `../target-${n}` : null,
@@ -108,6 +110,7 @@ describe('the file index', () => {
         path: 'archive/2024/trip/beach.jpg',
         size: 3,
         mtimeNs: photo.mtimeNs,
+        ctimeNs: photo.ctimeNs ?? 0n,
         ino: 77n,
       };
       expect(comparable(index.movedFile(moved))).toEqual(comparable(photo));
@@ -119,7 +122,7 @@ describe('the file index', () => {
         // Not moved: its own path's entry is the index's to give.
         { ...moved, path: photo.path },
         // A folder is not a file.
-        { path: 'archive/trip', size: 0, mtimeNs: folder.mtimeNs, ino: 78n },
+        { path: 'archive/trip', size: 0, mtimeNs: folder.mtimeNs, ctimeNs: 0n, ino: 78n },
       ])
         expect(index.movedFile(other)).toBeUndefined();
       expect(sourceFileIndex(db, 'bucket', '/other').movedFile(moved)).toBeUndefined();
@@ -366,7 +369,7 @@ describe('the file index', () => {
     }
   });
 
-  it('finds the entries of a database written before the folder and leaves columns existed', () => {
+  it('finds the entries of a database written before the folder, leaves and ctime columns existed', () => {
     const file = stateFile();
     // The schema as it was before migration 070, with one source indexed.
     const old = new Database(file);
@@ -412,7 +415,18 @@ describe('the file index', () => {
       // folders have no node size, so a backup walks them rather than reusing them.
       expect(index.leavesRecorded).toBe(false);
       for (const expected of entries)
-        expect(index.lookup(expected.path)).toEqual({ ...expected, nodeSize: null, leaves: null });
+        expect(index.lookup(expected.path)).toEqual({
+          ...expected,
+          nodeSize: null,
+          leaves: null,
+          ctimeNs: null,
+        });
+      // With no ctime recorded, a file is read once more, whatever its ctime now.
+      const file = entries.find((entry) => entry.kind === 'file');
+      const found = { size: file?.size ?? 0, mtimeNs: file?.mtimeNs ?? 0n, ino: file?.ino ?? 0n };
+      expect(indexVouchesFor({ ...found, ctimeNs: 0n }, index.lookup(file?.path ?? ''))).toBe(
+        false,
+      );
     } finally {
       db.close();
     }

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, utimesSync } from 'node:fs';
+import { lstatSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { MetadataNodes, packSource } from '../../../main/packer/index.ts';
@@ -58,7 +58,13 @@ describe('surveySource', () => {
       expect([...(unchanged.changedFolders ?? ['none'])]).toEqual([]);
 
       // A file of a new size; a file gone, and a named pipe come (skipped, never stored), each
-      // in a folder whose mtime is put back; nothing in a/x or d/w.
+      // in a folder whose mtime is put back; a file rewritten at its size, its mtime put back
+      // (as npm, tar and cp -p do), which only its ctime shows; nothing in a/x.
+      const rewritten = path.join(source, 'd', 'w', 'f.txt');
+      const before = lstatSync(rewritten);
+      writeFileSync(rewritten, 'D/W');
+      utimesSync(rewritten, before.atime, before.mtime);
+      expect(lstatSync(rewritten).mtimeMs).toBe(before.mtimeMs);
       writeSettled(path.join(source, 'a', 'y', 'f.txt'), 'longer than before');
       keepingMtime(path.join(source, 'b', 'z'), () => rmSync(path.join(source, 'b', 'z', 'f.txt')));
       keepingMtime(path.join(source, 'c'), () =>
@@ -74,8 +80,13 @@ describe('surveySource', () => {
         'b/z',
         'c',
         'c/pipe',
+        'd',
+        'd/w',
       ]);
-      expect(survey).toMatchObject({ files: 4, bytesToRead: 'longer than before'.length });
+      expect(survey).toMatchObject({
+        files: 4,
+        bytesToRead: 'longer than before'.length + 'D/W'.length,
+      });
     } finally {
       db.close();
     }
