@@ -9,6 +9,7 @@ import type {
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { RAW_CODEC } from '../protocol/index.ts';
+import { unixfsDataBytes } from './unixfs-data.ts';
 
 // A file's node, made as the importer's File node builder makes it, with less machinery: leaves
 // are made one after another and handed to the layout as they come.
@@ -50,7 +51,7 @@ function reducerFor(file: Pick<File, 'mtime' | 'mode'>, blockstore: WritableStor
       links.push({ Name: '', Tsize: Number(leaf.size), Hash: leaf.cid });
       linkedBytes += Number(leaf.size);
     }
-    const block = dagPb.encode(dagPb.prepare({ Data: unixfs.marshal(), Links: links }));
+    const block = dagPb.encode(dagPb.prepare({ Data: unixfsDataBytes(unixfs), Links: links }));
     const cid = CID.createV1(dagPb.code, await sha256.digest(block));
     await blockstore.put(cid, block);
     return { cid, unixfs, size: BigInt(block.length + linkedBytes) };

@@ -4,6 +4,7 @@ import type { ImportCandidate, WritableStorage } from 'ipfs-unixfs-importer';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { plainFolderNode, type NodeMeta } from './node-bytes.ts';
+import { unixfsDataBytes, withMtime } from './unixfs-data.ts';
 import { unixfsImporterOptions } from './unixfs-settings.ts';
 
 // A folder's node, made once its entries are made: the tree is built folder by folder as the
@@ -115,7 +116,7 @@ async function stored(block: Uint8Array, blockstore: WritableStorage): Promise<C
 
 /** The size of the folder's node with no entries: how its parent counts it at first. */
 export function emptyFolderSize(meta: FolderMeta): number {
-  return dagPb.encode(dagPb.prepare({ Data: folderUnixfs(meta).marshal() })).length;
+  return dagPb.encode(dagPb.prepare({ Data: unixfsDataBytes(folderUnixfs(meta)) })).length;
 }
 
 /** The node of a folder with `entries`, in the walk's order; its blocks go to `blockstore`. */
@@ -140,7 +141,7 @@ export async function makeFolderNode(
     Tsize: entry.node.size,
     Hash: entry.node.cid,
   }));
-  const block = dagPb.encode(dagPb.prepare({ Data: unixfs.marshal(), Links: links }));
+  const block = dagPb.encode(dagPb.prepare({ Data: unixfsDataBytes(unixfs), Links: links }));
   const cid = await stored(block, blockstore);
   return { cid, size: links.reduce((sum, link) => sum + link.Tsize, block.length) };
 }
@@ -157,7 +158,7 @@ export async function makeSymlinkNode(
     mode: meta.mode,
     mtime: meta.mtime,
   });
-  const block = dagPb.encode(dagPb.prepare({ Data: unixfs.marshal() }));
+  const block = dagPb.encode(dagPb.prepare({ Data: unixfsDataBytes(unixfs) }));
   return { cid: await stored(block, blockstore), size: block.length };
 }
 
@@ -207,8 +208,33 @@ async function shardedFolderNode(
     if (result.path === FOLDER) folder = { cid: result.cid, size: Number(result.size) };
   }
   if (!folder) throw new Error('the importer made no sharded folder');
-  await putShards(folder.cid, shards, blockstore);
-  return folder;
+  const root = await withMtimeWritten(folder.cid, meta, shards);
+  await putShards(root, shards, blockstore);
+  return { cid: root, size: folder.size };
+}
+
+/**
+ * The root shard `cid` of `shards` with the folder's mtime (`meta`) as unixfs-data.ts writes
+ * it: the importer marshals it with ipfs-unixfs, which gets a time from 2038 on wrong. Put among
+ * `shards` under its own CID when that differs; its size is the same (the wrong bytes are as
+ * many), and the shards below it carry no mtime.
+ */
+async function withMtimeWritten(
+  cid: CID,
+  meta: FolderMeta,
+  shards: Map<string, Uint8Array>,
+): Promise<CID> {
+  const bytes = shards.get(cid.toString());
+  if (!bytes) throw new Error(`the importer made no node ${cid.toString()}`);
+  const node = dagPb.decode(bytes);
+  if (!node.Data) throw new Error(`the importer made a shard ${cid.toString()} with no data`);
+  const data = withMtime(node.Data, meta.mtime);
+  if (Buffer.from(data).equals(node.Data)) return cid;
+  const block = dagPb.encode({ Data: data, Links: node.Links });
+  if (block.length !== bytes.length) throw new Error('a shard rewritten took another size');
+  const rewritten = CID.createV1(dagPb.code, await sha256.digest(block));
+  shards.set(rewritten.toString(), block);
+  return rewritten;
 }
 
 /**

@@ -590,6 +590,49 @@ describe('times before 1970', () => {
   });
 });
 
+describe('times from 2038 on', () => {
+  it('keeps them for small, large and many-chunk files, folders and symlinks', async () => {
+    const future = path.join(scratch, 'future-times');
+    mkdirSync(path.join(future, 'plans'), { recursive: true });
+    writeFileSync(path.join(future, 'plans', 'small.txt'), 'see you in 2038');
+    writeFileSync(path.join(future, 'plans', 'one-chunk.bin'), randomBytes((1 << 20) - 1));
+    writeFileSync(path.join(future, 'plans', 'three-chunks.bin'), randomBytes((2 << 20) + 1));
+    symlinkSync('plans/small.txt', path.join(future, 'link'));
+    // Past 2^31 seconds (2038-01-19 03:14:08 UTC), which ipfs-unixfs wrote as 1970, up to the
+    // last second below 2^32 (2106-02-07 06:28:15 UTC).
+    const times = {
+      'plans/small.txt': 2_147_483_648_000_000_000n,
+      'plans/one-chunk.bin': 2_147_483_648_500_000_000n,
+      'plans/three-chunks.bin': 4_102_444_800_000_000_000n,
+      link: 3_000_000_000_000_001_000n,
+      plans: 4_294_967_295_000_000_000n,
+    };
+    for (const [name, ns] of Object.entries(times)) {
+      const seconds = `${ns / 1_000_000_000n}.${String(ns % 1_000_000_000n).padStart(9, '0')}`;
+      const touched = spawnSync('touch', ['-h', '-d', `@${seconds}`, path.join(future, name)], {
+        encoding: 'utf8',
+      });
+      expect(touched.status, touched.stderr).toBe(0);
+    }
+    await engine.createBucket({ name: 'Future', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: future, bucket: 'Future' });
+    const listed = await engine.ls({ bucket: 'Future', path: 'plans' });
+    expect(listed.map((entry) => [entry.name, entry.mtime])).toEqual([
+      ['one-chunk.bin', 2_147_483_648],
+      ['small.txt', 2_147_483_648],
+      ['three-chunks.bin', 4_102_444_800],
+    ]);
+
+    const target = path.join(scratch, 'future-times-restored');
+    await engine.restore({ bucket: 'Future', to: target, overwrite: false });
+    for (const [name, ns] of Object.entries(times))
+      expect([name, lstatSync(path.join(target, name), { bigint: true }).mtimeNs]).toEqual([
+        name,
+        ns,
+      ]);
+  });
+});
+
 describe('browse, snapshots and verify', () => {
   it("lists a version's folders with sizes, modes and symlink targets, from metadata only", async () => {
     const top = await engine.ls({ bucket: 'Everything' });

@@ -369,6 +369,44 @@ describe('the file index', () => {
     }
   });
 
+  it('forgets, once, the entries dated from 2038 to 2106, whose nodes were packed with a wrong time', () => {
+    const file = stateFile();
+    const seconds = (secs: bigint): bigint => secs * 1_000_000_000n;
+    const dated = {
+      '': seconds(1_700_000_000n),
+      'before 2038': seconds(2_147_483_647n) + 999_999_999n,
+      'from 2038': seconds(2_147_483_648n),
+      'in 2100': seconds(4_102_444_800n) + 1n,
+      'last before 2106': seconds(4_294_967_295n) + 999_999_999n,
+      'from 2106': seconds(4_294_967_296n),
+      'before 1970': -seconds(3_000_000_000n),
+    };
+    let db = openStateDatabase(file);
+    try {
+      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+      for (const [name, mtimeNs] of Object.entries(dated))
+        staged.add({ ...entry(name, name === '' ? 'directory' : 'file', 1), mtimeNs });
+      staged.commit('v', { paths: [], filesModifiedFromNs: 2n ** 63n - 1n });
+      // The database as a Canopy from before the fix left it.
+      db.prepare('DELETE FROM schema_migrations WHERE version >= 240').run();
+    } finally {
+      db.close();
+    }
+    db = openStateDatabase(file);
+    try {
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      expect(Object.keys(dated).filter((name) => index.lookup(name) !== undefined)).toEqual([
+        '',
+        'before 2038',
+        'from 2106',
+        'before 1970',
+      ]);
+      expect(index.entryCount).toBe(4);
+    } finally {
+      db.close();
+    }
+  });
+
   it('finds the entries of a database written before the folder, leaves and ctime columns existed', () => {
     const file = stateFile();
     // The schema as it was before migration 070, with one source indexed.
