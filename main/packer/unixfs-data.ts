@@ -1,15 +1,18 @@
 import type { UnixFS } from 'ipfs-unixfs';
 
-// A UnixFS node's Data, with its mtime written right. ipfs-unixfs 13 writes the mtime's seconds
-// through protons-runtime 7, whose 64-bit varint keeps the low 32 bits signed: seconds from 2^31
-// to 2^32 - 1 (2038-01-19 03:14:08 UTC to 2106-02-07) come out as a varint of 0 followed by four
-// zero bytes, which reads back as 1970-01-01. A file with a time in 2038 or later came back from
-// a restore dated 1970. (protons-runtime 8.0.1 has the same code.)
+// A UnixFS node's Data, with its 64-bit numbers written right. ipfs-unixfs 13 writes them
+// through protons-runtime 7, whose 64-bit varint keeps the low 32 bits signed: a value from 2^31
+// to 2^32 - 1 comes out as a varint of 0 followed by four zero bytes. So a file of 2 to 4 GiB
+// had a filesize of 0 in its File node (ipfs-unixfs reads the size from the block sizes, other
+// tools from that field), and an mtime from 2038-01-19 03:14:08 UTC to 2106-02-07 read back as
+// 1970: a restore dated such a file, folder or symlink 1970. (protons-runtime 8.0.1 has the same
+// code.)
 //
-// So the Data is marshalled without its mtime, and the mtime appended here as protobuf has it:
-// field 8, a message of seconds (field 1, int64: ten bytes when negative) and nanoseconds (field
-// 2, fixed32, when given). mtime is the last field of the message, so the bytes are those a
-// right encoder writes, and those ipfs-unixfs writes for any other time: CIDs do not change.
+// So the Data of the nodes made here is written here, field by field, as ipfs-unixfs's marshal
+// writes it: Type (1), Data (2) when not empty, filesize (3) for a file, one blocksize (4) each,
+// hashType (5) and fanout (6) when set, mode (7) unless the type's default, mtime (8) as seconds
+// (1, int64: ten bytes when negative) and nanoseconds (2, fixed32, when set). The bytes are those
+// ipfs-unixfs writes for every value it gets right: CIDs do not change.
 
 /** Bytes of `value` as an unsigned varint; `value` is below 2^64. */
 function varint(value: bigint): number[] {
@@ -84,21 +87,44 @@ export function withMtime(data: Uint8Array, mtime: NonNullable<UnixFS['mtime']>)
   return Buffer.concat([...kept, mtimeField(mtime)]);
 }
 
-/** What `unixfs.marshal()` gives, with the mtime written right for every time. */
+/** UnixFS's Type enum (unixfs.proto). */
+const TYPE_NUMBERS: Readonly<Record<string, number>> = {
+  raw: 0,
+  directory: 1,
+  file: 2,
+  metadata: 3,
+  symlink: 4,
+  'hamt-sharded-directory': 5,
+};
+const DEFAULT_FILE_MODE = 0o644;
+const DEFAULT_FOLDER_MODE = 0o755;
+
+/**
+ * What `unixfs.marshal()` gives, with every 64-bit number written right, for a node made with
+ * UnixFS's constructor (one decoded may keep mode bits above 0o7777, which this leaves out).
+ */
 export function unixfsDataBytes(unixfs: UnixFS): Uint8Array {
-  const { mtime } = unixfs;
-  if (mtime === undefined) return unixfs.marshal();
-  // Left out for the marshal alone: the node keeps it.
-  delete unixfs.mtime;
-  let rest: Uint8Array;
-  try {
-    rest = unixfs.marshal();
-  } finally {
-    unixfs.mtime = mtime;
+  const type = TYPE_NUMBERS[unixfs.type];
+  if (type === undefined) throw new Error(`no UnixFS type ${unixfs.type}`);
+  const out: number[] = [0x08, ...varint(BigInt(type))];
+  const { data } = unixfs;
+  const parts: Uint8Array[] = [];
+  if (data !== undefined && data.length > 0) {
+    out.push(0x12, ...varint(BigInt(data.length)));
+    parts.push(Uint8Array.from(out), data);
+    out.length = 0;
   }
-  const field = mtimeField(mtime);
-  const bytes = new Uint8Array(rest.length + field.length);
-  bytes.set(rest);
-  bytes.set(field, rest.length);
-  return bytes;
+  if (unixfs.type === 'file' || unixfs.type === 'raw') out.push(0x18, ...varint(unixfs.fileSize()));
+  for (const size of unixfs.blockSizes) out.push(0x20, ...varint(size));
+  if (unixfs.hashType !== undefined) out.push(0x28, ...varint(unixfs.hashType));
+  if (unixfs.fanout !== undefined) out.push(0x30, ...varint(unixfs.fanout));
+  const mode = unixfs.mode;
+  if (
+    mode !== undefined &&
+    mode !== (unixfs.isDirectory() ? DEFAULT_FOLDER_MODE : DEFAULT_FILE_MODE)
+  )
+    out.push(0x38, ...varint(BigInt(mode)));
+  parts.push(Uint8Array.from(out));
+  if (unixfs.mtime !== undefined) parts.push(mtimeField(unixfs.mtime));
+  return Buffer.concat(parts);
 }

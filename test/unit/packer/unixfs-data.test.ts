@@ -3,14 +3,17 @@ import { UnixFS } from 'ipfs-unixfs';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { describe, expect, it } from 'vitest';
+import { buildFileNode, type LeafMaker } from '../../../main/packer/file-builder.ts';
 import { makeFolderNode, type FolderEntry } from '../../../main/packer/folder-node.ts';
+import { unixfsImporterOptions } from '../../../main/packer/index.ts';
 import { unixfsDataBytes, withMtime } from '../../../main/packer/unixfs-data.ts';
 import { cidText, RAW_CODEC } from '../../../main/protocol/index.ts';
 import { memoryBlockstore } from '../../helpers/memory-blockstore.ts';
 
-// ipfs-unixfs writes an mtime of 2^31 to 2^32 - 1 seconds (2038 to 2106) as 1970. Its Data as
-// unixfsDataBytes writes it reads back with its time, and is byte for byte what ipfs-unixfs
-// writes for every other time, so that no CID changes; so too a sharded folder's root.
+// ipfs-unixfs writes a 64-bit number from 2^31 to 2^32 - 1 as 0: a file's size of 2 to 4 GiB,
+// an mtime from 2038 to 2106. Data as unixfsDataBytes writes it reads back as it was, and is
+// byte for byte what ipfs-unixfs writes for every other value, so that no CID changes; so too a
+// sharded folder's root.
 
 const SECONDS = [
   0n,
@@ -59,6 +62,40 @@ describe('unixfsDataBytes', () => {
             expect(stockSecs).not.toBe(secs);
           }
         }
+  });
+
+  it('writes the size of a file of 2 to 4 GiB, and each block size, as they are', () => {
+    const threeGiB = new UnixFS({ type: 'file' });
+    for (let block = 0; block < 3; block += 1) threeGiB.addBlockSize(1n << 30n);
+    // Type 2; filesize 3 GiB; three blocksizes of 1 GiB: varints of 5 bytes each.
+    expect(Buffer.from(unixfsDataBytes(threeGiB)).toString('hex')).toBe(
+      `0802${'18808080800c'}${'208080808004'.repeat(3)}`,
+    );
+    // ipfs-unixfs writes the size as 0 and four zero bytes (and sums the block sizes when it
+    // reads it back, which other tools do not).
+    expect(Buffer.from(threeGiB.marshal()).subarray(2, 8).toString('hex')).toBe('180000000000');
+    const oneBlock = new UnixFS({ type: 'file' });
+    oneBlock.addBlockSize(2n ** 31n + 5n);
+    expect(UnixFS.unmarshal(unixfsDataBytes(oneBlock)).blockSizes).toEqual([2n ** 31n + 5n]);
+    expect(UnixFS.unmarshal(oneBlock.marshal()).blockSizes).toEqual([5n]);
+  });
+
+  it("gives a file of 3 GiB's File node its size, at the root of the importer's balanced layout", async () => {
+    const leaf = CID.createV1(RAW_CODEC, await sha256.digest(new Uint8Array([2])));
+    const store = memoryBlockstore();
+    const leaves = (async function* (): AsyncGenerator<LeafMaker> {
+      for (let chunk = 0; chunk < 3 * 1024; chunk += 1)
+        yield await Promise.resolve(() => Promise.resolve({ cid: leaf, size: BigInt(1 << 20) }));
+    })();
+    const meta = { mode: 0o644, mtime: { secs: 1_700_000_000n, nsecs: 0 } };
+    const layout = unixfsImporterOptions().layout;
+    if (!layout) throw new Error('the UnixFS settings name no layout');
+    const made = await buildFileNode(meta, leaves, store, layout);
+    const root = dagPb.decode(store.blocks.get(cidText(made.cid)) ?? new Uint8Array());
+    expect(root.Links).toHaveLength(3);
+    const data = Buffer.from(root.Data ?? new Uint8Array());
+    // Type 2, then filesize 3 GiB.
+    expect(data.subarray(0, 8).toString('hex')).toBe('0802' + '18808080800c');
   });
 
   it("rewrites the time of another writer's Data, every other field kept, a HAMT's hashType too", () => {

@@ -407,6 +407,44 @@ describe('the file index', () => {
     }
   });
 
+  it('forgets, once, the files of 2 to 4 GiB, whose nodes were packed with a size of 0', () => {
+    const file = stateFile();
+    const GiB = 2 ** 30;
+    const TiB = 2 ** 40;
+    const sized = {
+      'just under 2 GiB': 2 * GiB - 1,
+      '2 GiB': 2 * GiB,
+      '3 GiB': 3 * GiB,
+      'just under 4 GiB': 4 * GiB - 1,
+      '4 GiB': 4 * GiB,
+      '1 TiB and 3 GiB': TiB + 3 * GiB,
+      '1 TiB and 5 GiB': TiB + 5 * GiB,
+    };
+    let db = openStateDatabase(file);
+    try {
+      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+      staged.add(entry('', 'directory', 0));
+      for (const [name, size] of Object.entries(sized)) staged.add({ ...entry(name), size });
+      staged.commit('v', { paths: [], filesModifiedFromNs: 2n ** 63n - 1n });
+      // The database as a Canopy from before the fix left it.
+      db.prepare('DELETE FROM schema_migrations WHERE version >= 250').run();
+    } finally {
+      db.close();
+    }
+    db = openStateDatabase(file);
+    try {
+      const index = sourceFileIndex(db, 'bucket', '/src');
+      expect(Object.keys(sized).filter((name) => index.lookup(name) !== undefined)).toEqual([
+        'just under 2 GiB',
+        '4 GiB',
+        '1 TiB and 5 GiB',
+      ]);
+      expect(index.entryCount).toBe(4);
+    } finally {
+      db.close();
+    }
+  });
+
   it('finds the entries of a database written before the folder, leaves and ctime columns existed', () => {
     const file = stateFile();
     // The schema as it was before migration 070, with one source indexed.
