@@ -4,7 +4,6 @@ import { createServer } from 'node:net';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
   chmodSync,
-  chownSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -24,6 +23,7 @@ import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
+import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
 import { keptRowsOf } from '../helpers/kept-state.ts';
@@ -77,14 +77,7 @@ describe('backup failures', () => {
     chmodSync(path.join(source, 'readable.txt'), 0o644);
     chmodSync(path.join(source, 'secret.txt'), 0o600);
     const home = path.join(scratch, 'nobody-home');
-    mkdirSync(home);
-    chownSync(home, 65534, 65534);
-    const helper = path.resolve('test/helpers/engine-as-nobody.ts');
-    const asNobody = (args: string[]) =>
-      spawnSync(process.execPath, ['--import', 'tsx', helper, home, ...args], {
-        encoding: 'utf8',
-        env: { ...process.env, HOME: home },
-      });
+    const asNobody = nobodyEngine(home);
     const login = asNobody(['login', 'Docs']);
     expect(login.stderr).toBe('');
     expect(login.status).toBe(0);
@@ -121,15 +114,7 @@ describe('backup failures', () => {
   });
 
   it('refuses a source folder it cannot read, and a restore target it cannot write, clearly', () => {
-    const home = path.join(scratch, 'nobody-refused-home');
-    mkdirSync(home);
-    chownSync(home, 65534, 65534);
-    const asNobody = (args: string[]) =>
-      spawnSync(
-        process.execPath,
-        ['--import', 'tsx', path.resolve('test/helpers/engine-as-nobody.ts'), home, ...args],
-        { encoding: 'utf8', env: { ...process.env, HOME: home } },
-      );
+    const asNobody = nobodyEngine(path.join(scratch, 'nobody-refused-home'));
     expect(asNobody(['login', 'Private']).status).toBe(0);
     // root's own folder, closed to others: listing it would pass for an empty source.
     const closed = path.join(scratch, 'closed-source');

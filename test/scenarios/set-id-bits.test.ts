@@ -1,5 +1,4 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
@@ -14,6 +13,7 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
+import { nobodyEngine } from '../helpers/nobody-engine.ts';
 
 // A version keeps modes but no owners, so a restore makes every file its restorer's. Run as
 // root, a file marked set-user-ID (a program its user let run as themselves, or one a hostile
@@ -93,14 +93,7 @@ describe('set-user-ID and set-group-ID bits', () => {
 
   it('restored by the user who owns them, files keep them', () => {
     const home = path.join(scratch, 'nobody-home');
-    mkdirSync(home);
-    chownSync(home, 65534, 65534);
-    const asNobody = (args: string[]) =>
-      spawnSync(
-        process.execPath,
-        ['--import', 'tsx', path.resolve('test/helpers/engine-as-nobody.ts'), home, ...args],
-        { encoding: 'utf8', env: { ...process.env, HOME: home } },
-      );
+    const asNobody = nobodyEngine(home);
     expect(asNobody(['login', 'Tools']).stderr).toBe('');
     const source = path.join(home, 'source');
     sourceWithSetIdBits(source, 65534);

@@ -70,6 +70,37 @@ function sampleEntries(): IndexedEntry[] {
   return entries;
 }
 
+/**
+ * The paths of `entries` an index still holds, in their order, and its count of entries, once
+ * migration `version` and those after it ran again on an index of them all: as on a database a
+ * Canopy from before that migration left.
+ */
+function keptAfterMigration(
+  version: number,
+  entries: readonly IndexedEntry[],
+): { kept: string[]; count: number } {
+  const file = stateFile();
+  let db = openStateDatabase(file);
+  try {
+    const staged = sourceFileIndex(db, 'bucket', '/src').stage();
+    for (const indexed of entries) staged.add(indexed);
+    staged.commit('v', { paths: [], filesModifiedFromNs: 2n ** 63n - 1n });
+    db.prepare('DELETE FROM schema_migrations WHERE version >= ?').run(version);
+  } finally {
+    db.close();
+  }
+  db = openStateDatabase(file);
+  try {
+    const index = sourceFileIndex(db, 'bucket', '/src');
+    return {
+      kept: entries.map((indexed) => indexed.path).filter((at) => index.lookup(at) !== undefined),
+      count: index.entryCount,
+    };
+  } finally {
+    db.close();
+  }
+}
+
 describe('the file index', () => {
   it('gives back each entry as recorded, looked up in any order, and nothing for unknown paths', () => {
     const db = openStateDatabase(stateFile());
@@ -370,7 +401,6 @@ describe('the file index', () => {
   });
 
   it('forgets, once, the entries dated from 2038 to 2106, whose nodes were packed with a wrong time', () => {
-    const file = stateFile();
     const seconds = (secs: bigint): bigint => secs * 1_000_000_000n;
     const dated = {
       '': seconds(1_700_000_000n),
@@ -381,34 +411,17 @@ describe('the file index', () => {
       'from 2106': seconds(4_294_967_296n),
       'before 1970': -seconds(3_000_000_000n),
     };
-    let db = openStateDatabase(file);
-    try {
-      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
-      for (const [name, mtimeNs] of Object.entries(dated))
-        staged.add({ ...entry(name, name === '' ? 'directory' : 'file', 1), mtimeNs });
-      staged.commit('v', { paths: [], filesModifiedFromNs: 2n ** 63n - 1n });
-      // The database as a Canopy from before the fix left it.
-      db.prepare('DELETE FROM schema_migrations WHERE version >= 240').run();
-    } finally {
-      db.close();
-    }
-    db = openStateDatabase(file);
-    try {
-      const index = sourceFileIndex(db, 'bucket', '/src');
-      expect(Object.keys(dated).filter((name) => index.lookup(name) !== undefined)).toEqual([
-        '',
-        'before 2038',
-        'from 2106',
-        'before 1970',
-      ]);
-      expect(index.entryCount).toBe(4);
-    } finally {
-      db.close();
-    }
+    const entries = Object.entries(dated).map(([name, mtimeNs]) => ({
+      ...entry(name, name === '' ? 'directory' : 'file', 1),
+      mtimeNs,
+    }));
+    expect(keptAfterMigration(240, entries)).toEqual({
+      kept: ['', 'before 2038', 'from 2106', 'before 1970'],
+      count: 4,
+    });
   });
 
   it('forgets, once, the files of 2 to 4 GiB, whose nodes were packed with a size of 0', () => {
-    const file = stateFile();
     const GiB = 2 ** 30;
     const TiB = 2 ** 40;
     const sized = {
@@ -420,29 +433,14 @@ describe('the file index', () => {
       '1 TiB and 3 GiB': TiB + 3 * GiB,
       '1 TiB and 5 GiB': TiB + 5 * GiB,
     };
-    let db = openStateDatabase(file);
-    try {
-      const staged = sourceFileIndex(db, 'bucket', '/src').stage();
-      staged.add(entry('', 'directory', 0));
-      for (const [name, size] of Object.entries(sized)) staged.add({ ...entry(name), size });
-      staged.commit('v', { paths: [], filesModifiedFromNs: 2n ** 63n - 1n });
-      // The database as a Canopy from before the fix left it.
-      db.prepare('DELETE FROM schema_migrations WHERE version >= 250').run();
-    } finally {
-      db.close();
-    }
-    db = openStateDatabase(file);
-    try {
-      const index = sourceFileIndex(db, 'bucket', '/src');
-      expect(Object.keys(sized).filter((name) => index.lookup(name) !== undefined)).toEqual([
-        'just under 2 GiB',
-        '4 GiB',
-        '1 TiB and 5 GiB',
-      ]);
-      expect(index.entryCount).toBe(4);
-    } finally {
-      db.close();
-    }
+    const entries = [
+      entry('', 'directory', 0),
+      ...Object.entries(sized).map(([name, size]) => ({ ...entry(name), size })),
+    ];
+    expect(keptAfterMigration(250, entries)).toEqual({
+      kept: ['', 'just under 2 GiB', '4 GiB', '1 TiB and 5 GiB'],
+      count: 4,
+    });
   });
 
   it('finds the entries of a database written before the folder, leaves and ctime columns existed', () => {
