@@ -31,8 +31,9 @@ export function unreadableReason(error: unknown): string {
 
 /**
  * Reads `file` whole, expecting what the scan saw. Throws ChangedWhileRead when it grew,
- * shrank or was modified meanwhile (its ctime moved, even with its mtime set back), and the file-system error when it cannot be read.
- * `afterRead` runs between the read and the check (a test seam).
+ * shrank or was modified meanwhile (its ctime moved, even with its mtime set back), and the
+ * file-system error when it cannot be read. `afterRead` runs between the read and the check (a
+ * test seam).
  */
 export async function readSmallFile(
   file: string,

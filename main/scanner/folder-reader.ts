@@ -12,7 +12,10 @@ export interface EntryStats {
   readonly permissions: number;
   readonly size: number;
   readonly mtimeNs: bigint;
-  /** When its inode last changed: its content, mode, links or times (main/uploader/unchanged-source.ts). */
+  /**
+   * When its inode last changed: its content, mode, links or times. No program can set it back
+   * (main/uploader/unchanged-source.ts).
+   */
   readonly ctimeNs: bigint;
   readonly ino: bigint;
   readonly dev: bigint;

@@ -2,10 +2,11 @@ import type { StateDb } from './database.ts';
 
 // Files a restore wrote into a folder a bucket may back up (220-record-restored-files.sql), by
 // their path below that folder. A restored file is new to the file index, its inode being new,
-// yet its bytes are the leaves the restore wrote: while its size, mtime, ctime and inode stay as the
-// restore left them, the next backup takes those leaves instead of reading it, as it would from
-// the index (only those the bucket's active version holds). That backup's file index holds the
-// files from then on, and their records go.
+// yet its bytes are the leaves the restore wrote: while its size, mtime, ctime and inode stay as
+// the restore left them, the next backup takes those leaves instead of reading it, as it would
+// from the index (only those the bucket's active version holds). That backup's file index holds
+// the files from then on, and their records go. A record from before ctimes were kept
+// (230-record-change-times.sql) vouches for nothing.
 
 export interface RestoredFile {
   /** Below the source folder, as the file index names it. */
