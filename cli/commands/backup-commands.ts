@@ -67,6 +67,11 @@ export async function backupCommand(command: CommandContext): Promise<number | u
         ? `nothing changed since version ${result.versionId}: no new version made`
         : `version ${result.versionId}`,
       `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${counted(result.bytesScanned, 'byte')} scanned, ${counted(result.bytesRead, 'byte')} read, ${counted(result.newBytes, 'new byte')}, ${counted(result.bytesUploaded, 'byte')} uploaded${result.metadataBytesUploaded > 0 ? ` (and ${counted(result.metadataBytesUploaded, 'byte')} of metadata: the names, sizes and times of all the files)` : ''} in ${(result.durationMs / 1000).toFixed(1)} s`,
+      ...(result.excludesFrom === null
+        ? []
+        : [
+            `applied the exclude rules kept for ${result.excludesFrom}, this bucket's folder before, and keeps them for this folder from now on (canopy excludes DIR shows them)`,
+          ]),
       ...(result.metadataStoredAgain
         ? ['it takes the place of the version before it, whose metadata is damaged on the server']
         : []),

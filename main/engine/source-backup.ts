@@ -45,7 +45,7 @@ import {
 import { diskGoneError } from './disk-gone-error.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
-import { keptExcludesOf } from './source-exclude-rules.ts';
+import { keepExcludesFor, keptExcludesOf } from './source-exclude-rules.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { VersionVerifier } from './version-verifier.ts';
@@ -213,6 +213,13 @@ export class SourceBackup {
             ? undefined
             : sourceFileIndex(this.parts.db, bucket.id, dir);
         },
+        formerExcludesOf: (versionId) => {
+          const dir = sourceDirIndexing(this.parts.db, bucket.id, versionId);
+          if (dir === undefined || dir === sourceDir) return undefined;
+          const rules = keptExcludesOf(this.parts.db, dir);
+          return rules.length === 0 ? undefined : { dir, rules };
+        },
+        keepExcludes: (rules) => keepExcludesFor(this.parts.db, sourceDir, rules),
         ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
         ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),
         excludes: keptExcludesOf(this.parts.db, sourceDir),

@@ -78,6 +78,11 @@ export async function setExcludeRules(
         `cannot keep the exclude rule ${JSON.stringify(rule)}: ${fault}`,
       );
   }
-  keepSourceExcludes(db, keptUnder(db, sourceDir), [...new Set(rules)]);
+  keepExcludesFor(db, sourceDir, rules);
   return excludeRulesOf(db, sourceDir);
+}
+
+/** Keeps `rules` (valid ones) for the folder `sourceDir`, once each, in place of those before. */
+export function keepExcludesFor(db: StateDb, sourceDir: string, rules: readonly string[]): void {
+  keepSourceExcludes(db, keptUnder(db, sourceDir), [...new Set(rules)]);
 }

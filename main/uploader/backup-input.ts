@@ -41,6 +41,16 @@ export interface BackupInput {
    */
   readonly formerIndexOf?: (versionId: string) => SourceFileIndex | undefined;
   /**
+   * The exclude rules kept here for that other folder, when it has any: a folder renamed or
+   * moved keeps its rules, unless it has rules of its own (`excludes`).
+   */
+  readonly formerExcludesOf?: (versionId: string) => FormerExcludes | undefined;
+  /**
+   * Keeps `rules`, taken from the former folder, for this source from now on: called once the
+   * backup has made this folder the bucket's source, before anything is stored.
+   */
+  readonly keepExcludes?: (rules: readonly string[]) => void;
+  /**
    * Blocks, by CID text, that a restore or a verify found the host could not give back whole:
    * each the source still has is read and sent again, even though the host counts it held.
    */
@@ -116,4 +126,16 @@ export interface BackupResult {
   readonly blocksResent: number;
   /** Whether a new version took the place of `storeAgainVersion`, with whole metadata. */
   readonly metadataStoredAgain: boolean;
+  /**
+   * The folder whose kept exclude rules this backup applied and kept for this one: the
+   * bucket's source before this folder took its place (renamed or moved); null otherwise.
+   */
+  readonly excludesFrom: string | null;
+}
+
+/** The exclude rules kept for the folder a bucket was backed up from before. */
+export interface FormerExcludes {
+  /** That folder, as its path was kept. */
+  readonly dir: string;
+  readonly rules: readonly string[];
 }

@@ -37,20 +37,24 @@ async function attempt(
   onUploadQueued: () => Promise<void>,
 ): Promise<BackupResult> {
   const { client } = input;
-  const rules = excludingFolders(
-    await loadExcludeRules(input.sourceDir, input.excludes),
-    input.sourceDir,
-    input.ownFolders ?? [],
-  );
   const active = (await client.listVersions(input.bucketId)).find(
     (version) => version.state === 'active',
   );
   const indexIsActive = active !== undefined && input.fileIndex.versionId === active.id;
-  // A folder never backed up here may be the folder of the active version renamed or moved.
-  const former =
-    active !== undefined && input.fileIndex.versionId === null
-      ? input.formerIndexOf?.(active.id)
+  // A folder never backed up here may be the folder of the active version renamed or moved:
+  // its files are as that folder's index saw them, and its rules those kept for it, unless it
+  // has rules of its own.
+  const neverBackedUpHere = active !== undefined && input.fileIndex.versionId === null;
+  const former = neverBackedUpHere ? input.formerIndexOf?.(active.id) : undefined;
+  const formerExcludes =
+    neverBackedUpHere && (input.excludes ?? []).length === 0
+      ? input.formerExcludesOf?.(active.id)
       : undefined;
+  const rules = excludingFolders(
+    await loadExcludeRules(input.sourceDir, formerExcludes?.rules ?? input.excludes),
+    input.sourceDir,
+    input.ownFolders ?? [],
+  );
   const others: OtherVouchers = {
     ...(input.restoredFiles ? { restored: input.restoredFiles } : {}),
     ...(former ? { former } : {}),
@@ -91,6 +95,7 @@ async function attempt(
       resumedVersionId: null,
       blocksResent: 0,
       metadataStoredAgain: false,
+      excludesFrom: null,
     };
   }
   const { loadTree } = input;
@@ -127,6 +132,8 @@ async function attempt(
       `this bucket holds backups of ${label}, not of ${input.sourceLabel}: choose another bucket, or add --replace-source to make this folder its source from now on (the versions of ${label} stay restorable)`,
     );
   }
+  // This folder is the bucket's source now: the rules it was backed up with stay with it.
+  if (formerExcludes) input.keepExcludes?.(formerExcludes.rules);
   // Reading's totals: the files packing must read; with no previous version, every file.
   const readingTotals = survey
     ? { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes }
@@ -216,6 +223,7 @@ async function attempt(
     resumedVersionId: null,
     blocksResent: pushed.blocksResent,
     metadataStoredAgain: storeAgain && !pushed.sameAsPrevious,
+    excludesFrom: formerExcludes?.dir ?? null,
   };
 }
 

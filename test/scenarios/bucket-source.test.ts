@@ -106,6 +106,9 @@ describe("a bucket's source folder", () => {
     writeSettled(path.join(before, 'album', 'one.flac'), randomBytes(1_500_000));
     writeSettled(path.join(before, 'album', 'two.flac'), randomBytes(700_000));
     writeSettled(path.join(before, 'playlist.m3u'), 'album/one.flac\nalbum/two.flac\n');
+    writeSettled(path.join(before, 'stems', 'drums.wav'), randomBytes(300_000));
+    const kept = await runCanopy(home, ['excludes', before, '--add', 'stems/'], env);
+    expect(kept.status, kept.stderr).toBe(0);
     const backup = async (dir: string, ...more: string[]) => {
       const run = await runCanopy(
         home,
@@ -113,15 +116,33 @@ describe("a bucket's source folder", () => {
         env,
       );
       expect(run.status, run.stderr).toBe(0);
-      return JSON.parse(run.stdout) as { files: number; bytesRead: number };
+      return JSON.parse(run.stdout) as { files: number; bytesRead: number; unchanged: boolean };
     };
     expect(await backup(before)).toMatchObject({ files: 3, bytesRead: 2_200_030 });
 
     const after = path.join(scratch, 'Music (2026)');
     renameSync(before, after);
-    // A file changed after the rename is read, and only it.
+    // A file changed after the rename is read, and only it; the rules kept for the folder
+    // under its old name still keep its stems out, and stay with it under the new one.
     writeSettled(path.join(after, 'playlist.m3u'), 'album/two.flac\nalbum/one.flac\n');
-    expect(await backup(after, '--replace-source')).toMatchObject({ files: 3, bytesRead: 30 });
+    const renamed = await runCanopy(
+      home,
+      ['backup', after, '--bucket', 'Music', '--skip-check', '--replace-source'],
+      env,
+    );
+    expect(renamed.status, renamed.stderr).toBe(0);
+    expect(renamed.stdout).toContain(
+      '3 files (2 unchanged, not read again), 2200030 bytes scanned, 30 bytes read,',
+    );
+    expect(renamed.stdout).toContain(
+      `applied the exclude rules kept for ${before}, this bucket's folder before, and keeps them for this folder from now on (canopy excludes DIR shows them)\n`,
+    );
+    expect(await namesIn(home, 'Music')).toEqual(['album', 'playlist.m3u']);
+    const rules = await runCanopy(home, ['excludes', after, '--json'], env);
+    expect(rules.status, rules.stderr).toBe(0);
+    expect(JSON.parse(rules.stdout)).toMatchObject({ dir: after, kept: ['stems/'] });
+    // Kept for the new name, they apply once it is the source: nothing changed, nothing made.
+    expect(await backup(after)).toMatchObject({ files: 3, bytesRead: 0, unchanged: true });
 
     const target = path.join(scratch, 'music-restored');
     const restored = await runCanopy(home, ['restore', '--bucket', 'Music', '--to', target], env);
