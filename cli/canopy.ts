@@ -36,6 +36,8 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   diff --bucket NAME [--from ID] [--to ID] [PATH] [--progress]
                                                     what changed between two versions: by default
                                                     from the one before the active one to it
+  history PATH --bucket NAME [--progress]           the versions in which PATH differs from the
+                                                    version before, newest first
   verify --bucket NAME [--version ID] [--all] [--progress]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
@@ -73,6 +75,7 @@ const COMMANDS: ReadonlyMap<string, () => Promise<Command>> = new Map([
   ['ls', async () => (await restoreCommands()).lsCommand],
   ['restore', async () => (await restoreCommands()).restoreCommand],
   ['diff', async () => (await import('./commands/diff-command.ts')).diffCommand],
+  ['history', async () => (await import('./commands/history-command.ts')).historyCommand],
   ['verify', async () => (await import('./commands/verify-command.ts')).verifyCommand],
 ]);
 

@@ -12,12 +12,18 @@ export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';
 export type { BackupPlan, BackupRequest, StoredBackup } from './engine/source-backup.ts';
 export type { BrowseRequest, BrowsedFolder } from './engine/version-browser.ts';
-export type { VersionChange, VersionChangeKind, VersionEntry } from './restore/index.ts';
+export type {
+  ItemChangeKind,
+  VersionChange,
+  VersionChangeKind,
+  VersionEntry,
+} from './restore/index.ts';
 export type {
   CompareRequest,
   ComparedVersion,
   ComparedVersions,
 } from './engine/version-comparison.ts';
+export type { HistoryRequest, ItemHistory, ItemVersion } from './engine/item-history.ts';
 export type { VerifiedVersion, VerifyRequest } from './engine/version-verifier.ts';
 export type { RestoreRequest, RestoredVersion } from './engine/version-restorer.ts';
 export type {

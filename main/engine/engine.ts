@@ -32,6 +32,7 @@ import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.
 import type { BackupPlan, BackupRequest, StoredBackup } from './source-backup.ts';
 import type { BrowseRequest, BrowsedFolder } from './version-browser.ts';
 import type { CompareRequest, ComparedVersions } from './version-comparison.ts';
+import type { HistoryRequest, ItemHistory } from './item-history.ts';
 import type { VerifiedVersion, VerifyRequest } from './version-verifier.ts';
 import type { RestoreRequest, RestoredVersion } from './version-restorer.ts';
 import type { EngineDeps } from './engine-deps.ts';
@@ -271,6 +272,11 @@ export class Engine {
   /** What changed from one version of a bucket to another (VersionComparison). */
   async compare(input: CompareRequest): Promise<ComparedVersions> {
     return (await this.runs()).comparison.compare(input);
+  }
+
+  /** The versions in which one item differs from the version before (ItemHistoryReader). */
+  async history(input: HistoryRequest): Promise<ItemHistory> {
+    return (await this.runs()).history.history(input);
   }
 
   async verify(input: VerifyRequest): Promise<VerifiedVersion> {

@@ -42,7 +42,7 @@ export interface ComparedVersions {
 }
 
 /** Versions whose tree is whole on the service: a pending or failed one may lack data. */
-function isStored(version: Metadata): boolean {
+export function isStored(version: Metadata): boolean {
   return version.state === 'active' || version.state === 'outdated';
 }
 

@@ -12,3 +12,4 @@ export { subtreeIndex } from './subtree-index.ts';
 export { unavailableBlockReason, type UnavailableBlock } from './receive-blocks.ts';
 export * from './version-path.ts';
 export * from './version-diff.ts';
+export * from './item-look.ts';

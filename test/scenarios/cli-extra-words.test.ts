@@ -46,6 +46,7 @@ describe('words a command does not take', () => {
     expect(existsSync(target)).toBe(false);
     await refused(['verify', '--bucket', 'Docs', 'a.txt'], 'unexpected argument "a.txt"');
     await refused(['diff', '--bucket', 'Docs', 'a.txt', 'b.txt'], 'unexpected argument "b.txt"');
+    await refused(['history', '--bucket', 'Docs', 'a.txt', 'b.txt'], 'unexpected argument "b.txt"');
 
     // Empty words, most often an empty shell variable: a restore `--to ""` went into the
     // working folder, and one of the path "" restored the whole version.

@@ -1,0 +1,70 @@
+import type { ItemChangeKind, ItemVersion } from '../../main/index.ts';
+import { need, offlineReason, table, type CommandContext } from '../command-context.ts';
+import { counted } from '../counted.ts';
+import { PHASE_PROGRESS } from '../progress-line.ts';
+import { shellWord } from '../shell-word.ts';
+
+// `canopy history PATH`: the versions in which a file, folder or link differs from the version
+// before, newest first, each with the version's id to restore that copy from.
+
+/** The words a row gives each change, as `canopy diff` names them. */
+const CHANGE_WORDS: Readonly<Record<ItemChangeKind, string>> = {
+  added: 'added',
+  removed: 'removed',
+  modified: 'modified',
+  metadata: 'mode or time',
+  type: 'another type',
+};
+
+function row(version: ItemVersion): string[] {
+  const { entry } = version;
+  return [
+    version.versionId,
+    new Date(version.createdAt * 1000).toISOString(),
+    CHANGE_WORDS[version.change],
+    entry === null ? '' : entry.type === 'directory' ? 'dir' : entry.type,
+    entry === null || entry.type === 'directory' ? '' : String(entry.size),
+    entry?.mtime == null ? '' : new Date(entry.mtime * 1000).toISOString(),
+  ];
+}
+
+export async function historyCommand(command: CommandContext): Promise<number | undefined> {
+  const { engine, sub, out, str, progressShown } = command;
+  command.takesWords(1);
+  const bucket = need(str('bucket'), '--bucket');
+  const path = need(sub, 'PATH');
+  // Shown only while a version this computer keeps no copy of is fetched.
+  const progress = progressShown(PHASE_PROGRESS);
+  const history = await engine
+    .history({
+      bucket,
+      path,
+      ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+    })
+    .finally(() => progress.done());
+  if (history.offlineSince !== null)
+    process.stderr.write(
+      `canopy: ${offlineReason(history.offlineBecause)}; reading the versions as of ${new Date(history.offlineSince).toISOString()} that this computer keeps\n`,
+    );
+  const shown = JSON.stringify(path).slice(1, -1);
+  const restorable = history.changes.find((change) => change.entry !== null);
+  out.print(
+    [
+      `${shown} in bucket "${bucket}": ${counted(history.changes.length, 'change')} in ${counted(history.versionsRead, 'version')} read, newest first`,
+      table([
+        ['VERSION', 'CREATED', 'CHANGE', 'TYPE', 'SIZE', 'MODIFIED'],
+        ...history.changes.map(row),
+      ]),
+      ...history.unread.map(
+        (version) => `passed over version ${version.versionId}: ${version.reason}`,
+      ),
+      ...(restorable
+        ? [
+            `to restore a copy: canopy restore ${shellWord(path)} --bucket ${shellWord(bucket)} --version ID --to DIR`,
+          ]
+        : []),
+    ].join('\n'),
+    history,
+  );
+  return;
+}
