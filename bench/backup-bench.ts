@@ -158,6 +158,11 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
   closeSync(imageFd);
   utimesSync(image, aMinuteAgo, aMinuteAgo);
   const behindLarge = measuredRun('backup', home, 'Many', tree);
+  // The history of one file (`canopy history`) over every version made: each tree read from
+  // the metadata cache, then, the cache emptied, each pulled from the service again.
+  const historyKept = measuredRun('history', home, 'Many', '-', 'd7/f7.txt');
+  rmSync(path.join(home, 'metadata'), { recursive: true, force: true });
+  const historyPulled = measuredRun('history', home, 'Many', '-', 'd7/f7.txt');
   process.stdout.write(
     [
       `first backup        ${(first.ms / 1000).toFixed(1)} s for ${count} small files in ${folders} folders, peak RSS ${first.peakRssMb.toFixed(0)} MB`,
@@ -168,6 +173,7 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
       `restore             ${(restored.ms / 1000).toFixed(1)} s for the ${count} files, peak RSS ${restored.peakRssMb.toFixed(0)} MB`,
       `                    ${(oneFile.ms / 1000).toFixed(2)} s for one file of them, ${(oneFolder.ms / 1000).toFixed(2)} s for one folder of ${Math.ceil(count / folders)}`,
       `behind a large file ${(behindLarge.ms / 1000).toFixed(1)} s for a ${imageBytes / 1024 ** 3} GiB (sparse) file first in the walk and the ${count} files after it unchanged, peak RSS ${behindLarge.peakRssMb.toFixed(0)} MB`,
+      `history             ${(historyKept.ms / 1000).toFixed(2)} s for one file over ${historyKept.versionsRead ?? '?'} versions of the ${count} files kept here (${historyKept.changes ?? '?'} changes), ${(historyPulled.ms / 1000).toFixed(2)} s with each pulled from the service again, peak RSS ${Math.max(historyKept.peakRssMb, historyPulled.peakRssMb).toFixed(0)} MB`,
       `                    (each its own process; memory that grows with the number of files shows here; target < 300 MB)`,
     ].join('\n') + '\n',
   );
@@ -364,8 +370,10 @@ interface MeasuredRun {
   readonly bytesRead?: number;
   /** The metadata CAR the backup pushed: the whole tree, however little changed. */
   readonly metadataBytesUploaded?: number;
-  /** A comparison's count of entries that differ. */
+  /** A comparison's count of entries that differ; a history's count of versions changed. */
   readonly changes?: number;
+  /** How many versions a history read. */
+  readonly versionsRead?: number;
 }
 
 /** One round's measured backup or restore, and the disk's speed around it. */
@@ -416,7 +424,7 @@ function highestRss(figures: readonly RoundFigures[]): string {
  * the compiler's loader thread adds about 30 MB.
  */
 function measuredRun(
-  operation: 'backup' | 'restore' | 'diff',
+  operation: 'backup' | 'restore' | 'diff' | 'history',
   home: string,
   bucket: string,
   dir: string,
