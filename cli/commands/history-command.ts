@@ -60,7 +60,7 @@ export async function historyCommand(command: CommandContext): Promise<number | 
       ),
       ...(restorable
         ? [
-            `to restore a copy: canopy restore ${shellWord(path)} --bucket ${shellWord(bucket)} --version ID --to DIR`,
+            `to restore a copy: canopy restore --bucket ${shellWord(bucket)} --version ID --to DIR ${path.startsWith('-') ? '-- ' : ''}${shellWord(path)}`,
           ]
         : []),
     ].join('\n'),

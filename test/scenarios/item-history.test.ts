@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chmodSync, mkdtempSync, readFileSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { canopyFails, canopySucceeds, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
@@ -43,6 +44,7 @@ beforeAll(async () => {
   await loginWithBucket(home, data, 'Docs');
   writeSettled(report, 'first draft');
   writeSettled(path.join(source, 'notes', 'ideas.txt'), 'more charts');
+  writeSettled(path.join(source, "-Ann's draft.txt"), 'not an option');
   await backup();
   writeSettled(report, 'second draft, longer');
   await backup();
@@ -95,7 +97,7 @@ describe('the history of one item', () => {
       new RegExp(`^${versions[2] ?? ''}\\s+\\S+\\s+mode or time\\s+file\\s+20\\s`),
     );
     expect(lines.at(-1)).toBe(
-      `to restore a copy: canopy restore ${report} --bucket Docs --version ID --to DIR`,
+      `to restore a copy: canopy restore --bucket Docs --version ID --to DIR ${report}`,
     );
 
     const target = path.join(scratch, 'second-draft');
@@ -126,6 +128,29 @@ describe('the history of one item', () => {
     expect(await canopyFails(home, 'history', 'report.doc', '--bucket', 'Docs')).toBe(
       'canopy: no version of bucket "Docs" holds report.doc (canopy ls shows what the active one holds)\n',
     );
+  });
+
+  it('suggests a restore that a shell reads back whole, for a name that begins with a dash', async () => {
+    const name = "-Ann's draft.txt";
+    const shown = await canopySucceeds(home, 'history', '--bucket', 'Docs', '--', name);
+    const hint = shown.trimEnd().split('\n').at(-1) ?? '';
+    expect(hint).toBe(
+      `to restore a copy: canopy restore --bucket Docs --version ID --to DIR -- '-Ann'\\''s draft.txt'`,
+    );
+    // The words of the command as bash splits them, with the version and the folder filled in.
+    const target = path.join(scratch, 'draft-back');
+    const words = spawnSync(
+      'bash',
+      ['-c', `printf '%s\\0' ${hint.replace('to restore a copy: canopy ', '')}`],
+      { encoding: 'utf8' },
+    ).stdout.split('\0');
+    words.pop();
+    const args = words.map((word) =>
+      word === 'ID' ? (versions[0] ?? '') : word === 'DIR' ? target : word,
+    );
+    expect(args.at(-1)).toBe(name);
+    await canopySucceeds(home, ...args);
+    expect(readFileSync(path.join(target, name), 'utf8')).toBe('not an option');
   });
 
   it('reads the versions this computer keeps while the disk holding them is not connected', async () => {
