@@ -32,7 +32,7 @@ function notInVersion(subPath: string, parts: readonly string[]): EngineError {
   const above = parts.slice(0, -1).join('/');
   return new EngineError(
     'not_found',
-    `no ${subPath} in this version (canopy ls ${above === '' ? 'without a path' : JSON.stringify(above)} shows what is there)`,
+    `no ${subPath} in this version (canopy ls ${above === '' ? 'without a path' : JSON.stringify(above)} shows what is there, canopy history the versions that hold it)`,
   );
 }
 

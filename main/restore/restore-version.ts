@@ -884,7 +884,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   if (!matched)
     throw new EngineError(
       'not_found',
-      `no ${input.subPath ?? ''} in this version (canopy ls shows what it holds)`,
+      `no ${input.subPath ?? ''} in this version (canopy ls shows what it holds, canopy history the versions that hold it)`,
     );
   progress?.finish();
   result.wholeOnRetry.push(...leaves.wholeOnRetry, ...(leavesAgain?.wholeOnRetry ?? []));

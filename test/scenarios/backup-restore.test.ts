@@ -324,7 +324,9 @@ describe('backup and restore', () => {
     expect(lstatSync(path.join(folder, 'b', 'c', 'd', 'e', 'five-MiB.bin')).size).toBe(5 << 20);
     await expect(
       engine.restore({ bucket: 'Everything', path: 'nope', to: folder, overwrite: false }),
-    ).rejects.toThrow('no nope in this version (canopy ls shows what it holds)');
+    ).rejects.toThrow(
+      'no nope in this version (canopy ls shows what it holds, canopy history the versions that hold it)',
+    );
   });
 });
 
@@ -651,10 +653,10 @@ describe('browse, snapshots and verify', () => {
     const deep = await engine.ls({ bucket: 'Everything', path: 'a/b/c/d/e' });
     expect(deep).toEqual([expect.objectContaining({ name: 'five-MiB.bin', size: 5 << 20 })]);
     await expect(engine.ls({ bucket: 'Everything', path: 'missing' })).rejects.toThrow(
-      'no missing in this version (canopy ls without a path shows what is there)',
+      'no missing in this version (canopy ls without a path shows what is there, canopy history the versions that hold it)',
     );
     await expect(engine.ls({ bucket: 'Everything', path: 'a/b/nope' })).rejects.toThrow(
-      'no a/b/nope in this version (canopy ls "a/b" shows what is there)',
+      'no a/b/nope in this version (canopy ls "a/b" shows what is there, canopy history the versions that hold it)',
     );
   });
 
@@ -692,7 +694,9 @@ describe('browse, snapshots and verify', () => {
     ]);
     await expect(
       engine.ls({ bucket: 'Everything', path: 'a/nope', recursive: true }),
-    ).rejects.toThrow('no a/nope in this version (canopy ls "a" shows what is there)');
+    ).rejects.toThrow(
+      'no a/nope in this version (canopy ls "a" shows what is there, canopy history the versions that hold it)',
+    );
   });
 
   it('restores from a snapshot of an older version and verifies every block', async () => {
