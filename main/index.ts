@@ -10,7 +10,12 @@ export type { DeletedVersion, VersionsOrLastSeen } from './engine/bucket-version
 export type { AccountSummary, LinkWaiting } from './engine/enrollment.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';
-export type { BackupPlan, BackupRequest, StoredBackup } from './engine/source-backup.ts';
+export type {
+  BackupPlan,
+  BackupRequest,
+  PlanRequest,
+  StoredBackup,
+} from './engine/source-backup.ts';
 export type { BrowseRequest, BrowsedFolder } from './engine/version-browser.ts';
 export type {
   ItemChangeKind,

@@ -34,9 +34,19 @@ export async function backupCommand(command: CommandContext): Promise<number | u
   const { engine, sub, values, out, str, progressShown } = command;
   command.takesWords(1);
   if (values['dry-run'] === true) {
-    const plan = await engine.planBackup({ dir: need(sub, 'DIR') });
+    const bucket = str('bucket');
+    const plan = await engine.planBackup({
+      dir: need(sub, 'DIR'),
+      ...(bucket === undefined ? {} : { bucket }),
+      ...(values['replace-source'] === true ? { replaceSource: true } : {}),
+    });
     out.print(
       [
+        ...(plan.excludesFrom === null
+          ? []
+          : [
+              `would apply the exclude rules kept for ${plan.excludesFrom}, this bucket's folder before, and keep them for this folder`,
+            ]),
         `would back up ${counted(plan.files, 'file')}, ${counted(plan.bytes, 'byte')}`,
         ...plan.excluded.map((item) => `excluded by rules: ${item}`),
         ...plan.skipped.map((item) => `would skip ${item.path}: ${item.reason}`),

@@ -29,7 +29,7 @@ import { ServiceConnection } from './service-connection.ts';
 import { BucketCatalog } from './bucket-catalog.ts';
 import { BucketVersions, type DeletedVersion, type VersionsOrLastSeen } from './bucket-versions.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
-import type { BackupPlan, BackupRequest, StoredBackup } from './source-backup.ts';
+import type { BackupPlan, BackupRequest, PlanRequest, StoredBackup } from './source-backup.ts';
 import type { BrowseRequest, BrowsedFolder } from './version-browser.ts';
 import type { CompareRequest, ComparedVersions } from './version-comparison.ts';
 import type { HistoryRequest, ItemHistory } from './item-history.ts';
@@ -214,7 +214,7 @@ export class Engine {
   }
 
   /** What a backup of `dir` would include and what the rules would skip. No network. */
-  async planBackup(input: { dir: string }): Promise<BackupPlan> {
+  async planBackup(input: PlanRequest): Promise<BackupPlan> {
     return (await this.runs()).backups.plan(input);
   }
 

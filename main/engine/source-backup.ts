@@ -43,6 +43,7 @@ import {
   type TreeLeaves,
 } from '../uploader/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
+import { formerExcludesForPlan, formerExcludesOf } from './former-excludes.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import { keepExcludesFor, keptExcludesOf } from './source-exclude-rules.ts';
@@ -73,11 +74,21 @@ export interface BackupRequest {
 export type StoredBackup = BackupResult & { readonly sampleCheck?: SampleCheck };
 
 /** What a backup of a folder would include, and what it would pass over. */
+/** A dry run of a backup. */
+export interface PlanRequest {
+  readonly dir: string;
+  /** The bucket it would go into; with `replaceSource`, the rules of its former folder apply. */
+  readonly bucket?: string;
+  readonly replaceSource?: boolean;
+}
+
 export interface BackupPlan {
   files: number;
   bytes: number;
   excluded: string[];
   skipped: SkippedItem[];
+  /** The folder whose kept rules would apply (BackupResult.excludesFrom); null for none. */
+  excludesFrom: string | null;
 }
 
 export class SourceBackup {
@@ -139,15 +150,26 @@ export class SourceBackup {
   }
 
   /** What a backup of `dir` would include and what the rules would skip. No network. */
-  async plan(input: { dir: string }): Promise<BackupPlan> {
+  async plan(input: PlanRequest): Promise<BackupPlan> {
     const sourceDir = path.resolve(input.dir);
     checkSourceFolder(sourceDir);
+    const kept = keptExcludesOf(this.parts.db, sourceDir);
+    const former =
+      kept.length === 0 && input.bucket !== undefined && input.replaceSource === true
+        ? formerExcludesForPlan(this.parts.db, input.bucket, sourceDir)
+        : undefined;
     const rules = excludingFolders(
-      await loadExcludeRules(sourceDir, keptExcludesOf(this.parts.db, sourceDir)),
+      await loadExcludeRules(sourceDir, former?.rules ?? kept),
       sourceDir,
       this.ownFolders(readAccount(this.parts.db)),
     );
-    const plan: BackupPlan = { files: 0, bytes: 0, excluded: [], skipped: [] };
+    const plan: BackupPlan = {
+      files: 0,
+      bytes: 0,
+      excluded: [],
+      skipped: [],
+      excludesFrom: former?.dir ?? null,
+    };
     const walk = walkSource(sourceDir, {
       rules,
       onSkip: (item) => plan.skipped.push(item),
@@ -213,12 +235,8 @@ export class SourceBackup {
             ? undefined
             : sourceFileIndex(this.parts.db, bucket.id, dir);
         },
-        formerExcludesOf: (versionId) => {
-          const dir = sourceDirIndexing(this.parts.db, bucket.id, versionId);
-          if (dir === undefined || dir === sourceDir) return undefined;
-          const rules = keptExcludesOf(this.parts.db, dir);
-          return rules.length === 0 ? undefined : { dir, rules };
-        },
+        formerExcludesOf: (versionId) =>
+          formerExcludesOf(this.parts.db, bucket.id, sourceDir, versionId),
         keepExcludes: (rules) => keepExcludesFor(this.parts.db, sourceDir, rules),
         ...(resendLeaves.size > 0 ? { resendLeaves } : {}),
         ...(storeAgainVersion === undefined ? {} : { storeAgainVersion }),

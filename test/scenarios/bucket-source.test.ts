@@ -125,6 +125,23 @@ describe("a bucket's source folder", () => {
     // A file changed after the rename is read, and only it; the rules kept for the folder
     // under its old name still keep its stems out, and stay with it under the new one.
     writeSettled(path.join(after, 'playlist.m3u'), 'album/two.flac\nalbum/one.flac\n');
+    // A dry run tells the same, and keeps nothing.
+    const dryRun = await runCanopy(
+      home,
+      ['backup', after, '--bucket', 'Music', '--replace-source', '--dry-run'],
+      env,
+    );
+    expect(dryRun.status, dryRun.stderr).toBe(0);
+    expect(dryRun.stdout).toBe(
+      [
+        `would apply the exclude rules kept for ${before}, this bucket's folder before, and keep them for this folder`,
+        'would back up 3 files, 2200030 bytes',
+        'excluded by rules: stems',
+        '',
+      ].join('\n'),
+    );
+    const notYet = await runCanopy(home, ['excludes', after, '--json'], env);
+    expect(JSON.parse(notYet.stdout)).toMatchObject({ kept: [] });
     const renamed = await runCanopy(
       home,
       ['backup', after, '--bucket', 'Music', '--skip-check', '--replace-source'],
