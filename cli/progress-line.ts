@@ -1,4 +1,9 @@
-import type { BackupProgress, RestoreProgress, VerifyProgress } from '../main/index.ts';
+import type {
+  BackupProgress,
+  HistoryProgress,
+  RestoreProgress,
+  VerifyProgress,
+} from '../main/index.ts';
 import { counted } from './counted.ts';
 import type { ProgressView } from './progress-printer.ts';
 
@@ -79,4 +84,14 @@ export const VERIFY_PROGRESS: ProgressView<VerifyProgress> = {
   line: verifyProgressLine,
   ended: isVerifyEnd,
   phase: (progress) => progress.phase,
+};
+
+/**
+ * How a history's progress is shown: the versions read, and the fetch of the next one's list of
+ * files when this computer keeps no copy of it.
+ */
+export const HISTORY_PROGRESS: ProgressView<HistoryProgress> = {
+  line: ({ versionsDone, versionsTotal, pulling }) =>
+    `reading versions: ${versionsDone}/${versionsTotal}${pulling ? `, ${progressLine(pulling)}` : ''}`,
+  ended: (progress) => progress.versionsDone === progress.versionsTotal,
 };

@@ -28,7 +28,12 @@ export type {
   ComparedVersion,
   ComparedVersions,
 } from './engine/version-comparison.ts';
-export type { HistoryRequest, ItemHistory, ItemVersion } from './engine/item-history.ts';
+export type {
+  HistoryProgress,
+  HistoryRequest,
+  ItemHistory,
+  ItemVersion,
+} from './engine/item-history.ts';
 export type { VerifiedVersion, VerifyRequest } from './engine/version-verifier.ts';
 export type { RestoreRequest, RestoredVersion } from './engine/version-restorer.ts';
 export type {

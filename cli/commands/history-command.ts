@@ -1,7 +1,7 @@
 import type { ItemChangeKind, ItemVersion } from '../../main/index.ts';
 import { need, offlineReason, table, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
-import { PHASE_PROGRESS } from '../progress-line.ts';
+import { HISTORY_PROGRESS } from '../progress-line.ts';
 import { shellWord } from '../shell-word.ts';
 
 // `canopy history PATH`: the versions in which a file, folder or link differs from the version
@@ -33,8 +33,7 @@ export async function historyCommand(command: CommandContext): Promise<number | 
   command.takesWords(1);
   const bucket = need(str('bucket'), '--bucket');
   const path = need(sub, 'PATH');
-  // Shown only while a version this computer keeps no copy of is fetched.
-  const progress = progressShown(PHASE_PROGRESS);
+  const progress = progressShown(HISTORY_PROGRESS);
   const history = await engine
     .history({
       bucket,

@@ -22,8 +22,16 @@ export interface HistoryRequest {
   readonly bucket: string;
   /** The item, as `canopy ls` takes a path. */
   readonly path: string;
-  /** Told the fetch of each version's metadata CAR this computer keeps no copy of. */
-  readonly onProgress?: (progress: RestoreProgress) => void;
+  readonly onProgress?: (progress: HistoryProgress) => void;
+}
+
+/** How far a history got, told before each version is read and once all are. */
+export interface HistoryProgress {
+  /** Versions read or passed over, of all the history reads. */
+  readonly versionsDone: number;
+  readonly versionsTotal: number;
+  /** The fetch of the next version's metadata CAR, when this computer keeps no copy of it. */
+  readonly pulling: RestoreProgress | null;
 }
 
 /** A version in which the item differs from the version before it. */
@@ -73,14 +81,19 @@ export class ItemHistoryReader {
     let found = false;
     /** The item in the last version read; undefined where it holds nothing there. */
     let before: ItemLook | undefined;
-    for (const version of oldestFirst(listed.versions.filter(isStored))) {
+    const stored = oldestFirst(listed.versions.filter(isStored));
+    const { onProgress } = input;
+    for (const [done, version] of stored.entries()) {
+      const report = (pulling: RestoreProgress | null): void =>
+        onProgress?.({ versionsDone: done, versionsTotal: stored.length, pulling });
+      report(null);
       let look: ItemLook | undefined;
       try {
         ({ value: look } = await this.browser.reading(
           {
             bucket: input.bucket,
             version: version.id,
-            ...(input.onProgress ? { onProgress: input.onProgress } : {}),
+            ...(onProgress ? { onProgress: report } : {}),
           },
           (tree) => itemLookAt(tree, input.path),
         ));
@@ -103,6 +116,7 @@ export class ItemHistoryReader {
         });
       before = look;
     }
+    onProgress?.({ versionsDone: stored.length, versionsTotal: stored.length, pulling: null });
     if (versionsRead === 0 && unread[0]) throw unread[0].error;
     if (versionsRead === 0)
       throw new EngineError('not_found', `bucket "${input.bucket}" has no version yet`);

@@ -84,9 +84,13 @@ describe('the history of one item', () => {
       [0, 'added', 'file', 11],
     ]);
 
-    // As a user reads it, and by the path the file had on disk.
-    const shown = await canopySucceeds(home, 'history', report, '--bucket', 'Docs');
-    const lines = shown.trimEnd().split('\n');
+    // As a user reads it, and by the path the file had on disk; with its progress in a log.
+    const run = await runCanopy(home, ['history', report, '--bucket', 'Docs', '--progress'], {
+      CANOPY_SECRET_STORE: 'file',
+    });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stderr).toMatch(/^reading versions: 0\/6\n(.*\n)*reading versions: 6\/6\n$/);
+    const lines = run.stdout.trimEnd().split('\n');
     expect(lines[0]).toBe(`${report} in bucket "Docs": 5 changes in 6 versions read, newest first`);
     expect(lines[1]).toMatch(/^VERSION\s+CREATED\s+CHANGE\s+TYPE\s+SIZE\s+MODIFIED$/);
     expect(lines[2]).toMatch(new RegExp(`^${versions[4] ?? ''}\\s+\\S+\\s+removed$`));

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   formatBytes,
   formatEta,
+  HISTORY_PROGRESS,
   progressLine,
   verifyProgressLine,
 } from '../../../cli/progress-line.ts';
@@ -108,5 +109,28 @@ describe('the progress line', () => {
         etaSeconds: 30,
       }),
     ).toBe('fetching the list of files: 4.0 MB of 60 MB, about 30 s left');
+  });
+
+  it("shows a history's versions read, and the fetch of the next one's list of files", () => {
+    const pulling = {
+      phase: 'pulling' as const,
+      filesDone: 0,
+      filesTotal: 0,
+      bytesDone: 4_000_000,
+      bytesTotal: 16_000_000,
+      etaSeconds: 3,
+    };
+    expect(HISTORY_PROGRESS.line({ versionsDone: 2, versionsTotal: 40, pulling: null })).toBe(
+      'reading versions: 2/40',
+    );
+    expect(HISTORY_PROGRESS.line({ versionsDone: 2, versionsTotal: 40, pulling })).toBe(
+      'reading versions: 2/40, fetching the list of files: 4.0 MB of 16 MB, about 3 s left',
+    );
+    expect(HISTORY_PROGRESS.ended({ versionsDone: 39, versionsTotal: 40, pulling: null })).toBe(
+      false,
+    );
+    expect(HISTORY_PROGRESS.ended({ versionsDone: 40, versionsTotal: 40, pulling: null })).toBe(
+      true,
+    );
   });
 });
