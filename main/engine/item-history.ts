@@ -123,7 +123,9 @@ export class ItemHistoryReader {
     if (!found)
       throw new EngineError(
         'not_found',
-        `no version of bucket "${input.bucket}" holds ${input.path} (canopy ls shows what the active one holds)`,
+        unread[0]
+          ? `none of the ${versionsRead} versions of bucket "${input.bucket}" read holds ${input.path}; ${unread.length} could not be read (${unread[0].reason})`
+          : `no version of bucket "${input.bucket}" holds ${input.path} (canopy ls shows what the active one holds)`,
       );
     return {
       path: input.path,

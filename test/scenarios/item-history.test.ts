@@ -182,6 +182,10 @@ describe('the history of one item', () => {
         [2, 'modified'],
         [0, 'added'],
       ]);
+      // A path none of those read holds may be in the one passed over: said so.
+      expect(await canopyFails(home, 'history', 'report.doc', '--bucket', 'Docs')).toContain(
+        `canopy: none of the 5 versions of bucket "Docs" read holds report.doc; 1 could not be read (the backups of this device are not in ${data}`,
+      );
     } finally {
       renameSync(`${data}-unplugged`, data);
     }
