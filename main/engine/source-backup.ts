@@ -73,7 +73,6 @@ export interface BackupRequest {
 
 export type StoredBackup = BackupResult & { readonly sampleCheck?: SampleCheck };
 
-/** What a backup of a folder would include, and what it would pass over. */
 /** A dry run of a backup. */
 export interface PlanRequest {
   readonly dir: string;
@@ -82,6 +81,7 @@ export interface PlanRequest {
   readonly replaceSource?: boolean;
 }
 
+/** What a backup of a folder would include, and what it would pass over. */
 export interface BackupPlan {
   files: number;
   bytes: number;
