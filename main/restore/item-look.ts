@@ -27,7 +27,11 @@ export interface ItemLook {
    * target (a link), or the same names holding the same, all the way down (a folder).
    */
   readonly content: string;
-  /** Its mode and time, to the microsecond a restore sets (file-time.ts). */
+  /**
+   * Its mode and time, to the microsecond a restore sets (file-time.ts); a folder's mode alone,
+   * as `canopy diff` tells it: its time moves whenever a name in it comes or goes, which its
+   * content tells already, or comes and goes between two versions, which tells nothing.
+   */
   readonly modeAndTime: string;
 }
 
@@ -79,7 +83,7 @@ export function itemLookAt(tree: ReadTree, subPath: string): ItemLook | undefine
     throw error;
   }
   for (const entry of walkTree(root, tree.nodes, parts, 0)) {
-    const time = entry.mtimeNanoseconds;
+    const time = entry.kind === 'directory' ? undefined : entry.mtimeNanoseconds;
     return {
       entry: { ...versionEntryOf(entry), name: parts.at(-1) ?? '' },
       content: contentOf(entry, tree.nodes),
