@@ -1,15 +1,12 @@
-import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
-import { CID } from 'multiformats/cid';
-import { sha256 } from 'multiformats/hashes/sha2';
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeafSizes, MetadataNodes } from '../../../main/packer/index.ts';
-import { DAG_PB_CODEC } from '../../../main/protocol/index.ts';
 import { restoreVersion } from '../../../main/restore/index.ts';
 import type { ServiceClient } from '../../../main/service/index.ts';
+import { putNode } from '../../helpers/dag-pb-node.ts';
 
 // A version from a hostile or broken server may name two entries of a folder alike: first a
 // symbolic link to a folder outside the restore's, then a folder whose files would be written
@@ -19,26 +16,22 @@ import type { ServiceClient } from '../../../main/service/index.ts';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-duplicate-names-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-async function put(nodes: MetadataNodes, node: dagPb.PBNode): Promise<CID> {
-  const bytes = dagPb.encode(node);
-  const cid = CID.createV1(DAG_PB_CODEC, await sha256.digest(bytes));
-  nodes.put(cid, bytes);
-  return cid;
-}
-
 /** A tree whose root holds `a`, a link to `outside`, and then `a`, a folder holding a file. */
 async function treeThroughLink(outside: string) {
   const nodes = new MetadataNodes();
-  const link = await put(nodes, {
+  const link = await putNode(nodes, {
     Data: new UnixFS({ type: 'symlink', data: new TextEncoder().encode(outside) }).marshal(),
     Links: [],
   });
-  const emptyFile = await put(nodes, { Data: new UnixFS({ type: 'file' }).marshal(), Links: [] });
-  const folder = await put(nodes, {
+  const emptyFile = await putNode(nodes, {
+    Data: new UnixFS({ type: 'file' }).marshal(),
+    Links: [],
+  });
+  const folder = await putNode(nodes, {
     Data: new UnixFS({ type: 'directory' }).marshal(),
     Links: [{ Name: 'planted.sh', Hash: emptyFile, Tsize: 0 }],
   });
-  const root = await put(nodes, {
+  const root = await putNode(nodes, {
     Data: new UnixFS({ type: 'directory' }).marshal(),
     Links: [
       { Name: 'a', Hash: link, Tsize: 0 },

@@ -1,21 +1,11 @@
-import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
-import { CID } from 'multiformats/cid';
-import { sha256 } from 'multiformats/hashes/sha2';
 import { describe, expect, it } from 'vitest';
 import { MetadataNodes } from '../../../main/packer/index.ts';
-import { DAG_PB_CODEC } from '../../../main/protocol/index.ts';
 import { itemChange, itemLookAt } from '../../../main/restore/index.ts';
+import { putNode } from '../../helpers/dag-pb-node.ts';
 
 // How `canopy history` tells one path's versions apart: a link by its target, a folder by what
 // it holds and not its own time, any entry by a mode or a time a restore would set otherwise.
-
-async function put(nodes: MetadataNodes, node: dagPb.PBNode): Promise<CID> {
-  const bytes = dagPb.encode(node);
-  const cid = CID.createV1(DAG_PB_CODEC, await sha256.digest(bytes));
-  nodes.put(cid, bytes);
-  return cid;
-}
 
 interface Shape {
   readonly linkTarget: string;
@@ -30,7 +20,7 @@ interface Shape {
 async function version(shape: Shape) {
   const nodes = new MetadataNodes();
   const [secs, nsecs] = shape.linkTime ?? [1_700_000_000, 0];
-  const link = await put(nodes, {
+  const link = await putNode(nodes, {
     Data: new UnixFS({
       type: 'symlink',
       data: new TextEncoder().encode(shape.linkTarget),
@@ -38,7 +28,7 @@ async function version(shape: Shape) {
     }).marshal(),
     Links: [],
   });
-  const docs = await put(nodes, {
+  const docs = await putNode(nodes, {
     Data: new UnixFS({
       type: 'directory',
       mode: shape.folderMode ?? 0o755,
@@ -46,7 +36,7 @@ async function version(shape: Shape) {
     }).marshal(),
     Links: [{ Name: 'latest', Hash: link, Tsize: 0 }],
   });
-  const root = await put(nodes, {
+  const root = await putNode(nodes, {
     Data: new UnixFS({ type: 'directory' }).marshal(),
     Links: [{ Name: 'docs', Hash: docs, Tsize: 0 }],
   });

@@ -1,15 +1,12 @@
-import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
-import { CID } from 'multiformats/cid';
-import { sha256 } from 'multiformats/hashes/sha2';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeafSizes, MetadataNodes } from '../../../main/packer/index.ts';
-import { DAG_PB_CODEC } from '../../../main/protocol/index.ts';
 import { restoreVersion } from '../../../main/restore/index.ts';
 import type { ServiceClient } from '../../../main/service/index.ts';
+import { putNode } from '../../helpers/dag-pb-node.ts';
 
 // A version from a hostile or broken server may name an entry so that it would land outside
 // the restore's folder ("..", "a/b"): the restore stops before it makes, or even looks at,
@@ -18,21 +15,14 @@ import type { ServiceClient } from '../../../main/service/index.ts';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-unsafe-names-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-async function put(nodes: MetadataNodes, node: dagPb.PBNode): Promise<CID> {
-  const bytes = dagPb.encode(node);
-  const cid = CID.createV1(DAG_PB_CODEC, await sha256.digest(bytes));
-  nodes.put(cid, bytes);
-  return cid;
-}
-
 /** A tree whose root folder holds a link named `name` to a symlink to "/etc/passwd". */
 async function treeWithEntry(name: string) {
   const nodes = new MetadataNodes();
-  const link = await put(nodes, {
+  const link = await putNode(nodes, {
     Data: new UnixFS({ type: 'symlink', data: new TextEncoder().encode('/etc/passwd') }).marshal(),
     Links: [],
   });
-  const root = await put(nodes, {
+  const root = await putNode(nodes, {
     Data: new UnixFS({ type: 'directory' }).marshal(),
     Links: [{ Name: name, Hash: link, Tsize: 0 }],
   });
