@@ -3,6 +3,7 @@ import type { Metadata } from '../protocol/index.ts';
 import {
   itemChange,
   itemLookAt,
+  pathInSource,
   type ItemChangeKind,
   type ItemLook,
   type VersionEntry,
@@ -59,11 +60,11 @@ export interface ItemHistory {
   readonly offlineBecause: EngineErrorCode | null;
 }
 
-/** Oldest first: by when each was made, the list's own order (newest first) breaking ties. */
-function oldestFirst(versions: readonly Metadata[]): Metadata[] {
+/** Newest first: by when each was made, the list's own order (newest first) breaking ties. */
+function newestFirst(versions: readonly Metadata[]): Metadata[] {
   return versions
     .map((version, index) => ({ version, index }))
-    .sort((a, b) => a.version.created_at - b.version.created_at || b.index - a.index)
+    .sort((a, b) => b.version.created_at - a.version.created_at || a.index - b.index)
     .map(({ version }) => version);
 }
 
@@ -75,38 +76,42 @@ export class ItemHistoryReader {
 
   async history(input: HistoryRequest): Promise<ItemHistory> {
     const listed = await this.parts.versions.orLastSeen({ bucket: input.bucket });
-    const changes: ItemVersion[] = [];
     const unread: Array<{ versionId: string; reason: string; error: EngineError }> = [];
-    let versionsRead = 0;
-    let found = false;
-    /** The item in the last version read; undefined where it holds nothing there. */
-    let before: ItemLook | undefined;
-    const stored = oldestFirst(listed.versions.filter(isStored));
+    /** The item in each version read, newest first; undefined where it holds nothing there. */
+    const read: Array<{ version: Metadata; look: ItemLook | undefined }> = [];
+    // Newest first: an absolute path is the item's path on disk now, in the folder the newest
+    // version was backed up from, and is taken from that folder's top in every older version,
+    // also those of the folder under its old name (--replace-source).
+    const stored = newestFirst(listed.versions.filter(isStored));
+    let asked = input.path;
     const { onProgress } = input;
     for (const [done, version] of stored.entries()) {
       const report = (pulling: RestoreProgress | null): void =>
         onProgress?.({ versionsDone: done, versionsTotal: stored.length, pulling });
       report(null);
-      let look: ItemLook | undefined;
       try {
-        ({ value: look } = await this.browser.reading(
+        const { value: look } = await this.browser.reading(
           {
             bucket: input.bucket,
             version: version.id,
             ...(onProgress ? { onProgress: report } : {}),
           },
-          (tree) => itemLookAt(tree, input.path),
-        ));
+          (tree) => {
+            asked = pathInSource(asked, tree.manifest['source_label']) ?? asked;
+            return itemLookAt(tree, asked);
+          },
+        );
+        read.push({ version, look });
       } catch (error) {
         // One version damaged, deleted meanwhile or not kept here while offline: the others
         // still tell the item's history, and the output names the one passed over.
         if (!(error instanceof EngineError)) throw error;
         unread.push({ versionId: version.id, reason: error.message, error });
-        continue;
       }
-      versionsRead += 1;
-      found ||= look !== undefined;
-      const change = itemChange(before, look);
+    }
+    const changes: ItemVersion[] = [];
+    for (const [index, { version, look }] of read.entries()) {
+      const change = itemChange(read[index + 1]?.look, look);
       if (change !== undefined)
         changes.push({
           versionId: version.id,
@@ -114,8 +119,9 @@ export class ItemHistoryReader {
           change,
           entry: look?.entry ?? null,
         });
-      before = look;
     }
+    const versionsRead = read.length;
+    const found = read.some(({ look }) => look !== undefined);
     onProgress?.({ versionsDone: stored.length, versionsTotal: stored.length, pulling: null });
     if (versionsRead === 0 && unread[0]) throw unread[0].error;
     if (versionsRead === 0)
@@ -130,7 +136,7 @@ export class ItemHistoryReader {
     return {
       path: input.path,
       versionsRead,
-      changes: changes.reverse(),
+      changes,
       unread: unread.map(({ versionId, reason }) => ({ versionId, reason })),
       offlineSince: listed.offlineSince,
       offlineBecause: listed.offlineBecause,

@@ -17,15 +17,7 @@ import { pathInsideByLinks } from '../scanner/index.ts';
  */
 export function versionPathParts(given: string | undefined, sourceLabel: unknown): string[] {
   if (given === undefined) return [];
-  const source = sourcePlace(sourceLabel);
-  let fromTop = given;
-  if (source !== undefined && path.isAbsolute(given)) {
-    let inside: string | undefined = path.relative(source.folder, given);
-    if (inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside))
-      // The folder by another path, on the computer it was backed up from (same-folder.ts).
-      inside = source.host === os.hostname() ? pathInsideByLinks(given, source.folder) : undefined;
-    if (inside !== undefined) fromTop = inside.split(path.sep).join('/');
-  }
+  const fromTop = pathInSource(given, sourceLabel) ?? given;
   const parts: string[] = [];
   for (const name of fromTop.split('/')) {
     if (name === '' || name === '.') continue;
@@ -37,4 +29,19 @@ export function versionPathParts(given: string | undefined, sourceLabel: unknown
       );
   }
   return parts;
+}
+
+/**
+ * The absolute path `given` as a path from the top of a version backed up from the folder
+ * `sourceLabel` names (`2019/beach.jpg`), when it lies in that folder, by its path or another
+ * (same-folder.ts); undefined for a relative path, or one that lies elsewhere.
+ */
+export function pathInSource(given: string, sourceLabel: unknown): string | undefined {
+  const source = sourcePlace(sourceLabel);
+  if (source === undefined || !path.isAbsolute(given)) return undefined;
+  let inside: string | undefined = path.relative(source.folder, given);
+  if (inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside))
+    // The folder by another path, on the computer it was backed up from (same-folder.ts).
+    inside = source.host === os.hostname() ? pathInsideByLinks(given, source.folder) : undefined;
+  return inside?.split(path.sep).join('/');
 }

@@ -190,4 +190,26 @@ describe('the history of one item', () => {
       renameSync(`${data}-unplugged`, data);
     }
   });
+
+  it('follows a path on disk now back through the versions of the folder under its old name', async () => {
+    const renamed = path.join(scratch, 'source (2026)');
+    renameSync(source, renamed);
+    await canopySucceeds(
+      home,
+      ...['backup', renamed, '--bucket', 'Docs', '--replace-source', '--skip-check'],
+    );
+    const history = JSON.parse(
+      await canopySucceeds(
+        home,
+        ...['history', path.join(renamed, 'notes', 'ideas.txt'), '--bucket', 'Docs', '--json'],
+      ),
+    ) as HistoryJson;
+    expect(history.versionsRead).toBe(7);
+    expect(
+      history.changes.map(({ versionId, change }) => [versions.indexOf(versionId), change]),
+    ).toEqual([
+      [5, 'modified'],
+      [0, 'added'],
+    ]);
+  });
 });
