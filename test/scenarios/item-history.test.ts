@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chmodSync, mkdtempSync, readFileSync, renameSync, rmSync, unlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+} from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
@@ -132,6 +140,10 @@ describe('the history of one item', () => {
     expect(await canopyFails(home, 'history', 'report.doc', '--bucket', 'Docs')).toBe(
       'canopy: no version of bucket "Docs" holds report.doc (canopy ls shows what the active one holds)\n',
     );
+    await canopySucceeds(home, 'buckets', 'create', 'Empty', '--type', 'backup', '--class', 'hot');
+    expect(await canopyFails(home, 'history', 'report.txt', '--bucket', 'Empty')).toBe(
+      'canopy: bucket "Empty" has no version yet\n',
+    );
   });
 
   it('suggests a restore that a shell reads back whole, for a name that begins with a dash', async () => {
@@ -185,6 +197,12 @@ describe('the history of one item', () => {
       // A path none of those read holds may be in the one passed over: said so.
       expect(await canopyFails(home, 'history', 'report.doc', '--bucket', 'Docs')).toContain(
         `canopy: none of the 5 versions of bucket "Docs" read holds report.doc; 1 could not be read (the backups of this device are not in ${data}`,
+      );
+      // None kept here at all: why none could be read.
+      const cache = path.join(home, 'metadata');
+      for (const name of readdirSync(cache)) rmSync(path.join(cache, name), { recursive: true });
+      expect(await canopyFails(home, 'history', 'report.txt', '--bucket', 'Docs')).toContain(
+        `canopy: the backups of this device are not in ${data}`,
       );
     } finally {
       renameSync(`${data}-unplugged`, data);
