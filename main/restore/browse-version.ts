@@ -2,6 +2,7 @@ import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { compareUtf8 } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
+import { checkedTreeTotals } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
@@ -73,6 +74,8 @@ export function listVersionPath(
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
   const parts = versionPathParts(subPath, tree.manifest['source_label']);
   const depth = recursive ? Number.POSITIVE_INFINITY : 1;
+  // Listed whole, a hostile tree could stand for more paths than memory holds.
+  if (recursive) checkedTreeTotals(tree.manifest, root, tree.nodes, parts, 'listed');
   const listed: Array<{ readonly parts: readonly string[]; readonly entry: VersionEntry }> = [];
   let found = false;
   for (const entry of walkTree(root, tree.nodes, parts, depth)) {

@@ -3,6 +3,7 @@ import { EngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { fileLeaves } from './file-leaves.ts';
+import { checkedTreeTotals } from './tree-totals.ts';
 import { walkTree } from './walk-tree.ts';
 
 // The files of a version that need blocks the server could not give back whole: what a verify
@@ -22,6 +23,7 @@ export function filesNeedingBlocks(
 ): UnrestorableFile[] {
   const root = CID.asCID(tree.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
+  checkedTreeTotals(tree.manifest, root, tree.nodes, [], 'verified');
   const found: UnrestorableFile[] = [];
   for (const entry of walkTree(root, tree.nodes)) {
     if (entry.kind !== 'file') continue;

@@ -2,6 +2,7 @@ import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { fileLeaves } from './file-leaves.ts';
+import { checkedTreeTotals } from './tree-totals.ts';
 import { walkTree } from './walk-tree.ts';
 
 // Every leaf of a version's tree, each once, in the order a restore reads them: file by file,
@@ -14,6 +15,8 @@ import { walkTree } from './walk-tree.ts';
 export function* leavesInTreeOrder(tree: TreeIndex): Generator<{ cid: CID; size: number }> {
   const root = CID.asCID(tree.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
+  // Before the tree is walked: a hostile one could stand for more paths than memory holds.
+  checkedTreeTotals(tree.manifest, root, tree.nodes, [], 'verified');
   const { leaves } = tree;
   const given = new Uint8Array(leaves.count);
   for (const entry of walkTree(root, tree.nodes)) {

@@ -4,6 +4,7 @@ import { LeafSizes } from '../packer/index.ts';
 import { DAG_PB_CODEC, RAW_CODEC } from '../protocol/index.ts';
 import type { BrowsableTree, TreeIndexOfFile } from '../uploader/index.ts';
 import { MAX_DEPTH } from './file-bytes.ts';
+import { checkedTreeTotals } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
 import { walkTree, type NodeLookup } from './walk-tree.ts';
 
@@ -23,6 +24,8 @@ export function subtreeIndex(tree: BrowsableTree, subPath: string): TreeIndexOfF
     const root = CID.asCID(tree.manifest['root']);
     // No root: restoreVersion says so.
     if (root) {
+      // Before the tree is walked: a hostile one could stand for more paths than any disk holds.
+      checkedTreeTotals(tree.manifest, root, tree.nodes, under, 'restored');
       for (const entry of walkTree(root, tree.nodes, under))
         if (entry.fileNode) addLeaves(entry.fileNode.links, tree.nodes, leaves, 0);
     }

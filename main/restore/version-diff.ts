@@ -4,8 +4,15 @@ import { compareUtf8 } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { comparePaths, versionEntryOf, type VersionEntry } from './browse-version.ts';
 import { restoredMicroseconds } from './file-time.ts';
+import { checkedTreeTotals } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
-import { directoryLinks, walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
+import {
+  directoryLinks,
+  entryOfNode,
+  walkTree,
+  type DecodedNode,
+  type TreeEntry,
+} from './walk-tree.ts';
 
 // What changed from one version of a bucket to another (`canopy diff`), from their metadata
 // alone: no block is fetched, so it works offline once both versions are kept. Content
@@ -60,10 +67,7 @@ function entryAt(tree: ComparedTree, parts: readonly string[]): TreeEntry | unde
 
 /** The entry whose node is `side`, decoded, without what it holds. */
 function decoded(side: Side): TreeEntry {
-  const entry = firstOf(walkTree(side.cid, side.tree.nodes, [], 0));
-  // walkTree gives the node it starts from, or throws that it cannot be read.
-  if (!entry) throw new Error('the tree walk gave no entry for its own top');
-  return entry;
+  return entryOfNode(side.cid, side.tree.nodes);
 }
 
 /** `entry` as listed at `path`, named by that path's last name (the walk's top has none). */
@@ -202,6 +206,8 @@ export class VersionDiffer {
     change: 'added' | 'removed',
     withTop: boolean,
   ): Generator<VersionChange> {
+    // Before the tree is walked: a hostile one could stand for more paths than memory holds.
+    checkedTreeTotals(side.tree.manifest, side.cid, side.tree.nodes, [], 'compared', path);
     const listed: Array<{ parts: readonly string[]; entry: VersionEntry }> = [];
     for (const entry of walkTree(side.cid, side.tree.nodes)) {
       if (entry.parts.length === 0 && !withTop) continue;

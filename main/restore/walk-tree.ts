@@ -119,6 +119,31 @@ class DirectoryCursor {
   }
 }
 
+/** The entry at `parts` whose node is `cid`, from that node decoded. */
+function entryOf(cid: CID, parts: readonly string[], { links, unixfs }: DecodedNode): TreeEntry {
+  const mtime = unixfs.mtime;
+  const common = {
+    cid,
+    parts,
+    mode: unixfs.mode,
+    mtimeWholeSeconds: mtime === undefined ? undefined : Number(mtime.secs),
+    mtimeNanoseconds:
+      mtime === undefined ? undefined : mtime.secs * 1_000_000_000n + BigInt(mtime.nsecs ?? 0),
+  };
+  switch (unixfs.type) {
+    case 'file':
+    case 'raw':
+      return { ...common, kind: 'file', fileNode: { links, unixfs } };
+    case 'symlink':
+      return { ...common, kind: 'symlink', target: new TextDecoder().decode(unixfs.data) };
+    case 'directory':
+    case 'hamt-sharded-directory':
+      return { ...common, kind: 'directory' };
+    default:
+      throw damaged(cid, `an entry of type ${unixfs.type}`);
+  }
+}
+
 /**
  * Every entry under `root`, the root first, each directory before what it holds; with `under`
  * (names from the root down), the entry at that path and what it holds, named from the root
@@ -140,34 +165,12 @@ export function* walkTree(
   let next: { cid: CID; parts: readonly string[] } | undefined = { cid: top, parts: under };
   while (next) {
     const { cid, parts } = next;
-    const { links, unixfs } = decodeNode(cid, nodes);
-    const mtime = unixfs.mtime;
-    const common = {
-      cid,
-      parts,
-      mode: unixfs.mode,
-      mtimeWholeSeconds: mtime === undefined ? undefined : Number(mtime.secs),
-      mtimeNanoseconds:
-        mtime === undefined ? undefined : mtime.secs * 1_000_000_000n + BigInt(mtime.nsecs ?? 0),
-    };
-    switch (unixfs.type) {
-      case 'file':
-      case 'raw':
-        yield { ...common, kind: 'file', fileNode: { links, unixfs } };
-        break;
-      case 'symlink':
-        yield { ...common, kind: 'symlink', target: new TextDecoder().decode(unixfs.data) };
-        break;
-      case 'directory':
-      case 'hamt-sharded-directory': {
-        const cursor = new DirectoryCursor(cid, links, unixfs, nodes);
-        yield { ...common, kind: 'directory' };
-        if (parts.length - under.length < depth) open.push({ parts, cursor });
-        break;
-      }
-      default:
-        throw damaged(cid, `an entry of type ${unixfs.type}`);
-    }
+    const decoded = decodeNode(cid, nodes);
+    const entry = entryOf(cid, parts, decoded);
+    // Made before the folder is given: a HAMT shard it cannot read is damage of the folder.
+    const cursor = entry.kind === 'directory' ? cursorOf(cid, decoded, nodes) : undefined;
+    yield entry;
+    if (cursor && parts.length - under.length < depth) open.push({ parts, cursor });
     // The next entry: the deepest open directory's next one, or its parent's once it is done.
     next = undefined;
     while (next === undefined && open.length > 0) {
@@ -177,6 +180,38 @@ export function* walkTree(
       else open.pop();
     }
   }
+}
+
+function cursorOf(cid: CID, { links, unixfs }: DecodedNode, nodes: NodeLookup): DirectoryCursor {
+  return new DirectoryCursor(cid, links, unixfs, nodes);
+}
+
+/** The entry whose node is `cid`, decoded, without what it holds. */
+export function entryOfNode(cid: CID, nodes: NodeLookup): TreeEntry {
+  const decoded = decodeNode(cid, nodes);
+  const entry = entryOf(cid, [], decoded);
+  if (entry.kind === 'directory') cursorOf(cid, decoded, nodes);
+  return entry;
+}
+
+/**
+ * The entry whose node is `cid`, and for a folder the entries it holds itself, by name and CID
+ * (as directoryLinks gives them), none of them decoded.
+ */
+export function entryAndLinksOfNode(
+  cid: CID,
+  nodes: NodeLookup,
+): { entry: TreeEntry; links?: Array<{ name: string; cid: CID }> } {
+  const decoded = decodeNode(cid, nodes);
+  const entry = entryOf(cid, [], decoded);
+  if (entry.kind !== 'directory') return { entry };
+  return { entry, links: linksOf(cursorOf(cid, decoded, nodes)) };
+}
+
+function linksOf(cursor: DirectoryCursor): Array<{ name: string; cid: CID }> {
+  const entries: Array<{ name: string; cid: CID }> = [];
+  for (let child = cursor.next(); child; child = cursor.next()) entries.push(child);
+  return entries;
 }
 
 /**
@@ -189,14 +224,11 @@ export function directoryLinks(
 ): Array<{ name: string; cid: CID }> | undefined {
   const { links, unixfs } = decodeNode(cid, nodes);
   if (unixfs.type !== 'directory' && unixfs.type !== 'hamt-sharded-directory') return undefined;
-  const cursor = new DirectoryCursor(cid, links, unixfs, nodes);
-  const entries: Array<{ name: string; cid: CID }> = [];
-  for (let child = cursor.next(); child; child = cursor.next()) entries.push(child);
-  return entries;
+  return linksOf(new DirectoryCursor(cid, links, unixfs, nodes));
 }
 
 /** The CID at the path `parts` below the folder `root`; undefined when there is none. */
-function cidAt(root: CID, parts: readonly string[], nodes: NodeLookup): CID | undefined {
+export function cidAt(root: CID, parts: readonly string[], nodes: NodeLookup): CID | undefined {
   let cid = root;
   for (const part of parts) {
     const { links, unixfs } = decodeNode(cid, nodes);
