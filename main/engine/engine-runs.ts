@@ -29,6 +29,6 @@ export function engineRuns(parts: EngineParts): EngineRuns {
     comparison: new VersionComparison(parts, browser),
     history: new ItemHistoryReader(parts, browser),
     verifier,
-    restorer: new VersionRestorer(parts),
+    restorer: new VersionRestorer(parts, browser),
   };
 }

@@ -15,6 +15,7 @@ import {
 } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { namedById } from './named-by-id.ts';
+import { PathsInVersions } from './path-in-version.ts';
 import type { PullProgress } from './metadata-cache.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
@@ -72,9 +73,11 @@ export class VersionBrowser {
    * named version in the cache needs no service.
    */
   async browse(input: BrowseRequest): Promise<BrowsedFolder> {
-    const { value, ...shown } = await this.reading(input, (open) =>
-      listVersionPath(open, input.path ?? '', input.recursive === true),
-    );
+    const paths = PathsInVersions.of(this, input);
+    const { value, ...shown } = await this.reading(input, async (open) => {
+      const { path } = await paths.in(open.manifest['source_label']);
+      return listVersionPath(open, path ?? '', input.recursive === true);
+    });
     return { ...shown, entries: value };
   }
 

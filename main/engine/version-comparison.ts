@@ -4,6 +4,7 @@ import { VersionDiffer, type VersionChange } from '../restore/index.ts';
 import type { RestoreProgress } from '../uploader/index.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { namedById } from './named-by-id.ts';
+import { PathsInVersions } from './path-in-version.ts';
 import type { VersionBrowser } from './version-browser.ts';
 
 // `canopy diff`: what changed from one version of a bucket to another, by default from the
@@ -94,14 +95,21 @@ export class VersionComparison {
       bucket: input.bucket,
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     };
+    // Either version may be of the bucket's folder under a former name.
+    const paths = new PathsInVersions(this.browser, input.bucket, input.path, true);
     const { value: changes } = await this.browser.reading(
       { ...request, version: from.id },
-      async (older) =>
-        (
-          await this.browser.reading({ ...request, version: to.id }, (newer) => [
-            ...new VersionDiffer(older, newer, input.path).changes(),
-          ])
-        ).value,
+      async (older) => {
+        const olderPath = (await paths.in(older.manifest['source_label'])).path;
+        const compared = await this.browser.reading(
+          { ...request, version: to.id },
+          async (newer) => {
+            const newerPath = (await paths.in(newer.manifest['source_label'])).path;
+            return [...new VersionDiffer(older, newer, newerPath, olderPath).changes()];
+          },
+        );
+        return compared.value;
+      },
     );
     return {
       from: { id: from.id, createdAt: from.created_at },

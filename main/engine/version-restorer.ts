@@ -26,6 +26,8 @@ import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { RestoredFilesNotes } from './restored-files-notes.ts';
 import { usingTree } from './using-tree.ts';
+import { PathsInVersions, type PathInVersion } from './path-in-version.ts';
+import type { VersionBrowser } from './version-browser.ts';
 
 // Restoring a version, or one file or folder of it, into a folder: by default back where it
 // was backed up from. Every restore is marked in the home while it runs, so that one killed
@@ -70,7 +72,10 @@ function isFolderHere(dir: string): boolean {
 }
 
 export class VersionRestorer {
-  constructor(private readonly parts: EngineParts) {}
+  constructor(
+    private readonly parts: EngineParts,
+    private readonly browser: VersionBrowser,
+  ) {}
 
   async restore(input: RestoreRequest): Promise<RestoredVersion> {
     // Before any network: the request is wrong whatever the service says.
@@ -85,14 +90,24 @@ export class VersionRestorer {
         ? pullPhase(input.onProgress, () => this.parts.now())
         : undefined;
       // One file or folder needs only its part of the tree, read through the CAR's node index.
-      const { path: subPath } = input;
+      const paths = PathsInVersions.of(this.browser, input);
+      let asked: PathInVersion = { path: undefined, sourceLabel: undefined };
       const readTree =
-        subPath === undefined
+        input.path === undefined
           ? readTreeIndexOfFile
-          : async (file: string) => subtreeIndex(await openBrowsableTree(file), subPath);
+          : async (file: string) => {
+              const tree = await openBrowsableTree(file);
+              try {
+                asked = await paths.in(tree.manifest['source_label']);
+              } catch (error) {
+                tree.close();
+                throw error;
+              }
+              return subtreeIndex(tree, asked.path ?? '');
+            };
       const result = await usingTree(
         await this.parts.metadata.versionTree(client, versionId, readTree, onPull),
-        (tree) => this.restoreTree(client, who.storage_host, bucketId, tree, input),
+        (tree) => this.restoreTree(client, who.storage_host, bucketId, tree, input, asked),
       );
       noteUnavailableBlocks(this.parts.db, bucketId, result.unavailable, this.parts.now());
       return result;
@@ -113,10 +128,11 @@ export class VersionRestorer {
     bucketId: string,
     tree: TreeIndex,
     input: RestoreRequest,
+    asked: PathInVersion,
   ): Promise<RestoredVersion> {
     const targetDir =
       input.to === undefined
-        ? originalPlace(tree.manifest['source_label'], input.path, {
+        ? originalPlace(asked.sourceLabel ?? tree.manifest['source_label'], asked.path, {
             hostname: os.hostname(),
             isFolder: isFolderHere,
           })
@@ -128,7 +144,7 @@ export class VersionRestorer {
       bucketId,
       tree.manifest['source_label'],
       targetDir,
-      input.path === undefined,
+      asked.path === undefined,
     );
     let finished = false;
     try {
@@ -139,7 +155,7 @@ export class VersionRestorer {
         targetDir,
         overwrite: input.overwrite,
         temporaryToken: mark.token,
-        ...(input.path === undefined ? {} : { subPath: input.path }),
+        ...(asked.path === undefined ? {} : { subPath: asked.path }),
         ...(this.parts.deps.afterFileRestored
           ? { afterFileWritten: this.parts.deps.afterFileRestored }
           : {}),

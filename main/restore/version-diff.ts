@@ -129,10 +129,11 @@ export class VersionDiffer {
 
   /**
    * Compares the entry at `subPath` (as `canopy ls` takes it; the whole version by default) in
-   * `older` and in `newer`. Throws not_found when neither holds it.
+   * `older` and in `newer`; `olderSubPath`, where the older holds it, when it is named apart.
+   * Throws not_found when neither holds it.
    */
-  constructor(older: ComparedTree, newer: ComparedTree, subPath = '') {
-    const olderParts = versionPathParts(subPath, older.manifest['source_label']);
+  constructor(older: ComparedTree, newer: ComparedTree, subPath = '', olderSubPath = subPath) {
+    const olderParts = versionPathParts(olderSubPath, older.manifest['source_label']);
     const newerParts = versionPathParts(subPath, newer.manifest['source_label']);
     const olderTop = entryAt(older, olderParts);
     const newerTop = entryAt(newer, newerParts);

@@ -229,5 +229,32 @@ describe('the history of one item', () => {
       [5, 'modified'],
       [0, 'added'],
     ]);
+
+    // The path on disk now names the file in those versions to ls, diff and restore too, as the
+    // hint to restore a copy gives it.
+    const ideas = path.join(renamed, 'notes', 'ideas.txt');
+    const first = versions[0] ?? '';
+    const listed = await canopySucceeds(
+      home,
+      ...['ls', '--bucket', 'Docs', '--version', first, path.join(renamed, 'notes')],
+    );
+    expect(listed).toContain('ideas.txt');
+    const compared = await canopySucceeds(
+      home,
+      ...['diff', '--bucket', 'Docs', '--from', first, '--to', versions[5] ?? '', ideas],
+    );
+    expect(compared).toContain('M notes/ideas.txt');
+    const copies = path.join(scratch, 'copies');
+    await canopySucceeds(
+      home,
+      ...['restore', '--bucket', 'Docs', '--version', first, '--to', copies, ideas],
+    );
+    expect(readFileSync(path.join(copies, 'ideas.txt'), 'utf8')).toBe('more charts');
+    // Without --to, back where the path names, beside the file there now.
+    await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--version', first, ideas);
+    expect(readFileSync(path.join(renamed, 'notes', 'ideas.txt (restored)'), 'utf8')).toBe(
+      'more charts',
+    );
+    expect(readFileSync(ideas, 'utf8')).toBe('fewer charts');
   });
 });
