@@ -142,7 +142,7 @@ export class VersionRestorer {
     const notes = RestoredFilesNotes.forRestore(
       this.parts.db,
       bucketId,
-      tree.manifest['source_label'],
+      asked.sourceLabel ?? tree.manifest['source_label'],
       targetDir,
       asked.path === undefined,
     );

@@ -250,11 +250,22 @@ describe('the history of one item', () => {
       ...['restore', '--bucket', 'Docs', '--version', first, '--to', copies, ideas],
     );
     expect(readFileSync(path.join(copies, 'ideas.txt'), 'utf8')).toBe('more charts');
-    // Without --to, back where the path names, beside the file there now.
-    await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--version', first, ideas);
-    expect(readFileSync(path.join(renamed, 'notes', 'ideas.txt (restored)'), 'utf8')).toBe(
-      'more charts',
+    // Without --to, back where the path names (deleted there since), with bytes the bucket's
+    // latest version holds: restored into the bucket's folder now, not read by its next backup.
+    unlinkSync(ideas);
+    await canopySucceeds(
+      home,
+      'restore',
+      '--bucket',
+      'Docs',
+      '--version',
+      versions[5] ?? '',
+      ideas,
     );
     expect(readFileSync(ideas, 'utf8')).toBe('fewer charts');
+    const after = JSON.parse(
+      await canopySucceeds(home, 'backup', renamed, '--bucket', 'Docs', '--json', '--skip-check'),
+    ) as { files: number; bytesRead: number };
+    expect(after).toMatchObject({ files: 2, bytesRead: 0 });
   });
 });
