@@ -13,10 +13,10 @@ import { cidAt, entryAndLinksOfNode, type NodeLookup, type TreeEntry } from './w
 //
 // The manifest states the whole version's files and bytes (§17.3): a part of the tree holding
 // more than that was not made by a backup of one folder, and is refused before anything is
-// written or listed. Folders and links have no count in the manifest; a real tree has far
-// fewer of them than files (the largest tested here, 400 000 files in 5 000 folders), so more
-// than OTHER_ENTRIES_PER_FILE for each file, past a floor for trees of empty folders, is taken
-// for the same.
+// written or listed. Folders and links have no count in the manifest; a real tree mostly has
+// fewer of them than files (the bench's tree, one for every twenty), so more than
+// OTHER_ENTRIES_PER_FILE for each file, past a floor that leaves room for trees of empty
+// folders, is taken for the same.
 
 /** Folders and links allowed for each file the manifest states, past OTHER_ENTRIES_FLOOR. */
 const OTHER_ENTRIES_PER_FILE = 16;
