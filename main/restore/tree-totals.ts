@@ -1,7 +1,7 @@
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
-import { cidAt, entryAndLinksOfNode, type NodeLookup, type TreeEntry } from './walk-tree.ts';
+import { cidAt, shapeOfNode, type NodeLookup, type NodeShape } from './walk-tree.ts';
 
 // What a part of a version's tree holds once walked: its files, their bytes, and its other
 // entries, counted without walking it. A folder node may be linked from many places (two copies
@@ -38,8 +38,6 @@ interface Counted {
   others: number;
 }
 
-const NONE: TreeTotals = { files: 0, bytes: 0, others: 0 };
-
 /** `into` plus `more`; past Number.MAX_SAFE_INTEGER, a count stays there. */
 function add(into: Counted, more: TreeTotals): void {
   into.files = Math.min(into.files + more.files, Number.MAX_SAFE_INTEGER);
@@ -47,18 +45,17 @@ function add(into: Counted, more: TreeTotals): void {
   into.others = Math.min(into.others + more.others, Number.MAX_SAFE_INTEGER);
 }
 
-/** What a file or a link counts for (a folder, for itself alone). */
-function totalsOfEntry(entry: TreeEntry): TreeTotals {
-  if (entry.kind === 'file') {
-    const size = entry.fileNode ? Number(entry.fileNode.unixfs.fileSize()) : 0;
-    return { files: 1, bytes: Math.min(size, Number.MAX_SAFE_INTEGER), others: 0 };
-  }
-  return { files: 0, bytes: 0, others: 1 };
+/** What a file or a link counts for. */
+function totalsOfLeaf(shape: NodeShape): TreeTotals {
+  if (shape.kind !== 'file') return { files: 0, bytes: 0, others: 1 };
+  const bytes =
+    shape.size > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(shape.size);
+  return { files: 1, bytes, others: 0 };
 }
 
 /**
- * What the entry `top` holds, itself included: each folder node read once, however many times
- * it is linked. Undefined when the tree has no entry at `under` (names from `root` down).
+ * What the entry at `under` (names from `root` down) holds, itself included: each folder node
+ * read once, however many times it is linked; undefined when the tree has no entry there.
  */
 export function treeTotals(
   root: CID,
@@ -67,37 +64,40 @@ export function treeTotals(
 ): TreeTotals | undefined {
   const topCid = cidAt(root, under, nodes);
   if (!topCid) return undefined;
-  const top = entryAndLinksOfNode(topCid, nodes);
-  if (!top.links) return totalsOfEntry(top.entry);
+  const top = shapeOfNode(topCid, nodes);
+  if (top.kind !== 'directory') return totalsOfLeaf(top);
   /** Each folder node counted, by its CID. */
   const counted = new Map<string, TreeTotals>();
   /** The folders being counted, from the top down, with the entries of theirs not yet counted. */
   const open: Array<{ key: string; links: Array<{ cid: CID }>; sum: Counted }> = [];
-  const openFolder = (cid: CID, links: Array<{ cid: CID }>): void => {
-    open.push({ key: cidText(cid), links, sum: { files: 0, bytes: 0, others: 1 } });
+  const openFolder = (key: string, links: Array<{ cid: CID }>): void => {
+    open.push({ key, links, sum: { files: 0, bytes: 0, others: 1 } });
   };
-  openFolder(topCid, top.links);
-  for (;;) {
-    const folder = open[open.length - 1];
-    if (!folder) return NONE;
+  const topKey = cidText(topCid);
+  openFolder(topKey, top.links());
+  while (open.length > 0) {
+    const folder = open[open.length - 1] as (typeof open)[number];
     const child = folder.links.pop();
     if (!child) {
       open.pop();
       counted.set(folder.key, folder.sum);
       const parent = open[open.length - 1];
-      if (!parent) return folder.sum;
-      add(parent.sum, folder.sum);
+      if (parent) add(parent.sum, folder.sum);
       continue;
     }
-    const known = counted.get(cidText(child.cid));
-    if (known) {
-      add(folder.sum, known);
+    // Decoded before it is looked up, as most entries are files, which are not kept; a folder's
+    // entries are read only when it is not known already.
+    const shape = shapeOfNode(child.cid, nodes);
+    if (shape.kind !== 'directory') {
+      add(folder.sum, totalsOfLeaf(shape));
       continue;
     }
-    const { entry, links } = entryAndLinksOfNode(child.cid, nodes);
-    if (links) openFolder(child.cid, links);
-    else add(folder.sum, totalsOfEntry(entry));
+    const key = cidText(child.cid);
+    const known = counted.get(key);
+    if (known) add(folder.sum, known);
+    else openFolder(key, shape.links());
   }
+  return counted.get(topKey);
 }
 
 /**

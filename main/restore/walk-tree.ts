@@ -194,18 +194,30 @@ export function entryOfNode(cid: CID, nodes: NodeLookup): TreeEntry {
   return entry;
 }
 
+/** What a node is, as counting a tree needs it (tree-totals.ts): no more is made of it. */
+export type NodeShape =
+  | { readonly kind: 'file'; readonly size: bigint }
+  | { readonly kind: 'symlink' }
+  | {
+      readonly kind: 'directory';
+      /** The entries it holds itself; a HAMT shard's sub-shards are read when asked for. */
+      readonly links: () => Array<{ name: string; cid: CID }>;
+    };
+
 /**
- * The entry whose node is `cid`, and for a folder the entries it holds itself, by name and CID
- * (as directoryLinks gives them), none of them decoded.
+ * The node `cid` as a file and its size, a link, or a folder and the entries it holds itself
+ * (as directoryLinks gives them, none of them decoded); damaged as walkTree finds it.
  */
-export function entryAndLinksOfNode(
-  cid: CID,
-  nodes: NodeLookup,
-): { entry: TreeEntry; links?: Array<{ name: string; cid: CID }> } {
+export function shapeOfNode(cid: CID, nodes: NodeLookup): NodeShape {
   const decoded = decodeNode(cid, nodes);
-  const entry = entryOf(cid, [], decoded);
-  if (entry.kind !== 'directory') return { entry };
-  return { entry, links: linksOf(cursorOf(cid, decoded, nodes)) };
+  const { type } = decoded.unixfs;
+  if (type === 'file' || type === 'raw') return { kind: 'file', size: decoded.unixfs.fileSize() };
+  if (type === 'symlink') return { kind: 'symlink' };
+  if (type === 'directory' || type === 'hamt-sharded-directory') {
+    const cursor = cursorOf(cid, decoded, nodes);
+    return { kind: 'directory', links: () => linksOf(cursor) };
+  }
+  throw damaged(cid, `an entry of type ${type}`);
 }
 
 function linksOf(cursor: DirectoryCursor): Array<{ name: string; cid: CID }> {
