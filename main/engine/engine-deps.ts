@@ -63,8 +63,8 @@ export interface EngineDeps {
   /** Test seam for crash-point tests: a restored file is written whole, before its rename. */
   readonly afterFileRestored?: (writtenSoFar: number) => void;
   /**
-   * Test seam: the largest metadata CAR a backup makes; by default the spec's (§14, 128 MiB),
-   * which takes a source of some 800 000 files to reach.
+   * Test seam: the largest metadata CAR a backup makes, and so the largest a pull takes; by
+   * default the spec's (§14, 128 MiB), which takes a source of some 800 000 files to reach.
    */
   readonly metadataLimitBytes?: number;
   /** What the metadata cache may hold; by default METADATA_CACHE_BUDGET_BYTES (2 GiB). */

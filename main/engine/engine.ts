@@ -74,7 +74,12 @@ export class Engine {
       );
       this.db = opened.db;
       this.repair = opened.repair;
-      this.metadata = new MetadataCache(deps.home, this.db, deps.metadataCacheBytes);
+      this.metadata = new MetadataCache(
+        deps.home,
+        this.db,
+        deps.metadataCacheBytes,
+        deps.metadataLimitBytes,
+      );
       this.connection = new ServiceConnection(deps, this.db, () => this.now());
       this.enrollment = new Enrollment(deps, this.db, this.connection, () => this.now());
       this.buckets = new BucketCatalog(deps, this.db, this.connection, this.metadata, () =>

@@ -29,11 +29,19 @@ export class MetadataCache {
   private readonly home: string;
   private readonly db: StateDb;
   private readonly budgetBytes: number;
+  /** The largest metadata CAR a pull takes: the largest a backup makes. */
+  private readonly pullLimitBytes: number | undefined;
 
-  constructor(home: string, db: StateDb, budgetBytes = METADATA_CACHE_BUDGET_BYTES) {
+  constructor(
+    home: string,
+    db: StateDb,
+    budgetBytes = METADATA_CACHE_BUDGET_BYTES,
+    pullLimitBytes?: number,
+  ) {
     this.home = home;
     this.db = db;
     this.budgetBytes = budgetBytes;
+    this.pullLimitBytes = pullLimitBytes;
   }
 
   /** Where backups stage what they write, and pulls what they fetch, before it is kept. */
@@ -133,7 +141,7 @@ export class MetadataCache {
     const pulled = newStagingDir(this.stagingRoot);
     mkdirSync(path.dirname(pulled), { recursive: true, mode: 0o700 });
     try {
-      await client.pullVersionToFile(versionId, pulled, onPull);
+      await client.pullVersionToFile(versionId, pulled, onPull, this.pullLimitBytes);
       const file = keep ? await this.keep(versionId, pulled) : pulled;
       if (keep) await this.trim(versionId);
       try {

@@ -4,6 +4,7 @@ import type { Dispatcher } from 'undici';
 import { EngineError, throwIfStopped, unlessStopped } from '../api/index.ts';
 import {
   API_PREFIX,
+  DEFAULT_LIMITS,
   MEDIA_CAR,
   MEDIA_JSON,
   PART_CAR_UPLOAD,
@@ -665,7 +666,8 @@ export class ServiceClient {
    * pullVersion, written to `file` (created, or emptied, with mode 0600) as it arrives rather
    * than held: a tree of 400 000 files has a metadata CAR of about 60 MB. An answer that breaks
    * off is asked for again from its start; a failed write (a full disk) is final, and its own
-   * error.
+   * error. So is an answer of more than `maxBytes`, the most a backup makes (§14): a faulty or
+   * hostile service could otherwise fill the disk it is written to.
    */
   async pullVersionToFile(
     id: string,
@@ -675,7 +677,15 @@ export class ServiceClient {
      * when it does not); a retry starts again at 0.
      */
     onReceived?: (receivedThisAttempt: number, total: number | null) => void,
+    maxBytes: number = DEFAULT_LIMITS.metadataCarBytes,
   ): Promise<void> {
+    const tooLarge = (): OwnFailure =>
+      new OwnFailure(
+        new EngineError(
+          'protocol',
+          `the service sent more than ${maxBytes} bytes of metadata for version ${id}, more than any backup makes: the service is faulty, or the version was not made by Canopy; nothing of it was kept`,
+        ),
+      );
     await this.sendAndRead(
       {
         method: 'GET',
@@ -690,9 +700,11 @@ export class ServiceClient {
         // The caller's own failure, as a write's is: not the answer breaking off.
         const told = (): Promise<void> => own(() => Promise.resolve(onReceived?.(received, total)));
         try {
+          if (total !== null && total > maxBytes) throw tooLarge();
           await told();
           if (response.body)
             for await (const chunk of response.body as ReadableStream<Uint8Array>) {
+              if (received + chunk.length > maxBytes) throw tooLarge();
               await own(() => handle.write(chunk));
               received += chunk.length;
               await told();

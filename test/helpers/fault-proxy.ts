@@ -25,6 +25,11 @@ export type Fault =
   | 'cut'
   /** The server's answer whole, but for its body's last byte, flipped. */
   | 'damage'
+  /**
+   * The server's status and headers but its length, then its body followed by zeros that never
+   * end, as a faulty or hostile server may send; until the client hangs up.
+   */
+  | 'endless'
   /** Passed through after this long, as over a link that stalls; not counted as injected. */
   | { delayMs: number }
   /** An answer of the service's own error shape (§6): 'injected fault' unless `msg` is given. */
@@ -65,7 +70,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const forward = (
     incoming: IncomingMessage,
     outgoing: ServerResponse,
-    fault: 'pass' | 'cut' | 'damage' = 'pass',
+    fault: 'pass' | 'cut' | 'damage' | 'endless' = 'pass',
   ): void => {
     const upstream = request(
       {
@@ -82,6 +87,23 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         if (fault === 'pass') {
           head();
           answer.pipe(outgoing);
+          return;
+        }
+        if (fault === 'endless') {
+          const headers = { ...answer.headers };
+          delete headers['content-length'];
+          outgoing.writeHead(answer.statusCode ?? 502, headers);
+          let hungUp = false;
+          outgoing.once('close', () => {
+            hungUp = true;
+          });
+          const zeros = Buffer.alloc(64 * 1024);
+          const more = (): void => {
+            while (!hungUp && outgoing.write(zeros));
+            if (!hungUp) outgoing.once('drain', more);
+          };
+          answer.on('data', (chunk: Buffer) => outgoing.write(chunk));
+          answer.once('end', more);
           return;
         }
         if (fault === 'damage') {
@@ -137,7 +159,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
               ? { status: 429, retryAfter: 1 }
               : 'reset';
     }
-    if (fault === 'pass' || fault === 'cut' || fault === 'damage') {
+    if (fault === 'pass' || fault === 'cut' || fault === 'damage' || fault === 'endless') {
       if (fault !== 'pass') injected += 1;
       forward(incoming, outgoing, fault);
       return;
