@@ -45,7 +45,7 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
 
 a version's or snapshot's ID may be its first characters (4 or more) when no other's begin so
 a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its path there
-(~/Pictures/2019/beach.jpg)
+(~/Pictures/2019/beach.jpg), or in the bucket's folder now, for one renamed since
 exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
 
