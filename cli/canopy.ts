@@ -28,9 +28,10 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
   versions delete ID... --bucket NAME               delete versions (and their snapshots), freeing
                                                     their data no other version holds
   snapshots delete ID --bucket NAME                 unpin a version; the version stays
-  ls --bucket NAME [--version ID | --snapshot ID] [PATH] [--recursive|-R] [--progress]
+  ls --bucket NAME [--version ID | --snapshot ID | --at TIME] [PATH] [--recursive|-R]
+     [--progress]
                                                     -R: all below PATH, each by its path
-  restore --bucket NAME [--version ID | --snapshot ID] [PATH] [--to DIR] [--overwrite]
+  restore --bucket NAME [--version ID | --snapshot ID | --at TIME] [PATH] [--to DIR] [--overwrite]
           [--sparse] [--progress]                   without --to, to where it was backed up from;
                                                     --sparse leaves runs of zeros as holes
   diff --bucket NAME [--from ID] [--to ID] [PATH] [--progress]
@@ -38,12 +39,14 @@ const USAGE = `usage: canopy <command> [options]   (every command takes --json)
                                                     from the one before the active one to it
   history PATH --bucket NAME [--progress]           the versions in which PATH differs from the
                                                     version before, newest first
-  verify --bucket NAME [--version ID] [--all] [--progress]
+  verify --bucket NAME [--version ID | --snapshot ID | --at TIME] [--all] [--progress]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
   notifications [list | dismiss ID]
 
-a version's or snapshot's ID may be its first characters (4 or more) when no other's begin so
+a version's or snapshot's ID may be its first characters (4 or more) when no other's begin so;
+--at TIME takes the newest version made by then: a day (2026-11-20, until its end) or a time
+(2026-11-20T14:30, this computer's clock unless it ends in Z or +01:00)
 a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its path there
 (~/Pictures/2019/beach.jpg), or in the bucket's folder now, for one renamed since
 exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
@@ -161,6 +164,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         progress: { type: 'boolean' },
         sparse: { type: 'boolean' },
         snapshot: { type: 'string' },
+        at: { type: 'string' },
         all: { type: 'boolean' },
         recursive: { type: 'boolean', short: 'R' },
         help: { type: 'boolean', short: 'h' },

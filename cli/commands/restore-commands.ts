@@ -2,6 +2,7 @@ import { need, offlineReason, table, UsageError, type CommandContext } from '../
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
+import { versionChoice } from '../version-choice.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 
 // `canopy ls` browses a version; `canopy restore` brings it back.
@@ -9,15 +10,14 @@ import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 export async function lsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
   command.takesWords(1);
-  const version = str('version');
-  const snapshot = str('snapshot');
+  const bucket = need(str('bucket'), '--bucket');
+  const chosen = await versionChoice(command, bucket);
   // Shown only while a version this computer keeps no copy of is fetched.
   const progress = progressShown(PHASE_PROGRESS);
   const { entries, versionId, offlineSince, offlineBecause } = await engine
     .browse({
-      bucket: need(str('bucket'), '--bucket'),
-      ...(version === undefined ? {} : { version }),
-      ...(snapshot === undefined ? {} : { snapshot }),
+      bucket,
+      ...chosen,
       ...(sub === undefined ? {} : { path: sub }),
       ...(values['recursive'] === true ? { recursive: true } : {}),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
@@ -53,17 +53,16 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
     throw new UsageError(
       'the path to restore was given empty; leave it out to restore the whole version',
     );
-  const snapshot = str('snapshot');
-  const version = str('version');
+  const bucket = need(str('bucket'), '--bucket');
+  const chosen = await versionChoice(command, bucket);
   const to = str('to');
   const progress = progressShown(PHASE_PROGRESS);
   const result = await untilSignalled((signal) =>
     engine.restore({
-      bucket: need(str('bucket'), '--bucket'),
+      bucket,
       ...(to === undefined ? {} : { to }),
       overwrite: values['overwrite'] === true,
-      ...(version === undefined ? {} : { version }),
-      ...(snapshot === undefined ? {} : { snapshot }),
+      ...chosen,
       ...(sub === undefined ? {} : { path: sub }),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       ...(values['sparse'] === true ? { sparse: true } : {}),

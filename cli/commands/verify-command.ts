@@ -2,6 +2,7 @@ import { need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { VERIFY_PROGRESS } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
+import { versionChoice } from '../version-choice.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 
 // `canopy verify`: fetch a version's blocks again and check them against their CIDs.
@@ -9,13 +10,14 @@ import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 export async function verifyCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, values, out, str, progressShown } = command;
   command.takesWords(0);
-  const version = str('version');
+  const bucket = need(str('bucket'), '--bucket');
+  const chosen = await versionChoice(command, bucket);
   const progress = progressShown(VERIFY_PROGRESS);
   const result = await untilSignalled((signal) =>
     engine.verify({
-      bucket: need(str('bucket'), '--bucket'),
+      bucket,
       all: values['all'] === true,
-      ...(version === undefined ? {} : { version }),
+      ...chosen,
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       signal,
     }),

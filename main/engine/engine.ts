@@ -28,6 +28,7 @@ import { MetadataCache } from './metadata-cache.ts';
 import { ServiceConnection } from './service-connection.ts';
 import { BucketCatalog } from './bucket-catalog.ts';
 import { BucketVersions, type DeletedVersion, type VersionsOrLastSeen } from './bucket-versions.ts';
+import { versionAsOf, type VersionAsOf } from './version-as-of.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import type { BackupPlan, BackupRequest, PlanRequest, StoredBackup } from './source-backup.ts';
 import type { BrowseRequest, BrowsedFolder } from './version-browser.ts';
@@ -246,6 +247,14 @@ export class Engine {
   /** The bucket's versions; while the service cannot be reached, the list as last seen. */
   async versionsOrLastSeen(input: { bucket: string }): Promise<VersionsOrLastSeen> {
     return this.versions.orLastSeen(input);
+  }
+
+  /**
+   * The bucket's version as it was at `atMs` (`--at`): the newest stored whole and made then or
+   * before; from the list as last seen while the service cannot be reached.
+   */
+  async versionAsOf(input: { bucket: string; atMs: number }): Promise<VersionAsOf> {
+    return versionAsOf(this.versions, input);
   }
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {

@@ -37,6 +37,8 @@ const VERIFY_SAMPLE_BLOCKS = 64;
 export interface VerifyRequest {
   readonly bucket: string;
   readonly version?: string;
+  /** The version this snapshot pins, in place of `version`. */
+  readonly snapshot?: string;
   readonly all: boolean;
   /** Takes the blocks and bytes checked so far, with an ETA. */
   readonly onProgress?: (progress: VerifyProgress) => void;

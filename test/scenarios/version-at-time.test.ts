@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { canopyFails, canopySucceeds, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+
+// `--at TIME`: a user remembers when a file was still right, not a version's id. `canopy ls`,
+// `restore` and `verify` read the newest version made by then, and say which one that is and
+// when it was made; a time before the first version, or one written wrong, is refused.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-version-at-'));
+const source = path.join(scratch, 'source');
+const home = path.join(scratch, 'home');
+const env = { CANOPY_SECRET_STORE: 'file' };
+
+interface Version {
+  id: string;
+  created_at: number;
+  snapshot_id: string | null;
+}
+/** Oldest first. */
+let versions: Version[] = [];
+
+const iso = (seconds: number): string => new Date(seconds * 1000).toISOString();
+
+beforeAll(async () => {
+  await loginWithBucket(home, path.join(scratch, 'local'), 'Docs');
+  writeSettled(path.join(source, 'note.txt'), 'first');
+  await canopySucceeds(home, 'backup', source, '--bucket', 'Docs', '--skip-check');
+  // Versions are dated to the second.
+  await sleep(1100);
+  writeSettled(path.join(source, 'note.txt'), 'second draft');
+  await canopySucceeds(home, 'backup', source, '--bucket', 'Docs', '--skip-check');
+  versions = (
+    JSON.parse(await canopySucceeds(home, 'versions', '--bucket', 'Docs', '--json')) as Version[]
+  ).reverse();
+}, 60_000);
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('a version chosen by a time', () => {
+  it('is the newest made by then, for ls, restore and verify, each saying which', async () => {
+    const [first, second] = versions;
+    if (!first || !second) throw new Error('two versions were made');
+    const told = `canopy: version ${first.id}, made ${iso(first.created_at)}, the newest at ${iso(first.created_at)}\n`;
+
+    const listed = await runCanopy(
+      home,
+      ['ls', '--bucket', 'Docs', '--at', iso(first.created_at), '--json'],
+      env,
+    );
+    expect(listed.stderr).toBe(told);
+    expect(JSON.parse(listed.stdout)).toMatchObject([{ name: 'note.txt', size: 5 }]);
+
+    const out = path.join(scratch, 'first');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--at', iso(first.created_at), '--to', out, 'note.txt'],
+      env,
+    );
+    expect(restored.stderr).toBe(told);
+    expect(readFileSync(path.join(out, 'note.txt'), 'utf8')).toBe('first');
+
+    const verified = await runCanopy(
+      home,
+      ['verify', '--bucket', 'Docs', '--at', iso(first.created_at), '--all'],
+      env,
+    );
+    expect(verified.stdout).toContain(`of version ${first.id}: restorable as of`);
+
+    // A day alone is all of it: today's latest version.
+    const now = new Date();
+    const today = [now.getFullYear(), now.getMonth() + 1, now.getDate()]
+      .map((part) => String(part).padStart(2, '0'))
+      .join('-');
+    const latest = path.join(scratch, 'latest');
+    await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--at', today, '--to', latest);
+    expect(readFileSync(path.join(latest, 'note.txt'), 'utf8')).toBe('second draft');
+  });
+
+  it('verifies the version a snapshot names, as ls and restore take it', async () => {
+    const [first] = versions;
+    const verified = await canopySucceeds(
+      home,
+      ...['verify', '--bucket', 'Docs', '--snapshot', first?.snapshot_id ?? ''],
+    );
+    expect(verified).toContain(`of version ${first?.id ?? ''}: restorable as of`);
+  });
+
+  it('is refused before the first version, and for a time written wrong', async () => {
+    const [first] = versions;
+    if (!first) throw new Error('a version was made');
+    const before = iso(first.created_at - 1);
+    expect(await canopyFails(home, 'ls', '--bucket', 'Docs', '--at', before)).toBe(
+      `canopy: bucket "Docs" has no version from ${new Date((first.created_at - 1) * 1000).toISOString()} or before: its oldest is from ${iso(first.created_at)}\n`,
+    );
+    const wrong = await runCanopy(home, ['restore', '--bucket', 'Docs', '--at', '30/11/2026'], env);
+    expect(wrong.status).toBe(2);
+    expect(wrong.stderr).toContain('--at takes a day (2026-11-20) or a time');
+    const both = await runCanopy(
+      home,
+      ['ls', '--bucket', 'Docs', '--at', before, '--version', first.id],
+      env,
+    );
+    expect(both.status).toBe(2);
+    expect(both.stderr).toBe(
+      'canopy: --at chooses the version itself: give it without --version or --snapshot\n',
+    );
+  });
+});
