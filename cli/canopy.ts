@@ -9,6 +9,7 @@ import { localDatabaseNotice } from './local-database-notice.ts';
 import { StoppedBySignal } from './signal-stop.ts';
 import { runOnWhenReaderGoes } from './closed-output.ts';
 import { UsageError, unexpectedWords, type Command, type Output } from './command-context.ts';
+import { refuseOptionsNotTaken } from './command-options.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
 
@@ -176,6 +177,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const [name, ...words] = positionals;
     const command = await commandNamed(name);
+    if (name !== undefined)
+      refuseOptionsNotTaken(
+        name,
+        Object.keys(values).filter((option) => values[option as keyof typeof values] !== undefined),
+      );
     const [{ openSecretStore, secretStoreChoice }, { createEngine }, { canopyHome }] =
       await Promise.all([
         import('../main/identity/index.ts'),

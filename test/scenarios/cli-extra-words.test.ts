@@ -66,5 +66,18 @@ describe('words a command does not take', () => {
     expect(existsSync(target)).toBe(false);
     await emptied(['backup', source, '--bucket', ''], '--bucket was given empty; it needs a value');
     await emptied(['login', '--local', '--data', ''], '--data was given empty; it needs a value');
+
+    // An option another command takes: dropped, it would have done what was not asked for.
+    await emptied(
+      ['history', 'a.txt', '--bucket', 'Docs', '--version', 'abcd'],
+      'history does not take --version (it takes --bucket, --progress)',
+    );
+    await emptied(
+      ['backup', source, '--bucket', 'Docs', '--overwrite', '--to', target],
+      'backup does not take --overwrite, --to (it takes --bucket, --dry-run, --progress, --allow-empty, --replace-source, --skip-check)',
+    );
+    await emptied(['whoami', '--bucket', 'Docs'], 'whoami does not take --bucket');
+    const versionsNow = await runCanopy(home, ['versions', '--bucket', 'Docs', '--json'], env);
+    expect(JSON.parse(versionsNow.stdout)).toHaveLength(1);
   });
 });
