@@ -18,6 +18,12 @@ import { cidAt, shapeOfNode, type NodeLookup, type NodeShape } from './walk-tree
 // OTHER_ENTRIES_PER_FILE for each file, past a floor that leaves room for trees of empty
 // folders, is taken for the same.
 
+/**
+ * Entries no tree may hold, whatever its manifest states (a hostile server writes that too):
+ * ext4 and NTFS hold at most 2^32 files, and a tree standing for more is most likely one whose
+ * folders link to one another.
+ */
+const MAX_ENTRIES = 2 ** 32;
 /** Folders and links allowed for each file the manifest states, past OTHER_ENTRIES_FLOOR. */
 const OTHER_ENTRIES_PER_FILE = 16;
 /** Folders and links allowed whatever the manifest states. */
@@ -117,11 +123,17 @@ export function checkedTreeTotals(
   if (!totals) return undefined;
   const files = manifest['file_count'];
   const bytes = manifest['total_bytes'];
-  const refuse = (holds: string, states: string): EngineError =>
+  const where = place === '' ? 'its tree' : `${place} in its tree`;
+  const damaged = (why: string): EngineError =>
     new EngineError(
       'protocol',
-      `the version's metadata is damaged or was not made by a backup: ${place === '' ? 'its tree' : `${place} in its tree`} holds ${holds}, and its manifest states ${states}; nothing was ${what}`,
+      `the version's metadata is damaged or was not made by a backup: ${where} ${why}; nothing was ${what}`,
     );
+  const entries = totals.files + totals.others;
+  if (entries > MAX_ENTRIES)
+    throw damaged(`holds ${entries} files, folders and links, more than any file system holds`);
+  const refuse = (holds: string, states: string): EngineError =>
+    damaged(`holds ${holds}, and its manifest states ${states}`);
   if (typeof files === 'number' && totals.files > files)
     throw refuse(`${totals.files} files`, `${files} for the whole version`);
   if (typeof bytes === 'number' && totals.bytes > bytes)

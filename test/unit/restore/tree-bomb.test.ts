@@ -81,7 +81,7 @@ describe('a version whose tree stands for more than its manifest states', () => 
     const file = await fileNode(nodes, 'x');
     const root = await doublingChain(
       nodes,
-      40,
+      30,
       await putNode(nodes, {
         Data: folderData(),
         Links: [{ Name: 'file.txt', Hash: file, Tsize: 0 }],
@@ -91,7 +91,23 @@ describe('a version whose tree stands for more than its manifest states', () => 
     const error = await refusal(() => restoreInto(target, treeOf(nodes, root, 1, 1)));
     expect(error.code).toBe('protocol');
     expect(error.message).toBe(
-      `the version's metadata is damaged or was not made by a backup: its tree holds ${2 ** 40} files, and its manifest states 1 for the whole version; nothing was restored`,
+      `the version's metadata is damaged or was not made by a backup: its tree holds ${2 ** 30} files, and its manifest states 1 for the whole version; nothing was restored`,
+    );
+    expect(readdirSync(target)).toEqual([]);
+  });
+
+  it('is refused when it stands for more than any disk holds, whatever its manifest states', async () => {
+    const nodes = new MetadataNodes();
+    const file = await fileNode(nodes, 'x');
+    const bottom = await putNode(nodes, {
+      Data: folderData(),
+      Links: [{ Name: 'file.txt', Hash: file, Tsize: 0 }],
+    });
+    const root = await doublingChain(nodes, 40, bottom);
+    const target = path.join(scratch, 'stated');
+    const error = await refusal(() => restoreInto(target, treeOf(nodes, root, 2 ** 40, 2 ** 40)));
+    expect(error.message).toBe(
+      `the version's metadata is damaged or was not made by a backup: its tree holds ${2 ** 40 + 2 ** 41 - 1} files, folders and links, more than any file system holds; nothing was restored`,
     );
     expect(readdirSync(target)).toEqual([]);
   });
@@ -111,14 +127,14 @@ describe('a version whose tree stands for more than its manifest states', () => 
   it('is refused when it is folders only, by a restore and by a listing of all it holds', async () => {
     const nodes = new MetadataNodes();
     const empty = await putNode(nodes, { Data: folderData(), Links: [] });
-    const root = await doublingChain(nodes, 40, empty);
+    const root = await doublingChain(nodes, 30, empty);
     const tree = treeOf(nodes, root, 0, 0);
     const target = path.join(scratch, 'folders');
     const error = await refusal(() => restoreInto(target, tree));
-    expect(error.message).toContain(`its tree holds ${2 ** 41 - 1} folders and links`);
+    expect(error.message).toContain(`its tree holds ${2 ** 31 - 1} folders and links`);
     expect(readdirSync(target)).toEqual([]);
     const listing = await refusal(() => listVersionPath(tree, 'a/b', true));
-    expect(listing.message).toContain(`a/b in its tree holds ${2 ** 39 - 1} folders and links`);
+    expect(listing.message).toContain(`a/b in its tree holds ${2 ** 29 - 1} folders and links`);
     expect(listing.message).toContain('nothing was listed');
     // One folder's own entries are listed as ever: they are as many as its node names.
     expect(listVersionPath(tree, 'a/b').map((entry) => entry.name)).toEqual(['a', 'b']);
@@ -169,7 +185,7 @@ describe('a version whose tree stands for more than its manifest states', () => 
       Data: folderData(),
       Links: [{ Name: 'file.txt', Hash: file, Tsize: 0 }],
     });
-    const bomb = treeOf(nodes, await doublingChain(nodes, 40, bottom), 1, 1);
+    const bomb = treeOf(nodes, await doublingChain(nodes, 30, bottom), 1, 1);
     expect((await refusal(() => [...leavesInTreeOrder(bomb)])).message).toContain(
       'nothing was verified',
     );
@@ -181,7 +197,7 @@ describe('a version whose tree stands for more than its manifest states', () => 
       1,
     );
     const comparison = await refusal(() => [...new VersionDiffer(before, bomb).changes()]);
-    expect(comparison.message).toContain(`a in its tree holds ${2 ** 39} files`);
+    expect(comparison.message).toContain(`a in its tree holds ${2 ** 29} files`);
     expect(comparison.message).toContain('nothing was compared');
   });
 });
