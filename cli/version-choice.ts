@@ -34,7 +34,7 @@ export async function versionChoice(
   const listed =
     chosen.offlineSince === null
       ? ''
-      : ` (${offlineReason(chosen.offlineBecause)}: from its versions as of ${new Date(chosen.offlineSince).toISOString()})`;
+      : ` (${offlineReason(chosen.offlineBecause)}: chosen among the bucket's versions as seen at ${new Date(chosen.offlineSince).toISOString()})`;
   process.stderr.write(
     `canopy: version ${chosen.version.id}, made ${madeAt}, the newest at ${new Date(atMs).toISOString()}${listed}\n`,
   );

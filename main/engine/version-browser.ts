@@ -15,7 +15,7 @@ import {
 } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { namedById } from './named-by-id.ts';
-import { PathsInVersions } from './path-in-version.ts';
+import { PathsInVersions } from './paths-in-versions.ts';
 import type { PullProgress } from './metadata-cache.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';

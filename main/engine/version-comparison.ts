@@ -4,7 +4,7 @@ import { VersionDiffer, type VersionChange } from '../restore/index.ts';
 import type { RestoreProgress } from '../uploader/index.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { namedById } from './named-by-id.ts';
-import { PathsInVersions } from './path-in-version.ts';
+import { PathsInVersions } from './paths-in-versions.ts';
 import type { VersionBrowser } from './version-browser.ts';
 
 // `canopy diff`: what changed from one version of a bucket to another, by default from the

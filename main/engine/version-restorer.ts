@@ -26,7 +26,7 @@ import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { RestoredFilesNotes } from './restored-files-notes.ts';
 import { usingTree } from './using-tree.ts';
-import { PathsInVersions, type PathInVersion } from './path-in-version.ts';
+import { PathsInVersions, type PathInVersion } from './paths-in-versions.ts';
 import type { VersionBrowser } from './version-browser.ts';
 
 // Restoring a version, or one file or folder of it, into a folder: by default back where it

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import { writeSettled } from '../helpers/settled-file.ts';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-version-at-'));
 const source = path.join(scratch, 'source');
 const home = path.join(scratch, 'home');
+const data = path.join(scratch, 'local');
 const env = { CANOPY_SECRET_STORE: 'file' };
 
 interface Version {
@@ -26,7 +27,7 @@ let versions: Version[] = [];
 const iso = (seconds: number): string => new Date(seconds * 1000).toISOString();
 
 beforeAll(async () => {
-  await loginWithBucket(home, path.join(scratch, 'local'), 'Docs');
+  await loginWithBucket(home, data, 'Docs');
   writeSettled(path.join(source, 'note.txt'), 'first');
   await canopySucceeds(home, 'backup', source, '--bucket', 'Docs', '--skip-check');
   // Versions are dated to the second.
@@ -78,6 +79,28 @@ describe('a version chosen by a time', () => {
     const latest = path.join(scratch, 'latest');
     await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--at', today, '--to', latest);
     expect(readFileSync(path.join(latest, 'note.txt'), 'utf8')).toBe('second draft');
+  });
+
+  it('is chosen among the versions as last seen while the disk holding them is not connected', async () => {
+    const [first] = versions;
+    if (!first) throw new Error('a version was made');
+    renameSync(data, `${data}-unplugged`);
+    try {
+      const listed = await runCanopy(
+        home,
+        ['ls', '--bucket', 'Docs', '--at', iso(first.created_at), '--json'],
+        env,
+      );
+      expect(listed.status, listed.stderr).toBe(0);
+      expect(listed.stderr).toMatch(
+        new RegExp(
+          `^canopy: version ${first.id}, made ${iso(first.created_at)}, the newest at ${iso(first.created_at)} \\(the disk holding the backups is not connected: chosen among the bucket's versions as seen at \\d{4}-[^)]+\\)\n$`,
+        ),
+      );
+      expect(JSON.parse(listed.stdout)).toMatchObject([{ name: 'note.txt', size: 5 }]);
+    } finally {
+      renameSync(`${data}-unplugged`, data);
+    }
   });
 
   it('verifies the version a snapshot names, as ls and restore take it', async () => {
