@@ -107,6 +107,29 @@ export function treeTotals(
 }
 
 /**
+ * Totals counted already, by the nodes they were read from and the entry counted: restoring one
+ * folder checks it before its leaves are listed (subtree-index.ts) and again before it is
+ * written, and a verify before it reads and again to name the files a lost block leaves out.
+ */
+const countedBefore = new WeakMap<NodeLookup, Map<string, TreeTotals | undefined>>();
+
+/** treeTotals, counted once for the same nodes. */
+function countedOnce(
+  root: CID,
+  nodes: NodeLookup,
+  under: readonly string[],
+): TreeTotals | undefined {
+  let counted = countedBefore.get(nodes);
+  if (!counted) {
+    counted = new Map<string, TreeTotals | undefined>();
+    countedBefore.set(nodes, counted);
+  }
+  const key = [cidText(root), ...under].join('\0');
+  if (!counted.has(key)) counted.set(key, treeTotals(root, nodes, under));
+  return counted.get(key);
+}
+
+/**
  * The totals of the entry at `under` below `root`, once checked against what the manifest
  * states for the whole version; a tree that holds more is refused. `what` says what was to be
  * done with it (`restored`), `place` where that entry is in the version.
@@ -119,7 +142,7 @@ export function checkedTreeTotals(
   what: string,
   place = under.join('/'),
 ): TreeTotals | undefined {
-  const totals = treeTotals(root, nodes, under);
+  const totals = countedOnce(root, nodes, under);
   if (!totals) return undefined;
   const files = manifest['file_count'];
   const bytes = manifest['total_bytes'];
