@@ -10,6 +10,10 @@ export type EngineErrorCode =
   | 'conflict'
   | 'stale_previous'
   | 'quota_exceeded'
+  /**
+   * A request larger than the service takes (§14), or an answer of the service's larger than the
+   * spec allows (a version's metadata past its limit): asking again does not make it smaller.
+   */
   | 'payload_too_large'
   | 'invalid_request'
   | 'rate_limited'

@@ -682,7 +682,7 @@ export class ServiceClient {
     const tooLarge = (): OwnFailure =>
       new OwnFailure(
         new EngineError(
-          'protocol',
+          'payload_too_large',
           `the service sent more than ${maxBytes} bytes of metadata for version ${id}, more than any backup makes: the service is faulty, or the version was not made by Canopy; nothing of it was kept`,
         ),
       );
