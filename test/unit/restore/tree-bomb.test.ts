@@ -45,6 +45,15 @@ async function doublingChain(nodes: MetadataNodes, levels: number, bottom: CID):
   return next;
 }
 
+/** A folder holding one file of one byte, `file.txt`. */
+async function folderOfOneFile(nodes: MetadataNodes): Promise<CID> {
+  const file = await fileNode(nodes, 'x');
+  return putNode(nodes, {
+    Data: folderData(),
+    Links: [{ Name: 'file.txt', Hash: file, Tsize: 0 }],
+  });
+}
+
 function treeOf(nodes: MetadataNodes, root: CID, fileCount: number, totalBytes: number) {
   return {
     manifest: { version: 1, root, file_count: fileCount, total_bytes: totalBytes },
@@ -78,15 +87,7 @@ async function refusal(work: () => unknown): Promise<EngineError> {
 describe('a version whose tree stands for more than its manifest states', () => {
   it('is refused by a restore, which writes nothing', async () => {
     const nodes = new MetadataNodes();
-    const file = await fileNode(nodes, 'x');
-    const root = await doublingChain(
-      nodes,
-      30,
-      await putNode(nodes, {
-        Data: folderData(),
-        Links: [{ Name: 'file.txt', Hash: file, Tsize: 0 }],
-      }),
-    );
+    const root = await doublingChain(nodes, 30, await folderOfOneFile(nodes));
     const target = path.join(scratch, 'files');
     const error = await refusal(() => restoreInto(target, treeOf(nodes, root, 1, 1)));
     expect(error.code).toBe('protocol');
@@ -98,12 +99,7 @@ describe('a version whose tree stands for more than its manifest states', () => 
 
   it('is refused when it stands for more than any disk holds, whatever its manifest states', async () => {
     const nodes = new MetadataNodes();
-    const file = await fileNode(nodes, 'x');
-    const bottom = await putNode(nodes, {
-      Data: folderData(),
-      Links: [{ Name: 'file.txt', Hash: file, Tsize: 0 }],
-    });
-    const root = await doublingChain(nodes, 40, bottom);
+    const root = await doublingChain(nodes, 40, await folderOfOneFile(nodes));
     const target = path.join(scratch, 'stated');
     const error = await refusal(() => restoreInto(target, treeOf(nodes, root, 2 ** 40, 2 ** 40)));
     expect(error.message).toBe(
@@ -180,11 +176,7 @@ describe('a version whose tree stands for more than its manifest states', () => 
 
   it('is refused by a verify and by a comparison with a version before it', async () => {
     const nodes = new MetadataNodes();
-    const file = await fileNode(nodes, 'x');
-    const bottom = await putNode(nodes, {
-      Data: folderData(),
-      Links: [{ Name: 'file.txt', Hash: file, Tsize: 0 }],
-    });
+    const bottom = await folderOfOneFile(nodes);
     const bomb = treeOf(nodes, await doublingChain(nodes, 30, bottom), 1, 1);
     expect((await refusal(() => [...leavesInTreeOrder(bomb)])).message).toContain(
       'nothing was verified',
