@@ -4,6 +4,7 @@ import { compareUtf8 } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
+import { notInVersion } from './not-in-version.ts';
 import { walkTree, type TreeEntry } from './walk-tree.ts';
 
 // Lists a folder of a version, or everything below it, from its metadata alone (§17.5): no
@@ -25,16 +26,6 @@ export interface VersionEntry {
   readonly mode: number | null;
   readonly mtime: number | null;
   readonly target: string | null;
-}
-
-/** That the version holds nothing at `subPath`, whose names are `parts`, and where to look. */
-function notInVersion(subPath: string, parts: readonly string[]): EngineError {
-  // What is there instead is one level up: the folder above, or the version's top.
-  const above = parts.slice(0, -1).join('/');
-  return new EngineError(
-    'not_found',
-    `no ${subPath} in this version (canopy ls ${above === '' ? 'without a path' : JSON.stringify(above)} shows what is there, canopy history the versions that hold it)`,
-  );
 }
 
 /** An entry as the tree walk read it; with `path`, listed by that path (below the folder listed). */
@@ -90,7 +81,7 @@ export function listVersionPath(
       entry: versionEntryOf(entry, recursive ? below.join('/') : undefined),
     });
   }
-  if (!found) throw notInVersion(subPath, parts);
+  if (!found) throw notInVersion(subPath, parts, root, tree.nodes);
   // A large folder is a HAMT (§17.1), whose entries come in the order of their names' hashes.
   listed.sort((a, b) => comparePaths(a.parts, b.parts));
   return listed.map(({ entry }) => entry);

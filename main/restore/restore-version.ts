@@ -43,6 +43,7 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
+import { notInVersion } from './not-in-version.ts';
 import { versionPathParts } from './version-path.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
 import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
@@ -875,11 +876,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     await slots?.close();
   }
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
-  if (!matched)
-    throw new EngineError(
-      'not_found',
-      `no ${input.subPath ?? ''} in this version (canopy ls shows what it holds, canopy history the versions that hold it)`,
-    );
+  if (!matched) throw notInVersion(input.subPath ?? '', wanted, root, index.nodes);
   progress?.finish();
   result.wholeOnRetry.push(...leaves.wholeOnRetry, ...(leavesAgain?.wholeOnRetry ?? []));
   result.unavailable.push(...leaves.unavailable, ...(leavesAgain?.unavailable ?? []));

@@ -325,8 +325,13 @@ describe('backup and restore', () => {
     await expect(
       engine.restore({ bucket: 'Everything', path: 'nope', to: folder, overwrite: false }),
     ).rejects.toThrow(
-      'no nope in this version (canopy ls shows what it holds, canopy history the versions that hold it)',
+      'no nope in this version (canopy ls without a path shows what is there, canopy history the versions that hold it)',
     );
+    // A name mistyped near the start: the folder to look in is the deepest one the version holds.
+    await expect(
+      engine.restore({ bucket: 'Everything', path: 'a/bb/c/d', to: folder, overwrite: false }),
+    ).rejects.toThrow('no a/bb/c/d in this version (canopy ls "a" shows what is there,');
+    expect(readdirSync(folder)).toEqual(['b']);
   });
 });
 
@@ -658,6 +663,13 @@ describe('browse, snapshots and verify', () => {
     await expect(engine.ls({ bucket: 'Everything', path: 'a/b/nope' })).rejects.toThrow(
       'no a/b/nope in this version (canopy ls "a/b" shows what is there, canopy history the versions that hold it)',
     );
+    await expect(engine.ls({ bucket: 'Everything', path: 'a/nope/c/d' })).rejects.toThrow(
+      'no a/nope/c/d in this version (canopy ls "a" shows what is there,',
+    );
+    // Below a file, the folder that holds the file.
+    await expect(
+      engine.ls({ bucket: 'Everything', path: 'a/b/c/d/e/five-MiB.bin/more' }),
+    ).rejects.toThrow('(canopy ls "a/b/c/d/e" shows what is there,');
   });
 
   it('lists everything below a folder by its path, as the folder backed up holds it', async () => {
