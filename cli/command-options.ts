@@ -1,3 +1,4 @@
+import type { ParseArgsConfig } from 'node:util';
 import { UsageError } from './command-context.ts';
 
 // The options each command takes. The command line is read once for all commands, so an option
@@ -6,10 +7,44 @@ import { UsageError } from './command-context.ts';
 // would list every version when the user meant to ask about one. Refused with the usage status
 // instead, before anything is loaded.
 
-/** Every command takes these. */
-const ANY_COMMAND = ['json', 'help'];
+/** Every option of any command, as the command line is read (node:util parseArgs). */
+export const OPTIONS = {
+  json: { type: 'boolean' },
+  server: { type: 'string' },
+  code: { type: 'string' },
+  name: { type: 'string' },
+  local: { type: 'boolean' },
+  data: { type: 'string' },
+  type: { type: 'string' },
+  class: { type: 'string' },
+  'display-name': { type: 'string' },
+  locale: { type: 'string' },
+  bucket: { type: 'string' },
+  version: { type: 'string' },
+  from: { type: 'string' },
+  to: { type: 'string' },
+  overwrite: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+  'allow-empty': { type: 'boolean' },
+  'replace-source': { type: 'boolean' },
+  'skip-check': { type: 'boolean' },
+  add: { type: 'string', multiple: true },
+  remove: { type: 'string', multiple: true },
+  clear: { type: 'boolean' },
+  progress: { type: 'boolean' },
+  sparse: { type: 'boolean' },
+  snapshot: { type: 'string' },
+  at: { type: 'string' },
+  all: { type: 'boolean' },
+  recursive: { type: 'boolean', short: 'R' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
 
-const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
+/** Every command takes these. */
+export const ANY_COMMAND = ['json', 'help'];
+
+/** The options each command takes besides ANY_COMMAND's, by the command's name. */
+export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['login', ['server', 'code', 'name', 'local', 'data']],
   ['link', ['server', 'name']],
   ['whoami', []],

@@ -1,0 +1,42 @@
+// What `canopy --help` prints. Each command's options here are those command-options.ts says it
+// takes (test/unit/cli/usage-text.test.ts holds the two together).
+
+export const USAGE = `usage: canopy <command> [options]   (every command takes --json)
+
+  login --server URL --code CODE [--name DEVICE]   enroll this device with a server
+  login --local [--data DIR] [--name DEVICE]        back up to this computer or a disk
+  link --server URL [--name DEVICE]                 wait until another device approves this one
+  whoami | logout
+  devices [list | approve PEMFILE [--name N] | revoke ID | code]
+  buckets [list | create NAME --type backup|interactive --class hot|warm|cold
+           | rename NAME NEWNAME | delete NAME]
+  backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source] [--skip-check]
+  excludes DIR [--add RULE]... [--remove RULE]... [--clear]
+                                                    the folder's exclude rules (gitignore lines)
+  versions --bucket NAME | snapshots --bucket NAME
+  versions delete ID... --bucket NAME               delete versions (and their snapshots), freeing
+                                                    their data no other version holds
+  snapshots delete ID --bucket NAME                 unpin a version; the version stays
+  ls --bucket NAME [--version ID | --snapshot ID | --at TIME] [PATH] [--recursive|-R]
+     [--progress]
+                                                    -R: all below PATH, each by its path
+  restore --bucket NAME [--version ID | --snapshot ID | --at TIME] [PATH] [--to DIR] [--overwrite]
+          [--sparse] [--progress]                   without --to, to where it was backed up from;
+                                                    --sparse leaves runs of zeros as holes
+  diff --bucket NAME [--from ID] [--to ID] [PATH] [--progress]
+                                                    what changed between two versions: by default
+                                                    from the one before the active one to it
+  history PATH --bucket NAME [--progress]           the versions in which PATH differs from the
+                                                    version before, newest first
+  verify --bucket NAME [--version ID | --snapshot ID | --at TIME] [--all] [--progress]
+  account [show | set [--display-name NAME] [--locale TAG]]
+  invoices
+  notifications [list | dismiss ID]
+
+a version's or snapshot's ID may be its first characters (4 or more) when no other's begin so;
+--at TIME takes the newest version made by then: a day (2026-11-20, until its end) or a time
+(2026-11-20T14:30, this computer's clock unless it ends in Z or +01:00)
+a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its path there
+(~/Pictures/2019/beach.jpg), or in the bucket's folder now, for one renamed since
+exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
+environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
