@@ -76,7 +76,13 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
         : [
             `removed ${counted(result.leftoversRemoved, 'unfinished file')} left by a restore that was stopped`,
           ]),
-      ...(to === undefined ? [`into ${result.restoredInto}, where it was backed up from`] : []),
+      ...(to === undefined
+        ? [
+            result.backedUpFrom === null
+              ? `into ${result.restoredInto}, where it was backed up from`
+              : `into ${result.restoredInto}, where its path names it now (it was backed up from ${result.backedUpFrom})`,
+          ]
+        : []),
       `restored ${counted(result.files, 'file')} (${counted(result.bytes, 'byte')}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
       ...(result.alreadyThere === 0
         ? []

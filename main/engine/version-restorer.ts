@@ -2,12 +2,14 @@ import { statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { EngineError, isDiskGone } from '../api/index.ts';
+import { sourcePlace } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
   originalPlace,
   removeLeftTemporaries,
   restoreVersion,
   subtreeIndex,
+  versionPathParts,
   type RestoredFileOnDisk,
   type RestoreResult,
 } from '../restore/index.ts';
@@ -54,12 +56,33 @@ export type RestoredVersion = RestoreResult & {
   readonly leftoversRemoved: number;
   readonly restoredInto: string;
   /**
+   * Without `to`, into the bucket's folder now by a path named there: the folder the version
+   * held the path in, when that is another (the folder renamed since); null otherwise.
+   */
+  readonly backedUpFrom: string | null;
+  /**
    * Why the next backup of the folder the bucket backs up reads files restored into it again,
    * when some could not be noted for it (RestoredFilesNotes); null when all were, or none went
    * there.
    */
   readonly readAgainBecause: string | null;
 };
+
+/**
+ * The folder the version whose `source_label` is `versionLabel` held `asked` in, when not
+ * `restoredInto`; null when it is, or the version names no folder.
+ */
+function folderBackedUpFrom(
+  versionLabel: unknown,
+  asked: PathInVersion,
+  restoredInto: string,
+): string | null {
+  const source = sourcePlace(versionLabel);
+  if (!source) return null;
+  const parts = versionPathParts(asked.path, asked.sourceLabel);
+  const from = path.join(source.folder, ...parts.slice(0, -1));
+  return from === restoredInto ? null : from;
+}
 
 /** Whether `dir` is a folder now; a disk pulled out while mounted (ENOTCONN) holds none. */
 function isFolderHere(dir: string): boolean {
@@ -171,6 +194,10 @@ export class VersionRestorer {
         ...result,
         leftoversRemoved,
         restoredInto: targetDir,
+        backedUpFrom:
+          input.to === undefined && asked.sourceLabel !== undefined
+            ? folderBackedUpFrom(tree.manifest['source_label'], asked, targetDir)
+            : null,
         readAgainBecause: notes?.finish() ?? null,
       };
     } catch (error) {

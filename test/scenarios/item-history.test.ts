@@ -253,7 +253,7 @@ describe('the history of one item', () => {
     // Without --to, back where the path names (deleted there since), with bytes the bucket's
     // latest version holds: restored into the bucket's folder now, not read by its next backup.
     unlinkSync(ideas);
-    await canopySucceeds(
+    const told = await canopySucceeds(
       home,
       'restore',
       '--bucket',
@@ -263,6 +263,9 @@ describe('the history of one item', () => {
       ideas,
     );
     expect(readFileSync(ideas, 'utf8')).toBe('fewer charts');
+    expect(told).toContain(
+      `into ${path.join(renamed, 'notes')}, where its path names it now (it was backed up from ${path.join(source, 'notes')})\n`,
+    );
     const after = JSON.parse(
       await canopySucceeds(home, 'backup', renamed, '--bucket', 'Docs', '--json', '--skip-check'),
     ) as { files: number; bytesRead: number };

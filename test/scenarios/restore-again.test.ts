@@ -236,7 +236,11 @@ describe('a restore to where the files came from', () => {
       path: 'letters/may.txt',
       overwrite: false,
     });
-    expect(one).toMatchObject({ files: 1, restoredInto: path.join(folder, 'letters') });
+    expect(one).toMatchObject({
+      files: 1,
+      restoredInto: path.join(folder, 'letters'),
+      backedUpFrom: null,
+    });
     expect(readFileSync(path.join(folder, 'letters', 'may.txt'), 'utf8')).toBe('dear ann');
 
     rmSync(path.join(folder, 'letters'), { recursive: true });
