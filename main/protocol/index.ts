@@ -22,3 +22,4 @@ export * from './validation-error.ts';
 export * from './wire.ts';
 export * from './utf8-order.ts';
 export * from './source-label.ts';
+export * from './restored-time.ts';

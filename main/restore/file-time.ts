@@ -12,27 +12,14 @@
 // passed on as it is, negative too. libuv cuts a negative time toward zero, so the middle of the
 // microsecond is reached from the other side.
 
-const NS_PER_US = 1000n;
+import { dividedRoundingDown, restoredMicroseconds } from '../protocol/index.ts';
+
 const US_PER_S = 1_000_000n;
-
-/** `a` divided by `b`, rounded down (BigInt division rounds toward zero). */
-function floorDiv(a: bigint, b: bigint): bigint {
-  const q = a / b;
-  return a % b !== 0n && a < 0n ? q - 1n : q;
-}
-
-/**
- * The time a restore gives an entry backed up with `nanoseconds`: the microsecond nearest it (a
- * half rounds to the later), in microseconds.
- */
-export function restoredMicroseconds(nanoseconds: bigint): bigint {
-  return floorDiv(nanoseconds + NS_PER_US / 2n, NS_PER_US);
-}
 
 /** What to pass Node's utimes calls for an entry to get restoredMicroseconds(nanoseconds). */
 export function fileTime(nanoseconds: bigint): number | string {
   const microseconds = restoredMicroseconds(nanoseconds);
-  const seconds = floorDiv(microseconds, US_PER_S);
+  const seconds = dividedRoundingDown(microseconds, US_PER_S);
   const fraction = Number(microseconds - seconds * US_PER_S);
   if (seconds >= 0n) return Number(seconds) + (fraction + 0.5) / 1e6;
   return String(Number(seconds) + (fraction - 0.5) / 1e6);

@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { compareUtf8 } from '../protocol/index.ts';
+import { compareUtf8, restoredMicroseconds } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { versionEntryOf, type VersionEntry } from './browse-version.ts';
-import { restoredMicroseconds } from './file-time.ts';
 import { versionPathParts } from './version-path.ts';
 import { directoryLinks, walkTree, type TreeEntry } from './walk-tree.ts';
 

@@ -1,9 +1,8 @@
 import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { compareUtf8 } from '../protocol/index.ts';
+import { compareUtf8, restoredMicroseconds } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { comparePaths, versionEntryOf, type VersionEntry } from './browse-version.ts';
-import { restoredMicroseconds } from './file-time.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
 import {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
-import { restoredMicroseconds } from '../../main/restore/file-time.ts';
+import { restoredMicroseconds } from '../../main/protocol/restored-time.ts';
 
 // What a restore must give back of a tree, entry by entry: its kind; a file's content, mode and
 // mtime; a folder's mode and mtime; a symlink's target and mtime. Times are told as a restore

@@ -14,7 +14,8 @@ import {
 import { utimes } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileTime, restoredMicroseconds } from '../../../main/restore/file-time.ts';
+import { restoredMicroseconds } from '../../../main/protocol/restored-time.ts';
+import { fileTime } from '../../../main/restore/file-time.ts';
 
 // A restored file, link or folder gets the microsecond nearest its backed-up time, which a
 // version keeps to the nanosecond: through each of the calls a restore sets times with.
