@@ -4,7 +4,14 @@ import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { isDiskGone, throwIfStopped } from '../api/index.ts';
-import { cidFromSha256, cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../protocol/index.ts';
+import {
+  cidFromSha256,
+  cidText,
+  DAG_PB_CODEC,
+  isRestoredTimeOf,
+  RAW_CODEC,
+  sha256CidOf,
+} from '../protocol/index.ts';
 import {
   openSourceFile,
   skipKindOf,
@@ -119,6 +126,14 @@ export interface PackInput {
    * made; undefined to read it. Leaves returned here are not passed to `onLeaf`.
    */
   readonly reuse?: (file: ScannedFile) => readonly ReusedLeaf[] | undefined;
+  /**
+   * The mtime the version this tree builds on gave the entry at a path (as the file index that
+   * describes it records it); undefined for one it did not hold. An entry whose time on disk is
+   * what a restore of that version gave it keeps the version's time (restored-time.ts): a
+   * folder restored in place and backed up again gives the version's tree again, not one that
+   * differs below the microsecond, and so no new version.
+   */
+  readonly timeInVersion?: (relativePath: string) => bigint | undefined;
   /** Progress: called with each chunk's size as it is read, and once per file packed. */
   readonly onBytesRead?: (bytes: number) => void;
   readonly onFilePacked?: (file: ScannedFile, reused: boolean) => void;
@@ -287,6 +302,16 @@ function parentOf(relativePath: string): string {
 }
 
 export async function packSource(input: PackInput): Promise<PackedTree> {
+  /** An entry's mtime in the tree: its own, or the version's that a restore gave it (PackInput). */
+  const mtimeInTree = (entry: { readonly path: string; readonly mtimeNs: bigint }) => {
+    // Only a time of whole microseconds can be a restore's: no other entry is looked up.
+    const inVersion = entry.mtimeNs % 1000n === 0n ? input.timeInVersion?.(entry.path) : undefined;
+    return mtimeOf(
+      inVersion !== undefined && isRestoredTimeOf(entry.mtimeNs, inVersion)
+        ? inVersion
+        : entry.mtimeNs,
+    );
+  };
   const leaves = new LeafSizes();
   const known = input.knownLeaves ? new LeafMarks(input.knownLeaves) : undefined;
   /** How many holdings of each of `leaves` the tree has, by its number there. */
@@ -434,7 +459,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     reused: boolean,
     slot: NodeSlot,
   ): Promise<FolderEntry> {
-    const node = oneLeafFileNode({ mode: file.mode, mtime: mtimeOf(file.mtimeNs) }, leaf);
+    const node = oneLeafFileNode({ mode: file.mode, mtime: mtimeInTree(file) }, leaf);
     await slot.put(node.cid, node.bytes);
     return packedFile(file, node, oneLeafList(leaf), reused);
   }
@@ -493,7 +518,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     const list = new LeafListBuilder();
     const fileLeaves = leavesOf(file, source, list, holdings);
     try {
-      const mtime = mtimeOf(file.mtimeNs);
+      const mtime = mtimeInTree(file);
       // A file being read keeps its nodes until its last chunk is read. Past 1024 leaves the
       // layout makes nodes as it goes, and a read failing after them left them in the tree's
       // CAR, where a later backup counts the leaves of every node as stored (readTree) though
@@ -630,7 +655,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
     filesReused += reused.files;
     onEntry(packedEntryOf(entry, { cid: cidText(reused.cid), nodeSize: reused.size }));
     input.onFolderReused?.(entry, reused.files);
-    const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
+    const meta = { mode: entry.mode, mtime: mtimeInTree(entry) };
     return {
       name: nameOf(entry.path),
       node: { cid: reused.cid, size: reused.size },
@@ -660,7 +685,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
   const openFolders: OpenFolder[] = [
     {
       entry: rootEntry,
-      meta: { mode: rootEntry.mode, mtime: mtimeOf(rootEntry.mtimeNs) },
+      meta: { mode: rootEntry.mode, mtime: mtimeInTree(rootEntry) },
       entries: [],
       settle: settleRoot,
     },
@@ -724,7 +749,7 @@ export async function packSource(input: PackInput): Promise<PackedTree> {
       const { entry } = item;
       const folder = closeFoldersAbove(entry.path);
       const name = nameOf(entry.path);
-      const meta = { mode: entry.mode, mtime: mtimeOf(entry.mtimeNs) };
+      const meta = { mode: entry.mode, mtime: mtimeInTree(entry) };
       switch (entry.kind) {
         case 'directory': {
           const reused = reusedFolders.get(entry.path);

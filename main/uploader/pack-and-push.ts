@@ -232,6 +232,11 @@ export async function packAndPush(
       passProgress?.addToTotal(bytes),
     );
     const reuseFolder = reuseUnchangedFolders(input.fileIndex, previous?.tree, changedFolders);
+    // The times the version built on gave its entries, when the file index describes it.
+    const timeInVersion =
+      previous && input.fileIndex.versionId === previous.id
+        ? (relativePath: string) => input.fileIndex.lookup(relativePath)?.mtimeNs
+        : undefined;
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
     const { onProgress } = input;
@@ -247,6 +252,7 @@ export async function packAndPush(
         rules,
         nodes,
         ...(reuse ? { reuse } : {}),
+        ...(timeInVersion ? { timeInVersion } : {}),
         ...(reuseFolder
           ? {
               ...reuseFolder,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
@@ -41,14 +42,17 @@ async function backup(): Promise<BackupJson> {
   ) as BackupJson;
 }
 
-/** Writes `bytes` to `name` in the source, dated an hour back (a file written in the last
- * seconds before a backup is always read again by the next one). */
+/**
+ * Writes `bytes` to `name` in the source, dated an hour back (a file written in the last
+ * seconds before a backup is always read again by the next one), to the nanosecond as a file
+ * written has it, which Node cannot set: touch can.
+ */
 function writeOld(name: string, bytes: Uint8Array): void {
   const file = path.join(source, name);
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, bytes);
-  const anHourAgo = new Date(Date.now() - 3_600_000);
-  utimesSync(file, anHourAgo, anHourAgo);
+  const anHourAgo = Math.floor(Date.now() / 1000) - 3600;
+  execFileSync('touch', ['-d', `@${anHourAgo}.123456789`, file]);
 }
 
 /** The newest version, restored into a fresh folder, as a fingerprint of its tree. */
@@ -70,6 +74,26 @@ beforeAll(async () => {
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('a backup after a restore into the folder it backs up', () => {
+  it('makes no version of a folder restored whole as it was, though a restore sets times only to the microsecond', async () => {
+    const before = fingerprintTree(source);
+    const [active] = JSON.parse(
+      await canopySucceeds(home, 'versions', '--bucket', 'Docs', '--json'),
+    ) as Array<{ id: string; state: string }>;
+    expect(active?.state).toBe('active');
+    const versionId = active?.id;
+    expect(statSync(path.join(source, 'notes.txt'), { bigint: true }).mtimeNs % 1000n).toBe(789n);
+    rmSync(source, { recursive: true });
+    await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--to', source);
+    // Each file and folder is back a fraction of a microsecond off its time in the version.
+    expect(statSync(path.join(source, 'notes.txt'), { bigint: true }).mtimeNs % 1000n).toBe(0n);
+    expect(fingerprintTree(source)).toEqual(before);
+
+    const after = await backup();
+    expect(after).toMatchObject({ versionId, files: 4, bytesRead: 0, newBytes: 0 });
+    // Taken into the file index with their times on disk: the next backup finds nothing changed.
+    expect(await backup()).toMatchObject({ versionId, unchanged: true, bytesRead: 0 });
+  });
+
   it('reads none of the files restored, and the version it makes holds them whole', async () => {
     rmSync(path.join(source, 'photos'), { recursive: true });
     const restored = JSON.parse(
