@@ -8,9 +8,15 @@ import { stateRepairNotice } from './state-repair-notice.ts';
 import { localDatabaseNotice } from './local-database-notice.ts';
 import { StoppedBySignal } from './signal-stop.ts';
 import { runOnWhenReaderGoes } from './closed-output.ts';
-import { UsageError, unexpectedWords, type Command, type Output } from './command-context.ts';
+import {
+  MissingArgument,
+  UsageError,
+  unexpectedWords,
+  type Command,
+  type Output,
+} from './command-context.ts';
 import { OPTIONS, refuseOptionsNotTaken } from './command-options.ts';
-import { USAGE } from './usage-text.ts';
+import { USAGE, usageLinesOf } from './usage-text.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
 
@@ -96,6 +102,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     },
   };
   let engine: Engine | undefined;
+  /** The command named, once it names one. */
+  let commandName: string | undefined;
   try {
     const { values, positionals } = parseArgs({
       args: [...argv],
@@ -108,6 +116,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const [name, ...words] = positionals;
     const command = await commandNamed(name);
+    commandName = name;
     if (name !== undefined)
       refuseOptionsNotTaken(
         name,
@@ -172,6 +181,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true
     ) {
       process.stderr.write(`canopy: ${(error as Error).message}\n`);
+      const shown = error instanceof MissingArgument ? usageLinesOf(commandName ?? '') : [];
+      if (shown.length > 0) process.stderr.write(`usage:\n${shown.join('\n')}\n`);
       return 2;
     }
     if (error instanceof StoppedBySignal) {

@@ -8,6 +8,9 @@ import type { ProgressPrinter, ProgressView } from './progress-printer.ts';
 /** A command line that cannot be run as given: told with the usage exit status (2). */
 export class UsageError extends Error {}
 
+/** A word or option the command needs was left out: told with the command's usage lines. */
+export class MissingArgument extends UsageError {}
+
 /** Where a command's result goes: the human text, or with --json the data as one JSON line. */
 export interface Output {
   json: boolean;
@@ -48,7 +51,7 @@ export function unexpectedWords(extra: readonly string[]): UsageError {
 }
 
 export function need(value: string | undefined, what: string): string {
-  if (value === undefined || value === '') throw new UsageError(`${what} is required`);
+  if (value === undefined || value === '') throw new MissingArgument(`${what} is required`);
   return value;
 }
 
@@ -58,7 +61,8 @@ export function oneOf<T extends string>(
   options: readonly T[],
 ): T {
   if (value === undefined || !(options as readonly string[]).includes(value)) {
-    throw new UsageError(`${what} must be one of ${options.join(', ')}`);
+    const told = `${what} must be one of ${options.join(', ')}`;
+    throw value === undefined ? new MissingArgument(told) : new UsageError(told);
   }
   return value as T;
 }

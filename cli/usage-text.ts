@@ -1,3 +1,5 @@
+import { TAKEN } from './command-options.ts';
+
 // What `canopy --help` prints. Each command's options here are those command-options.ts says it
 // takes (test/unit/cli/usage-text.test.ts holds the two together).
 
@@ -40,3 +42,26 @@ a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its p
 (~/Pictures/2019/beach.jpg), or in the bucket's folder now, for one renamed since
 exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
+
+/**
+ * The lines of USAGE that show command `name`, as --help prints them: each line it starts (at
+ * the line's start, or after a bar between two commands: `whoami | logout`) and the lines that
+ * go on from one it starts first. None for a word that names no command.
+ */
+export function usageLinesOf(name: string): string[] {
+  // The commands are the second paragraph: one per line two spaces in, continued further in.
+  const [, commands = ''] = USAGE.split('\n\n');
+  const shown: string[] = [];
+  let continued = false;
+  for (const line of commands.split('\n')) {
+    if (/^ {2}\S/.test(line)) {
+      const words = line.trim().split(/\s+/);
+      const started = words.filter(
+        (word, index) => TAKEN.has(word) && (index === 0 || words[index - 1] === '|'),
+      );
+      continued = started[0] === name;
+      if (started.includes(name)) shown.push(line);
+    } else if (continued) shown.push(line);
+  }
+  return shown;
+}

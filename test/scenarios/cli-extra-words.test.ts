@@ -77,6 +77,15 @@ describe('words a command does not take', () => {
       'backup does not take --overwrite, --to (it takes --bucket, --dry-run, --progress, --allow-empty, --replace-source, --skip-check)',
     );
     await emptied(['whoami', '--bucket', 'Docs'], 'whoami does not take --bucket');
+
+    // A word left out: the command's own lines of the help say what it takes.
+    const missing = await runCanopy(home, ['history', '--bucket', 'Docs'], env);
+    expect(missing.stderr).toBe(
+      'canopy: PATH is required\nusage:\n' +
+        '  history PATH --bucket NAME [--progress]           the versions in which PATH differs from the\n' +
+        '                                                    version before, newest first\n',
+    );
+    expect(missing.status).toBe(2);
     const versionsNow = await runCanopy(home, ['versions', '--bucket', 'Docs', '--json'], env);
     expect(JSON.parse(versionsNow.stdout)).toHaveLength(1);
   });

@@ -1,40 +1,24 @@
 import { describe, expect, it } from 'vitest';
 import { ANY_COMMAND, OPTIONS, TAKEN } from '../../../cli/command-options.ts';
-import { USAGE } from '../../../cli/usage-text.ts';
+import { usageLinesOf } from '../../../cli/usage-text.ts';
 
 // `canopy --help` names each command's options by hand, apart from the list the command line is
-// refused by: the two must say the same, or help offers an option the command then refuses.
+// refused by: the two must say the same, or help offers an option the command then refuses. A
+// command missing a word it needs shows its own lines of that help.
 
-/** The options USAGE shows for each command, by its name. */
-function optionsShown(): Map<string, Set<string>> {
-  const shown = new Map<string, Set<string>>();
-  // The commands are the second paragraph: one per line two spaces in, continued further in.
-  const [, commands = ''] = USAGE.split('\n\n');
-  let current: Set<string> | undefined;
-  for (const line of commands.split('\n')) {
-    const words = line.trim().split(/\s+/);
-    for (const [index, word] of words.entries()) {
-      // A command starts a line, or follows a bar between two commands (`whoami | logout`).
-      const startsCommand =
-        TAKEN.has(word) && (index === 0 ? /^ {2}\S/.test(line) : words[index - 1] === '|');
-      if (startsCommand) {
-        current = shown.get(word) ?? new Set();
-        shown.set(word, current);
-        continue;
-      }
-      for (const [, option] of word.matchAll(/--([a-z][a-z-]*)/g))
-        if (option !== undefined) current?.add(option);
-    }
-  }
-  return shown;
+/** The options the usage lines of `command` show. */
+function optionsShown(command: string): string[] {
+  const shown = new Set<string>();
+  for (const line of usageLinesOf(command))
+    for (const [, option] of line.matchAll(/--([a-z][a-z-]*)/g))
+      if (option !== undefined) shown.add(option);
+  return [...shown].sort();
 }
 
 describe('canopy --help', () => {
   it('shows every command with the options it takes, and no other', () => {
-    const shown = optionsShown();
-    expect([...shown.keys()].sort()).toEqual([...TAKEN.keys()].sort());
     for (const [command, taken] of TAKEN)
-      expect({ command, options: [...(shown.get(command) ?? [])].sort() }).toEqual({
+      expect({ command, options: optionsShown(command) }).toEqual({
         command,
         options: [...taken].sort(),
       });
@@ -44,5 +28,18 @@ describe('canopy --help', () => {
     const takenByAny = new Set([...ANY_COMMAND, ...[...TAKEN.values()].flat()]);
     expect(Object.keys(OPTIONS).filter((option) => !takenByAny.has(option))).toEqual([]);
     expect([...takenByAny].filter((option) => !(option in OPTIONS))).toEqual([]);
+  });
+
+  it("gives each command's own lines, with the lines that go on from them", () => {
+    for (const command of TAKEN.keys()) expect(usageLinesOf(command), command).not.toEqual([]);
+    expect(usageLinesOf('logout')).toEqual(['  whoami | logout']);
+    expect(usageLinesOf('snapshots')).toEqual([
+      '  versions --bucket NAME | snapshots --bucket NAME',
+      '  snapshots delete ID --bucket NAME                 unpin a version; the version stays',
+    ]);
+    const versions = usageLinesOf('versions');
+    expect(versions).toHaveLength(3);
+    expect(versions[2]?.trim()).toBe('their data no other version holds');
+    expect(usageLinesOf('create')).toEqual([]);
   });
 });
