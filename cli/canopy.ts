@@ -16,7 +16,7 @@ import {
   type Output,
 } from './command-context.ts';
 import { OPTIONS, refuseOptionsNotTaken } from './command-options.ts';
-import { USAGE, usageLinesOf } from './usage-text.ts';
+import { helpOf, usageLinesOf } from './usage-text.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
 
@@ -111,7 +111,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       options: OPTIONS,
     });
     if (values.help === true || positionals.length === 0) {
-      process.stdout.write(`${USAGE}\n`);
+      process.stdout.write(`${helpOf(positionals[0])}\n`);
       return values.help === true ? 0 : 2;
     }
     const [name, ...words] = positionals;

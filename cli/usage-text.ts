@@ -65,3 +65,11 @@ export function usageLinesOf(name: string): string[] {
   }
   return shown;
 }
+
+/** What `canopy NAME --help` prints: the lines of command `name`; all of USAGE for no command. */
+export function helpOf(name: string | undefined): string {
+  const lines = name === undefined ? [] : usageLinesOf(name);
+  if (lines.length === 0) return USAGE;
+  const [header = '', , ...notes] = USAGE.split('\n\n');
+  return [header, lines.join('\n'), ...notes].join('\n\n');
+}
