@@ -8,6 +8,7 @@ import {
   renameSync,
   rmSync,
   statSync,
+  symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
@@ -67,6 +68,14 @@ beforeAll(async () => {
   writeOld('photos/2024/dog.jpg', randomBytes(MiB));
   writeOld('photos/empty', new Uint8Array());
   writeOld('notes.txt', randomBytes(700));
+  // A link's own time, which a restore sets too (lutimes).
+  symlinkSync('cat.jpg', path.join(source, 'photos', 'latest'));
+  execFileSync('touch', [
+    '-h',
+    '-d',
+    '@1700000000.000000777',
+    path.join(source, 'photos', 'latest'),
+  ]);
   await loginWithBucket(home, path.join(scratch, 'local'), 'Docs');
   expect(await backup()).toMatchObject({ files: 4, bytesRead: 3 * MiB + 703 });
 }, 60_000);
