@@ -43,7 +43,12 @@ export interface IndexedEntry {
 export interface UntrustedEntries {
   /** Paths whose recorded bytes may be torn. */
   readonly paths: readonly string[];
-  /** Files modified at or after this time (nanoseconds since the epoch). */
+  /**
+   * Files modified at or after this time (nanoseconds since the epoch), by their mtime and their
+   * ctime both. A file dated ahead (an archive made on a computer whose clock ran ahead, a camera
+   * set to the wrong year) whose ctime, which no program sets, is older than this, has not been
+   * written to since: left out, it was read whole again by every backup until its date passed.
+   */
   readonly filesModifiedFromNs: bigint;
 }
 
@@ -463,10 +468,12 @@ function stageEntries(
       const drop = db.prepare('DELETE FROM file_index_staged WHERE stage_id = ? AND path = ?');
       for (const torn of untrusted.paths) drop.run(stageId, torn);
       // Decimal text as SQLite casts it: nanoseconds since 1970 fit in 64 bits until 2262.
+      // A row staged before ctimes were recorded (230-record-change-times.sql) has none.
       db.prepare(
         `DELETE FROM file_index_staged
-         WHERE stage_id = ? AND kind = 'file' AND CAST(mtime_ns AS INTEGER) >= ?`,
-      ).run(stageId, untrusted.filesModifiedFromNs);
+         WHERE stage_id = ? AND kind = 'file' AND CAST(mtime_ns AS INTEGER) >= ?
+           AND (ctime_ns IS NULL OR CAST(ctime_ns AS INTEGER) >= ?)`,
+      ).run(stageId, untrusted.filesModifiedFromNs, untrusted.filesModifiedFromNs);
       db.prepare('UPDATE file_index_stages SET version_id = ?, kept_folders = ? WHERE id = ?').run(
         versionId,
         JSON.stringify(kept),

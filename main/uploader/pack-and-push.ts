@@ -49,8 +49,9 @@ import type { PushedAs } from './carry-over.ts';
 const MAX_DELETED_IN_REQUEST = 1500; // keeps request-data well under 128 KiB (§11.6 allows a subset)
 
 /**
- * A file modified this close to the scan may change again within the same mtime tick, unseen
- * by a later stat; it is read next time rather than trusted from the index.
+ * A file modified this close to the scan (by its mtime and its ctime: file-index.ts) may change
+ * again within the same tick, unseen by a later stat; it is read next time rather than trusted
+ * from the index.
  */
 const RACY_MTIME_NS = 2_000_000_000n;
 

@@ -307,6 +307,27 @@ describe('the file index', () => {
     expect(readFileSync(path.join(target, 'fresh.txt'), 'utf8')).toBe('final draft');
   });
 
+  it('trusts a file dated ahead once it has not been written to for a while: it is not read again by each backup', async () => {
+    await engine.createBucket({ name: 'Ahead', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'ahead');
+    const file = path.join(source, 'clip.mov');
+    mkdirSync(source);
+    writeFileSync(file, randomBytes(200_000));
+    // From a camera whose clock was set years ahead.
+    const ahead = new Date('2031-06-01T12:00:00Z');
+    utimesSync(file, ahead, ahead);
+    // Its ctime, which no program sets, ages past the two seconds the index keeps from trusting.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    await engine.backup({ dir: source, bucket: 'Ahead' });
+    const again = await engine.backup({ dir: source, bucket: 'Ahead' });
+    expect(again).toMatchObject({ unchanged: true, bytesRead: 0 });
+    // Written to since, at its size and with its date put back: read, and stored.
+    writeFileSync(file, randomBytes(200_000));
+    utimesSync(file, ahead, ahead);
+    const changed = await engine.backup({ dir: source, bucket: 'Ahead' });
+    expect(changed).toMatchObject({ unchanged: false, bytesRead: 200_000 });
+  });
+
   it('reads again a file rewritten at its size with its mtime set back, as npm, tar and cp -p do', async () => {
     await engine.createBucket({ name: 'Packages', type: 'backup', storageClass: 'hot' });
     const source = path.join(scratch, 'packages');

@@ -237,17 +237,17 @@ describe('the file index', () => {
       next.add(entry('torn.txt', 'file', 3));
       next.add(entry('racy.txt', 'file', 6));
       next.add(entry('settled.txt', 'file', 5));
-      next.commit('version-2', {
-        paths: ['torn.txt'],
-        filesModifiedFromNs: entry('racy.txt', 'file', 6).mtimeNs,
-      });
+      const racyFrom = entry('racy.txt', 'file', 6).mtimeNs;
+      // Dated ahead, but not written to since long before: its ctime says so.
+      next.add({ ...entry('ahead.txt', 'file', 7), mtimeNs: 2n ** 62n, ctimeNs: racyFrom - 1n });
+      next.commit('version-2', { paths: ['torn.txt'], filesModifiedFromNs: racyFrom });
       expect(index().versionId).toBe('version-2');
-      expect(index().entryCount).toBe(2);
+      expect(index().entryCount).toBe(3);
       expect(
-        ['', 'kept.txt', 'torn.txt', 'racy.txt', 'settled.txt', 'k/1'].map(
+        ['', 'kept.txt', 'torn.txt', 'racy.txt', 'settled.txt', 'ahead.txt', 'k/1'].map(
           (p) => index().lookup(p)?.path,
         ),
-      ).toEqual(['', undefined, undefined, undefined, 'settled.txt', undefined]);
+      ).toEqual(['', undefined, undefined, undefined, 'settled.txt', 'ahead.txt', undefined]);
       expect(db.prepare('SELECT count(*) AS n FROM file_index_staged').get()).toEqual({ n: 0 });
       expect(db.prepare('SELECT count(*) AS n FROM file_index_stages').get()).toEqual({ n: 0 });
     } finally {
