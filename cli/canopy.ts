@@ -105,6 +105,12 @@ export async function main(argv: readonly string[]): Promise<number> {
   /** The command named, once it names one. */
   let commandName: string | undefined;
   try {
+    // `--version` alone asks for Canopy's; given with a command, it names a version of a bucket.
+    if (argv.length === 1 && argv[0] === '--version') {
+      const { appVersion } = await import('./app-version.ts');
+      process.stdout.write(`canopy ${appVersion()}\n`);
+      return 0;
+    }
     const { values, positionals } = parseArgs({
       args: [...argv],
       allowPositionals: true,

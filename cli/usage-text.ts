@@ -40,6 +40,7 @@ a version's or snapshot's ID may be its first characters (4 or more) when no oth
 (2026-11-20T14:30, this computer's clock unless it ends in Z or +01:00)
 a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its path there
 (~/Pictures/2019/beach.jpg), or in the bucket's folder now, for one renamed since
+canopy --version alone prints Canopy's own version
 exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
 

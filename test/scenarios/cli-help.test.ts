@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -21,6 +21,16 @@ describe('canopy help', () => {
     const bare = await runCanopy(home, []);
     expect(bare.status).toBe(2);
     expect(bare.stdout).toBe(asked.stdout);
+    expect(existsSync(home)).toBe(false);
+  });
+
+  it("says Canopy's version with --version alone, and takes it with a command as a version's ID", async () => {
+    const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+    const asked = await runCanopy(home, ['--version']);
+    expect(asked).toMatchObject({ status: 0, stdout: `canopy ${version}\n` });
+    const withCommand = await runCanopy(home, ['ls', '--version']);
+    expect(withCommand.status).toBe(2);
+    expect(withCommand.stderr).toContain("'--version <value>' argument missing");
     expect(existsSync(home)).toBe(false);
   });
 
