@@ -15,7 +15,8 @@ import {
   type Command,
   type Output,
 } from './command-context.ts';
-import { OPTIONS, refuseOptionsNotTaken } from './command-options.ts';
+import { OPTIONS, TAKEN, refuseOptionsNotTaken } from './command-options.ts';
+import { parseErrorMessage } from './parse-error.ts';
 import { helpOf, usageLinesOf } from './usage-text.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
@@ -186,8 +187,12 @@ export async function main(argv: readonly string[]): Promise<number> {
       error instanceof UsageError ||
       (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true
     ) {
-      process.stderr.write(`canopy: ${(error as Error).message}\n`);
-      const shown = error instanceof MissingArgument ? usageLinesOf(commandName ?? '') : [];
+      const parsing = !(error instanceof UsageError);
+      const told = error instanceof UsageError ? error.message : parseErrorMessage(error as Error);
+      process.stderr.write(`canopy: ${told}\n`);
+      // A parse error comes before the command is known: the first word that names one.
+      const named = parsing ? argv.find((word) => TAKEN.has(word)) : commandName;
+      const shown = parsing || error instanceof MissingArgument ? usageLinesOf(named ?? '') : [];
       if (shown.length > 0) process.stderr.write(`usage:\n${shown.join('\n')}\n`);
       return 2;
     }

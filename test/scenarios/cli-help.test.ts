@@ -30,7 +30,22 @@ describe('canopy help', () => {
     expect(asked).toMatchObject({ status: 0, stdout: `canopy ${version}\n` });
     const withCommand = await runCanopy(home, ['ls', '--version']);
     expect(withCommand.status).toBe(2);
-    expect(withCommand.stderr).toContain("'--version <value>' argument missing");
+    expect(withCommand.stderr).toMatch(/^canopy: --version needs a value\nusage:\n {2}ls --bucket/);
+    expect(existsSync(home)).toBe(false);
+  });
+
+  it("tells an option mistyped, or given a value it does not take, with the command's lines", async () => {
+    const mistyped = await runCanopy(home, ['restore', '--buckett', 'Photos']);
+    expect(mistyped.status).toBe(2);
+    expect(mistyped.stderr).toMatch(
+      /^canopy: unknown option --buckett \(a name that begins with - goes after a --\)\nusage:\n {2}restore --bucket NAME/,
+    );
+    const valued = await runCanopy(home, ['--bucket', 'Photos', 'restore', '--overwrite=yes']);
+    expect(valued.status).toBe(2);
+    expect(valued.stderr).toMatch(/^canopy: --overwrite takes no value\nusage:\n {2}restore /);
+    // Before any command: the error alone.
+    const bare = await runCanopy(home, ['--bucket']);
+    expect(bare).toMatchObject({ status: 2, stderr: 'canopy: --bucket needs a value\n' });
     expect(existsSync(home)).toBe(false);
   });
 

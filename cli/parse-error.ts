@@ -1,0 +1,17 @@
+// The command line's own parse errors (node:util parseArgs), told as canopy tells its other
+// usage errors: Node's wording names its own notation (`Option '--bucket <value>' argument
+// missing`) and, for an unknown option, a sentence on positional arguments. An error this does
+// not know is told in Node's words.
+
+/** What `error` (an ERR_PARSE_ARGS_* error of parseArgs) says, in canopy's words. */
+export function parseErrorMessage(error: Error & { readonly code?: string }): string {
+  const { message } = error;
+  const missing = /^Option '(?:-\w, )?--([\w-]+) <value>' argument missing/.exec(message);
+  if (missing) return `--${missing[1] ?? ''} needs a value`;
+  const valued = /^Option '(?:-\w, )?--([\w-]+)' does not take an argument/.exec(message);
+  if (valued) return `--${valued[1] ?? ''} takes no value`;
+  const unknown = /^Unknown option '([^']+)'/.exec(message);
+  if (unknown)
+    return `unknown option ${unknown[1] ?? ''} (a name that begins with - goes after a --)`;
+  return message;
+}
