@@ -4,7 +4,7 @@
 // not know is told in Node's words.
 
 /** What `error` (an ERR_PARSE_ARGS_* error of parseArgs) says, in canopy's words. */
-export function parseErrorMessage(error: Error & { readonly code?: string }): string {
+export function parseErrorMessage(error: Error): string {
   const { message } = error;
   const missing = /^Option '(?:-\w, )?--([\w-]+) <value>' argument missing/.exec(message);
   if (missing) return `--${missing[1] ?? ''} needs a value`;
