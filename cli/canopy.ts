@@ -1,23 +1,16 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { EngineError, isEngineError } from '../main/api/index.ts';
+import { isEngineError } from '../main/api/index.ts';
 import type { Engine } from '../main/index.ts';
 import { progressPrinter } from './progress-printer.ts';
 import { stateRepairNotice } from './state-repair-notice.ts';
 import { localDatabaseNotice } from './local-database-notice.ts';
-import { StoppedBySignal } from './signal-stop.ts';
 import { runOnWhenReaderGoes } from './closed-output.ts';
-import {
-  MissingArgument,
-  UsageError,
-  unexpectedWords,
-  type Command,
-  type Output,
-} from './command-context.ts';
-import { OPTIONS, TAKEN, refuseOptionsNotTaken } from './command-options.ts';
-import { parseErrorMessage } from './parse-error.ts';
-import { helpOf, usageLinesOf } from './usage-text.ts';
+import { UsageError, unexpectedWords, type Command, type Output } from './command-context.ts';
+import { OPTIONS, refuseOptionsNotTaken } from './command-options.ts';
+import { commandFailure, failureJson, failureText } from './command-failure.ts';
+import { helpOf } from './usage-text.ts';
 
 // `canopy`: the engine from the command line, for people and for our own tests.
 
@@ -183,31 +176,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
     }
   } catch (error) {
-    if (
-      error instanceof UsageError ||
-      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true
-    ) {
-      const parsing = !(error instanceof UsageError);
-      const told = error instanceof UsageError ? error.message : parseErrorMessage(error as Error);
-      process.stderr.write(`canopy: ${told}\n`);
-      // A parse error comes before the command is known: the first word that names one.
-      const named = parsing ? argv.find((word) => TAKEN.has(word)) : commandName;
-      const shown = parsing || error instanceof MissingArgument ? usageLinesOf(named ?? '') : [];
-      if (shown.length > 0) process.stderr.write(`usage:\n${shown.join('\n')}\n`);
-      return 2;
-    }
-    if (error instanceof StoppedBySignal) {
-      process.stderr.write(`canopy: ${error.message}\n`);
-      return error.exitCode;
-    }
-    if (error instanceof EngineError) {
-      process.stderr.write(`canopy: ${error.message}\n`);
-      return error.code === 'usage' ? 2 : 1;
-    }
-    process.stderr.write(
-      `canopy: unexpected failure: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-    );
-    return 1;
+    const failure = commandFailure(error, argv, commandName);
+    process.stderr.write(out.json ? failureJson(failure) : failureText(failure));
+    return failure.status;
   } finally {
     await engine?.close();
   }

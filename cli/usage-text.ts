@@ -42,6 +42,7 @@ a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its p
 (~/Pictures/2019/beach.jpg), or in the bucket's folder now, for one renamed since
 canopy --version alone prints Canopy's own version
 exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
+with --json, a failure is one JSON line on stderr: {"error":{"code","message","retryable"}}
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
 
 /**

@@ -146,5 +146,15 @@ describe('browsing while the server is unreachable', () => {
     expect(restore.status).toBe(1);
     expect(restore.stderr.split('\n').filter((line) => line !== '')).toHaveLength(1);
     expect(restore.stderr).toMatch(/^canopy: .*(reach|connect)/);
+    // For a script, the same as one JSON line, saying that a later run may succeed.
+    const scripted = await runCanopy(home, ['restore', '--bucket', 'House', '--json']);
+    expect(scripted).toMatchObject({ status: 1, stdout: '' });
+    expect(JSON.parse(scripted.stderr)).toEqual({
+      error: {
+        code: 'network',
+        message: restore.stderr.slice('canopy: '.length, -1),
+        retryable: true,
+      },
+    });
   });
 });
