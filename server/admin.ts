@@ -14,8 +14,14 @@ import { createUser, findUserByEmail, setQuota, type UserRow } from './store/use
 // Administrative operations behind `canopy-server`. They open the same SQLite database as a
 // running `serve` (WAL + busy timeout), so they work while it runs.
 
+/** Why an administrative operation was refused, for a script running `canopy-server --json`. */
+export type AdminErrorCode = 'user_not_found' | 'user_exists' | 'invalid_input';
+
 export class AdminError extends Error {
-  constructor(message: string) {
+  constructor(
+    readonly code: AdminErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = 'AdminError';
   }
@@ -23,7 +29,7 @@ export class AdminError extends Error {
 
 function requireUserByEmail(ctx: ServiceContext, email: string): UserRow {
   const user = findUserByEmail(ctx.db, email);
-  if (!user) throw new AdminError(`no user with email ${email}`);
+  if (!user) throw new AdminError('user_not_found', `no user with email ${email}`);
   return user;
 }
 
@@ -34,7 +40,7 @@ export function addUser(
 ): { userId: string; code: string; expiresAt: number } {
   return ctx.transact(() => {
     if (findUserByEmail(ctx.db, email))
-      throw new AdminError(`a user with email ${email} already exists`);
+      throw new AdminError('user_exists', `a user with email ${email} already exists`);
     const now = ctx.now();
     const user = createUser(ctx.db, email, quotaBytes, now);
     const issued = issueEnrollmentCode(ctx.db, user.id, now, ctx.options.enrollmentCodeLifetimeMs);
@@ -78,9 +84,10 @@ export function recordInvoice(
   },
 ): string {
   if (!(INVOICE_STATUSES as readonly string[]).includes(input.status)) {
-    throw new AdminError(`status must be one of ${INVOICE_STATUSES.join(', ')}`);
+    throw new AdminError('invalid_input', `status must be one of ${INVOICE_STATUSES.join(', ')}`);
   }
-  if (!(input.end > input.start)) throw new AdminError('--end must be after --start');
+  if (!(input.end > input.start))
+    throw new AdminError('invalid_input', '--end must be after --start');
   return ctx.transact(() => {
     const user = requireUserByEmail(ctx, input.email);
     return addInvoice(
@@ -103,9 +110,10 @@ export function postNotification(
   input: { email: string; severity: string; message: string; key: string; sticky: boolean },
 ): string {
   if (!(SEVERITIES as readonly string[]).includes(input.severity)) {
-    throw new AdminError(`severity must be one of ${SEVERITIES.join(', ')}`);
+    throw new AdminError('invalid_input', `severity must be one of ${SEVERITIES.join(', ')}`);
   }
-  if (input.message.trim().length === 0) throw new AdminError('--message must not be empty');
+  if (input.message.trim().length === 0)
+    throw new AdminError('invalid_input', '--message must not be empty');
   return ctx.transact(() => {
     const user = requireUserByEmail(ctx, input.email);
     return raiseNotification(

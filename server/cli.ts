@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import {
   AdminError,
+  type AdminErrorCode,
   addUser,
   changeQuota,
   newEnrollmentCode,
@@ -27,6 +28,24 @@ commands:
 every command takes --data DIR (default: ${defaultServerDataDir()}) and --json`;
 
 class UsageError extends Error {}
+
+/** How a failed command is told: its exit status, and a stable code for a script (--json). */
+interface CommandFailure {
+  readonly status: number;
+  readonly code: 'usage' | AdminErrorCode | 'failed';
+  readonly message: string;
+}
+
+function failureOf(error: unknown): CommandFailure {
+  const message = error instanceof Error ? error.message : String(error);
+  const parsing = (error as { code?: unknown }).code?.toString().startsWith('ERR_PARSE_ARGS');
+  if (error instanceof UsageError || parsing === true) return { status: 2, code: 'usage', message };
+  // Input the command cannot take is a usage error too; a user who is not there, or is already,
+  // is the data folder's answer to a well-formed command.
+  if (error instanceof AdminError)
+    return { status: error.code === 'invalid_input' ? 2 : 1, code: error.code, message };
+  return { status: 1, code: 'failed', message };
+}
 
 type Output = (human: string, json: Record<string, unknown>) => void;
 
@@ -215,17 +234,15 @@ export async function main(argv: readonly string[]): Promise<number> {
         throw new UsageError(`unknown command: ${command}`);
     }
   } catch (error) {
-    if (
-      error instanceof UsageError ||
-      error instanceof AdminError ||
-      (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION'
-    ) {
-      process.stderr.write(`canopy-server: ${(error as Error).message}\n`);
-      if (error instanceof UsageError) process.stderr.write(`${USAGE}\n`);
-      return 2;
-    }
-    const message = error instanceof Error ? error.message : String(error);
-    process.stderr.write(`canopy-server: ${message}\n`);
-    return 1;
+    const failure = failureOf(error);
+    if (argv.includes('--json'))
+      process.stderr.write(
+        `${JSON.stringify({ error: { code: failure.code, message: failure.message } })}\n`,
+      );
+    else
+      process.stderr.write(
+        `canopy-server: ${failure.message}\n${failure.code === 'usage' ? `${USAGE}\n` : ''}`,
+      );
+    return failure.status;
   }
 }

@@ -1,0 +1,79 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { runServerCommand } from '../helpers/server-process.ts';
+
+// `canopy-server`'s administration, as the person who hosts it runs it (often from a script
+// that provisions a household's users): a command refused is told in one line with the exit
+// status of its kind, and with --json as one JSON line with a stable code.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-server-admin-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const data = ['--data', path.join(scratch, 'data')];
+
+describe('canopy-server administration', () => {
+  it('refuses a user added twice, or not there, with status 1 and a code a script can branch on', () => {
+    const added = runServerCommand(['user', 'add', '--email', 'ann@example.org', ...data]);
+    expect(added.status, added.stderr).toBe(0);
+    expect(added.stdout).toMatch(/^user \S+\nenrollment code /);
+
+    const twice = runServerCommand(['user', 'add', '--email', 'ann@example.org', ...data]);
+    expect(twice).toMatchObject({
+      status: 1,
+      stdout: '',
+      stderr: 'canopy-server: a user with email ann@example.org already exists\n',
+    });
+    const scripted = runServerCommand([
+      'user',
+      'add',
+      '--email',
+      'ann@example.org',
+      '--json',
+      ...data,
+    ]);
+    expect(scripted).toMatchObject({ status: 1, stdout: '' });
+    expect(JSON.parse(scripted.stderr)).toEqual({
+      error: { code: 'user_exists', message: 'a user with email ann@example.org already exists' },
+    });
+    const nobody = runServerCommand([
+      'enroll-code',
+      '--email',
+      'bob@example.org',
+      '--json',
+      ...data,
+    ]);
+    expect(nobody.status).toBe(1);
+    expect(JSON.parse(nobody.stderr)).toEqual({
+      error: { code: 'user_not_found', message: 'no user with email bob@example.org' },
+    });
+    // Ann is there as before: the refused commands changed nothing.
+    const code = runServerCommand(['enroll-code', '--email', 'ann@example.org', '--json', ...data]);
+    expect(code.status, code.stderr).toBe(0);
+  });
+
+  it('tells input it cannot take, an option without its value among it, with the usage status', () => {
+    const severity = ['notify', '--email', 'ann@example.org', '--message', 'hello'];
+    const wrong = runServerCommand([...severity, '--severity', 'loud', '--json', ...data]);
+    expect(wrong.status).toBe(2);
+    expect(JSON.parse(wrong.stderr)).toEqual({
+      error: { code: 'invalid_input', message: 'severity must be one of info, warning, error' },
+    });
+    const bare = runServerCommand(['serve', '--port', ...data]);
+    expect(bare.status).toBe(2);
+    expect(bare.stderr).toMatch(/^canopy-server: Option '--port' argument is ambiguous/);
+    expect(bare.stderr).toContain('usage: canopy-server <command>');
+    const missing = runServerCommand([
+      'user',
+      'quota',
+      '--email',
+      'ann@example.org',
+      '--json',
+      ...data,
+    ]);
+    expect(missing.status).toBe(2);
+    expect(JSON.parse(missing.stderr)).toEqual({
+      error: { code: 'usage', message: '--quota is required' },
+    });
+  });
+});
