@@ -8,6 +8,12 @@ export function parseErrorMessage(error: Error): string {
   const { message } = error;
   const missing = /^Option '(?:-\w, )?--([\w-]+) <value>' argument missing/.exec(message);
   if (missing) return `--${missing[1] ?? ''} needs a value`;
+  // The next word begins with a dash: most often the value was left out before another option.
+  const ambiguous = /^Option '(?:-\w, )?--([\w-]+)' argument is ambiguous/.exec(message);
+  if (ambiguous) {
+    const option = `--${ambiguous[1] ?? ''}`;
+    return `${option} needs a value (one that begins with - is written ${option}=-VALUE)`;
+  }
   const valued = /^Option '(?:-\w, )?--([\w-]+)' does not take an argument/.exec(message);
   if (valued) return `--${valued[1] ?? ''} takes no value`;
   const unknown = /^Unknown option '([^']+)'/.exec(message);

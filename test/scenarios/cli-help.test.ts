@@ -43,6 +43,11 @@ describe('canopy help', () => {
     const valued = await runCanopy(home, ['--bucket', 'Photos', 'restore', '--overwrite=yes']);
     expect(valued.status).toBe(2);
     expect(valued.stderr).toMatch(/^canopy: --overwrite takes no value\nusage:\n {2}restore /);
+    const followed = await runCanopy(home, ['ls', '--bucket', '--version', 'x']);
+    expect(followed.status).toBe(2);
+    expect(followed.stderr).toMatch(
+      /^canopy: --bucket needs a value \(one that begins with - is written --bucket=-VALUE\)\nusage:\n {2}ls /,
+    );
     // Before any command: the error alone.
     const bare = await runCanopy(home, ['--bucket']);
     expect(bare).toMatchObject({ status: 2, stderr: 'canopy: --bucket needs a value\n' });
