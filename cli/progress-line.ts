@@ -4,24 +4,12 @@ import type {
   RestoreProgress,
   VerifyProgress,
 } from '../main/index.ts';
+import { formatBytes } from '../main/api/index.ts';
 import { counted } from './counted.ts';
 import type { ProgressView } from './progress-printer.ts';
 
 // One line of a backup's, a restore's or a verify's progress for a terminal: the phase, files
 // (or blocks), bytes and an ETA in words.
-
-const UNITS = ['B', 'kB', 'MB', 'GB', 'TB'];
-
-/** Decimal units, as disks and file managers count: 1 500 000 bytes is "1.5 MB". */
-export function formatBytes(bytes: number): string {
-  let value = bytes;
-  let unit = 0;
-  while (value >= 1000 && unit < UNITS.length - 1) {
-    value /= 1000;
-    unit += 1;
-  }
-  return unit === 0 ? `${value} B` : `${value.toFixed(value < 10 ? 1 : 0)} ${UNITS[unit]}`;
-}
 
 /** Rounded the way people say it: "under a minute" would hide that it is nearly done. */
 export function formatEta(seconds: number | null): string {

@@ -2,6 +2,7 @@
 // they arrive, EngineApi requests and EngineEvent pushes. Pure TypeScript.
 
 export * from './engine-error.ts';
+export * from './bytes-for-people.ts';
 export * from './disk-full.ts';
 export * from './disk-gone.ts';
 export * from './state-repair.ts';

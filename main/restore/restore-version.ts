@@ -46,6 +46,7 @@ import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts
 import { notInVersion } from './not-in-version.ts';
 import { versionPathParts } from './version-path.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
+import { checkRoomForRestore, roomAdvice } from './room-for-restore.ts';
 import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
@@ -201,12 +202,9 @@ function checkName(name: string): void {
  */
 function restoreError(error: unknown, targetDir: string, sparseWouldHelp = false): Error {
   if (isDiskFull(error)) {
-    const sparse = sparseWouldHelp
-      ? ', or add --sparse to leave the runs of zeros in its files (disk images, for one) as holes that take no room'
-      : '';
     return new EngineError(
       'disk_full',
-      `not enough free space in ${targetDir} to restore; free some space and run it again${sparse}`,
+      `not enough free space in ${targetDir} to restore; free some space and run it again${roomAdvice(sparseWouldHelp)}`,
       { cause: error },
     );
   }
@@ -418,6 +416,14 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   let targetExisted: boolean;
   try {
     targetExisted = exists(input.targetDir);
+    if (wantedTotals)
+      checkRoomForRestore({
+        targetDir: input.targetDir,
+        targetExisted,
+        bytes: wantedTotals.bytes,
+        sparse: input.sparse === true,
+        sparseWouldHelp,
+      });
     await makeFolders(input.targetDir);
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;

@@ -796,7 +796,7 @@ open("deep.txt", "w").write("deep")`,
     }
   });
 
-  it('reports a full disk while restoring clearly, keeps the files it wrote whole, and leaves no half-written file', async () => {
+  it('refuses a restore too large for a new folder before it starts, and tells a disk filling part way, keeping whole the files it wrote and no half-written one', async () => {
     const source = path.join(scratch, 'restore-source');
     // Small files that fit, then a large file that does not, then small ones that wait for its
     // leaves to be taken: when the disk fills under it, they must fail too rather than wait
@@ -816,6 +816,27 @@ open("deep.txt", "w").write("deep")`,
     const backup = await runCanopy(home, ['backup', source, '--bucket', 'Docs'], fileStore);
     expect(backup.status).toBe(0);
     const target = mountTmpfs('small-disk', '16m');
+    // Into an empty folder, a restore larger than its disk's room is refused before it starts.
+    const refused = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--to', path.join(target, 'docs')],
+      fileStore,
+    );
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe(
+      `canopy: not enough free space in ${path.join(target, 'docs')} to restore: its files hold 105 MB, and the disk has 17 MB free; nothing was restored. Free some space, restore to another disk, or restore a part of it (canopy restore PATH)\n`,
+    );
+    expect(readdirSync(target)).toEqual([]);
+    // A part of it that fits is restored.
+    const part = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', 'b-small', '--to', path.join(target, 'docs')],
+      fileStore,
+    );
+    expect(part.status, part.stderr).toBe(0);
+    expect(readdirSync(path.join(target, 'docs', 'b-small'))).toHaveLength(30);
+    // Into a folder holding files already (which might hold the version's), it is tried, and
+    // the disk fills part way.
     const full = await runCanopy(home, ['restore', '--bucket', 'Docs', '--to', target], fileStore);
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(
@@ -826,6 +847,7 @@ open("deep.txt", "w").write("deep")`,
     expect(leftovers).not.toContain('a-large.bin');
     for (const [i, bytes] of first.entries())
       expect(readFileSync(path.join(target, 'a-first', `note-${i}.txt`)).equals(bytes)).toBe(true);
+    expect(readdirSync(path.join(target, 'docs', 'b-small'))).toHaveLength(30);
   });
 
   it('suggests --sparse when a disk image does not fit, and then restores it in the room its data takes', async () => {
@@ -847,7 +869,7 @@ open("deep.txt", "w").write("deep")`,
     );
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(
-      `canopy: not enough free space in ${target} to restore; free some space and run it again, or add --sparse to leave the runs of zeros in its files (disk images, for one) as holes that take no room\n`,
+      `canopy: not enough free space in ${target} to restore: its files hold 34 MB, and the disk has 8.4 MB free; nothing was restored. Free some space, restore to another disk, or restore a part of it (canopy restore PATH), or add --sparse to leave the runs of zeros in its files (disk images, for one) as holes that take no room\n`,
     );
     const sparse = await runCanopy(
       home,

@@ -194,7 +194,20 @@ describe('flushing a restore onto ext4', () => {
     expect(flushes).toHaveLength(1);
   });
 
-  it('reports a full ext4 disk clearly, and keeps the files it wrote whole before it filled', async () => {
+  it('refuses a restore too large for a fresh ext4 disk, and reports the disk filling part way clearly, keeping whole the files it wrote', async () => {
+    // The disk holds only its lost+found: nothing of the version could be there already.
+    const refused = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--to', smallDisk.dir],
+      fileStore,
+    );
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(
+      /^canopy: not enough free space in \S+ to restore: its files hold 48 MB, and the disk has 1\d(\.\d)? MB free; nothing was restored\./,
+    );
+    expect(readdirSync(smallDisk.dir)).toEqual(['lost+found']);
+    // Beside a file of the user's, it is tried, and the disk fills part way.
+    writeFileSync(path.join(smallDisk.dir, 'readme.txt'), 'mine');
     const full = await runCanopy(
       home,
       ['restore', '--bucket', 'Docs', '--to', smallDisk.dir],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { formatBytes } from '../../../main/api/index.ts';
 import {
-  formatBytes,
   formatEta,
   HISTORY_PROGRESS,
   progressLine,
