@@ -1,4 +1,4 @@
-import { EngineError, isEngineError } from '../api/index.ts';
+import { EngineError, formatBytes, isEngineError } from '../api/index.ts';
 import type { LeafSizes } from '../packer/index.ts';
 import type { MetadataUploadResult } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
@@ -67,7 +67,7 @@ export async function pushWithinQuota(input: {
 function quotaFull(refused: unknown, missingBytes: number): EngineError {
   return new EngineError(
     'quota_exceeded',
-    `your storage quota is full: this backup adds ${missingBytes} bytes the server does not hold yet; delete versions or buckets you no longer need, or ask for a larger quota`,
+    `your storage quota is full: this backup adds ${formatBytes(missingBytes)} (${missingBytes} bytes) the server does not hold yet; delete versions or buckets you no longer need, or ask for a larger quota`,
     { cause: refused },
   );
 }

@@ -34,7 +34,7 @@ describe('quota', () => {
       await expect(refused).rejects.toMatchObject({
         code: 'quota_exceeded',
         message:
-          'your storage quota is full: this backup adds 2000000 bytes the server does not hold yet; delete versions or buckets you no longer need, or ask for a larger quota',
+          'your storage quota is full: this backup adds 2.0 MB (2000000 bytes) the server does not hold yet; delete versions or buckets you no longer need, or ask for a larger quota',
       });
       expect(await engine.listVersions({ bucket: 'Big' })).toEqual([]);
       expect(stagedLeftovers(home)).toEqual([]);
@@ -101,7 +101,7 @@ describe('quota and blocks the server holds already', () => {
       await expect(engine.backup({ dir: source, bucket: 'Archive' })).rejects.toMatchObject({
         code: 'quota_exceeded',
         message: expect.stringMatching(
-          /^your storage quota is full: this backup adds 2000000 bytes the server does not hold yet;/,
+          /^your storage quota is full: this backup adds 2.0 MB \(2000000 bytes\) the server does not hold yet;/,
         ),
       });
       expect(
@@ -113,7 +113,7 @@ describe('quota and blocks the server holds already', () => {
       await expect(engine.backup({ dir: source, bucket: 'Third' })).rejects.toMatchObject({
         code: 'quota_exceeded',
         message: expect.stringMatching(
-          /^your storage quota is full: this backup adds 2000000 bytes the server does not hold yet;/,
+          /^your storage quota is full: this backup adds 2.0 MB \(2000000 bytes\) the server does not hold yet;/,
         ),
       });
       expect(await engine.listVersions({ bucket: 'Third' })).toEqual([]);
