@@ -110,6 +110,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       allowPositionals: true,
       options: OPTIONS,
     });
+    // No command: the help for a person, a usage failure for a script.
+    if (values.help !== true && positionals.length === 0 && out.json)
+      throw new UsageError('a command is required');
     if (values.help === true || positionals.length === 0) {
       process.stdout.write(`${helpOf(positionals[0])}\n`);
       return values.help === true ? 0 : 2;

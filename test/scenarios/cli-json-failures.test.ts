@@ -37,6 +37,11 @@ describe('failures with --json', () => {
         retryable: false,
       },
     });
+    const bare = await runCanopy(home, ['--json'], env);
+    expect(bare.status).toBe(2);
+    expect(failureOf(bare)).toEqual({
+      error: { code: 'usage', message: 'a command is required', retryable: false },
+    });
     // Without --json, the same as text with the command's lines.
     const told = await runCanopy(home, ['restore'], env);
     expect(told.status).toBe(2);
