@@ -47,7 +47,7 @@ import { notInVersion } from './not-in-version.ts';
 import { versionPathParts } from './version-path.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
 import { checkRoomForRestore, roomAdvice } from './room-for-restore.ts';
-import { walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
+import { directoryLinks, walkTree, type DecodedNode, type TreeEntry } from './walk-tree.ts';
 
 // Restores a version (or one path in it) into a folder: the tree comes from the metadata CAR,
 // leaves from the storage host, each verified against its CID; files are written (several at
@@ -420,6 +420,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       checkRoomForRestore({
         targetDir: input.targetDir,
         targetExisted,
+        // The version's top entries, or the one wanted, land in the target under their names.
+        names:
+          wanted.length === 0
+            ? (directoryLinks(root, index.nodes) ?? []).map((link) => link.name)
+            : wanted.slice(-1),
         bytes: wantedTotals.bytes,
         sparse: input.sparse === true,
         sparseWouldHelp,

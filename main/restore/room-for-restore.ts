@@ -1,13 +1,13 @@
-import { accessSync, constants, existsSync, opendirSync, statfsSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { EngineError, formatBytes } from '../api/index.ts';
 
 // A restore that cannot fit is told before anything is fetched: the disk filling part way
 // would come after an hour's download of a large version, with most of it thrown away. The
 // tree states its files' bytes, and a disk that stores bytes as they come (no compression)
-// takes at least those. Only into a new or empty folder: one holding files may already hold
-// some of the version's, which the restore leaves as they are, and a restore with --sparse
-// writes less than its bytes. Any other restore too large fails when the disk fills, keeping
+// takes at least those. Only where none of the names the restore puts there is taken: a file
+// or folder of such a name may hold some of the version's files already, which the restore
+// leaves as they are, and a restore with --sparse writes less than its bytes. Any other restore too large fails when the disk fills, keeping
 // every file it finished.
 
 /**
@@ -33,22 +33,21 @@ export function roomAdvice(sparseWouldHelp: boolean): string {
 const UNKNOWN_ROOM = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR']);
 
 /**
- * The room left for a restore into `targetDir` (there already when `targetExisted`), or
- * undefined where it cannot be told: the folder holds something, its disk may compress, or the
- * folder cannot be looked at (the restore says why when it tries).
+ * The room left for a restore into `targetDir` (there already when `targetExisted`) of entries
+ * named `names` at its top, or undefined where it cannot be told: one of those names is there
+ * already, the disk may compress, or the folder cannot be looked at (the restore says why when
+ * it tries).
  */
-function roomFor(targetDir: string, targetExisted: boolean): number | undefined {
+function roomFor(
+  targetDir: string,
+  targetExisted: boolean,
+  names: readonly string[],
+): number | undefined {
   try {
     let folder = targetDir;
     if (targetExisted) {
-      const entries = opendirSync(folder);
-      try {
-        // The root of an ext4 disk holds its lost+found from the start.
-        for (let entry = entries.readSync(); entry !== null; entry = entries.readSync())
-          if (entry.name !== 'lost+found') return undefined;
-      } finally {
-        entries.closeSync();
-      }
+      if (names.some((name) => lstatSync(path.join(folder, name), { throwIfNoEntry: false })))
+        return undefined;
     } else {
       // The folder the restore makes it in.
       while (!existsSync(folder) && path.dirname(folder) !== folder) folder = path.dirname(folder);
@@ -67,17 +66,19 @@ function roomFor(targetDir: string, targetExisted: boolean): number | undefined 
 
 /**
  * Refuses a restore of `bytes` into `targetDir` (there already when `targetExisted`) when its
- * disk has less room than that and nothing in the folder could be left in place.
+ * disk has less room than that and nothing there could be left in place.
  */
 export function checkRoomForRestore(input: {
   readonly targetDir: string;
   readonly targetExisted: boolean;
+  /** The names the restore puts at the top of `targetDir`. */
+  readonly names: readonly string[];
   readonly bytes: number;
   readonly sparse: boolean;
   readonly sparseWouldHelp: boolean;
 }): void {
   if (input.sparse || process.platform !== 'linux') return;
-  const free = roomFor(input.targetDir, input.targetExisted);
+  const free = roomFor(input.targetDir, input.targetExisted, input.names);
   if (free === undefined || input.bytes <= free) return;
   throw new EngineError(
     'disk_full',

@@ -835,18 +835,35 @@ open("deep.txt", "w").write("deep")`,
     );
     expect(part.status, part.stderr).toBe(0);
     expect(readdirSync(path.join(target, 'docs', 'b-small'))).toHaveLength(30);
-    // Into a folder holding files already (which might hold the version's), it is tried, and
-    // the disk fills part way.
-    const full = await runCanopy(home, ['restore', '--bucket', 'Docs', '--to', target], fileStore);
+    // Into a folder holding other files, none of them of a name it restores, it is refused too.
+    const beside = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--to', target],
+      fileStore,
+    );
+    expect(beside.status).toBe(1);
+    expect(beside.stderr).toMatch(
+      /^canopy: not enough free space in \S+ to restore: its files hold 105 MB, and the disk has 17 MB free; nothing was restored\./,
+    );
+    expect(readdirSync(target)).toEqual(['docs']);
+    // Into a folder holding some of what it restores, which it may leave as it is, it is tried,
+    // and the disk fills part way.
+    const full = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--to', path.join(target, 'docs')],
+      fileStore,
+    );
     expect(full.status).toBe(1);
     expect(full.stderr).toBe(
-      `canopy: not enough free space in ${target} to restore; free some space and run it again\n`,
+      `canopy: not enough free space in ${path.join(target, 'docs')} to restore; free some space and run it again\n`,
     );
     const leftovers = readdirSync(target, { recursive: true }).map(String);
     expect(leftovers.filter((name) => name.includes('.canopy-'))).toEqual([]);
-    expect(leftovers).not.toContain('a-large.bin');
+    expect(leftovers).not.toContain(path.join('docs', 'a-large.bin'));
     for (const [i, bytes] of first.entries())
-      expect(readFileSync(path.join(target, 'a-first', `note-${i}.txt`)).equals(bytes)).toBe(true);
+      expect(
+        readFileSync(path.join(target, 'docs', 'a-first', `note-${i}.txt`)).equals(bytes),
+      ).toBe(true);
     expect(readdirSync(path.join(target, 'docs', 'b-small'))).toHaveLength(30);
   });
 
