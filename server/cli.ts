@@ -12,6 +12,7 @@ import { createBucketService } from './app.ts';
 import { ServiceContext } from './context.ts';
 import { defaultServerDataDir } from './data-dir.ts';
 import { defaultServiceOptions } from './options.ts';
+import { ListenError, listenError, type ListenErrorCode } from './listen-error.ts';
 
 // canopy-server: run the Bucket Storage Service and administer its users.
 
@@ -32,7 +33,7 @@ class UsageError extends Error {}
 /** How a failed command is told: its exit status, and a stable code for a script (--json). */
 interface CommandFailure {
   readonly status: number;
-  readonly code: 'usage' | AdminErrorCode | 'failed';
+  readonly code: 'usage' | AdminErrorCode | ListenErrorCode | 'data_not_writable' | 'failed';
   readonly message: string;
 }
 
@@ -44,6 +45,15 @@ function failureOf(error: unknown): CommandFailure {
   // is the data folder's answer to a well-formed command.
   if (error instanceof AdminError)
     return { status: error.code === 'invalid_input' ? 2 : 1, code: error.code, message };
+  if (error instanceof ListenError) return { status: 1, code: error.code, message };
+  // The data folder is the only place the commands write.
+  const { code, path: failedPath } = error as NodeJS.ErrnoException;
+  if ((code === 'EACCES' || code === 'EPERM') && failedPath !== undefined)
+    return {
+      status: 1,
+      code: 'data_not_writable',
+      message: `cannot write in ${failedPath}: permission denied; choose a data folder this user may write with --data`,
+    };
   return { status: 1, code: 'failed', message };
 }
 
@@ -97,7 +107,13 @@ async function serve(
   const service = createBucketService(
     publicUrl === undefined ? options : { ...options, publicUrl },
   );
-  const url = await service.listen(host, port);
+  let url: string;
+  try {
+    url = await service.listen(host, port);
+  } catch (error) {
+    await service.close();
+    throw listenError(error, host, port);
+  }
   // Handlers first: a supervisor may signal as soon as it reads the line below.
   const stopped = new Promise<void>((resolve) => {
     const stop = (): void => {

@@ -1,8 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runServerCommand } from '../helpers/server-process.ts';
+import { spawnSync } from 'node:child_process';
+import {
+  runServerCommand,
+  startServerProcess,
+  stopServerProcess,
+} from '../helpers/server-process.ts';
 
 // `canopy-server`'s administration, as the person who hosts it runs it (often from a script
 // that provisions a household's users): a command refused is told in one line with the exit
@@ -74,6 +79,47 @@ describe('canopy-server administration', () => {
     expect(missing.status).toBe(2);
     expect(JSON.parse(missing.stderr)).toEqual({
       error: { code: 'usage', message: '--quota is required' },
+    });
+  });
+
+  it('says a port is taken by another program, with a code of its own', async () => {
+    const running = await startServerProcess(path.join(scratch, 'running'));
+    try {
+      const port = new URL(running.url).port;
+      const second = runServerCommand(['serve', '--port', port, ...data]);
+      expect(second).toMatchObject({
+        status: 1,
+        stderr: `canopy-server: port ${port} on 127.0.0.1 is taken by another program (a canopy-server already running there, perhaps); stop it, or choose another port with --port\n`,
+      });
+      const scripted = runServerCommand(['serve', '--port', port, '--json', ...data]);
+      expect(scripted.status).toBe(1);
+      expect(JSON.parse(scripted.stderr)).toMatchObject({ error: { code: 'port_in_use' } });
+    } finally {
+      await stopServerProcess(running, 'SIGTERM');
+    }
+  });
+
+  it('names a data folder this user may not write, and the option that chooses another', () => {
+    // Root writes anywhere: run as nobody, beside a folder only root may write in.
+    const closed = path.join(scratch, 'closed');
+    chmodSync(scratch, 0o755);
+    const run = spawnSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        'bin/canopy-server.js',
+      ].concat(['user', 'add', '--email', 'ann@example.org', '--data', closed, '--json']),
+      { encoding: 'utf8' },
+    );
+    expect(run.status, run.stderr).toBe(1);
+    expect(JSON.parse(run.stderr)).toEqual({
+      error: {
+        code: 'data_not_writable',
+        message: `cannot write in ${closed}: permission denied; choose a data folder this user may write with --data`,
+      },
     });
   });
 });
