@@ -421,7 +421,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         targetDir: input.targetDir,
         targetExisted,
         // The version's top entries, or the one wanted, land in the target under their names.
-        names:
+        names: () =>
           wanted.length === 0
             ? (directoryLinks(root, index.nodes) ?? []).map((link) => link.name)
             : wanted.slice(-1),

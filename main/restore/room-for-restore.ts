@@ -33,25 +33,16 @@ export function roomAdvice(sparseWouldHelp: boolean): string {
 const UNKNOWN_ROOM = new Set(['EACCES', 'EPERM', 'EROFS', 'ENOTDIR']);
 
 /**
- * The room left for a restore into `targetDir` (there already when `targetExisted`) of entries
- * named `names` at its top, or undefined where it cannot be told: one of those names is there
- * already, the disk may compress, or the folder cannot be looked at (the restore says why when
- * it tries).
+ * The room left on the disk of `targetDir` (there already when `targetExisted`), or undefined
+ * where it cannot be told: the disk may compress, or the folder cannot be looked at (the
+ * restore says why when it tries).
  */
-function roomFor(
-  targetDir: string,
-  targetExisted: boolean,
-  names: readonly string[],
-): number | undefined {
+function roomFor(targetDir: string, targetExisted: boolean): number | undefined {
   try {
     let folder = targetDir;
-    if (targetExisted) {
-      if (names.some((name) => lstatSync(path.join(folder, name), { throwIfNoEntry: false })))
-        return undefined;
-    } else {
-      // The folder the restore makes it in.
+    // Else the folder the restore makes it in.
+    if (!targetExisted)
       while (!existsSync(folder) && path.dirname(folder) !== folder) folder = path.dirname(folder);
-    }
     // A folder this process may not write in, or on a disk mounted read-only, is told as that.
     accessSync(folder, constants.W_OK);
     const disk = statfsSync(folder);
@@ -64,6 +55,16 @@ function roomFor(
   }
 }
 
+/** Whether something in `dir` has one of `names`; so taken too when that cannot be told. */
+function anyTaken(dir: string, names: readonly string[]): boolean {
+  try {
+    return names.some((name) => lstatSync(path.join(dir, name), { throwIfNoEntry: false }));
+  } catch (error) {
+    if (UNKNOWN_ROOM.has((error as NodeJS.ErrnoException).code ?? '')) return true;
+    throw error;
+  }
+}
+
 /**
  * Refuses a restore of `bytes` into `targetDir` (there already when `targetExisted`) when its
  * disk has less room than that and nothing there could be left in place.
@@ -71,17 +72,22 @@ function roomFor(
 export function checkRoomForRestore(input: {
   readonly targetDir: string;
   readonly targetExisted: boolean;
-  /** The names the restore puts at the top of `targetDir`. */
-  readonly names: readonly string[];
+  /**
+   * The names the restore puts at the top of `targetDir`: read from the tree only for a restore
+   * too large, into a folder that was there.
+   */
+  readonly names: () => readonly string[];
   readonly bytes: number;
   readonly sparse: boolean;
   readonly sparseWouldHelp: boolean;
 }): void {
   if (input.sparse || process.platform !== 'linux') return;
-  const free = roomFor(input.targetDir, input.targetExisted, input.names);
+  const free = roomFor(input.targetDir, input.targetExisted);
   if (free === undefined || input.bytes <= free) return;
+  const { targetDir } = input;
+  if (input.targetExisted && anyTaken(targetDir, input.names())) return;
   throw new EngineError(
     'disk_full',
-    `not enough free space in ${input.targetDir} to restore: its files hold ${formatBytes(input.bytes)}, and the disk has ${formatBytes(free)} free; nothing was restored. Free some space, restore to another disk, or restore a part of it (canopy restore PATH)${roomAdvice(input.sparseWouldHelp)}`,
+    `not enough free space in ${targetDir} to restore: its files hold ${formatBytes(input.bytes)}, and the disk has ${formatBytes(free)} free; nothing was restored. Free some space, restore to another disk, or restore a part of it (canopy restore PATH)${roomAdvice(input.sparseWouldHelp)}`,
   );
 }
