@@ -431,6 +431,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       });
     await makeFolders(input.targetDir);
   } catch (error) {
+    // The room check's refusal, told as it is.
+    if (error instanceof EngineError) throw error;
     const { code } = error as NodeJS.ErrnoException;
     if (code === 'EEXIST' || code === 'ENOTDIR') {
       const file = fileAbove(input.targetDir);

@@ -7,8 +7,8 @@ import { EngineError, formatBytes } from '../api/index.ts';
 // tree states its files' bytes, and a disk that stores bytes as they come (no compression)
 // takes at least those. Only where none of the names the restore puts there is taken: a file
 // or folder of such a name may hold some of the version's files already, which the restore
-// leaves as they are, and a restore with --sparse writes less than its bytes. Any other restore too large fails when the disk fills, keeping
-// every file it finished.
+// leaves as they are. A restore with --sparse writes less than its bytes. Any other restore
+// too large fails when the disk fills, keeping every file it finished.
 
 /**
  * statfs(2) magic numbers of Linux file systems that never compress what they store. On Btrfs,
