@@ -174,6 +174,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     json = values.json === true;
     const dataDir = values.data ?? defaultServerDataDir();
     const command = positionals.join(' ');
+    // No command: the help for a person, a usage failure for a script.
+    if (values.help !== true && command === '' && json)
+      throw new UsageError('a command is required');
     if (values.help === true || command === '') {
       process.stdout.write(`${USAGE}\n`);
       return values.help === true ? 0 : 2;

@@ -68,6 +68,11 @@ describe('canopy-server administration', () => {
     expect(bare.status).toBe(2);
     expect(bare.stderr).toMatch(/^canopy-server: Option '--port' argument is ambiguous/);
     expect(bare.stderr).toContain('usage: canopy-server <command>');
+    const none = runServerCommand(['--json', ...data]);
+    expect(none).toMatchObject({ status: 2, stdout: '' });
+    expect(JSON.parse(none.stderr)).toEqual({
+      error: { code: 'usage', message: 'a command is required' },
+    });
     const missing = runServerCommand([
       'user',
       'quota',
