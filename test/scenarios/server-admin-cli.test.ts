@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -102,6 +102,39 @@ describe('canopy-server administration', () => {
     } finally {
       await stopServerProcess(running, 'SIGTERM');
     }
+  });
+
+  it('says a port is not this user to take, or an address not this computer to listen on', () => {
+    // Ports below 1024 are root's: run as nobody, on a data folder of its own.
+    const own = path.join(scratch, 'nobody');
+    chmodSync(scratch, 0o755);
+    mkdirSync(own);
+    chownSync(own, 65534, 65534);
+    const low = spawnSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        process.execPath,
+        'bin/canopy-server.js',
+      ].concat(['serve', '--port', '80', '--data', own, '--json']),
+      { encoding: 'utf8' },
+    );
+    expect(low.status, low.stderr).toBe(1);
+    expect(JSON.parse(low.stderr)).toEqual({
+      error: {
+        code: 'port_not_allowed',
+        message:
+          'this user may not listen on port 80 (ports below 1024 are for root); choose another with --port',
+      },
+    });
+    // 192.0.2.1 is set aside for documentation: no computer has it.
+    const elsewhere = runServerCommand(['serve', '--host', '192.0.2.1', '--port', '0', ...data]);
+    expect(elsewhere.status).toBe(1);
+    expect(elsewhere.stderr.split('\n').at(-2)).toBe(
+      'canopy-server: 192.0.2.1 is not an address of this computer; --host takes one of its own (127.0.0.1 by default, 0.0.0.0 for all)',
+    );
   });
 
   it('names a data folder this user may not write, and the option that chooses another', () => {
