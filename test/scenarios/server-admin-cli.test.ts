@@ -17,6 +17,22 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-server-admin-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const data = ['--data', path.join(scratch, 'data')];
 
+/** `canopy-server ARGS` run as nobody: root may listen on any port and write anywhere. */
+function runServerAsNobody(args: readonly string[]): ReturnType<typeof runServerCommand> {
+  const run = spawnSync(
+    'setpriv',
+    [
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      process.execPath,
+      'bin/canopy-server.js',
+    ].concat(args),
+    { encoding: 'utf8' },
+  );
+  return { status: run.status ?? -1, stdout: run.stdout, stderr: run.stderr };
+}
+
 describe('canopy-server administration', () => {
   it('refuses a user added twice, or not there, with status 1 and a code a script can branch on', () => {
     const added = runServerCommand(['user', 'add', '--email', 'ann@example.org', ...data]);
@@ -110,17 +126,7 @@ describe('canopy-server administration', () => {
     chmodSync(scratch, 0o755);
     mkdirSync(own);
     chownSync(own, 65534, 65534);
-    const low = spawnSync(
-      'setpriv',
-      [
-        '--reuid=65534',
-        '--regid=65534',
-        '--clear-groups',
-        process.execPath,
-        'bin/canopy-server.js',
-      ].concat(['serve', '--port', '80', '--data', own, '--json']),
-      { encoding: 'utf8' },
-    );
+    const low = runServerAsNobody(['serve', '--port', '80', '--data', own, '--json']);
     expect(low.status, low.stderr).toBe(1);
     expect(JSON.parse(low.stderr)).toEqual({
       error: {
@@ -141,17 +147,15 @@ describe('canopy-server administration', () => {
     // Root writes anywhere: run as nobody, beside a folder only root may write in.
     const closed = path.join(scratch, 'closed');
     chmodSync(scratch, 0o755);
-    const run = spawnSync(
-      'setpriv',
-      [
-        '--reuid=65534',
-        '--regid=65534',
-        '--clear-groups',
-        process.execPath,
-        'bin/canopy-server.js',
-      ].concat(['user', 'add', '--email', 'ann@example.org', '--data', closed, '--json']),
-      { encoding: 'utf8' },
-    );
+    const run = runServerAsNobody([
+      'user',
+      'add',
+      '--email',
+      'ann@example.org',
+      '--data',
+      closed,
+      '--json',
+    ]);
     expect(run.status, run.stderr).toBe(1);
     expect(JSON.parse(run.stderr)).toEqual({
       error: {
