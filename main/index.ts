@@ -11,6 +11,8 @@ export type { VersionAsOf } from './engine/version-as-of.ts';
 export type { AccountSummary, LinkWaiting } from './engine/enrollment.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';
+export type { ExcludedItem } from './engine/excluded-items.ts';
+export { IGNORE_FILE } from './scanner/index.ts';
 export type {
   BackupPlan,
   BackupRequest,

@@ -1,4 +1,5 @@
-import type { SourceExcludeRules } from '../../main/index.ts';
+import { formatBytes } from '../../main/api/index.ts';
+import { IGNORE_FILE, type ExcludedItem, type SourceExcludeRules } from '../../main/index.ts';
 import { UsageError, need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS } from '../progress-line.ts';
@@ -30,6 +31,30 @@ function describeExcludes(rules: SourceExcludeRules): string {
   ].join('\n');
 }
 
+/** One excluded item, with what it holds and what excludes it, for a dry run. */
+function describeExcluded(item: ExcludedItem): string {
+  const folder = item.type === 'directory';
+  const size = folder
+    ? `${counted(item.files, 'file')}, ${formatBytes(item.bytes)}${item.unreadable === 0 ? '' : `, and ${counted(item.unreadable, 'item')} it could not look into`}`
+    : formatBytes(item.bytes);
+  const { by } = item;
+  const why =
+    by.from === 'canopy'
+      ? "Canopy's own folder, never backed up"
+      : `by "${by.rule}" ${by.from === 'defaults' ? "in Canopy's defaults" : by.from === 'kept' ? 'kept for this folder' : `in ${IGNORE_FILE}`}`;
+  return `excluded by rules: ${item.path}${folder ? '/' : ''} (${size}), ${why}`;
+}
+
+/** The dry run's line above the excluded items: how much they hold in all. */
+function excludedTotal(items: readonly ExcludedItem[]): string[] {
+  if (items.length === 0) return [];
+  const files = items.reduce((sum, item) => sum + item.files, 0);
+  const bytes = items.reduce((sum, item) => sum + item.bytes, 0);
+  return [
+    `would leave out ${counted(items.length, 'item')}, holding ${counted(files, 'file')}, ${formatBytes(bytes)} (canopy excludes DIR shows the rules):`,
+  ];
+}
+
 export async function backupCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
   command.takesWords(1);
@@ -48,7 +73,8 @@ export async function backupCommand(command: CommandContext): Promise<number | u
               `would apply the exclude rules kept for ${plan.excludesFrom}, this bucket's folder before, and keep them for this folder`,
             ]),
         `would back up ${counted(plan.files, 'file')}, ${counted(plan.bytes, 'byte')}`,
-        ...plan.excluded.map((item) => `excluded by rules: ${item}`),
+        ...excludedTotal(plan.excluded),
+        ...plan.excluded.map(describeExcluded),
         ...plan.skipped.map((item) => `would skip ${item.path}: ${item.reason}`),
       ].join('\n'),
       plan,

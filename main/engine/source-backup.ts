@@ -43,6 +43,7 @@ import {
   type TreeLeaves,
 } from '../uploader/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
+import { measureExcluded, type ExcludedItem, type FoundExcluded } from './excluded-items.ts';
 import { formerExcludesForPlan, formerExcludesOf } from './former-excludes.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
@@ -85,7 +86,8 @@ export interface PlanRequest {
 export interface BackupPlan {
   files: number;
   bytes: number;
-  excluded: string[];
+  /** What the rules leave out, in the walk's order. */
+  excluded: ExcludedItem[];
   skipped: SkippedItem[];
   /** The folder whose kept rules would apply (BackupResult.excludesFrom); null for none. */
   excludesFrom: string | null;
@@ -170,16 +172,25 @@ export class SourceBackup {
       skipped: [],
       excludesFrom: former?.dir ?? null,
     };
+    const excluded: FoundExcluded[] = [];
     const walk = walkSource(sourceDir, {
       rules,
       onSkip: (item) => plan.skipped.push(item),
-      onExcluded: (relativePath) => plan.excluded.push(relativePath),
+      onExcluded: (relativePath, stats) => {
+        const by = rules.excludedBy(relativePath, stats.type === 'directory');
+        // The walk excluded it by these very rules.
+        if (by === undefined) throw new Error(`no rule excludes ${relativePath}`);
+        excluded.push({ path: relativePath, stats, by });
+      },
     });
     for await (const entry of walk) {
       if (entry.kind !== 'file') continue;
       plan.files += 1;
       plan.bytes += entry.size;
     }
+    // Measured after the walk, one at a time: a walk of the folder inside the walk would run
+    // two at once.
+    for (const item of excluded) plan.excluded.push(await measureExcluded(sourceDir, item));
     return plan;
   }
 

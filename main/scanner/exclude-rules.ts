@@ -39,6 +39,12 @@ export const DEFAULT_EXCLUDES: readonly string[] = [
 
 export const IGNORE_FILE = '.canopyignore';
 
+/** What leaves a path out of a backup: a rule, and where the rule is written, or Canopy itself. */
+export type ExcludedBy =
+  | { readonly from: 'defaults' | 'kept' | 'ignore-file'; readonly rule: string }
+  /** Canopy's own folder (own-folders.ts). */
+  | { readonly from: 'canopy' };
+
 export interface ExcludeRules {
   /**
    * True when `relativePath` ('/' separators) is excluded. Paths are asked in a walk's order:
@@ -46,7 +52,14 @@ export interface ExcludeRules {
    * counts on it).
    */
   excludes(relativePath: string, isDirectory: boolean): boolean;
+  /**
+   * Why `relativePath` is excluded, or undefined when it is not: for a dry run, which tells the
+   * user which line to change. Asked in the same order as `excludes`.
+   */
+  excludedBy(relativePath: string, isDirectory: boolean): ExcludedBy | undefined;
 }
+
+type RuleMark = 'defaults' | 'kept';
 
 /**
  * Paths tested between two fresh matchers. `ignore` keeps every verdict it gives, and a walk
@@ -108,27 +121,40 @@ export async function loadExcludeRules(
 /** The defaults, then `kept` (each one rule), then `own` (a `.canopyignore`'s text). */
 export function excludeRulesOf(kept: readonly string[], own: string): ExcludeRules {
   // Separate calls: `add` splits a string into lines, but takes each item of an array as one
-  // rule.
+  // rule. The marks tell `excludedBy` where a rule came from; the file's rules carry none.
+  const marked = (rules: readonly string[], mark: RuleMark) =>
+    rules.map((pattern) => ({ pattern, mark }));
   const fresh = (): Ignore =>
-    ignore()
-      .add([...DEFAULT_EXCLUDES])
-      .add([...kept])
-      .add(own);
+    ignore().add(marked(DEFAULT_EXCLUDES, 'defaults')).add(marked(kept, 'kept')).add(own);
   // The file's lines as `add` splits them: a BOM first and a CR last go, as there.
   const ownText = own.replace(/^\uFEFF/, '').replace(/\r$/, '');
   const mayMatch = namePrefilter([...DEFAULT_EXCLUDES, ...kept, ...ownText.split(/\r?\n/)]);
   let matcher = fresh();
   let tests = 0;
+  /** The matcher to ask about `relativePath`, or undefined when no rule can match its name. */
+  const matcherFor = (relativePath: string): Ignore | undefined => {
+    if (mayMatch && !mayMatch(relativePath.slice(relativePath.lastIndexOf('/') + 1)))
+      return undefined;
+    tests += 1;
+    if (tests > TESTS_PER_MATCHER) {
+      matcher = fresh();
+      tests = 1;
+    }
+    return matcher;
+  };
   return {
     excludes(relativePath, isDirectory) {
-      if (mayMatch && !mayMatch(relativePath.slice(relativePath.lastIndexOf('/') + 1)))
-        return false;
-      tests += 1;
-      if (tests > TESTS_PER_MATCHER) {
-        matcher = fresh();
-        tests = 1;
-      }
-      return matcher.ignores(isDirectory ? `${relativePath}/` : relativePath);
+      return (
+        matcherFor(relativePath)?.ignores(isDirectory ? `${relativePath}/` : relativePath) === true
+      );
+    },
+    excludedBy(relativePath, isDirectory) {
+      const rule = matcherFor(relativePath)?.test(
+        isDirectory ? `${relativePath}/` : relativePath,
+      ).rule;
+      if (rule === undefined) return undefined;
+      const from = rule.mark === 'defaults' || rule.mark === 'kept' ? rule.mark : 'ignore-file';
+      return { from, rule: rule.pattern };
     },
   };
 }

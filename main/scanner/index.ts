@@ -8,3 +8,4 @@ export * from './source-folder.ts';
 export * from './source-file.ts';
 export * from './same-folder.ts';
 export * from './inode-numbers.ts';
+export type { EntryStats } from './folder-reader.ts';

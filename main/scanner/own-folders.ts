@@ -38,5 +38,9 @@ export function excludingFolders(
   return {
     excludes: (relativePath, isDirectory) =>
       (isDirectory && inside.has(relativePath)) || rules.excludes(relativePath, isDirectory),
+    excludedBy: (relativePath, isDirectory) =>
+      isDirectory && inside.has(relativePath)
+        ? { from: 'canopy' }
+        : rules.excludedBy(relativePath, isDirectory),
   };
 }

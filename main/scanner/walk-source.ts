@@ -5,7 +5,12 @@ import { isDiskGone } from '../api/index.ts';
 import type { ExcludeRules } from './exclude-rules.ts';
 import { InodeNumbers } from './inode-numbers.ts';
 import { skipKindOf, type SkippedItem } from './skipped-item.ts';
-import { readFoldersHere, type FolderReader, type ListedFolder } from './folder-reader.ts';
+import {
+  readFoldersHere,
+  type EntryStats,
+  type FolderReader,
+  type ListedFolder,
+} from './folder-reader.ts';
 import { StatAheadReader } from './stat-ahead-reader.ts';
 
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
@@ -103,7 +108,7 @@ export interface WalkOptions {
    */
   readonly ahead?: boolean;
   /** Paths excluded by rules are reported here, not as skipped items. */
-  readonly onExcluded?: (relativePath: string) => void;
+  readonly onExcluded?: (relativePath: string, stats: EntryStats) => void;
   readonly rules?: ExcludeRules;
   /**
    * Whether to walk into a folder the walk found; by default every one. A folder not entered
@@ -220,7 +225,7 @@ async function* walkWith(
     const mode = stats.permissions;
     if (options.rules?.excludes(rel, stats.type === 'directory') === true) {
       if (stats.type === 'directory') reader.passOver?.(full);
-      options.onExcluded?.(rel);
+      options.onExcluded?.(rel, stats);
       continue;
     }
     if (stats.type === 'directory') {

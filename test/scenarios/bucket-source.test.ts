@@ -133,7 +133,8 @@ describe("a bucket's source folder", () => {
       [
         `would apply the exclude rules kept for ${before}, this bucket's folder before, and keep them for this folder`,
         'would back up 3 files, 2200030 bytes',
-        'excluded by rules: stems',
+        'would leave out 1 item, holding 1 file, 300 kB (canopy excludes DIR shows the rules):',
+        'excluded by rules: stems/ (1 file, 300 kB), by "stems/" kept for this folder',
         '',
       ].join('\n'),
     );

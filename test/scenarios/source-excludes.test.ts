@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -46,7 +46,25 @@ describe('exclude rules kept for a source', () => {
       });
       expect(set.defaults).toContain('Thumbs.db');
       const plan = await engine.planBackup({ dir: source });
-      expect(plan.excluded.sort()).toEqual(['build', 'disk.iso']);
+      // What each holds, and the rule that leaves it out, so the user knows what to change.
+      expect(plan.excluded).toEqual([
+        {
+          path: 'build',
+          type: 'directory',
+          files: 1,
+          bytes: 'built'.length,
+          unreadable: 0,
+          by: { from: 'kept', rule: 'build/' },
+        },
+        {
+          path: 'disk.iso',
+          type: 'file',
+          files: 1,
+          bytes: 'a disk image'.length,
+          unreadable: 0,
+          by: { from: 'kept', rule: '*.iso' },
+        },
+      ]);
       const first = await engine.backup({ dir: source, bucket: 'Work' });
       expect(first.files).toBe(3);
       expect((await engine.ls({ bucket: 'Work' })).map((entry) => entry.name)).toEqual([
@@ -108,8 +126,14 @@ describe('exclude rules kept for a source', () => {
 
     const dryRun = await canopy(['backup', source, '--bucket', 'Any', '--dry-run']);
     expect(dryRun.status, dryRun.stderr).toBe(0);
-    expect(dryRun.stdout).toContain('excluded by rules: disk.iso\n');
-    expect(dryRun.stdout).toContain('excluded by rules: build\n');
+    expect(dryRun.stdout).toContain(
+      [
+        'would back up 3 files, 40 bytes',
+        'would leave out 2 items, holding 2 files, 17 B (canopy excludes DIR shows the rules):',
+        'excluded by rules: build/ (1 file, 5 B), by "build/" kept for this folder',
+        'excluded by rules: disk.iso (12 B), by "*.iso" kept for this folder',
+      ].join('\n'),
+    );
 
     const notKept = await canopy(['excludes', source, '--remove', '*.jpg']);
     expect(notKept.status).toBe(2);
@@ -120,5 +144,32 @@ describe('exclude rules kept for a source', () => {
     expect(JSON.parse(removed.stdout)).toMatchObject({ kept: ['build/'] });
     const cleared = await canopy(['excludes', source, '--clear', '--json']);
     expect(JSON.parse(cleared.stdout)).toMatchObject({ kept: [] });
+  });
+
+  it("are measured by a dry run: what an excluded folder holds, what in it could not be read, and Canopy's own folder", async () => {
+    const source = path.join(scratch, 'measured');
+    writeSettled(path.join(source, 'notes.txt'), 'mine');
+    writeSettled(path.join(source, '.cache', 'thumbs', 'one.png'), 'x'.repeat(1500));
+    writeSettled(path.join(source, '.cache', 'two.png'), 'y'.repeat(500));
+    // A name that is not UTF-8 (Latin-1 é): looked at, it is an item the walk cannot read.
+    writeFileSync(
+      Buffer.concat([Buffer.from(`${source}/.cache/caf`), Buffer.from([0xe9])]),
+      'not counted',
+    );
+    // Canopy's home inside the folder: never backed up, whatever the rules say.
+    const home = path.join(source, 'canopy-home');
+    const dryRun = await runCanopy(home, ['backup', source, '--bucket', 'Any', '--dry-run'], {
+      CANOPY_SECRET_STORE: 'file',
+    });
+    expect(dryRun.status, dryRun.stderr).toBe(0);
+    const lines = dryRun.stdout.split('\n');
+    expect(lines[0]).toBe('would back up 1 file, 4 bytes');
+    expect(lines[2]).toBe(
+      'excluded by rules: .cache/ (2 files, 2.0 kB, and 1 item it could not look into), by ".cache/" in Canopy\'s defaults',
+    );
+    expect(lines[3]).toMatch(
+      /^excluded by rules: canopy-home\/ \(\d+ files?, .+\), Canopy's own folder, never backed up$/,
+    );
+    expect(lines[1]).toMatch(/^would leave out 2 items, holding \d+ files, .+ \(canopy excludes/);
   });
 });

@@ -4,6 +4,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import {
+  excludeRulesOf,
+  excludingFolders,
   faultInExcludeRule,
   loadExcludeRules,
   TESTS_PER_MATCHER,
@@ -98,6 +100,29 @@ describe('exclude rules', () => {
     const { included, excluded } = await walk(dir, ['*.iso', '!Thumbs.db', '!notes.tmp']);
     expect(included.sort()).toEqual(['.canopyignore', 'Thumbs.db', 'keep.iso', 'main.c']);
     expect(excluded.sort()).toEqual(['disk.iso', 'notes.tmp']);
+  });
+
+  it('tell which rule excludes a path, and where the rule is written', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    mkdirSync(path.join(dir, 'home', 'ann', '.canopy'), { recursive: true });
+    const rules = excludingFolders(excludeRulesOf(['build', '!keep.tmp'], '# mine\n*.iso\n'), dir, [
+      path.join(dir, 'home', 'ann', '.canopy'),
+    ]);
+    expect(rules.excludedBy('draft.tmp', false)).toEqual({ from: 'defaults', rule: '*.tmp' });
+    expect(rules.excludedBy('keep.tmp', false)).toBeUndefined();
+    expect(rules.excludedBy('build', true)).toEqual({ from: 'kept', rule: 'build' });
+    expect(rules.excludedBy('photos/disk.iso', false)).toEqual({
+      from: 'ignore-file',
+      rule: '*.iso',
+    });
+    // The later rule wins, as in git: `.cache/` comes after `node_modules/.cache/`.
+    expect(rules.excludedBy('node_modules/.cache', true)).toEqual({
+      from: 'defaults',
+      rule: '.cache/',
+    });
+    expect(rules.excludedBy('home/ann/.canopy', true)).toEqual({ from: 'canopy' });
+    expect(rules.excludedBy('photos/beach.jpg', false)).toBeUndefined();
   });
 
   it('keep a rule only when it is one line that says something', () => {
