@@ -425,7 +425,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
           wanted.length === 0
             ? (directoryLinks(root, index.nodes) ?? []).map((link) => link.name)
             : wanted.slice(-1),
-        bytes: wantedTotals.bytes,
+        totals: wantedTotals,
         sparse: input.sparse === true,
         sparseWouldHelp,
       });

@@ -1,6 +1,7 @@
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
+import { BLOCK_SIZES, roomOfFile } from './disk-blocks.ts';
 import { cidAt, shapeOfNode, type NodeLookup, type NodeShape } from './walk-tree.ts';
 
 // What a part of a version's tree holds once walked: its files, their bytes, and its other
@@ -36,27 +37,42 @@ export interface TreeTotals {
   readonly bytes: number;
   /** Folders (the top one included) and symbolic links. */
   readonly others: number;
+  /** The room the files take on a disk of each of BLOCK_SIZES, at the least (disk-blocks.ts). */
+  readonly roomAt: readonly number[];
 }
 
 interface Counted {
   files: number;
   bytes: number;
   others: number;
+  roomAt: number[];
 }
 
-/** `into` plus `more`; past Number.MAX_SAFE_INTEGER, a count stays there. */
+/** Past Number.MAX_SAFE_INTEGER, a count stays there. */
+function sum(a: number, b: number): number {
+  return Math.min(a + b, Number.MAX_SAFE_INTEGER);
+}
+
+/** `into` plus `more`. */
 function add(into: Counted, more: TreeTotals): void {
-  into.files = Math.min(into.files + more.files, Number.MAX_SAFE_INTEGER);
-  into.bytes = Math.min(into.bytes + more.bytes, Number.MAX_SAFE_INTEGER);
-  into.others = Math.min(into.others + more.others, Number.MAX_SAFE_INTEGER);
+  into.files = sum(into.files, more.files);
+  into.bytes = sum(into.bytes, more.bytes);
+  into.others = sum(into.others, more.others);
+  for (const [index, room] of more.roomAt.entries())
+    into.roomAt[index] = sum(into.roomAt[index] ?? 0, room);
+}
+
+/** Nothing counted yet. */
+function nothing(): Counted {
+  return { files: 0, bytes: 0, others: 0, roomAt: BLOCK_SIZES.map(() => 0) };
 }
 
 /** What a file or a link counts for. */
 function totalsOfLeaf(shape: NodeShape): TreeTotals {
-  if (shape.kind !== 'file') return { files: 0, bytes: 0, others: 1 };
+  if (shape.kind !== 'file') return { ...nothing(), others: 1 };
   const bytes =
     shape.size > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(shape.size);
-  return { files: 1, bytes, others: 0 };
+  return { files: 1, bytes, others: 0, roomAt: roomOfFile(bytes) };
 }
 
 /**
@@ -77,7 +93,7 @@ export function treeTotals(
   /** The folders being counted, from the top down, with the entries of theirs not yet counted. */
   const open: Array<{ key: string; links: Array<{ cid: CID }>; sum: Counted }> = [];
   const openFolder = (key: string, links: Array<{ cid: CID }>): void => {
-    open.push({ key, links, sum: { files: 0, bytes: 0, others: 1 } });
+    open.push({ key, links, sum: { ...nothing(), others: 1 } });
   };
   const topKey = cidText(topCid);
   openFolder(topKey, top.links());

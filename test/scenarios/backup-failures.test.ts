@@ -47,11 +47,15 @@ afterAll(() => {
 
 const fileStore = { CANOPY_SECRET_STORE: 'file' };
 
-/** A folder under the scratch folder on a tmpfs of `size` (e.g. '6m'): a small, full-able disk. */
-function mountTmpfs(name: string, size: string): string {
+/**
+ * A folder under the scratch folder on a tmpfs of `size` (e.g. '6m'): a small, full-able disk;
+ * of at most `inodes` files, folders and links, if given.
+ */
+function mountTmpfs(name: string, size: string, inodes?: number): string {
   const dir = path.join(scratch, name);
   mkdirSync(dir);
-  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', dir], {
+  const options = `size=${size}${inodes === undefined ? '' : `,nr_inodes=${inodes}`}`;
+  const mounted = spawnSync('mount', ['-t', 'tmpfs', '-o', options, 'tmpfs', dir], {
     encoding: 'utf8',
   });
   expect(mounted.status, mounted.stderr).toBe(0);
@@ -896,5 +900,43 @@ open("deep.txt", "w").write("deep")`,
     expect(sparse.status, sparse.stderr).toBe(0);
     expect(readFileSync(path.join(target, 'vm.img')).equals(readFileSync(image))).toBe(true);
     expect(statfsSync(target).bfree * statfsSync(target).bsize).toBeGreaterThan(6 << 20);
+  });
+
+  it('refuses a restore of small files that fit in bytes but not in the blocks or inodes of the disk', async () => {
+    const source = path.join(scratch, 'mail-source');
+    // A mail folder: 300 messages of 2000 bytes, 600 kB, each taking a 4 KiB page on a tmpfs.
+    for (let i = 0; i < 300; i += 1)
+      writeSettled(path.join(source, 'inbox', `${i}.eml`), randomBytes(2000));
+    const home = path.join(scratch, 'mail-home');
+    await loginWithBucket(home, path.join(scratch, 'mail-data'), 'Mail');
+    const backup = await runCanopy(home, ['backup', source, '--bucket', 'Mail'], fileStore);
+    expect(backup.status, backup.stderr).toBe(0);
+    const restore = (to: string, ...more: string[]) =>
+      runCanopy(home, ['restore', '--bucket', 'Mail', ...more, '--to', to], fileStore);
+
+    const smallBlocks = mountTmpfs('mail-blocks', '1m');
+    const blocks = await restore(smallBlocks);
+    expect(blocks.status).toBe(1);
+    expect(blocks.stderr).toBe(
+      `canopy: not enough free space in ${smallBlocks} to restore: its files hold 600 kB, which take 1.2 MB there, as the disk stores each file in whole blocks of 4 KiB, and it has 1.0 MB free; nothing was restored. Free some space, restore to another disk, or restore a part of it (canopy restore PATH)\n`,
+    );
+    expect(readdirSync(smallBlocks)).toEqual([]);
+
+    // Room for the bytes and the blocks, not for the files: 301 inodes to make.
+    const fewInodes = mountTmpfs('mail-inodes', '8m', 250);
+    const inodes = await restore(path.join(fewInodes, 'mail'));
+    expect(inodes.status).toBe(1);
+    expect(inodes.stderr).toMatch(
+      /: its 302 files, folders and links need an entry each \(an inode\), and the disk can make 249 more; nothing was restored\./,
+    );
+    expect(readdirSync(fewInodes)).toEqual([]);
+    // Even a sparse restore needs an inode for each.
+    expect((await restore(fewInodes, '--sparse')).stderr).toMatch(/and the disk can make 249 more/);
+
+    // A disk with room for both takes it all.
+    const roomy = mountTmpfs('mail-roomy', '2m', 400);
+    const restored = await restore(roomy);
+    expect(restored.status, restored.stderr).toBe(0);
+    expect(readdirSync(path.join(roomy, 'inbox'))).toHaveLength(300);
   });
 });

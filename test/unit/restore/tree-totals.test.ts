@@ -41,11 +41,17 @@ describe('the totals of a tree', () => {
   it('count each path, reading a folder linked twice once', async () => {
     const { nodes, root } = await twoCopies();
     const reads = vi.spyOn(nodes, 'get');
-    expect(treeTotals(root, nodes)).toEqual({ files: 4, bytes: 14, others: 5 });
+    // Files this small may sit in their inodes: they take no more room than their bytes.
+    expect(treeTotals(root, nodes)).toEqual({
+      files: 4,
+      bytes: 14,
+      others: 5,
+      roomAt: Array.from({ length: 9 }, () => 14),
+    });
     // The root, the copy's folder twice (its node is decoded where linked), its three entries.
     expect(reads).toHaveBeenCalledTimes(6);
-    expect(treeTotals(root, nodes, ['copy 2'])).toEqual({ files: 2, bytes: 7, others: 2 });
-    expect(treeTotals(root, nodes, ['copy 2', 'two.txt'])).toEqual({
+    expect(treeTotals(root, nodes, ['copy 2'])).toMatchObject({ files: 2, bytes: 7, others: 2 });
+    expect(treeTotals(root, nodes, ['copy 2', 'two.txt'])).toMatchObject({
       files: 1,
       bytes: 4,
       others: 0,
