@@ -177,7 +177,7 @@ describe('a stopped operation', () => {
     }
   });
 
-  it('Ctrl-C stops `canopy backup` at once, though its upload has stalled, and the next run finishes it', async () => {
+  it('Ctrl-C or SIGTERM stops `canopy backup` at once, though its upload has stalled, told in JSON with --json, and the next run finishes it', async () => {
     const service = await startTestService({ limits: DEFAULT_LIMITS });
     const proxy = await startFaultProxy(service.url);
     // The storage host the service announces is the proxy too, so shard uploads stall there.
@@ -194,31 +194,50 @@ describe('a stopped operation', () => {
 
       // Every shard upload stalls for a minute: the backup waits in its upload.
       proxy.schedule(
-        Array.from({ length: 8 }, () => ({ delayMs: 60_000 })),
+        Array.from({ length: 16 }, () => ({ delayMs: 60_000 })),
         /\/upload\/.*\/[a-z0-9]+$/,
       );
-      const canopy = canopyProcess(['backup', source, '--bucket', 'Stop'], {
-        ...process.env,
-        CANOPY_HOME: home,
-        ...env,
-      });
-      const child = spawn(canopy.command, canopy.args, {
-        env: canopy.env,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.on('data', (chunk: Buffer) => {
-        stderr += chunk.toString();
-      });
-      const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-      const uploading = (): boolean =>
-        proxy.seen.some((request) => request.method === 'PUT' && request.path.includes('/upload/'));
-      while (!uploading()) await new Promise((resolve) => setTimeout(resolve, 20));
-      child.kill('SIGINT');
-      expect(await exited).toBe(130);
-      expect(stderr).toBe(
+      /** Runs `canopy backup` with `more`, sends `signal` once it uploads, and its end. */
+      const stopBackup = async (signal: NodeJS.Signals, ...more: string[]) => {
+        const canopy = canopyProcess(['backup', source, '--bucket', 'Stop', ...more], {
+          ...process.env,
+          CANOPY_HOME: home,
+          ...env,
+        });
+        const child = spawn(canopy.command, canopy.args, {
+          env: canopy.env,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString();
+        });
+        const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+        const uploadsBefore = uploads();
+        while (uploads() === uploadsBefore) await new Promise((resolve) => setTimeout(resolve, 20));
+        child.kill(signal);
+        return { status: await exited, stderr };
+      };
+      const uploads = (): number =>
+        proxy.seen.filter(
+          (request) => request.method === 'PUT' && request.path.includes('/upload/'),
+        ).length;
+      const stopped = await stopBackup('SIGINT');
+      expect(stopped.status).toBe(130);
+      expect(stopped.stderr).toBe(
         'canopy: the backup was stopped: run it again to finish it (what it stored stays, and only what is missing is sent)\n',
       );
+      // Stopped by a service manager, with --json: the failure a script reads, and 128 + 15.
+      const scripted = await stopBackup('SIGTERM', '--json');
+      expect(scripted.status).toBe(143);
+      expect(JSON.parse(scripted.stderr)).toEqual({
+        error: {
+          code: 'stopped',
+          message:
+            'the backup was stopped: run it again to finish it (what it stored stays, and only what is missing is sent)',
+          retryable: true,
+        },
+      });
 
       proxy.schedule([]);
       const again = await runCanopy(home, ['backup', source, '--bucket', 'Stop'], env);
