@@ -59,7 +59,10 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['versions', ['bucket']],
   ['snapshots', ['bucket']],
   ['ls', ['bucket', 'version', 'snapshot', 'at', 'recursive', 'progress']],
-  ['restore', ['bucket', 'version', 'snapshot', 'at', 'to', 'overwrite', 'sparse', 'progress']],
+  [
+    'restore',
+    ['bucket', 'version', 'snapshot', 'at', 'to', 'overwrite', 'sparse', 'dry-run', 'progress'],
+  ],
   ['diff', ['bucket', 'from', 'to', 'progress']],
   ['history', ['bucket', 'progress']],
   ['verify', ['bucket', 'version', 'snapshot', 'at', 'all', 'progress']],

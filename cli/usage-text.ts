@@ -23,8 +23,9 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
      [--progress]
                                                     -R: all below PATH, each by its path
   restore --bucket NAME [--version ID | --snapshot ID | --at TIME] [PATH] [--to DIR] [--overwrite]
-          [--sparse] [--progress]                   without --to, to where it was backed up from;
-                                                    --sparse leaves runs of zeros as holes
+          [--sparse] [--dry-run] [--progress]       without --to, to where it was backed up from;
+                                                    --sparse leaves runs of zeros as holes;
+                                                    --dry-run tells what it would do, and does not
   diff --bucket NAME [--from ID] [--to ID] [PATH] [--progress]
                                                     what changed between two versions: by default
                                                     from the one before the active one to it

@@ -38,7 +38,11 @@ export type {
   ItemVersion,
 } from './engine/item-history.ts';
 export type { VerifiedVersion, VerifyRequest } from './engine/version-verifier.ts';
-export type { RestoreRequest, RestoredVersion } from './engine/version-restorer.ts';
+export type {
+  PlannedRestore,
+  RestoreRequest,
+  RestoredVersion,
+} from './engine/version-restorer.ts';
 export type {
   BackupProgress,
   BackupResult,

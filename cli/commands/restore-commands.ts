@@ -1,3 +1,4 @@
+import type { RestoreRequest } from '../../main/index.ts';
 import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS } from '../progress-line.ts';
@@ -45,6 +46,57 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
   return;
 }
 
+/** Where a restore without --to goes. */
+function intoOriginalPlace(place: {
+  readonly restoredInto: string;
+  readonly backedUpFrom: string | null;
+}): string {
+  return place.backedUpFrom === null
+    ? `into ${place.restoredInto}, where it was backed up from`
+    : `into ${place.restoredInto}, where its path names it now (it was backed up from ${place.backedUpFrom})`;
+}
+
+/** The entries of a dry run's list, each on its own line below the line that says what they are. */
+function listed(heading: string, paths: readonly string[]): string[] {
+  return paths.length === 0
+    ? []
+    : [heading, ...paths.map((item) => `  ${JSON.stringify(item).slice(1, -1)}`)];
+}
+
+/** `canopy restore --dry-run`: what the restore would do; exits 1 when it would be refused. */
+async function restorePlanCommand(
+  command: CommandContext,
+  request: RestoreRequest,
+): Promise<number | undefined> {
+  const plan = await command.engine.planRestore(request);
+  const { overwrite } = request;
+  command.out.print(
+    [
+      `would restore version ${plan.versionId} ${request.to === undefined ? intoOriginalPlace(plan) : `into ${plan.restoredInto}`}`,
+      `would write ${counted(plan.files, 'file')} (${counted(plan.bytes, 'byte')}), ${counted(plan.directories, 'folder')}, ${counted(plan.symlinks, 'symlink')}`,
+      ...(plan.alreadyThere === 0
+        ? []
+        : [
+            `already there with the same content, and would be left as ${plan.alreadyThere === 1 ? 'it is' : 'they are'}: ${counted(plan.alreadyThere, 'file or link', 'files and links')}`,
+          ]),
+      ...listed(
+        overwrite
+          ? `would replace ${counted(plan.replaced.length, 'file or link', 'files and links')} there:`
+          : '',
+        overwrite ? plan.replaced : [],
+      ),
+      ...listed(
+        `would keep ${counted(plan.beside.length, 'item')} there (a file, folder or link of a name it restores${overwrite ? ', where a file or link may not replace a folder' : ''}), and restore the version's beside ${plan.beside.length === 1 ? 'it' : 'each'} with " (restored)" added to the name${overwrite ? '' : ' (--overwrite replaces files and links)'}:`,
+        plan.beside,
+      ),
+    ].join('\n'),
+    plan,
+  );
+  if (plan.refusedBecause === null) return;
+  process.stderr.write(`canopy: the restore would be refused: ${plan.refusedBecause}\n`);
+  return 1;
+}
+
 export async function restoreCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
   command.takesWords(1);
@@ -56,6 +108,15 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
   const bucket = need(str('bucket'), '--bucket');
   const chosen = await versionChoice(command, bucket);
   const to = str('to');
+  if (values['dry-run'] === true)
+    return restorePlanCommand(command, {
+      bucket,
+      ...(to === undefined ? {} : { to }),
+      overwrite: values['overwrite'] === true,
+      ...chosen,
+      ...(sub === undefined ? {} : { path: sub }),
+      ...(values['sparse'] === true ? { sparse: true } : {}),
+    });
   const progress = progressShown(PHASE_PROGRESS);
   const result = await untilSignalled((signal) =>
     engine.restore({
@@ -76,13 +137,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
         : [
             `removed ${counted(result.leftoversRemoved, 'unfinished file')} left by a restore that was stopped`,
           ]),
-      ...(to === undefined
-        ? [
-            result.backedUpFrom === null
-              ? `into ${result.restoredInto}, where it was backed up from`
-              : `into ${result.restoredInto}, where its path names it now (it was backed up from ${result.backedUpFrom})`,
-          ]
-        : []),
+      ...(to === undefined ? [intoOriginalPlace(result)] : []),
       `restored ${counted(result.files, 'file')} (${counted(result.bytes, 'byte')}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
       ...(result.alreadyThere === 0
         ? []

@@ -35,7 +35,7 @@ import type { BrowseRequest, BrowsedFolder } from './version-browser.ts';
 import type { CompareRequest, ComparedVersions } from './version-comparison.ts';
 import type { HistoryRequest, ItemHistory } from './item-history.ts';
 import type { VerifiedVersion, VerifyRequest } from './version-verifier.ts';
-import type { RestoreRequest, RestoredVersion } from './version-restorer.ts';
+import type { PlannedRestore, RestoreRequest, RestoredVersion } from './version-restorer.ts';
 import type { EngineDeps } from './engine-deps.ts';
 import type { EngineParts } from './engine-parts.ts';
 import type { EngineRuns } from './engine-runs.ts';
@@ -299,6 +299,11 @@ export class Engine {
 
   async restore(input: RestoreRequest): Promise<RestoredVersion> {
     return (await this.runs()).restorer.restore(input);
+  }
+
+  /** What `restore` would do with `input`; nothing is fetched but the version's list of files. */
+  async planRestore(input: RestoreRequest): Promise<PlannedRestore> {
+    return (await this.runs()).restorer.plan(input);
   }
 
   // Account

@@ -6,11 +6,13 @@ import { sourcePlace } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
   originalPlace,
+  planRestore,
   removeLeftTemporaries,
   restoreVersion,
   subtreeIndex,
   versionPathParts,
   type RestoredFileOnDisk,
+  type RestorePlan,
   type RestoreResult,
 } from '../restore/index.ts';
 import {
@@ -68,6 +70,14 @@ export type RestoredVersion = RestoreResult & {
   readonly readAgainBecause: string | null;
 };
 
+/** What a restore would do (RestorePlan), of which version, and where. */
+export type PlannedRestore = RestorePlan & {
+  readonly versionId: string;
+  readonly restoredInto: string;
+  /** As RestoredVersion.backedUpFrom. */
+  readonly backedUpFrom: string | null;
+};
+
 /**
  * The folder the version whose `source_label` is `versionLabel` held `asked` in, when not
  * `restoredInto`; null when it is, or the version names no folder.
@@ -104,36 +114,19 @@ export class VersionRestorer {
     // Before any network: the request is wrong whatever the service says.
     refuseVersionAndSnapshot(input);
     try {
-      const { client } = await this.parts.connection.connect({ signal: input.signal });
-      const { versionId, bucketId } = await this.parts.versions.resolve(client, input, true);
-      const who = await client.whoAmI();
-      // A version this computer keeps no copy of (a new computer's restore) pulls its list of
-      // files first: megabytes, over a slow link minutes, shown as their own phase.
-      const onPull = input.onProgress
-        ? pullPhase(input.onProgress, () => this.parts.now())
-        : undefined;
-      // One file or folder needs only its part of the tree, read through the CAR's node index.
-      const paths = PathsInVersions.of(this.browser, input);
-      let asked: PathInVersion = { path: undefined, sourceLabel: undefined };
-      const readTree =
-        input.path === undefined
-          ? readTreeIndexOfFile
-          : async (file: string) => {
-              const tree = await openBrowsableTree(file);
-              try {
-                asked = await paths.in(tree.manifest['source_label']);
-              } catch (error) {
-                tree.close();
-                throw error;
-              }
-              return subtreeIndex(tree, asked.path ?? '');
-            };
-      const result = await usingTree(
-        await this.parts.metadata.versionTree(client, versionId, readTree, onPull),
-        (tree) => this.restoreTree(client, who.storage_host, bucketId, tree, input, asked),
-      );
-      noteUnavailableBlocks(this.parts.db, bucketId, result.unavailable, this.parts.now());
-      return result;
+      return await this.withVersion(input, async ({ client, bucketId, tree, asked }) => {
+        const who = await client.whoAmI();
+        const result = await this.restoreTree(
+          client,
+          who.storage_host,
+          bucketId,
+          tree,
+          input,
+          asked,
+        );
+        noteUnavailableBlocks(this.parts.db, bucketId, result.unavailable, this.parts.now());
+        return result;
+      });
     } catch (error) {
       if (input.signal?.aborted === true)
         throw new EngineError(
@@ -145,6 +138,95 @@ export class VersionRestorer {
     }
   }
 
+  /**
+   * What `restore` would do with `input`: what it would write, what is there already, what is in
+   * the way, and whether it would be refused. Only the version's list of files is fetched.
+   */
+  async plan(input: RestoreRequest): Promise<PlannedRestore> {
+    refuseVersionAndSnapshot(input);
+    return this.withVersion(input, async ({ versionId, tree, asked }) => {
+      const targetDir = this.targetOf(input, tree, asked);
+      const plan = await planRestore({
+        tree,
+        targetDir,
+        overwrite: input.overwrite,
+        ...(asked.path === undefined ? {} : { subPath: asked.path }),
+        ...(input.sparse === true ? { sparse: true } : {}),
+      });
+      return {
+        ...plan,
+        versionId,
+        restoredInto: targetDir,
+        backedUpFrom: this.backedUpFrom(input, tree, asked, targetDir),
+      };
+    });
+  }
+
+  /**
+   * Runs `use` on the version `input` names: its tree, whole, or the part of it `input.path`
+   * names (read through the CAR's node index), with where that part lies in it.
+   */
+  private async withVersion<T>(
+    input: RestoreRequest,
+    use: (version: {
+      client: ServiceClient;
+      versionId: string;
+      bucketId: string;
+      tree: TreeIndex;
+      asked: PathInVersion;
+    }) => Promise<T>,
+  ): Promise<T> {
+    const { client } = await this.parts.connection.connect({ signal: input.signal });
+    const { versionId, bucketId } = await this.parts.versions.resolve(client, input, true);
+    // A version this computer keeps no copy of (a new computer's restore) pulls its list of
+    // files first: megabytes, over a slow link minutes, shown as their own phase.
+    const onPull = input.onProgress
+      ? pullPhase(input.onProgress, () => this.parts.now())
+      : undefined;
+    // One file or folder needs only its part of the tree, read through the CAR's node index.
+    const paths = PathsInVersions.of(this.browser, input);
+    let asked: PathInVersion = { path: undefined, sourceLabel: undefined };
+    const readTree =
+      input.path === undefined
+        ? readTreeIndexOfFile
+        : async (file: string) => {
+            const tree = await openBrowsableTree(file);
+            try {
+              asked = await paths.in(tree.manifest['source_label']);
+            } catch (error) {
+              tree.close();
+              throw error;
+            }
+            return subtreeIndex(tree, asked.path ?? '');
+          };
+    return usingTree(
+      await this.parts.metadata.versionTree(client, versionId, readTree, onPull),
+      (tree) => use({ client, versionId, bucketId, tree, asked }),
+    );
+  }
+
+  /** Where a restore of `asked` in `tree` goes: `input.to`, or where it was backed up from. */
+  private targetOf(input: RestoreRequest, tree: TreeIndex, asked: PathInVersion): string {
+    return input.to === undefined
+      ? originalPlace(asked.sourceLabel ?? tree.manifest['source_label'], asked.path, {
+          hostname: os.hostname(),
+          isFolder: isFolderHere,
+        })
+      : path.resolve(input.to);
+  }
+
+  /** RestoredVersion.backedUpFrom of a restore of `asked` in `tree` into `targetDir`. */
+  private backedUpFrom(
+    input: RestoreRequest,
+    tree: TreeIndex,
+    asked: PathInVersion,
+    targetDir: string,
+  ): string | null {
+    return input.to === undefined && asked.sourceLabel !== undefined
+      ? folderBackedUpFrom(tree.manifest['source_label'], asked, targetDir)
+      : null;
+  }
+
   private async restoreTree(
     client: ServiceClient,
     storageHost: string,
@@ -153,13 +235,7 @@ export class VersionRestorer {
     input: RestoreRequest,
     asked: PathInVersion,
   ): Promise<RestoredVersion> {
-    const targetDir =
-      input.to === undefined
-        ? originalPlace(asked.sourceLabel ?? tree.manifest['source_label'], asked.path, {
-            hostname: os.hostname(),
-            isFolder: isFolderHere,
-          })
-        : path.resolve(input.to);
+    const targetDir = this.targetOf(input, tree, asked);
     const leftoversRemoved = this.removeStoppedRestoresLeftovers();
     const mark = RestoreMark.start(this.parts.deps.home, targetDir);
     const notes = RestoredFilesNotes.forRestore(
@@ -194,10 +270,7 @@ export class VersionRestorer {
         ...result,
         leftoversRemoved,
         restoredInto: targetDir,
-        backedUpFrom:
-          input.to === undefined && asked.sourceLabel !== undefined
-            ? folderBackedUpFrom(tree.manifest['source_label'], asked, targetDir)
-            : null,
+        backedUpFrom: this.backedUpFrom(input, tree, asked, targetDir),
         readAgainBecause: notes?.finish() ?? null,
       };
     } catch (error) {

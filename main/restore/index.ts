@@ -13,3 +13,4 @@ export { unavailableBlockReason, type UnavailableBlock } from './receive-blocks.
 export * from './version-path.ts';
 export * from './version-diff.ts';
 export * from './item-look.ts';
+export * from './restore-plan.ts';

@@ -44,6 +44,7 @@ import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { notInVersion } from './not-in-version.ts';
+import { checkName } from './safe-name.ts';
 import { versionPathParts } from './version-path.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
 import { checkRoomForRestore, roomAdvice } from './room-for-restore.ts';
@@ -184,15 +185,6 @@ interface FileToWriteAgain {
   readonly relative: string;
   /** The leaf that did not match, by its CID's text. */
   readonly damagedCid: string;
-}
-
-function checkName(name: string): void {
-  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
-    throw new EngineError(
-      'protocol',
-      `the version holds an unsafe name ${JSON.stringify(name)}; restore stopped`,
-    );
-  }
 }
 
 /**
