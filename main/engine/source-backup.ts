@@ -2,7 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
-import type { SampleCheck } from '../restore/index.ts';
+import { timesInTree, type SampleCheck } from '../restore/index.ts';
 import {
   checkSourceFolder,
   excludingFolders,
@@ -276,6 +276,7 @@ export class SourceBackup {
           await this.parts.metadata.keep(versionId, carFile);
         },
         loadTree,
+        timesInTree,
       });
     } finally {
       for (const tree of opened) tree.close();

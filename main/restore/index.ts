@@ -14,3 +14,4 @@ export * from './version-path.ts';
 export * from './version-diff.ts';
 export * from './item-look.ts';
 export * from './restore-plan.ts';
+export { timesInTree } from './times-in-tree.ts';

@@ -1,7 +1,7 @@
 import type { SkippedItem } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import type { RestoredFiles, SourceFileIndex, UploadQueue } from '../state/index.ts';
-import type { TreeLeaves } from './previous-tree.ts';
+import type { TreeLeaves, TreeNodes } from './previous-tree.ts';
 import type { BackupProgress } from './progress-meter.ts';
 
 // What a backup of a source folder into a bucket is given, and what it gives back
@@ -67,6 +67,15 @@ export interface BackupInput {
    * when the file index does not list its files' leaves, or when folders may be reused.
    */
   readonly loadTree: (versionId: string, withNodes: boolean) => Promise<TreeLeaves>;
+  /**
+   * The times the tree of root `rootCid` gives its entries, by path, from its nodes: for a
+   * backup whose file index does not describe the version it builds on, which then keeps the
+   * version's time for an entry a restore of it set (main/restore/times-in-tree.ts).
+   */
+  readonly timesInTree?: (
+    rootCid: string,
+    nodes: TreeNodes,
+  ) => (relativePath: string) => bigint | undefined;
   /**
    * Called with the file that holds a stored version's metadata CAR, for the local cache that
    * browsing reads: the callee may move the file away; whatever is left there is removed.

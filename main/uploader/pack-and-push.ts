@@ -233,11 +233,14 @@ export async function packAndPush(
       passProgress?.addToTotal(bytes),
     );
     const reuseFolder = reuseUnchangedFolders(input.fileIndex, previous?.tree, changedFolders);
-    // The times the version built on gave its entries, when the file index describes it.
+    // The times the version built on gave its entries: as the file index records them when it
+    // describes that version, else from the version's tree, when its nodes were read.
     const timeInVersion =
       previous && input.fileIndex.versionId === previous.id
         ? (relativePath: string) => input.fileIndex.lookup(relativePath)?.mtimeNs
-        : undefined;
+        : previous?.tree.nodes && input.timesInTree
+          ? input.timesInTree(previous.rootCid, previous.tree.nodes)
+          : undefined;
     // File mtimes are on the wall clock, whatever clock `now` is.
     let scanStartedMs = Date.now();
     const { onProgress } = input;

@@ -160,4 +160,26 @@ describe('a backup after a restore into the folder it backs up', () => {
     expect(after).toMatchObject({ files: 4, bytesRead: 0, newBytes: 0 });
     expect(await newestVersion('new-computer-check')).toEqual(fingerprintTree(moved));
   });
+
+  it('makes no version of a whole version restored on a new computer, where it was backed up from', async () => {
+    // The computer's disk lost, and Canopy set up anew: a home of its own, the same backups.
+    const moved = path.join(scratch, 'new-computer', 'Documents');
+    // Times to the nanosecond, as files written have them, on a file, a folder and the top.
+    const anHourAgo = Math.floor(Date.now() / 1000) - 3600;
+    for (const entry of ['notes.txt', 'photos', '.'])
+      execFileSync('touch', ['-d', `@${anHourAgo}.987654321`, path.join(moved, entry)]);
+    const backedUp = JSON.parse(
+      await canopySucceeds(home, 'backup', moved, '--bucket', 'Docs', '--json', '--skip-check'),
+    ) as BackupJson;
+    expect(backedUp.unchanged).not.toBe(true);
+    const newHome = path.join(scratch, 'new-home');
+    await canopySucceeds(newHome, 'login', '--local', '--data', path.join(scratch, 'local'));
+    rmSync(moved, { recursive: true });
+    await canopySucceeds(newHome, 'restore', '--bucket', 'Docs', '--to', moved);
+    // The new home has no file index: the times come from the version's own tree.
+    const after = JSON.parse(
+      await canopySucceeds(newHome, 'backup', moved, '--bucket', 'Docs', '--json', '--skip-check'),
+    ) as BackupJson;
+    expect(after).toMatchObject({ versionId: backedUp.versionId, unchanged: true, bytesRead: 0 });
+  });
 });
