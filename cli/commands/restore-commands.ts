@@ -68,7 +68,14 @@ async function restorePlanCommand(
   command: CommandContext,
   request: RestoreRequest,
 ): Promise<number | undefined> {
-  const plan = await command.engine.planRestore(request);
+  // Shown only while a version this computer keeps no copy of is fetched.
+  const progress = command.progressShown(PHASE_PROGRESS);
+  const plan = await command.engine
+    .planRestore({
+      ...request,
+      ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+    })
+    .finally(() => progress.done());
   const { overwrite } = request;
   command.out.print(
     [
@@ -80,10 +87,8 @@ async function restorePlanCommand(
             `already there with the same content, and would be left as ${plan.alreadyThere === 1 ? 'it is' : 'they are'}: ${counted(plan.alreadyThere, 'file or link', 'files and links')}`,
           ]),
       ...listed(
-        overwrite
-          ? `would replace ${counted(plan.replaced.length, 'file or link', 'files and links')} there:`
-          : '',
-        overwrite ? plan.replaced : [],
+        `would replace ${counted(plan.replaced.length, 'file or link', 'files and links')} there:`,
+        plan.replaced,
       ),
       ...listed(
         `would keep ${counted(plan.beside.length, 'item')} there (a file, folder or link of a name it restores${overwrite ? ', where a file or link may not replace a folder' : ''}), and restore the version's beside ${plan.beside.length === 1 ? 'it' : 'each'} with " (restored)" added to the name${overwrite ? '' : ' (--overwrite replaces files and links)'}:`,

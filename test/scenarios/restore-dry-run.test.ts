@@ -185,6 +185,17 @@ describe('a restore dry run', () => {
       );
       expect(readdirSync(small)).toEqual([]);
 
+      // A path the version does not hold: told as the restore tells it.
+      const missing = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Home', 'docs/recipes.txt', '--dry-run', '--to', fresh],
+        env,
+      );
+      expect(missing.status).toBe(1);
+      expect(missing.stderr).toBe(
+        'canopy: no docs/recipes.txt in this version (canopy ls "docs" shows what is there, canopy history the versions that hold it)\n',
+      );
+
       // One folder of it, into a file: refused as the restore would be.
       const file = path.join(scratch, 'new-place', 'a-file');
       writeFileSync(file, 'not a folder');
