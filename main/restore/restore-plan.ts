@@ -1,3 +1,4 @@
+import { accessSync, constants, existsSync } from 'node:fs';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isEngineError } from '../api/index.ts';
@@ -60,12 +61,15 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
   const totals = checkedTreeTotals(tree.manifest, root, tree.nodes, wanted, 'restored');
   if (!totals) throw notInVersion(input.subPath ?? '', wanted, root, tree.nodes);
   const target = lstatUnlessRefused(targetDir);
-  /** A target that is not a folder holds none of the version: the restore stops at it. */
   const folderThere = target?.isDirectory() === true;
-  let refusedBecause: string | null = null;
-  if (target && !folderThere)
-    refusedBecause = `${targetDir} is not a folder; a restore writes into a folder`;
-  else
+  let refusedBecause =
+    target && !folderThere
+      ? `${targetDir} is not a folder; a restore writes into a folder`
+      : (writeRefusal(targetDir) ?? null);
+  // A target the restore stops at is not looked into: what it would write is told as for an
+  // empty one.
+  const lookInTarget = folderThere && refusedBecause === null;
+  if (refusedBecause === null)
     try {
       checkRoomForRestore({
         targetDir,
@@ -98,45 +102,85 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
       : entry.cid.code === RAW_CODEC
         ? (tree.leaves.sizeOf(entry.cid) ?? 0)
         : 0;
-  const alreadyThere =
-    folderThere && !input.overwrite
-      ? await entriesAlreadyThere(entries(), targetDir, (entry) => ({
-          size: fileSize(entry),
-          leaves: () => fileLeaves(entry.cid, tree.nodes, entry.fileNode),
-          leafSize: (leaf) => tree.leaves.sizeOf(leaf),
-        }))
-      : new Set<string>();
-  const plan = {
-    files: 0,
-    bytes: 0,
-    directories: 0,
-    symlinks: 0,
-    alreadyThere: alreadyThere.size,
-    beside: [] as string[],
-    replaced: [] as string[],
-    refusedBecause,
-  };
-  /** Folders of the version the target lacks, or that go beside what has their name. */
-  const newFolders = new Set<string>();
-  for (const { entry, relative } of entries()) {
-    const parent = path.posix.dirname(relative);
-    const inNewFolder = newFolders.has(parent === '.' ? '' : parent);
-    const existing =
-      !folderThere || inNewFolder ? undefined : lstatUnlessRefused(path.join(targetDir, relative));
-    if (entry.kind === 'directory') {
-      if (existing?.isDirectory() === true) continue;
-      newFolders.add(relative);
-      plan.directories += 1;
-      if (existing) (input.overwrite ? plan.replaced : plan.beside).push(relative);
-      continue;
+  try {
+    const alreadyThere =
+      lookInTarget && !input.overwrite
+        ? await entriesAlreadyThere(entries(), targetDir, (entry) => ({
+            size: fileSize(entry),
+            leaves: () => fileLeaves(entry.cid, tree.nodes, entry.fileNode),
+            leafSize: (leaf) => tree.leaves.sizeOf(leaf),
+          }))
+        : new Set<string>();
+    const plan = {
+      files: 0,
+      bytes: 0,
+      directories: 0,
+      symlinks: 0,
+      alreadyThere: alreadyThere.size,
+      beside: [] as string[],
+      replaced: [] as string[],
+      refusedBecause,
+    };
+    /** Folders of the version the target lacks, or that go beside what has their name. */
+    const newFolders = new Set<string>();
+    for (const { entry, relative } of entries()) {
+      const parent = path.posix.dirname(relative);
+      const inNewFolder = newFolders.has(parent === '.' ? '' : parent);
+      const existing =
+        !lookInTarget || inNewFolder
+          ? undefined
+          : lstatUnlessRefused(path.join(targetDir, relative));
+      if (entry.kind === 'directory') {
+        if (existing?.isDirectory() === true) continue;
+        newFolders.add(relative);
+        plan.directories += 1;
+        if (existing) (input.overwrite ? plan.replaced : plan.beside).push(relative);
+        continue;
+      }
+      if (alreadyThere.has(relative)) continue;
+      if (entry.kind === 'file') {
+        plan.files += 1;
+        plan.bytes += fileSize(entry);
+      } else plan.symlinks += 1;
+      if (existing)
+        (input.overwrite && !existing.isDirectory() ? plan.replaced : plan.beside).push(relative);
     }
-    if (alreadyThere.has(relative)) continue;
-    if (entry.kind === 'file') {
-      plan.files += 1;
-      plan.bytes += fileSize(entry);
-    } else plan.symlinks += 1;
-    if (existing)
-      (input.overwrite && !existing.isDirectory() ? plan.replaced : plan.beside).push(relative);
+    return plan;
+  } catch (error) {
+    throw lookRefusal(error);
   }
-  return plan;
+}
+
+/**
+ * A folder in the target this user may not look into (its writable parent notwithstanding),
+ * told as such; anything else as it came.
+ */
+function lookRefusal(error: unknown): unknown {
+  const { code, path: failed } = error as NodeJS.ErrnoException;
+  if ((code !== 'EACCES' && code !== 'EPERM') || failed === undefined) return error;
+  return new EngineError(
+    'permission_denied',
+    `cannot look in ${path.dirname(failed)}: permission denied`,
+    { cause: error },
+  );
+}
+
+/**
+ * Why the restore could not write into `targetDir`, as it would tell it (restore-version.ts), or
+ * undefined when it may: the target, or the folder it would be made in, is this user's to write
+ * on a disk mounted writable.
+ */
+function writeRefusal(targetDir: string): string | undefined {
+  let folder = targetDir;
+  while (!existsSync(folder) && path.dirname(folder) !== folder) folder = path.dirname(folder);
+  try {
+    accessSync(folder, constants.W_OK);
+    return undefined;
+  } catch (error) {
+    const { code } = error as NodeJS.ErrnoException;
+    if (code === 'EROFS') return `cannot write in ${folder}: the disk is read-only`;
+    if (code === 'EACCES' || code === 'EPERM')
+      return `cannot write in ${folder}: permission denied`;
+    throw error;
+  }
 }

@@ -1,7 +1,8 @@
 // Runs engine commands as `nobody` (uid 65534), for tests of permission errors: root reads any
 // file, so the real behaviour needs another user. Every module is loaded while still root, then
 // privileges are dropped, so the test does not depend on where the repository lives.
-// Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET | restore BUCKET TARGET
+// Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET
+//   | restore BUCKET TARGET | plan-restore BUCKET TARGET
 import { EngineError } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
@@ -34,6 +35,15 @@ try {
     case 'restore':
       await engine.restore({ bucket: args[0] ?? '', to: args[1] ?? '', overwrite: false });
       break;
+    case 'plan-restore': {
+      const plan = await engine.planRestore({
+        bucket: args[0] ?? '',
+        to: args[1] ?? '',
+        overwrite: false,
+      });
+      process.stdout.write(`${JSON.stringify(plan)}\n`);
+      break;
+    }
     default:
       throw new Error(`unknown command ${command}`);
   }

@@ -1,6 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import {
+  chmodSync,
+  chownSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -15,6 +17,7 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
+import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // `canopy restore --dry-run`: what a restore would write, what the target holds already, what
@@ -28,6 +31,7 @@ afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 const env = { CANOPY_SECRET_STORE: 'file' };
+const NOBODY = 65534;
 
 /** Every path below `dir` with its size (folders and links: -1), to see nothing changed. */
 function treeOf(dir: string): string[] {
@@ -211,5 +215,38 @@ describe('a restore dry run', () => {
     } finally {
       await engine.close();
     }
+  });
+
+  it('says a restore would be refused where this user may not write, and names a folder it may not look into', () => {
+    const source = path.join(scratch, 'nobody', 'source');
+    writeSettled(path.join(source, 'docs', 'letter.txt'), 'dear Ann');
+    chownSync(path.join(scratch, 'nobody'), NOBODY, NOBODY);
+    for (const dir of [source, path.join(source, 'docs')]) chownSync(dir, NOBODY, NOBODY);
+    chownSync(path.join(source, 'docs', 'letter.txt'), NOBODY, NOBODY);
+    chmodSync(scratch, 0o755);
+    const asNobody = nobodyEngine(path.join(scratch, 'nobody', 'home'));
+    expect(asNobody(['login', 'Docs']).status).toBe(0);
+    const backup = asNobody(['backup', source, 'Docs']);
+    expect(backup.status, backup.stderr).toBe(0);
+
+    // Root's folder, which nobody may read but not write.
+    const roots = path.join(scratch, 'roots');
+    mkdirSync(roots, { mode: 0o755 });
+    const notWritable = asNobody(['plan-restore', 'Docs', path.join(roots, 'copy')]);
+    expect(notWritable.status, notWritable.stderr).toBe(0);
+    expect(JSON.parse(notWritable.stdout)).toMatchObject({
+      files: 1,
+      refusedBecause: `cannot write in ${roots}: permission denied`,
+    });
+
+    // Nobody's own folder, holding a folder of the version's name that is root's alone.
+    const target = path.join(scratch, 'nobody', 'target');
+    mkdirSync(path.join(target, 'docs'), { recursive: true, mode: 0o700 });
+    chownSync(target, NOBODY, NOBODY);
+    const closed = asNobody(['plan-restore', 'Docs', target]);
+    expect(closed.status).toBe(1);
+    expect(closed.stderr).toBe(
+      `permission_denied: cannot look in ${path.join(target, 'docs')}: permission denied\n`,
+    );
   });
 });
