@@ -27,7 +27,7 @@ export async function versionsCommand(command: CommandContext): Promise<number |
   }
   if (sub !== undefined && sub !== 'list') throw new UsageError(`unknown versions command: ${sub}`);
   command.takesWords(1);
-  const { versions, offlineSince, offlineBecause, keptForOffline } =
+  const { versions, totals, offlineSince, offlineBecause, keptForOffline } =
     await engine.versionsOrLastSeen({ bucket: need(str('bucket'), '--bucket') });
   if (offlineSince !== null)
     process.stderr.write(
@@ -37,20 +37,36 @@ export async function versionsCommand(command: CommandContext): Promise<number |
     process.stderr.write(
       `canopy: not enough free space in ${canopyHome()}, where Canopy keeps its state, to keep this list for when the service cannot be reached\n`,
     );
+  const unknown = versions.filter((v) => !totals.has(v.id)).length;
   out.print(
     versions.length === 0
       ? 'no versions yet'
-      : table([
-          // data_size: what the version added to the bucket, or expects to while pending.
-          ['ID', 'STATE', 'CREATED', 'NEW BYTES'],
-          ...versions.map((v) => [
-            v.id,
-            v.state,
-            new Date(v.created_at * 1000).toISOString(),
-            String(v.data_size),
+      : [
+          table([
+            // FILES and BYTES: what the version holds. NEW BYTES (data_size): what it added to
+            // the bucket, or expects to while pending.
+            ['ID', 'STATE', 'CREATED', 'FILES', 'BYTES', 'NEW BYTES'],
+            ...versions.map((v) => [
+              v.id,
+              v.state,
+              new Date(v.created_at * 1000).toISOString(),
+              String(totals.get(v.id)?.files ?? '-'),
+              String(totals.get(v.id)?.bytes ?? '-'),
+              String(v.data_size),
+            ]),
           ]),
-        ]),
-    versions,
+          ...(unknown === 0
+            ? []
+            : [
+                `-: ${unknown === 1 ? 'a version' : 'versions'} this computer has not read the list of files of yet (canopy ls --version ID reads it)`,
+              ]),
+        ].join('\n'),
+    // Each as the service lists it, with what it holds: null where not known here.
+    versions.map((v) => ({
+      ...v,
+      file_count: totals.get(v.id)?.files ?? null,
+      total_bytes: totals.get(v.id)?.bytes ?? null,
+    })),
   );
   return;
 }

@@ -3,10 +3,13 @@ import type { Bucket, Metadata, Snapshot } from '../protocol/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
   forgetActiveVersion,
+  forgetVersionTotals,
   lastKnownVersions,
   rememberActiveVersion,
   rememberVersions,
+  versionTotalsOf,
   type StateDb,
+  type VersionTotals,
 } from '../state/index.ts';
 import { bucketNamed, type BucketCatalog } from './bucket-catalog.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
@@ -22,6 +25,11 @@ import { whileNoBackupTo } from './while-no-backup.ts';
 /** A bucket's versions, or, while the service cannot be reached, the list as last seen. */
 export interface VersionsOrLastSeen {
   readonly versions: Metadata[];
+  /**
+   * What the versions hold, by id, for those whose metadata this device stored or read (another
+   * device's version is known once browsed, restored or built on here).
+   */
+  readonly totals: ReadonlyMap<string, VersionTotals>;
   /** When the list shown was seen; null when it comes from the service now. */
   readonly offlineSince: number | null;
   /** Why the service did not answer; null when it did. */
@@ -109,6 +117,7 @@ export class BucketVersions {
       const { versions, kept } = await this.remembered(client, bucket);
       return {
         versions,
+        totals: await this.totalsOf(versions),
         offlineSince: null,
         offlineBecause: null,
         keptForOffline: bucketsKept && kept,
@@ -116,14 +125,31 @@ export class BucketVersions {
     } catch (error) {
       const known = lastKnownVersions(this.db, input.bucket);
       if (!(error instanceof EngineError) || !UNREACHABLE.has(error.code) || !known) throw error;
+      const versions = JSON.parse(known.versions_json) as Metadata[];
       return {
-        versions: JSON.parse(known.versions_json) as Metadata[],
+        versions,
+        totals: await this.totalsOf(versions),
         offlineSince: known.seen_at,
         offlineBecause: error.code,
         // Kept already: it is the list shown.
         keptForOffline: true,
       };
     }
+  }
+
+  /**
+   * What `versions` hold, for those noted here; a version cached without a note (before notes
+   * were kept) is noted from its cached metadata first.
+   */
+  private async totalsOf(
+    versions: readonly Metadata[],
+  ): Promise<ReadonlyMap<string, VersionTotals>> {
+    const ids = versions.map((version) => version.id);
+    const noted = versionTotalsOf(this.db, ids);
+    let more = false;
+    for (const id of ids)
+      if (!noted.has(id) && (await this.metadata.noteCachedTotals(id))) more = true;
+    return more ? versionTotalsOf(this.db, ids) : noted;
   }
 
   /**
@@ -278,6 +304,7 @@ export class BucketVersions {
       // above.)
       await client.discardVersion(named.id);
       await this.metadata.forget(named.id);
+      forgetVersionTotals(this.db, named.id);
       const active = (await this.remembered(client, bucket)).versions.find(
         (version) => version.state === 'active',
       );

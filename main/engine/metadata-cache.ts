@@ -3,14 +3,17 @@ import { open, rename, rm, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { isEngineError } from '../api/index.ts';
 import type { ServiceClient } from '../service/index.ts';
+import { openBrowsableTree } from '../uploader/index.ts';
 import {
   knownActiveVersionIds,
   newStagingDir,
   nodeIndexFileOf,
+  rememberVersionTotals,
   removeAbandonedStaging,
   uploadQueue,
   type StateDb,
 } from '../state/index.ts';
+import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache-trim.ts';
 
 // The device's local copies of versions' metadata CARs (`<home>/metadata/<version>.car`, with
@@ -19,8 +22,13 @@ import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache
 // into the cache when not; versions never change, so a cached CAR stays valid. The cache keeps
 // within its budget (metadata-cache-trim.ts).
 
+/** A version's tree as read: with its manifest, whatever else. */
+interface ReadTree {
+  readonly manifest: Record<string, unknown>;
+}
+
 /** Reads a version's tree from the file of its metadata CAR, whole or in part. */
-export type TreeReader<Tree> = (file: string) => Promise<Tree>;
+export type TreeReader<Tree extends ReadTree> = (file: string) => Promise<Tree>;
 
 /** A pull's bytes received in this attempt, and the CAR's size when the answer states it. */
 export type PullProgress = (receivedThisAttempt: number, total: number | null) => void;
@@ -53,6 +61,41 @@ export class MetadataCache {
     return path.join(this.home, 'metadata', `${versionId}.car`);
   }
 
+  /**
+   * Notes what the version holds, as its manifest states it, for `canopy versions`; a home
+   * with no room for the note shows the version without it.
+   */
+  private noteTotals(versionId: string, manifest: Record<string, unknown>): void {
+    const files = manifest['file_count'];
+    const bytes = manifest['total_bytes'];
+    if (!Number.isSafeInteger(files) || !Number.isSafeInteger(bytes)) return;
+    keptUnlessDiskFull(() =>
+      rememberVersionTotals(this.db, versionId, { files: files as number, bytes: bytes as number }),
+    );
+  }
+
+  /**
+   * Notes what a cached version holds, from its manifest, without counting as a use of it:
+   * versions cached before such notes were kept. Returns whether the cache holds it whole.
+   */
+  async noteCachedTotals(versionId: string): Promise<boolean> {
+    let tree;
+    try {
+      tree = await openBrowsableTree(this.fileOf(versionId));
+    } catch (error) {
+      // Not cached; or damaged on the disk, which the next browse of it pulls again.
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT' || isEngineError(error, 'protocol'))
+        return false;
+      throw error;
+    }
+    try {
+      this.noteTotals(versionId, tree.manifest);
+      return true;
+    } finally {
+      tree.close();
+    }
+  }
+
   /** Removes a version's metadata CAR, and the index of its nodes, from the cache. */
   async forget(versionId: string): Promise<void> {
     const file = this.fileOf(versionId);
@@ -61,7 +104,10 @@ export class MetadataCache {
   }
 
   /** A version's tree from the cache, or undefined when it is not there. */
-  async cachedTree<Tree>(versionId: string, read: TreeReader<Tree>): Promise<Tree | undefined> {
+  async cachedTree<Tree extends ReadTree>(
+    versionId: string,
+    read: TreeReader<Tree>,
+  ): Promise<Tree | undefined> {
     const file = this.fileOf(versionId);
     let tree: Tree;
     try {
@@ -70,6 +116,7 @@ export class MetadataCache {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
     }
+    this.noteTotals(versionId, tree.manifest);
     try {
       // Used now: the cache's budget removes what was used longest ago first.
       const now = new Date();
@@ -130,7 +177,7 @@ export class MetadataCache {
    * requests at once) has a name of its own, and what a killed run left there goes first, as
    * at each backup: a device that only restores and browses never backs up to remove it.
    */
-  async pulledTree<Tree>(
+  async pulledTree<Tree extends ReadTree>(
     client: ServiceClient,
     versionId: string,
     read: TreeReader<Tree>,
@@ -145,7 +192,9 @@ export class MetadataCache {
       const file = keep ? await this.keep(versionId, pulled) : pulled;
       if (keep) await this.trim(versionId);
       try {
-        return await read(file);
+        const tree = await read(file);
+        this.noteTotals(versionId, tree.manifest);
+        return tree;
       } catch (error) {
         // A CAR that does not read back is not kept for the next request to trip on.
         if (keep) await this.forget(versionId);
@@ -159,7 +208,7 @@ export class MetadataCache {
   }
 
   /** A version's tree as `read` gives it, from the cache when possible. */
-  async versionTree<Tree>(
+  async versionTree<Tree extends ReadTree>(
     client: ServiceClient,
     versionId: string,
     read: TreeReader<Tree>,

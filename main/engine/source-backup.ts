@@ -22,6 +22,7 @@ import {
   recordShardLimit,
   recordUploadSpeed,
   rememberActiveVersion,
+  rememberVersionTotals,
   indexedSourceDirs,
   shardLimitOf,
   RestoredFiles,
@@ -43,6 +44,7 @@ import {
   type TreeLeaves,
 } from '../uploader/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
+import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { measureExcluded, type ExcludedItem, type FoundExcluded } from './excluded-items.ts';
 import { formerExcludesForPlan, formerExcludesOf } from './former-excludes.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
@@ -287,6 +289,14 @@ export class SourceBackup {
       version_id: result.versionId,
       seen_at: this.parts.now(),
     });
+    // What a version made now holds, as its manifest states it, for `canopy versions`.
+    if (result.unchanged !== true)
+      keptUnlessDiskFull(() =>
+        rememberVersionTotals(this.parts.db, result.versionId, {
+          files: result.files,
+          bytes: result.bytesScanned,
+        }),
+      );
     // Sent again, or no longer in the source, which then cannot give them back.
     forgetBlocksToResend(this.parts.db, bucket.id, resendLeaves);
     // In the file index now, each as the restore left it, or changed since.

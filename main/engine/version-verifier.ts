@@ -13,6 +13,7 @@ import {
   pullPhase,
   readTreeIndexOfFile,
   readTreeLeavesOfFile,
+  type TreeLeaves,
   type VerifyProgress,
 } from '../uploader/index.ts';
 import { noteMetadataToStoreAgain } from '../state/index.ts';
@@ -117,7 +118,7 @@ export class VersionVerifier {
           () => this.parts.now(),
         )
       : undefined;
-    const pulled = async <Tree>(read: TreeReader<Tree>): Promise<Tree> => {
+    const pulled = async <Tree extends TreeLeaves>(read: TreeReader<Tree>): Promise<Tree> => {
       try {
         return await this.parts.metadata.pulledTree(client, versionId, read, false, onPull);
       } catch (error) {

@@ -23,3 +23,4 @@ export * from './state-damage.ts';
 export * from './state-repair.ts';
 export * from './upload-queue.ts';
 export * from './upload-speeds.ts';
+export * from './version-totals.ts';
