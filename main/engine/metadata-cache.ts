@@ -11,6 +11,7 @@ import {
   rememberVersionTotals,
   removeAbandonedStaging,
   uploadQueue,
+  versionTotalsOf,
   type StateDb,
 } from '../state/index.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
@@ -69,6 +70,8 @@ export class MetadataCache {
     const files = manifest['file_count'];
     const bytes = manifest['total_bytes'];
     if (!Number.isSafeInteger(files) || !Number.isSafeInteger(bytes)) return;
+    // Noted once: a browse reads, and waits on no other process's write to note it again.
+    if (versionTotalsOf(this.db, [versionId]).has(versionId)) return;
     keptUnlessDiskFull(() =>
       rememberVersionTotals(this.db, versionId, { files: files as number, bytes: bytes as number }),
     );
