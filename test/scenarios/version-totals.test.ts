@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, truncateSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
@@ -52,6 +52,18 @@ describe('the versions listed', () => {
     expect(await listed(home)).toMatchObject([
       { id: second?.id, file_count: 3, total_bytes: 21 },
       { id: first?.id, file_count: 2, total_bytes: 15 },
+    ]);
+    // One whose cached copy was damaged on the disk (cut short, without its index) is listed all
+    // the same, as not known.
+    const again = new Database(path.join(home, 'state.sqlite'));
+    again.prepare('DELETE FROM version_totals WHERE version_id = ?').run(first?.id);
+    again.close();
+    const cached = path.join(home, 'metadata', `${first?.id ?? ''}.car`);
+    truncateSync(cached, statSync(cached).size - 10);
+    rmSync(`${cached}.nodes`, { force: true });
+    expect(await listed(home)).toMatchObject([
+      { id: second?.id, file_count: 3 },
+      { id: first?.id, file_count: null, total_bytes: null },
     ]);
 
     // Another computer, backing up to the same disk: not known until it reads a version.
