@@ -73,6 +73,11 @@ export async function backupCommand(command: CommandContext): Promise<number | u
               `would apply the exclude rules kept for ${plan.excludesFrom}, this bucket's folder before, and keep them for this folder`,
             ]),
         `would back up ${counted(plan.files, 'file')}, ${counted(plan.bytes, 'byte')}`,
+        ...(plan.toRead === null
+          ? []
+          : [
+              `of which it would read ${counted(plan.toRead.files, 'file')} (${counted(plan.toRead.bytes, 'byte')}), new or changed since its last backup here; the others are unchanged, and not read again`,
+            ]),
         ...excludedTotal(plan.excluded),
         ...plan.excluded.map(describeExcluded),
         ...plan.skipped.map((item) => `would skip ${item.path}: ${item.reason}`),

@@ -9,11 +9,13 @@ import {
   knownPathOf,
   loadExcludeRules,
   walkSource,
+  type EntryStats,
   type SkippedItem,
 } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
   BackupLock,
+  bucketIdsNamed,
   blocksToResend,
   forgetBlocksToResend,
   forgetMetadataToStoreAgain,
@@ -31,6 +33,7 @@ import {
   uploadQueue,
   uploadSpeedOf,
   type AccountRecord,
+  type SourceFileIndex,
 } from '../state/index.ts';
 import {
   backupSource,
@@ -38,7 +41,9 @@ import {
   readTreeIndexOfFile,
   readTreeLeavesOfFile,
   shardTargetFor,
+  surveySource,
   type BackupProgress,
+  type OtherVouchers,
   type BackupResult,
   type TreeIndexOfFile,
   type TreeLeaves,
@@ -93,6 +98,11 @@ export interface BackupPlan {
   skipped: SkippedItem[];
   /** The folder whose kept rules would apply (BackupResult.excludesFrom); null for none. */
   excludesFrom: string | null;
+  /**
+   * The files the backup would read, and their bytes: those new or changed since the folder's
+   * last backup here into the bucket. Null without a bucket, or before a backup into it here.
+   */
+  toRead: { files: number; bytes: number } | null;
 }
 
 export class SourceBackup {
@@ -173,27 +183,63 @@ export class SourceBackup {
       excluded: [],
       skipped: [],
       excludesFrom: former?.dir ?? null,
+      toRead: null,
     };
     const excluded: FoundExcluded[] = [];
-    const walk = walkSource(sourceDir, {
-      rules,
-      onSkip: (item) => plan.skipped.push(item),
-      onExcluded: (relativePath, stats) => {
+    const passedOver = {
+      onSkip: (item: SkippedItem) => plan.skipped.push(item),
+      onExcluded: (relativePath: string, stats: EntryStats) => {
         const by = rules.excludedBy(relativePath, stats.type === 'directory');
         // The walk excluded it by these very rules.
         if (by === undefined) throw new Error(`no rule excludes ${relativePath}`);
         excluded.push({ path: relativePath, stats, by });
       },
-    });
-    for await (const entry of walk) {
-      if (entry.kind !== 'file') continue;
-      plan.files += 1;
-      plan.bytes += entry.size;
-    }
+    };
+    const indexed =
+      input.bucket === undefined ? undefined : this.indexForPlan(input.bucket, sourceDir);
+    if (indexed) {
+      // The walk the backup makes: what it finds as its last backup here left it, it takes
+      // without reading.
+      const survey = await surveySource(
+        sourceDir,
+        rules,
+        indexed.index,
+        undefined,
+        indexed.others,
+        passedOver,
+      );
+      plan.files = survey.files;
+      plan.bytes = survey.bytes;
+      plan.toRead = { files: survey.filesToRead, bytes: survey.bytesToRead };
+    } else
+      for await (const entry of walkSource(sourceDir, { rules, ...passedOver })) {
+        if (entry.kind !== 'file') continue;
+        plan.files += 1;
+        plan.bytes += entry.size;
+      }
     // Measured after the walk, one at a time: a walk of the folder inside the walk would run
     // two at once.
     for (const item of excluded) plan.excluded.push(await measureExcluded(sourceDir, item));
     return plan;
+  }
+
+  /**
+   * The file index of `sourceDir`'s last backup here into the bucket named `bucketName`, as this
+   * device last knew that name, and the restored files noted for it: what a backup takes files
+   * from without reading them. Undefined when no backup of the folder into it was made here.
+   */
+  private indexForPlan(
+    bucketName: string,
+    sourceDir: string,
+  ): { index: SourceFileIndex; others: OtherVouchers } | undefined {
+    const { db } = this.parts;
+    for (const bucketId of bucketIdsNamed(db, bucketName)) {
+      const dir = knownPathOf(sourceDir, indexedSourceDirs(db, bucketId));
+      const index = sourceFileIndex(db, bucketId, dir);
+      if (index.versionId !== null)
+        return { index, others: { restored: RestoredFiles.of(db, bucketId, dir) } };
+    }
+    return undefined;
   }
 
   private async backupLocked(

@@ -1,5 +1,10 @@
 import type { ExcludeRules } from '../scanner/index.ts';
-import { sourceRootEntry, walkSource, type SourceEntry } from '../scanner/index.ts';
+import {
+  sourceRootEntry,
+  walkSource,
+  type SourceEntry,
+  type WalkOptions,
+} from '../scanner/index.ts';
 import {
   folderOf,
   type IndexedEntry,
@@ -120,7 +125,8 @@ export interface SourceSurvey {
   readonly unchanged: boolean;
   readonly files: number;
   readonly bytes: number;
-  /** Bytes of the files packing must read: those the index cannot vouch for. */
+  /** The files packing must read, those the index cannot vouch for, and their bytes. */
+  readonly filesToRead: number;
   readonly bytesToRead: number;
   /**
    * The folders holding a difference somewhere under them ('' the source folder), and the
@@ -140,6 +146,8 @@ export async function surveySource(
   onFile?: (bytes: number) => void,
   /** Records besides the index: a file one vouches for needs no read either. */
   others: OtherVouchers = {},
+  /** Told what the walk passes over, as walkSource tells it (a dry run lists them). */
+  passedOver: Partial<Pick<WalkOptions, 'onSkip' | 'onExcluded'>> = {},
 ): Promise<SourceSurvey> {
   // An index of no version vouches for nothing; its lookups would all miss.
   const indexed = index.versionId !== null;
@@ -162,13 +170,18 @@ export async function surveySource(
   let seen = 1;
   let files = 0;
   let bytes = 0;
+  let filesToRead = 0;
   let bytesToRead = 0;
   for await (const entry of walkSource(sourceDir, {
     rules,
     ahead: index.entryCount >= WALK_AHEAD_FROM_ENTRIES,
     // Whatever could not be looked at may be anything; its own path is noted too, for a folder
     // that could not be listed.
-    onSkip: (item) => changeIn(item.path === '.' ? '' : item.path),
+    onSkip: (item) => {
+      changeIn(item.path === '.' ? '' : item.path);
+      passedOver.onSkip?.(item);
+    },
+    ...(passedOver.onExcluded ? { onExcluded: passedOver.onExcluded } : {}),
   })) {
     const parent = folderOf(entry.path);
     closeFoldersDownTo(parent);
@@ -186,10 +199,12 @@ export async function surveySource(
     if (
       !(indexed && vouchingEntry(index, entry, known)) &&
       vouchedElsewhere(others, entry) === undefined
-    )
+    ) {
+      filesToRead += 1;
       bytesToRead += entry.size;
+    }
   }
   closeFoldersDownTo(null);
   const unchanged = changed !== null && changed.size === 0 && seen === index.entryCount;
-  return { unchanged, files, bytes, bytesToRead, changedFolders: changed };
+  return { unchanged, files, bytes, filesToRead, bytesToRead, changedFolders: changed };
 }

@@ -101,6 +101,10 @@ describe('a backup after a restore into the folder it backs up', () => {
     expect(after).toMatchObject({ versionId, files: 4, bytesRead: 0, newBytes: 0 });
     // Taken into the file index with their times on disk: the next backup finds nothing changed.
     expect(await backup()).toMatchObject({ versionId, unchanged: true, bytesRead: 0 });
+    // As a dry run tells first.
+    expect(await canopySucceeds(home, 'backup', source, '--bucket', 'Docs', '--dry-run')).toContain(
+      '\nof which it would read 0 files (0 bytes), new or changed since its last backup here; the others are unchanged, and not read again\n',
+    );
   });
 
   it('reads none of the files restored, and the version it makes holds them whole', async () => {

@@ -65,8 +65,15 @@ describe('exclude rules kept for a source', () => {
           by: { from: 'kept', rule: '*.iso' },
         },
       ]);
+      // Without a backup of it here, nothing tells what a backup would read, nor without a bucket.
+      expect((await engine.planBackup({ dir: source, bucket: 'Work' })).toRead).toBeNull();
       const first = await engine.backup({ dir: source, bucket: 'Work' });
       expect(first.files).toBe(3);
+      expect(await engine.planBackup({ dir: source, bucket: 'Work' })).toMatchObject({
+        files: 3,
+        toRead: { files: 0, bytes: 0 },
+      });
+      expect((await engine.planBackup({ dir: source })).toRead).toBeNull();
       expect((await engine.ls({ bucket: 'Work' })).map((entry) => entry.name)).toEqual([
         '.canopyignore',
         'keep.iso',
@@ -87,6 +94,11 @@ describe('exclude rules kept for a source', () => {
       // Removed, the rules no longer hold: the next backup reads what they kept out, and only
       // that.
       await engine.setExcludeRules({ dir: source, rules: [] });
+      // A dry run tells what the backup then reads: what the rules kept out, and only that.
+      expect(await engine.planBackup({ dir: source, bucket: 'Work' })).toMatchObject({
+        files: 5,
+        toRead: { files: 2, bytes: 'a disk image'.length + 'built'.length },
+      });
       const second = await engine.backup({ dir: source, bucket: 'Work' });
       expect(second).toMatchObject({
         files: 5,
