@@ -1,4 +1,4 @@
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isEngineError } from '../api/index.ts';
@@ -6,6 +6,7 @@ import { RAW_CODEC } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { fileLeaves } from './file-leaves.ts';
+import { nearestFolderThere } from './nearest-folder.ts';
 import { notInVersion } from './not-in-version.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
@@ -171,8 +172,7 @@ function lookRefusal(error: unknown): unknown {
  * on a disk mounted writable.
  */
 function writeRefusal(targetDir: string): string | undefined {
-  let folder = targetDir;
-  while (!existsSync(folder) && path.dirname(folder) !== folder) folder = path.dirname(folder);
+  const folder = nearestFolderThere(targetDir);
   try {
     accessSync(folder, constants.W_OK);
     return undefined;

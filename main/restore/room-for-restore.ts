@@ -1,7 +1,8 @@
-import { accessSync, constants, existsSync, lstatSync, statfsSync } from 'node:fs';
+import { accessSync, constants, lstatSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { EngineError, formatBytes } from '../api/index.ts';
 import { roomOnDisk } from './disk-blocks.ts';
+import { nearestFolderThere } from './nearest-folder.ts';
 import type { TreeTotals } from './tree-totals.ts';
 
 // A restore that cannot fit is told before anything is fetched: the disk filling part way
@@ -62,10 +63,8 @@ interface DiskRoom {
  */
 function roomFor(targetDir: string, targetExisted: boolean): DiskRoom | undefined {
   try {
-    let folder = targetDir;
     // Else the folder the restore makes it in.
-    if (!targetExisted)
-      while (!existsSync(folder) && path.dirname(folder) !== folder) folder = path.dirname(folder);
+    const folder = targetExisted ? targetDir : nearestFolderThere(targetDir);
     // A folder this process may not write in, or on a disk mounted read-only, is told as that.
     accessSync(folder, constants.W_OK);
     const disk = statfsSync(folder);
