@@ -13,12 +13,8 @@ export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';
 export type { ExcludedItem } from './engine/excluded-items.ts';
 export { IGNORE_FILE } from './scanner/index.ts';
-export type {
-  BackupPlan,
-  BackupRequest,
-  PlanRequest,
-  StoredBackup,
-} from './engine/source-backup.ts';
+export type { BackupRequest, StoredBackup } from './engine/source-backup.ts';
+export type { BackupPlan, PlanRequest } from './engine/backup-plan.ts';
 export type { BrowseRequest, BrowsedFolder } from './engine/version-browser.ts';
 export type {
   ItemChangeKind,
@@ -38,11 +34,7 @@ export type {
   ItemVersion,
 } from './engine/item-history.ts';
 export type { VerifiedVersion, VerifyRequest } from './engine/version-verifier.ts';
-export type {
-  PlannedRestore,
-  RestoreRequest,
-  RestoredVersion,
-} from './engine/version-restorer.ts';
+export type { PlannedRestore, RestoreRequest, RestoredVersion } from './engine/version-restorer.ts';
 export type {
   BackupProgress,
   BackupResult,

@@ -84,7 +84,10 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       ].join('\n'),
       plan,
     );
-    return;
+    if (plan.refusedBecause === null) return;
+    // As the backup itself would fail: a script that checks first sees it.
+    process.stderr.write(`canopy: the backup would be refused: ${plan.refusedBecause}\n`);
+    return 1;
   }
   const progress = progressShown(PHASE_PROGRESS);
   const result = await untilSignalled((signal) =>

@@ -3,19 +3,10 @@ import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
-import {
-  checkSourceFolder,
-  excludingFolders,
-  knownPathOf,
-  loadExcludeRules,
-  walkSource,
-  type EntryStats,
-  type SkippedItem,
-} from '../scanner/index.ts';
+import { checkSourceFolder, knownPathOf } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
   BackupLock,
-  bucketIdsNamed,
   blocksToResend,
   forgetBlocksToResend,
   forgetMetadataToStoreAgain,
@@ -33,7 +24,6 @@ import {
   uploadQueue,
   uploadSpeedOf,
   type AccountRecord,
-  type SourceFileIndex,
 } from '../state/index.ts';
 import {
   backupSource,
@@ -41,17 +31,15 @@ import {
   readTreeIndexOfFile,
   readTreeLeavesOfFile,
   shardTargetFor,
-  surveySource,
   type BackupProgress,
-  type OtherVouchers,
   type BackupResult,
   type TreeIndexOfFile,
   type TreeLeaves,
 } from '../uploader/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
-import { measureExcluded, type ExcludedItem, type FoundExcluded } from './excluded-items.ts';
-import { formerExcludesForPlan, formerExcludesOf } from './former-excludes.ts';
+import { formerExcludesOf } from './former-excludes.ts';
+import { planBackup, type BackupPlan, type PlanRequest } from './backup-plan.ts';
 import { refuseEmptiedSource } from './emptied-source.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import { keepExcludesFor, keptExcludesOf } from './source-exclude-rules.ts';
@@ -60,8 +48,8 @@ import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { VersionVerifier } from './version-verifier.ts';
 
 // Backing up a folder into a bucket: one backup per bucket at a time (BackupLock), each
-// building on the bucket's active version and the folder's file index, and what a backup of a
-// folder would include (`--dry-run`).
+// building on the bucket's active version and the folder's file index; its dry run is
+// backup-plan.ts.
 
 export interface BackupRequest {
   readonly dir: string;
@@ -80,30 +68,6 @@ export interface BackupRequest {
 }
 
 export type StoredBackup = BackupResult & { readonly sampleCheck?: SampleCheck };
-
-/** A dry run of a backup. */
-export interface PlanRequest {
-  readonly dir: string;
-  /** The bucket it would go into; with `replaceSource`, the rules of its former folder apply. */
-  readonly bucket?: string;
-  readonly replaceSource?: boolean;
-}
-
-/** What a backup of a folder would include, and what it would pass over. */
-export interface BackupPlan {
-  files: number;
-  bytes: number;
-  /** What the rules leave out, in the walk's order. */
-  excluded: ExcludedItem[];
-  skipped: SkippedItem[];
-  /** The folder whose kept rules would apply (BackupResult.excludesFrom); null for none. */
-  excludesFrom: string | null;
-  /**
-   * The files the backup would read, and their bytes: those new or changed since the folder's
-   * last backup here into the bucket. Null without a bucket, or before a backup into it here.
-   */
-  toRead: { files: number; bytes: number } | null;
-}
 
 export class SourceBackup {
   constructor(
@@ -163,83 +127,9 @@ export class SourceBackup {
     }
   }
 
-  /** What a backup of `dir` would include and what the rules would skip. No network. */
+  /** What a backup of `dir` would include and what the rules would skip (backup-plan.ts). */
   async plan(input: PlanRequest): Promise<BackupPlan> {
-    const sourceDir = path.resolve(input.dir);
-    checkSourceFolder(sourceDir);
-    const kept = keptExcludesOf(this.parts.db, sourceDir);
-    const former =
-      kept.length === 0 && input.bucket !== undefined && input.replaceSource === true
-        ? formerExcludesForPlan(this.parts.db, input.bucket, sourceDir)
-        : undefined;
-    const rules = excludingFolders(
-      await loadExcludeRules(sourceDir, former?.rules ?? kept),
-      sourceDir,
-      this.ownFolders(readAccount(this.parts.db)),
-    );
-    const plan: BackupPlan = {
-      files: 0,
-      bytes: 0,
-      excluded: [],
-      skipped: [],
-      excludesFrom: former?.dir ?? null,
-      toRead: null,
-    };
-    const excluded: FoundExcluded[] = [];
-    const passedOver = {
-      onSkip: (item: SkippedItem) => plan.skipped.push(item),
-      onExcluded: (relativePath: string, stats: EntryStats) => {
-        const by = rules.excludedBy(relativePath, stats.type === 'directory');
-        // The walk excluded it by these very rules.
-        if (by === undefined) throw new Error(`no rule excludes ${relativePath}`);
-        excluded.push({ path: relativePath, stats, by });
-      },
-    };
-    const indexed =
-      input.bucket === undefined ? undefined : this.indexForPlan(input.bucket, sourceDir);
-    if (indexed) {
-      // The walk the backup makes: what it finds as its last backup here left it, it takes
-      // without reading.
-      const survey = await surveySource(
-        sourceDir,
-        rules,
-        indexed.index,
-        undefined,
-        indexed.others,
-        passedOver,
-      );
-      plan.files = survey.files;
-      plan.bytes = survey.bytes;
-      plan.toRead = { files: survey.filesToRead, bytes: survey.bytesToRead };
-    } else
-      for await (const entry of walkSource(sourceDir, { rules, ...passedOver })) {
-        if (entry.kind !== 'file') continue;
-        plan.files += 1;
-        plan.bytes += entry.size;
-      }
-    // Measured after the walk, one at a time: a walk of the folder inside the walk would run
-    // two at once.
-    for (const item of excluded) plan.excluded.push(await measureExcluded(sourceDir, item));
-    return plan;
-  }
-
-  /**
-   * The file index of `sourceDir`'s last backup here into the bucket named `bucketName`, as this
-   * device last knew that name, and the restored files noted for it: what a backup takes files
-   * from without reading them. Undefined when no backup of the folder into it was made here.
-   */
-  private indexForPlan(
-    bucketName: string,
-    sourceDir: string,
-  ): { index: SourceFileIndex; others: OtherVouchers } | undefined {
-    const { db } = this.parts;
-    for (const bucketId of bucketIdsNamed(db, bucketName)) {
-      const dir = knownPathOf(sourceDir, indexedSourceDirs(db, bucketId));
-      const index = sourceFileIndex(db, bucketId, dir);
-      if (index.versionId !== null)
-        return { index, others: { restored: RestoredFiles.of(db, bucketId, dir) } };
-    }
-    return undefined;
+    return planBackup(this.parts, input, this.ownFolders(readAccount(this.parts.db)));
   }
 
   private async backupLocked(

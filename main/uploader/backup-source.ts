@@ -1,7 +1,6 @@
 import { EngineError, isEngineError } from '../api/index.ts';
 import { LeafSizes } from '../packer/index.ts';
-import { sourcePlace } from '../protocol/index.ts';
-import { excludingFolders, isSameFolder, loadExcludeRules } from '../scanner/index.ts';
+import { excludingFolders, loadExcludeRules } from '../scanner/index.ts';
 import { removeAbandonedStaging, type QueuedUpload } from '../state/index.ts';
 import { isDamagedMetadata, type TreeLeaves } from './previous-tree.ts';
 import { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
@@ -15,6 +14,7 @@ import { stillQueued, removeMetadataFile } from './queued-upload-files.ts';
 import { finishUpload } from './finish-upload.ts';
 import { carryOver } from './carry-over.ts';
 import { resumeInterrupted } from './resume-interrupted.ts';
+import { otherSourceRefusal } from './other-source.ts';
 import { dropUnrecordedPushes, dropSuperseded } from './superseded-versions.ts';
 import { untrustedOf, packAndPush, type ShardSource, type PushedVersion } from './pack-and-push.ts';
 
@@ -119,19 +119,14 @@ async function attempt(
   const previous = active
     ? { id: active.id, rootCid: active.root_cid, tree: await previousTree(active.id) }
     : null;
-  const label = previous?.tree.manifest['source_label'];
-  if (
+  const refusal =
     previous &&
-    typeof label === 'string' &&
-    label !== input.sourceLabel &&
-    !namesSameFolder(label, input.sourceLabel) &&
-    input.replaceSource !== true
-  ) {
-    throw new EngineError(
-      'other_source',
-      `this bucket holds backups of ${label}, not of ${input.sourceLabel}: choose another bucket, or add --replace-source to make this folder its source from now on (the versions of ${label} stay restorable)`,
+    otherSourceRefusal(
+      previous.tree.manifest['source_label'],
+      input.sourceLabel,
+      input.replaceSource === true,
     );
-  }
+  if (refusal) throw refusal;
   // This folder is the bucket's source now: the rules it was backed up with stay with it.
   if (formerExcludes) input.keepExcludes?.(formerExcludes.rules);
   // Reading's totals: the files packing must read; with no previous version, every file.
@@ -225,17 +220,6 @@ async function attempt(
     metadataStoredAgain: storeAgain && !pushed.sameAsPrevious,
     excludesFrom: formerExcludes?.dir ?? null,
   };
-}
-
-/**
- * Whether two source labels (`host:/folder`, §17.3) name the same folder of the same computer
- * by two paths: one through a symbolic link, or the working folder's (same-folder.ts). This
- * computer's labels only, as only its folders can be resolved here.
- */
-function namesSameFolder(a: string, b: string): boolean {
-  const [placeA, placeB] = [sourcePlace(a), sourcePlace(b)];
-  if (!placeA || !placeB || placeA.host !== placeB.host) return false;
-  return isSameFolder(placeA.folder, placeB.folder);
 }
 
 export async function backupSource(given: BackupInput): Promise<BackupResult> {

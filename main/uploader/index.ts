@@ -7,3 +7,4 @@ export * from './progress-meter.ts';
 export * from './shard-target.ts';
 export * from './shard-writer.ts';
 export * from './unchanged-source.ts';
+export * from './other-source.ts';

@@ -47,12 +47,34 @@ describe("a bucket's source folder", () => {
     const [documentsVersion] = await versionsOf(home, 'Docs');
     if (!documentsVersion) throw new Error('the first backup made no version');
 
+    const host = os.hostname();
+    const refusal = `this bucket holds backups of ${host}:${documents}, not of ${host}:${pictures}: choose another bucket, or add --replace-source to make this folder its source from now on (the versions of ${host}:${documents} stay restorable)`;
+    // A dry run tells so first, as the backup would, and exits as it would.
+    const refusedDry = await runCanopy(
+      home,
+      ['backup', pictures, '--bucket', 'Docs', '--dry-run', '--json'],
+      env,
+    );
+    expect(refusedDry.status).toBe(1);
+    expect(JSON.parse(refusedDry.stdout)).toMatchObject({
+      files: 1,
+      toRead: null,
+      refusedBecause: refusal,
+    });
+    expect(refusedDry.stderr).toBe(`canopy: the backup would be refused: ${refusal}\n`);
+    const replacingDry = await runCanopy(
+      home,
+      ['backup', pictures, '--bucket', 'Docs', '--dry-run', '--replace-source'],
+      env,
+    );
+    expect(replacingDry.status, replacingDry.stderr).toBe(0);
+    expect(replacingDry.stdout).toBe(
+      'would back up 1 file, 7 bytes\nof which it would read 1 file (7 bytes), new or changed since its last backup here; the others are unchanged, and not read again\n',
+    );
+
     const refused = await runCanopy(home, ['backup', pictures, '--bucket', 'Docs'], env);
     expect(refused.status).toBe(1);
-    const host = os.hostname();
-    expect(refused.stderr).toBe(
-      `canopy: this bucket holds backups of ${host}:${documents}, not of ${host}:${pictures}: choose another bucket, or add --replace-source to make this folder its source from now on (the versions of ${host}:${documents} stay restorable)\n`,
-    );
+    expect(refused.stderr).toBe(`canopy: ${refusal}\n`);
     expect(await versionsOf(home, 'Docs')).toEqual([documentsVersion]);
     expect(await namesIn(home, 'Docs')).toEqual(['letter.txt']);
 
@@ -133,6 +155,7 @@ describe("a bucket's source folder", () => {
       [
         `would apply the exclude rules kept for ${before}, this bucket's folder before, and keep them for this folder`,
         'would back up 3 files, 2200030 bytes',
+        'of which it would read 1 file (30 bytes), new or changed since its last backup here; the others are unchanged, and not read again',
         'would leave out 1 item, holding 1 file, 300 kB (canopy excludes DIR shows the rules):',
         'excluded by rules: stems/ (1 file, 300 kB), by "stems/" kept for this folder',
         '',
