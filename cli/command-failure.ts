@@ -1,7 +1,7 @@
 import { EngineError, type EngineErrorCode } from '../main/api/index.ts';
 import { MissingArgument, UsageError } from './command-context.ts';
 import { TAKEN } from './command-options.ts';
-import { parseErrorMessage } from './parse-error.ts';
+import { isParseError, parseErrorMessage } from '../main/command-line/index.ts';
 import { StoppedBySignal } from './signal-stop.ts';
 import { usageLinesOf } from './usage-text.ts';
 
@@ -22,13 +22,6 @@ export interface CommandFailure {
   readonly usage: readonly string[];
   /** For a failure Canopy did not foresee: where it happened, for a bug report. */
   readonly stack?: string;
-}
-
-function isParseError(error: unknown): error is Error {
-  return (
-    error instanceof Error &&
-    (error as { code?: unknown }).code?.toString().startsWith('ERR_PARSE_ARGS') === true
-  );
 }
 
 /**

@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { isParseError, parseErrorMessage } from '../main/command-line/index.ts';
 import {
   AdminError,
   type AdminErrorCode,
@@ -38,9 +39,9 @@ interface CommandFailure {
 }
 
 function failureOf(error: unknown): CommandFailure {
+  if (isParseError(error)) return { status: 2, code: 'usage', message: parseErrorMessage(error) };
   const message = error instanceof Error ? error.message : String(error);
-  const parsing = (error as { code?: unknown }).code?.toString().startsWith('ERR_PARSE_ARGS');
-  if (error instanceof UsageError || parsing === true) return { status: 2, code: 'usage', message };
+  if (error instanceof UsageError) return { status: 2, code: 'usage', message };
   // Input the command cannot take is a usage error too; a user who is not there, or is already,
   // is the data folder's answer to a well-formed command.
   if (error instanceof AdminError)

@@ -82,8 +82,19 @@ describe('canopy-server administration', () => {
     });
     const bare = runServerCommand(['serve', '--port', ...data]);
     expect(bare.status).toBe(2);
-    expect(bare.stderr).toMatch(/^canopy-server: Option '--port' argument is ambiguous/);
+    // In our words, as `canopy` says it, not in Node's notation.
+    expect(bare.stderr).toMatch(
+      /^canopy-server: --port needs a value \(one that begins with - is written --port=-VALUE\)\n/,
+    );
     expect(bare.stderr).toContain('usage: canopy-server <command>');
+    const misspelt = runServerCommand(['user', 'add', '--emial', 'ann@example.org', '--json']);
+    expect(misspelt.status).toBe(2);
+    expect(JSON.parse(misspelt.stderr)).toEqual({
+      error: {
+        code: 'usage',
+        message: 'unknown option --emial (a name that begins with - goes after a --)',
+      },
+    });
     const none = runServerCommand(['--json', ...data]);
     expect(none).toMatchObject({ status: 2, stdout: '' });
     expect(JSON.parse(none.stderr)).toEqual({

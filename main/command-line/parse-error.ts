@@ -1,9 +1,17 @@
-// The command line's own parse errors (node:util parseArgs), told as canopy tells its other
-// usage errors: Node's wording names its own notation (`Option '--bucket <value>' argument
-// missing`) and, for an unknown option, a sentence on positional arguments. An error this does
-// not know is told in Node's words.
+// A command line's own parse errors (node:util parseArgs), told as `canopy` and `canopy-server`
+// tell their other usage errors: Node's wording names its own notation (`Option '--bucket
+// <value>' argument missing`) and, for an unknown option, a sentence on positional arguments.
+// An error this does not know is told in Node's words.
 
-/** What `error` (an ERR_PARSE_ARGS_* error of parseArgs) says, in canopy's words. */
+/** Whether `error` is one of parseArgs's own (ERR_PARSE_ARGS_*). */
+export function isParseError(error: unknown): error is Error {
+  return (
+    error instanceof Error &&
+    (error as { code?: unknown }).code?.toString().startsWith('ERR_PARSE_ARGS') === true
+  );
+}
+
+/** What `error` (an ERR_PARSE_ARGS_* error of parseArgs) says, in our words. */
 export function parseErrorMessage(error: Error): string {
   const { message } = error;
   const missing = /^Option '(?:-\w, )?--([\w-]+) <value>' argument missing/.exec(message);
