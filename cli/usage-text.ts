@@ -13,6 +13,7 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
   backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source] [--skip-check]
+         [--limit-upload RATE]                     RATE: bytes a second (2MB, 1.5MiB) or bits (10Mbit)
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME

@@ -5,6 +5,7 @@ import { counted } from '../counted.ts';
 import { PHASE_PROGRESS } from '../progress-line.ts';
 import { sampleCheckLines } from '../sample-check-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
+import { uploadRate } from '../upload-rate.ts';
 
 // `canopy backup` (and its dry run) and `canopy excludes`, the rules a backup applies.
 
@@ -58,6 +59,9 @@ function excludedTotal(items: readonly ExcludedItem[]): string[] {
 export async function backupCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, str, progressShown } = command;
   command.takesWords(1);
+  // Told before anything is read, also by a dry run, which sends nothing.
+  const limit = str('limit-upload');
+  const rate = limit === undefined ? undefined : uploadRate(limit);
   if (values['dry-run'] === true) {
     const bucket = str('bucket');
     const plan = await engine.planBackup({
@@ -98,6 +102,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       ...(values['replace-source'] === true ? { replaceSource: true } : {}),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       ...(values['skip-check'] === true ? {} : { checkBlocks: CHECKED_BLOCKS }),
+      ...(rate === undefined ? {} : { uploadBytesPerSecond: rate }),
       signal,
     }),
   ).finally(() => progress.done());

@@ -4,7 +4,7 @@ import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
 import { checkSourceFolder, knownPathOf } from '../scanner/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import { UploadRateLimit, type ServiceClient } from '../service/index.ts';
 import {
   BackupLock,
   blocksToResend,
@@ -65,6 +65,8 @@ export interface BackupRequest {
   readonly checkBlocks?: number;
   /** Stops the backup (`stopped`); the next one finishes what it stored. */
   readonly signal?: AbortSignal;
+  /** The most bytes a second it sends (`--limit-upload`); as fast as it can when not given. */
+  readonly uploadBytesPerSecond?: number;
 }
 
 export type StoredBackup = BackupResult & { readonly sampleCheck?: SampleCheck };
@@ -79,7 +81,14 @@ export class SourceBackup {
     const givenDir = path.resolve(input.dir);
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(givenDir);
-    const { client, account } = await this.parts.connection.connect({ signal: input.signal });
+    // A limit it cannot take is told before any network, as the folder is.
+    const limit =
+      input.uploadBytesPerSecond === undefined
+        ? undefined
+        : new UploadRateLimit(input.uploadBytesPerSecond);
+    const connected = await this.parts.connection.connect({ signal: input.signal });
+    const { account } = connected;
+    const client = limit ? connected.client.pacedBy(limit) : connected.client;
     if (account.mode === 'local' && this.parts.connection.localService?.readOnly) {
       // Told before packing: the push at the end would only be refused.
       throw new EngineError(
@@ -194,14 +203,24 @@ export class SourceBackup {
         ...(this.parts.deps.metadataLimitBytes === undefined
           ? {}
           : { metadataLimitBytes: this.parts.deps.metadataLimitBytes }),
-        // A minute's upload, and no more than the host took after refusing a larger one.
+        // A minute's upload (at the limit, when there is one), and no more than the host took
+        // after refusing a larger one.
         shardTargetBytes: Math.min(
           this.parts.deps.shardTargetBytes ??
             shardTargetFor(uploadSpeedOf(this.parts.db, bucket.id)),
+          input.uploadBytesPerSecond === undefined
+            ? Number.POSITIVE_INFINITY
+            : shardTargetFor(input.uploadBytesPerSecond),
           shardLimitOf(this.parts.db, bucket.id, this.parts.now()) ?? Number.POSITIVE_INFINITY,
         ),
-        onShardsTimed: (sample) =>
-          recordUploadSpeed(this.parts.db, bucket.id, sample, this.parts.now()),
+        // A limited upload's speed is the limit's, not the link's, which the next backup
+        // without one would take its shards' size from.
+        ...(input.uploadBytesPerSecond === undefined
+          ? {
+              onShardsTimed: (sample: { readonly bytes: number; readonly ms: number }) =>
+                recordUploadSpeed(this.parts.db, bucket.id, sample, this.parts.now()),
+            }
+          : {}),
         onShardLimit: (maxBytes) =>
           recordShardLimit(this.parts.db, bucket.id, maxBytes, this.parts.now()),
         ...(this.parts.deps.afterShardConfirmed

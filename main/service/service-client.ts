@@ -29,6 +29,7 @@ import type {
 import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { pushBody } from './push-body.ts';
+import type { UploadRateLimit } from './upload-rate-limit.ts';
 import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
@@ -67,6 +68,8 @@ export interface ServiceClientOptions {
    * with `stopped` (api/stopped.ts).
    */
   readonly signal?: AbortSignal;
+  /** Paces the bodies this client streams (shards, metadata CARs): `--limit-upload`. */
+  readonly uploadLimit?: UploadRateLimit;
 }
 
 /** What fetch accepts as a request body. */
@@ -180,6 +183,11 @@ export class ServiceClient {
     return new ServiceClient({ ...this.options, signal }, this.dispatcher);
   }
 
+  /** This client's requests, their streamed bodies sent no faster than `limit` allows. */
+  pacedBy(limit: UploadRateLimit): ServiceClient {
+    return new ServiceClient({ ...this.options, uploadLimit: limit }, this.dispatcher);
+  }
+
   private authorization(auth: Auth): string | undefined {
     switch (auth.kind) {
       case 'device': {
@@ -212,7 +220,14 @@ export class ServiceClient {
       const made = spec.body();
       if (made.contentType !== '') headers['content-type'] = made.contentType;
       if (made.length !== undefined) headers['content-length'] = String(made.length);
-      return { headers, body: made.bytes };
+      const { uploadLimit } = this.options;
+      return {
+        headers,
+        body:
+          uploadLimit && made.bytes instanceof ReadableStream
+            ? uploadLimit.paced(made.bytes as ReadableStream<Uint8Array>)
+            : made.bytes,
+      };
     }
     return { headers };
   }

@@ -2,11 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CarReader } from '@ipld/car';
 import { EngineError } from '../../main/api/index.ts';
 import { loadOrCreateKeyPair, TokenMinter, FileSecretStore } from '../../main/identity/index.ts';
-import { ServiceClient } from '../../main/service/index.ts';
+import { ServiceClient, UploadRateLimit } from '../../main/service/index.ts';
 import { metadataCar, rawBlock, shardOf } from '../helpers/cars.ts';
 import { newPem } from '../helpers/flows.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -175,6 +176,67 @@ describe('ServiceClient', () => {
     expect((await client.snapshotVersion(empty.id)).state).toBe('completed');
     await client.deleteBucket(interactive.id);
     await expectCode(client.getBucket(interactive.id), 'not_found');
+  });
+
+  it('paces the shards and metadata it streams, when paced by an upload limit', async () => {
+    const bucket = await client.createBucket({
+      name: 'Paced',
+      type: 'backup',
+      storageClass: 'hot',
+      bucketKeyPem: newPem(),
+    });
+    const blocks = await Promise.all(
+      Array.from({ length: 40 }, () => rawBlock(randomBytes(10_000))),
+    );
+    const shard = await shardOf(blocks);
+    const metadata = await metadataCar();
+    const files = mkdtempSync(path.join(os.tmpdir(), 'canopy-paced-'));
+    const shardFile = path.join(files, 'shard.car');
+    const metadataFile = path.join(files, 'metadata.car');
+    writeFileSync(shardFile, shard.car);
+    writeFileSync(metadataFile, metadata.car);
+    // A clock that moves only as the limit waits: the pace is counted, not timed.
+    const clock = {
+      ms: 0,
+      now: () => clock.ms,
+      wait: async (ms: number) => {
+        clock.ms += ms;
+        await Promise.resolve();
+      },
+    };
+    const paced = client.pacedBy(new UploadRateLimit(100_000, clock));
+    try {
+      const pushed = await paced.pushVersion({
+        bucketId: bucket.id,
+        rootCid: metadata.root.toString(),
+        metadataCid: metadata.cid.toString(),
+        expectedDataSize: 400_000,
+        previousId: null,
+        validKeys: [],
+        deletedBlockCids: [],
+        car: { file: metadataFile, bytes: metadata.car.length },
+      });
+      const pushedAt = clock.ms;
+      const stored = await paced.uploadShard(
+        pushed.storage_host,
+        pushed.storage_authorization,
+        pushed.id,
+        shard.cid.toString(),
+        { file: shardFile, bytes: shard.car.length },
+      );
+      expect(stored).toMatchObject({ blocks: 40, bytes: 400_000 });
+      // At 100 kB a second, in pieces of 16 KiB: the shard's last piece went out once those
+      // before it had taken their time, and not before.
+      const lastPiece = shard.car.length % (16 << 10) || 16 << 10;
+      expect(clock.ms).toBeGreaterThanOrEqual(pushedAt + (shard.car.length - lastPiece) / 100);
+      expect(clock.ms).toBeLessThan(pushedAt + shard.car.length / 100);
+      expect(
+        (await paced.completeVersion(pushed.storage_host, pushed.storage_authorization, pushed.id))
+          .state,
+      ).toBe('active');
+    } finally {
+      rmSync(files, { recursive: true, force: true });
+    }
   });
 
   it('covers the account', async () => {
