@@ -29,6 +29,7 @@ import type {
 import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { pushBody } from './push-body.ts';
+import { cutOffBy } from './cut-off-body.ts';
 import type { UploadRateLimit } from './upload-rate-limit.ts';
 import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
@@ -295,8 +296,14 @@ export class ServiceClient {
   }
 
   /** One attempt over fetch: the Response once its status and headers are in. */
-  private fetchOnce(url: string, spec: RequestSpec): Promise<Response> {
-    const { headers, body } = this.prepare(spec);
+  private async fetchOnce(url: string, spec: RequestSpec): Promise<Response> {
+    const { headers, body: made } = this.prepare(spec);
+    // A streamed body ends with its request, answered, failed or stopped (cut-off-body.ts).
+    const requestEnded = made instanceof ReadableStream ? new AbortController() : undefined;
+    const body =
+      requestEnded && made instanceof ReadableStream
+        ? cutOffBy(made as ReadableStream<Uint8Array>, requestEnded.signal)
+        : made;
     // A streamed body needs half-duplex mode in Node's fetch.
     const init = {
       method: spec.method,
@@ -309,8 +316,12 @@ export class ServiceClient {
       ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
       ...(this.options.signal ? { signal: this.options.signal } : {}),
     };
-    // The dispatcher is the undici package's, typed apart from the copy Node's typings carry.
-    return fetch(url, init as unknown as RequestInit);
+    try {
+      // The dispatcher is the undici package's, typed apart from the copy Node's typings carry.
+      return await fetch(url, init as unknown as RequestInit);
+    } finally {
+      requestEnded?.abort(new Error('the request ended'));
+    }
   }
 
   /** Corrects the service's clock as known by an answer's `Date`; whether it moved. */

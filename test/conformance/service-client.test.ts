@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CarReader } from '@ipld/car';
 import { EngineError } from '../../main/api/index.ts';
 import { loadOrCreateKeyPair, TokenMinter, FileSecretStore } from '../../main/identity/index.ts';
@@ -237,6 +237,71 @@ describe('ServiceClient', () => {
     } finally {
       rmSync(files, { recursive: true, force: true });
     }
+  });
+
+  it('stops a paced upload at once, closing what its body reads', async () => {
+    const bucket = await client.createBucket({
+      name: 'Stopped',
+      type: 'backup',
+      storageClass: 'hot',
+      bucketKeyPem: newPem(),
+    });
+    const metadata = await metadataCar();
+    const pushed = await client.pushVersion({
+      bucketId: bucket.id,
+      rootCid: metadata.root.toString(),
+      metadataCid: metadata.cid.toString(),
+      expectedDataSize: 1_000_000,
+      previousId: null,
+      validKeys: [],
+      deletedBlockCids: [],
+      car: metadata.car,
+    });
+    // A limit whose second wait lasts until the request ends; the body a shard's source.
+    let waits = 0;
+    const limit = new UploadRateLimit(1000, {
+      now: () => 0,
+      wait: (_ms, signal) =>
+        new Promise((resolve, reject) => {
+          waits += 1;
+          if (waits === 1) resolve();
+          signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+        }),
+    });
+    // A shard's name the host takes, so that it reads the body until it is cut off.
+    const shardCid = (await shardOf([await rawBlock()])).cid.toString();
+    let pulls = 0;
+    let bodyClosed = false;
+    let bodies = 0;
+    const body = (): ReadableStream<Uint8Array> => {
+      bodies += 1;
+      return new ReadableStream({
+        pull: (controller) => {
+          pulls += 1;
+          controller.enqueue(randomBytes(16 << 10));
+        },
+        cancel: () => {
+          bodyClosed = true;
+        },
+      });
+    };
+    const stop = new AbortController();
+    const upload = client
+      .stoppedBy(stop.signal)
+      .pacedBy(limit)
+      .uploadShard(pushed.storage_host, pushed.storage_authorization, pushed.id, shardCid, {
+        stream: body,
+        bytes: 1_000_000,
+      });
+    // The first piece goes at once, the second after the first wait, the third waits on.
+    await vi.waitFor(() => expect(waits).toBe(2));
+    stop.abort();
+    await expectCode(upload, 'stopped');
+    await vi.waitFor(() => expect(bodyClosed).toBe(true));
+    const pulled = pulls;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(pulls).toBe(pulled);
+    expect(bodies).toBe(1);
   });
 
   it('covers the account', async () => {
