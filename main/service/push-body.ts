@@ -3,15 +3,18 @@ import { MEDIA_CAR, MEDIA_JSON, PART_CAR_UPLOAD, PART_REQUEST_DATA } from '../pr
 import { fileBody } from './file-body.ts';
 
 // A push's multipart body (§10.1), with its metadata CAR read from a file as the connection
-// takes it, and its bytes counted as sent. FormData sends a file's Blob just as well, but says
-// nothing of how far it got: a CAR of a large tree is megabytes (15 MB for 100 000 files),
-// minutes over a slow link, during which a backup would seem to stand still.
+// takes it, and where the CAR begins in it, so that the client counts the CAR's bytes as sent
+// (outgoing-body.ts). FormData sends a file's Blob just as well, but says nothing of how far it
+// got: a CAR of a large tree is megabytes (15 MB for 100 000 files), minutes over a slow link,
+// during which a backup would seem to stand still.
 
 export interface PushBody {
   readonly stream: ReadableStream<Uint8Array>;
   readonly contentType: string;
   /** The whole body's length, known before it is sent. */
   readonly length: number;
+  /** Where the CAR's bytes begin in the body. */
+  readonly carStart: number;
 }
 
 export function pushBody(
@@ -20,8 +23,6 @@ export function pushBody(
     readonly file: string;
     /** The CAR file's size. */
     readonly bytes: number;
-    /** Bytes of the CAR handed to the connection so far in this attempt. */
-    readonly onSent?: (sentThisAttempt: number) => void;
   },
 ): PushBody {
   const boundary = `canopy-${randomBytes(12).toString('hex')}`;
@@ -32,7 +33,7 @@ export function pushBody(
       `Content-Type: ${MEDIA_CAR}\r\n\r\n`,
   );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  const reader = fileBody(car.file, car.onSent).getReader();
+  const reader = fileBody(car.file).getReader();
   let headSent = false;
   const stream = new ReadableStream<Uint8Array>(
     {
@@ -59,5 +60,6 @@ export function pushBody(
     stream,
     contentType: `multipart/form-data; boundary=${boundary}`,
     length: head.length + car.bytes + tail.length,
+    carStart: head.length,
   };
 }

@@ -29,7 +29,7 @@ import type {
 import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { pushBody } from './push-body.ts';
-import { cutOffBy } from './cut-off-body.ts';
+import { outgoingBody } from './outgoing-body.ts';
 import type { UploadRateLimit } from './upload-rate-limit.ts';
 import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
@@ -90,6 +90,16 @@ type Attempt<T> =
       readonly clockMoved: boolean;
     };
 
+/** A request's body as made for one attempt. */
+interface MadeBody {
+  readonly bytes: RequestBody;
+  /** '' to leave the content type to fetch (a FormData's own, with its boundary). */
+  readonly contentType: string;
+  readonly length?: number;
+  /** A streamed body's bytes of this attempt handed to the connection so far, after each chunk. */
+  readonly onSent?: (sentThisAttempt: number) => void;
+}
+
 interface RequestSpec {
   readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** Absolute API root (service or storage host), then the path below /api/v1. */
@@ -98,7 +108,7 @@ interface RequestSpec {
   readonly auth: Auth;
   readonly json?: unknown;
   /** A fresh body for each attempt, so retries resend it whole. */
-  readonly body?: () => { bytes: RequestBody; contentType: string; length?: number };
+  readonly body?: () => MadeBody;
   readonly expectStatus?: number;
   /**
    * Whether the request may be sent again after its answer broke off part-way, when the server
@@ -209,7 +219,11 @@ export class ServiceClient {
   }
 
   /** The request's headers and body, made afresh for each attempt (a token expires). */
-  private prepare(spec: RequestSpec): { headers: Record<string, string>; body?: RequestBody } {
+  private prepare(spec: RequestSpec): {
+    headers: Record<string, string>;
+    body?: RequestBody;
+    onSent?: (sentThisAttempt: number) => void;
+  } {
     const headers: Record<string, string> = {};
     const authorization = this.authorization(spec.auth);
     if (authorization !== undefined) headers['authorization'] = authorization;
@@ -228,6 +242,7 @@ export class ServiceClient {
           uploadLimit && made.bytes instanceof ReadableStream
             ? uploadLimit.paced(made.bytes as ReadableStream<Uint8Array>)
             : made.bytes,
+        ...(made.onSent ? { onSent: made.onSent } : {}),
       };
     }
     return { headers };
@@ -295,14 +310,21 @@ export class ServiceClient {
     return `${root}${API_PREFIX}${spec.path}`;
   }
 
-  /** One attempt over fetch: the Response once its status and headers are in. */
-  private async fetchOnce(url: string, spec: RequestSpec): Promise<Response> {
-    const { headers, body: made } = this.prepare(spec);
-    // A streamed body ends with its request, answered, failed or stopped (cut-off-body.ts).
+  /**
+   * One attempt over fetch: the Response once its status and headers are in, and `end`, to call
+   * once its answer is read (or will not be), which ends its streamed body.
+   */
+  private async fetchOnce(
+    url: string,
+    spec: RequestSpec,
+  ): Promise<{ response: Response; end: () => void }> {
+    const { headers, body: made, onSent } = this.prepare(spec);
+    // A streamed body is counted as it leaves, and ends with its request, answered, failed or
+    // stopped (outgoing-body.ts).
     const requestEnded = made instanceof ReadableStream ? new AbortController() : undefined;
     const body =
       requestEnded && made instanceof ReadableStream
-        ? cutOffBy(made as ReadableStream<Uint8Array>, requestEnded.signal)
+        ? outgoingBody(made as ReadableStream<Uint8Array>, requestEnded.signal, onSent)
         : made;
     // A streamed body needs half-duplex mode in Node's fetch.
     const init = {
@@ -316,11 +338,13 @@ export class ServiceClient {
       ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
       ...(this.options.signal ? { signal: this.options.signal } : {}),
     };
+    const end = (): void => requestEnded?.abort(new Error('the request ended'));
     try {
       // The dispatcher is the undici package's, typed apart from the copy Node's typings carry.
-      return await fetch(url, init as unknown as RequestInit);
-    } finally {
-      requestEnded?.abort(new Error('the request ended'));
+      return { response: await fetch(url, init as unknown as RequestInit), end };
+    } catch (error) {
+      end();
+      throw error;
     }
   }
 
@@ -357,14 +381,20 @@ export class ServiceClient {
     return this.withRetries(url, async () => {
       if (attempted) await spec.beforeRetry?.();
       attempted = true;
-      const response = await this.fetchOnce(url, spec);
-      if (!response.ok) return this.failed<T>(response);
-      this.observeClock(response.headers.get('date'));
+      const { response, end } = await this.fetchOnce(url, spec);
+      // Not before the answer is read: a body ended while the server answers (early, as to a
+      // shard refused before it is all sent) cuts the answer off too.
       try {
-        return { ok: true, value: await read(response) };
-      } catch (error) {
-        if (error instanceof OwnFailure) throw error;
-        throw answerCut(url, error, repeatable);
+        if (!response.ok) return await this.failed<T>(response);
+        this.observeClock(response.headers.get('date'));
+        try {
+          return { ok: true, value: await read(response) };
+        } catch (error) {
+          if (error instanceof OwnFailure) throw error;
+          throw answerCut(url, error, repeatable);
+        }
+      } finally {
+        end();
       }
     });
   }
@@ -601,10 +631,23 @@ export class ServiceClient {
       valid_keys: input.validKeys,
       deleted_block_cids: input.deletedBlockCids,
     };
-    const body = (): { bytes: RequestBody; contentType: string; length?: number } => {
+    const body = (): MadeBody => {
       if (!(input.car instanceof Uint8Array || input.car instanceof Blob)) {
-        const made = pushBody(JSON.stringify(requestData), input.car);
-        return { bytes: made.stream, contentType: made.contentType, length: made.length };
+        const { car } = input;
+        const made = pushBody(JSON.stringify(requestData), car);
+        const { onSent } = car;
+        return {
+          bytes: made.stream,
+          contentType: made.contentType,
+          length: made.length,
+          // The CAR's bytes among the multipart body's.
+          ...(onSent
+            ? {
+                onSent: (sent: number) =>
+                  onSent(Math.min(car.bytes, Math.max(0, sent - made.carStart))),
+              }
+            : {}),
+        };
       }
       const form = new FormData();
       form.append(PART_REQUEST_DATA, new Blob([JSON.stringify(requestData)], { type: MEDIA_JSON }));
@@ -776,14 +819,17 @@ export class ServiceClient {
           /** A fresh stream of the shard's bytes for each attempt. */
           readonly stream: () => ReadableStream<Uint8Array>;
           readonly bytes: number;
+          /** Bytes of this attempt handed to the connection so far; a retry starts again at 0. */
+          readonly onSent?: (sentThisAttempt: number) => void;
         },
   ): Promise<ShardUploadResult> {
-    const body = (): { bytes: RequestBody; contentType: string; length?: number } => {
+    const body = (): MadeBody => {
       if (car instanceof Uint8Array) return { bytes: car, contentType: MEDIA_CAR };
       return {
-        bytes: 'stream' in car ? car.stream() : fileBody(car.file, car.onSent),
+        bytes: 'stream' in car ? car.stream() : fileBody(car.file),
         contentType: MEDIA_CAR,
         length: car.bytes,
+        ...(car.onSent ? { onSent: car.onSent } : {}),
       };
     };
     return this.json(

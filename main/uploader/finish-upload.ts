@@ -84,8 +84,9 @@ export async function finishUpload(
       sourceDir === null
         ? { file: shard.file, bytes: shard.bytes, onSent }
         : {
-            stream: () => plannedShardBody(sourceDir, blocksFrom, onSent, largeBlockHasher),
+            stream: () => plannedShardBody(sourceDir, blocksFrom, largeBlockHasher),
             bytes: shard.bytes,
+            onSent,
           },
     );
     const tookMs = performance.now() - started;

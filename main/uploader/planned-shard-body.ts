@@ -60,8 +60,6 @@ function digestMatches(cid: Buffer, digest: Uint8Array): boolean {
 export function plannedShardBody(
   sourceDir: string,
   blocksFrom: PlannedBlockPages,
-  /** Bytes handed to the connection so far, after each pull. */
-  onSent?: (sent: number) => void,
   /** Reads and hashes large blocks off this thread while it has a slot free. */
   largeBlockHasher?: () => ChunkHasher,
 ): ReadableStream<Uint8Array> {
@@ -80,7 +78,6 @@ export function plannedShardBody(
     }
     return page[next];
   };
-  let sent = 0;
   let headerSent = false;
   let cancelled = false;
   let pulling = false;
@@ -241,8 +238,6 @@ export function plannedShardBody(
             return;
           }
           for (const part of parts) controller.enqueue(part);
-          sent += gathered;
-          onSent?.(sent);
         } catch (error) {
           await closeLarge();
           throw error;

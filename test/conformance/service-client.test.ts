@@ -205,6 +205,9 @@ describe('ServiceClient', () => {
       },
     };
     const paced = client.pacedBy(new UploadRateLimit(100_000, clock));
+    // What the progress is told: each count, with the clock when it was told.
+    const pushSent: number[] = [];
+    const shardSent: { bytes: number; atMs: number }[] = [];
     try {
       const pushed = await paced.pushVersion({
         bucketId: bucket.id,
@@ -214,15 +217,25 @@ describe('ServiceClient', () => {
         previousId: null,
         validKeys: [],
         deletedBlockCids: [],
-        car: { file: metadataFile, bytes: metadata.car.length },
+        car: {
+          file: metadataFile,
+          bytes: metadata.car.length,
+          onSent: (sent) => pushSent.push(sent),
+        },
       });
+      // The CAR's own bytes, not the multipart body's around them.
+      expect(pushSent.at(-1)).toBe(metadata.car.length);
       const pushedAt = clock.ms;
       const stored = await paced.uploadShard(
         pushed.storage_host,
         pushed.storage_authorization,
         pushed.id,
         shard.cid.toString(),
-        { file: shardFile, bytes: shard.car.length },
+        {
+          file: shardFile,
+          bytes: shard.car.length,
+          onSent: (sent) => shardSent.push({ bytes: sent, atMs: clock.ms }),
+        },
       );
       expect(stored).toMatchObject({ blocks: 40, bytes: 400_000 });
       // At 100 kB a second, in pieces of 16 KiB: the shard's last piece went out once those
@@ -230,6 +243,10 @@ describe('ServiceClient', () => {
       const lastPiece = shard.car.length % (16 << 10) || 16 << 10;
       expect(clock.ms).toBeGreaterThanOrEqual(pushedAt + (shard.car.length - lastPiece) / 100);
       expect(clock.ms).toBeLessThan(pushedAt + shard.car.length / 100);
+      // Counted as sent only as the limit lets the bytes go, not as they were read ahead.
+      expect(shardSent.at(-1)?.bytes).toBe(shard.car.length);
+      for (const told of shardSent)
+        expect(told.atMs).toBeGreaterThanOrEqual(pushedAt + (told.bytes - (16 << 10)) / 100);
       expect(
         (await paced.completeVersion(pushed.storage_host, pushed.storage_authorization, pushed.id))
           .state,
@@ -268,17 +285,21 @@ describe('ServiceClient', () => {
           signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
         }),
     });
-    // A shard's name the host takes, so that it reads the body until it is cut off.
-    const shardCid = (await shardOf([await rawBlock()])).cid.toString();
+    // A whole shard the host reads as it comes, until the body is cut off, 16 KiB a pull.
+    const shard = await shardOf(
+      await Promise.all(Array.from({ length: 90 }, () => rawBlock(randomBytes(10_000)))),
+    );
     let pulls = 0;
     let bodyClosed = false;
     let bodies = 0;
     const body = (): ReadableStream<Uint8Array> => {
       bodies += 1;
+      let offset = 0;
       return new ReadableStream({
         pull: (controller) => {
           pulls += 1;
-          controller.enqueue(randomBytes(16 << 10));
+          controller.enqueue(shard.car.subarray(offset, offset + (16 << 10)));
+          offset += 16 << 10;
         },
         cancel: () => {
           bodyClosed = true;
@@ -289,10 +310,13 @@ describe('ServiceClient', () => {
     const upload = client
       .stoppedBy(stop.signal)
       .pacedBy(limit)
-      .uploadShard(pushed.storage_host, pushed.storage_authorization, pushed.id, shardCid, {
-        stream: body,
-        bytes: 1_000_000,
-      });
+      .uploadShard(
+        pushed.storage_host,
+        pushed.storage_authorization,
+        pushed.id,
+        shard.cid.toString(),
+        { stream: body, bytes: shard.car.length },
+      );
     // The first piece goes at once, the second after the first wait, the third waits on.
     await vi.waitFor(() => expect(waits).toBe(2));
     stop.abort();
@@ -301,6 +325,53 @@ describe('ServiceClient', () => {
     const pulled = pulls;
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(pulls).toBe(pulled);
+    expect(bodies).toBe(1);
+  });
+
+  it("reads the host's answer to a shard it refuses before the body is all sent", async () => {
+    const bucket = await client.createBucket({
+      name: 'Refused',
+      type: 'backup',
+      storageClass: 'hot',
+      bucketKeyPem: newPem(),
+    });
+    const metadata = await metadataCar();
+    const pushed = await client.pushVersion({
+      bucketId: bucket.id,
+      rootCid: metadata.root.toString(),
+      metadataCid: metadata.cid.toString(),
+      expectedDataSize: 1_000_000,
+      previousId: null,
+      validKeys: [],
+      deletedBlockCids: [],
+      car: metadata.car,
+    });
+    // Not a CAR: the host says so from the first bytes, while the rest is still to come.
+    let bodies = 0;
+    const notACar = (): ReadableStream<Uint8Array> => {
+      bodies += 1;
+      let pulls = 0;
+      return new ReadableStream({
+        pull: async (controller) => {
+          pulls += 1;
+          if (pulls > 1) await new Promise((resolve) => setTimeout(resolve, 20));
+          if (pulls > 50) controller.close();
+          else controller.enqueue(randomBytes(16 << 10));
+        },
+      });
+    };
+    const shardCid = (await shardOf([await rawBlock()])).cid.toString();
+    const refused = client.uploadShard(
+      pushed.storage_host,
+      pushed.storage_authorization,
+      pushed.id,
+      shardCid,
+      { stream: notACar, bytes: 50 * (16 << 10) },
+    );
+    // The host's own refusal, not a network failure tried again.
+    await expect(refused).rejects.toSatisfy(
+      (error: unknown) => error instanceof EngineError && error.code !== 'network',
+    );
     expect(bodies).toBe(1);
   });
 
