@@ -7,14 +7,9 @@ import { open, type FileHandle } from 'node:fs/promises';
 /** Bytes read per pull: one 1 MiB leaf, so a shard goes out in few, large writes. */
 const CHUNK_BYTES = 1 << 20;
 
-export function fileBody(
-  file: string,
-  /** Bytes handed to the connection so far, after each chunk. */
-  onSent?: (sent: number) => void,
-): ReadableStream<Uint8Array> {
+export function fileBody(file: string): ReadableStream<Uint8Array> {
   let handle: FileHandle | undefined;
   let cancelled = false;
-  let sent = 0;
   const closeFile = async (): Promise<void> => {
     const opened = handle;
     handle = undefined;
@@ -37,9 +32,7 @@ export function fileBody(
             controller.close();
             return;
           }
-          sent += bytesRead;
           controller.enqueue(chunk.subarray(0, bytesRead));
-          onSent?.(sent);
         } catch (error) {
           await closeFile();
           throw error;
