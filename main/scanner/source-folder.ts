@@ -1,5 +1,6 @@
 import { opendirSync, statSync } from 'node:fs';
 import { EngineError } from '../api/index.ts';
+import { kernelFileSystemAt } from './kernel-file-systems.ts';
 
 // The folder a backup reads must exist, be a folder and be readable. Problems below it are
 // reported per item and skipped; the folder itself failing would otherwise pass for an empty
@@ -33,6 +34,12 @@ export function checkSourceFolder(dir: string): void {
     if (!statSync(dir).isDirectory())
       throw new EngineError('usage', `${dir} is not a folder; a backup takes a folder`);
     opendirSync(dir).closeSync();
+    const kernel = kernelFileSystemAt(dir);
+    if (kernel !== undefined)
+      throw new EngineError(
+        'usage',
+        `${dir} is in the kernel's ${kernel} file system, which holds no files to back up`,
+      );
   } catch (error) {
     throw problemWith(dir, error) ?? error;
   }

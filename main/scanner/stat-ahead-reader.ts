@@ -53,6 +53,8 @@ type Answer =
   | { readonly absolute: string; readonly failure: Failure }
   | {
       readonly absolute: string;
+      /** The device the folder itself lies on. */
+      readonly dev: bigint;
       readonly names: string[];
       readonly stats: FolderStats;
       readonly failures: ReadonlyArray<Failure & { readonly index: number }>;
@@ -72,7 +74,9 @@ const failure = (error) => ({
 });
 parentPort.on('message', (absolute) => {
   let names;
+  let dev;
   try {
+    dev = lstatSync(absolute, { bigint: true }).dev;
     names = readdirSync(absolute);
   } catch (error) {
     parentPort.postMessage({ absolute, failure: failure(error) });
@@ -102,7 +106,7 @@ parentPort.on('message', (absolute) => {
     }
   }
   const buffers = Object.values(stats).map((array) => array.buffer);
-  parentPort.postMessage({ absolute, names, stats, failures }, buffers);
+  parentPort.postMessage({ absolute, dev, names, stats, failures }, buffers);
 });
 `;
 
@@ -158,12 +162,14 @@ export class StatAheadReader implements FolderReader {
     const names = order.map((index) => answer.names[index] ?? '');
     const failures = new Map(answer.failures.map((failure) => [failure.index, failure]));
     // The folders inside, which the walk reaches before those found earlier: onto the stack,
-    // the first of them last.
+    // the first of them last. Not where another file system is mounted: the walk decides on
+    // those (a network share's automount point mounts it when listed; walk-source.ts).
     const inside: string[] = [];
     for (const index of order) {
       const name = answer.names[index] ?? '';
       const mode = answer.stats.modes[index] ?? 0;
       if (failures.has(index) || (mode & constants.S_IFMT) !== constants.S_IFDIR) continue;
+      if (answer.stats.devs[index] !== answer.dev) continue;
       inside.push(path.join(absolute, name));
     }
     for (let at = inside.length - 1; at >= 0; at -= 1) this.toAsk.push(inside[at] ?? '');

@@ -4,6 +4,7 @@ import { setImmediate } from 'node:timers/promises';
 import { isDiskGone } from '../api/index.ts';
 import type { ExcludeRules } from './exclude-rules.ts';
 import { InodeNumbers } from './inode-numbers.ts';
+import { kernelFileSystemAt } from './kernel-file-systems.ts';
 import { skipKindOf, type SkippedItem } from './skipped-item.ts';
 import {
   readFoldersHere,
@@ -16,7 +17,8 @@ import { StatAheadReader } from './stat-ahead-reader.ts';
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
 // it finds. Symlinks are reported as symlinks and never followed, so loops cannot happen.
 // Sockets, FIFOs and devices are skipped with a reason, and so is anything that cannot be
-// listed or stat'ed: one bad item never stops the walk.
+// listed or stat'ed: one bad item never stops the walk. So are the kernel's own file systems
+// where they are mounted in the source (kernel-file-systems.ts).
 //
 // The file-system calls are synchronous on purpose: a cached lstat costs a few microseconds,
 // against about 50 through the thread pool, and a rescan of 100 000 unchanged files is mostly
@@ -139,6 +141,8 @@ interface OpenFolder {
   readonly relative: string;
   readonly absolute: string;
   readonly listed: ListedFolder;
+  /** The device it lies on: a folder inside on another is a mount point. */
+  readonly dev: bigint;
   next: number;
 }
 
@@ -148,6 +152,24 @@ interface OpenFolder {
  */
 function throwIfDiskGone(error: unknown): void {
   if (isDiskGone(error)) throw error;
+}
+
+/**
+ * The name of the kernel file system mounted at `full`; undefined for one holding files; null
+ * when it cannot be looked at (reported as `rel`, skipped: nothing under it could be read).
+ */
+function kernelOrSkipped(
+  full: string,
+  rel: string,
+  onSkip: (item: SkippedItem) => void,
+): string | undefined | null {
+  try {
+    return kernelFileSystemAt(full);
+  } catch (error) {
+    throwIfDiskGone(error);
+    onSkip({ path: rel, reason: `cannot look at: ${reasonOf(error)}`, kind: skipKindOf(error) });
+    return null;
+  }
 }
 
 /** A folder listed, or undefined (reported) when it cannot be listed. */
@@ -195,7 +217,15 @@ async function* walkWith(
   const { onSkip } = options;
   const top = await listFolder(reader, root, '', options);
   if (!top) return;
-  const open: OpenFolder[] = [{ relative: '', absolute: root, listed: top, next: 0 }];
+  const open: OpenFolder[] = [
+    {
+      relative: '',
+      absolute: root,
+      listed: top,
+      dev: statSync(root, { bigint: true }).dev,
+      next: 0,
+    },
+  ];
   const inodes = new InodeNumbers();
   let sinceYield = 0;
   while (open.length > 0) {
@@ -229,6 +259,12 @@ async function* walkWith(
       continue;
     }
     if (stats.type === 'directory') {
+      // Looked at only where another file system is mounted: statfs costs a call per folder.
+      const kernel = stats.dev === folder.dev ? undefined : kernelOrSkipped(full, rel, onSkip);
+      if (kernel === null) {
+        reader.passOver?.(full);
+        continue;
+      }
       const ino = inodes.of(stats, full);
       const found = {
         kind: 'directory',
@@ -239,12 +275,22 @@ async function* walkWith(
         ino,
       } as const;
       // Asked before the folder is reported: a caller running ahead of its consumer decides
-      // now, and the consumer may not see the entry until later.
-      const entering = options.enters?.(found) ?? true;
+      // now, and the consumer may not see the entry until later. A kernel file system's mount
+      // point is kept, as an empty folder (`tar --one-file-system` keeps it so), for a restore
+      // of the whole disk to mount it on.
+      const entering = kernel === undefined && (options.enters?.(found) ?? true);
       yield found;
+      if (kernel !== undefined) {
+        reader.passOver?.(full);
+        onSkip({
+          path: rel,
+          reason: `the kernel's ${kernel} file system is mounted there, whose entries are not files: kept as an empty folder`,
+          kind: 'special',
+        });
+      }
       if (!entering) continue;
       const listed = await listFolder(reader, root, rel, options);
-      if (listed) open.push({ relative: rel, absolute: full, listed, next: 0 });
+      if (listed) open.push({ relative: rel, absolute: full, listed, dev: stats.dev, next: 0 });
     } else if (stats.type === 'file') {
       yield {
         kind: 'file',
