@@ -41,7 +41,8 @@ a version's or snapshot's ID may be its first characters (4 or more) when no oth
 --at TIME takes the newest version made by then: a day (2026-11-20, until its end) or a time
 (2026-11-20T14:30, this computer's clock unless it ends in Z or +01:00)
 a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its path there
-(~/Pictures/2019/beach.jpg), or in the bucket's folder now, for one renamed since
+(~/Pictures/2019/beach.jpg, or beach.jpg typed in ~/Pictures/2019), or in the bucket's folder
+now, for one renamed since
 canopy --version alone prints Canopy's own version
 exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
 with --json, a failure is one JSON line on stderr: {"error":{"code","message","retryable"}}

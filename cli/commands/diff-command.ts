@@ -1,3 +1,4 @@
+import { typedPath } from '../typed-path.ts';
 import type { VersionChange } from '../../main/index.ts';
 import { need, offlineReason, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
@@ -59,7 +60,7 @@ export async function diffCommand(command: CommandContext): Promise<number | und
       bucket: need(str('bucket'), '--bucket'),
       ...(from === undefined ? {} : { from }),
       ...(to === undefined ? {} : { to }),
-      ...(sub === undefined ? {} : { path: sub }),
+      ...(sub === undefined ? {} : typedPath(sub)),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
     })
     .finally(() => progress.done());

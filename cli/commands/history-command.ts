@@ -1,3 +1,4 @@
+import { typedPath } from '../typed-path.ts';
 import type { ItemChangeKind, ItemVersion } from '../../main/index.ts';
 import { need, offlineReason, table, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
@@ -37,7 +38,7 @@ export async function historyCommand(command: CommandContext): Promise<number | 
   const history = await engine
     .history({
       bucket,
-      path,
+      ...typedPath(path),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
     })
     .finally(() => progress.done());

@@ -1,3 +1,4 @@
+import { typedPath } from '../typed-path.ts';
 import type { RestoreRequest } from '../../main/index.ts';
 import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
@@ -19,7 +20,7 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
     .browse({
       bucket,
       ...chosen,
-      ...(sub === undefined ? {} : { path: sub }),
+      ...(sub === undefined ? {} : typedPath(sub)),
       ...(values['recursive'] === true ? { recursive: true } : {}),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
     })
@@ -119,7 +120,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       ...(to === undefined ? {} : { to }),
       overwrite: values['overwrite'] === true,
       ...chosen,
-      ...(sub === undefined ? {} : { path: sub }),
+      ...(sub === undefined ? {} : typedPath(sub)),
       ...(values['sparse'] === true ? { sparse: true } : {}),
     });
   const progress = progressShown(PHASE_PROGRESS);
@@ -129,7 +130,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       ...(to === undefined ? {} : { to }),
       overwrite: values['overwrite'] === true,
       ...chosen,
-      ...(sub === undefined ? {} : { path: sub }),
+      ...(sub === undefined ? {} : typedPath(sub)),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       ...(values['sparse'] === true ? { sparse: true } : {}),
       signal,

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { EngineError, type EngineErrorCode } from '../api/index.ts';
 import type { Metadata } from '../protocol/index.ts';
 import {
@@ -23,6 +24,8 @@ export interface HistoryRequest {
   readonly bucket: string;
   /** The item, as `canopy ls` takes a path. */
   readonly path: string;
+  /** The folder a relative `path` was typed in (TypedPath). */
+  readonly typedIn?: string;
   readonly onProgress?: (progress: HistoryProgress) => void;
 }
 
@@ -84,6 +87,14 @@ export class ItemHistoryReader {
     // also those of the folder under its old name (--replace-source).
     const stored = newestFirst(listed.versions.filter(isStored));
     let asked = input.path;
+    /**
+     * A relative path as typed in a folder, where it lies: taken from the top of the first
+     * version whose folder holds it (paths-in-versions.ts); until then, from each version's top.
+     */
+    let typedThere =
+      input.typedIn === undefined || path.isAbsolute(input.path)
+        ? undefined
+        : path.resolve(input.typedIn, input.path);
     const { onProgress } = input;
     for (const [done, version] of stored.entries()) {
       const report = (pulling: RestoreProgress | null): void =>
@@ -97,7 +108,13 @@ export class ItemHistoryReader {
             ...(onProgress ? { onProgress: report } : {}),
           },
           (tree) => {
-            asked = pathInSource(asked, tree.manifest['source_label']) ?? asked;
+            const label = tree.manifest['source_label'];
+            const fromThere =
+              typedThere === undefined ? undefined : pathInSource(typedThere, label);
+            if (fromThere !== undefined) {
+              asked = fromThere;
+              typedThere = undefined;
+            } else asked = pathInSource(asked, label) ?? asked;
             return itemLookAt(tree, asked);
           },
         );

@@ -15,7 +15,7 @@ import {
 } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { namedById } from './named-by-id.ts';
-import { PathsInVersions } from './paths-in-versions.ts';
+import { PathsInVersions, type TypedPath } from './paths-in-versions.ts';
 import type { PullProgress } from './metadata-cache.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
@@ -36,8 +36,7 @@ export interface VersionRequest {
   readonly onProgress?: (progress: RestoreProgress) => void;
 }
 
-export interface BrowseRequest extends VersionRequest {
-  readonly path?: string;
+export interface BrowseRequest extends VersionRequest, TypedPath {
   /** Everything below the folder at `path`, each entry with its path below it. */
   readonly recursive?: boolean;
 }

@@ -4,7 +4,7 @@ import { VersionDiffer, type VersionChange } from '../restore/index.ts';
 import type { RestoreProgress } from '../uploader/index.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { namedById } from './named-by-id.ts';
-import { PathsInVersions } from './paths-in-versions.ts';
+import { PathsInVersions, type TypedPath } from './paths-in-versions.ts';
 import type { VersionBrowser } from './version-browser.ts';
 
 // `canopy diff`: what changed from one version of a bucket to another, by default from the
@@ -13,14 +13,12 @@ import type { VersionBrowser } from './version-browser.ts';
 // while the service cannot be reached; the versions are taken from the bucket's list as last
 // seen then.
 
-export interface CompareRequest {
+export interface CompareRequest extends TypedPath {
   readonly bucket: string;
   /** The older version, or the start of its id; by default the one made before `to`. */
   readonly from?: string;
   /** The newer version, or the start of its id; by default the bucket's active one. */
   readonly to?: string;
-  /** Only what lies at this path (as `canopy ls` takes it); the whole version by default. */
-  readonly path?: string;
   /** Told the fetch of a version's metadata CAR this computer keeps no copy of. */
   readonly onProgress?: (progress: RestoreProgress) => void;
 }
@@ -96,7 +94,7 @@ export class VersionComparison {
       ...(input.onProgress ? { onProgress: input.onProgress } : {}),
     };
     // Either version may be of the bucket's folder under a former name.
-    const paths = new PathsInVersions(this.browser, input.bucket, input.path, true);
+    const paths = new PathsInVersions(this.browser, input.bucket, input.path, true, input.typedIn);
     const { value: changes } = await this.browser.reading(
       { ...request, version: from.id },
       async (older) => {

@@ -30,18 +30,17 @@ import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { RestoredFilesNotes } from './restored-files-notes.ts';
 import { usingTree } from './using-tree.ts';
-import { PathsInVersions, type PathInVersion } from './paths-in-versions.ts';
+import { PathsInVersions, type PathInVersion, type TypedPath } from './paths-in-versions.ts';
 import type { VersionBrowser } from './version-browser.ts';
 
 // Restoring a version, or one file or folder of it, into a folder: by default back where it
 // was backed up from. Every restore is marked in the home while it runs, so that one killed
 // part-way has the temporaries it left removed by the next.
 
-export interface RestoreRequest {
+export interface RestoreRequest extends TypedPath {
   readonly bucket: string;
   readonly version?: string;
   readonly snapshot?: string;
-  readonly path?: string;
   /** The folder to restore into; by default where the version was backed up from. */
   readonly to?: string;
   readonly overwrite: boolean;

@@ -16,11 +16,23 @@ export function runCanopy(
   env: Record<string, string> = {},
   onStdout?: (text: string) => void,
 ): Promise<CliResult> {
+  return runCanopyIn(undefined, home, args, env, onStdout);
+}
+
+/** runCanopy, run in the working folder `cwd` (this process's own when undefined). */
+export function runCanopyIn(
+  cwd: string | undefined,
+  home: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+  onStdout?: (text: string) => void,
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const canopy = canopyProcess(args, { ...process.env, CANOPY_HOME: home, ...env });
     const child = spawn(canopy.command, canopy.args, {
       env: canopy.env,
       stdio: ['ignore', 'pipe', 'pipe'],
+      ...(cwd === undefined ? {} : { cwd }),
     });
     let stdout = '';
     let stderr = '';

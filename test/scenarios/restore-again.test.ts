@@ -23,7 +23,7 @@ import {
   engineCountingBlockRequests,
   type BlockRequestCount,
 } from '../helpers/counted-block-requests.ts';
-import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { loginWithBucket, runCanopy, runCanopyIn } from '../helpers/canopy-cli.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 import { accessTimesOf } from '../helpers/access-times.ts';
 
@@ -491,5 +491,47 @@ describe('a path in a version, as a user types it', () => {
       'canopy: notes/../../etc leads above the top of this version (canopy ls shows what it holds)\n',
     );
     expect(entriesBelow(target)).toEqual(['b.txt']);
+  });
+
+  it('is, typed relative in a folder, what it names there when that lies in the folder backed up', async () => {
+    const cliHome = path.join(scratch, 'typed-home');
+    await loginWithBucket(cliHome, path.join(scratch, 'typed-local'), 'Typed');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+    const pictures = path.join(scratch, 'typed', 'Pictures');
+    mkdirSync(path.join(pictures, '2019'), { recursive: true });
+    writeFileSync(path.join(pictures, '2019', 'beach.jpg'), 'a beach');
+    writeFileSync(path.join(pictures, 'list.txt'), 'photos');
+    const backup = await runCanopy(cliHome, ['backup', pictures, '--bucket', 'Typed'], env);
+    expect(backup.status, backup.stderr).toBe(0);
+    const canopyIn = (cwd: string, ...args: string[]) => runCanopyIn(cwd, cliHome, args, env);
+
+    // Deleted by mistake, and restored by the name the shell shows in its folder.
+    rmSync(path.join(pictures, '2019', 'beach.jpg'));
+    const restored = await canopyIn(
+      path.join(pictures, '2019'),
+      'restore',
+      'beach.jpg',
+      '--bucket',
+      'Typed',
+    );
+    expect(restored.status, restored.stderr).toBe(0);
+    expect(readFileSync(path.join(pictures, '2019', 'beach.jpg'), 'utf8')).toBe('a beach');
+    // From the folder above the one backed up, and from that folder itself.
+    const history = await canopyIn(
+      path.join(scratch, 'typed'),
+      'history',
+      'Pictures/2019/beach.jpg',
+      '--bucket',
+      'Typed',
+    );
+    expect(history.status, history.stderr).toBe(0);
+    expect(history.stdout).toMatch(/^Pictures\/2019\/beach\.jpg in bucket "Typed": 1 change/);
+    const listed = await canopyIn(pictures, 'ls', '2019', '--bucket', 'Typed');
+    expect(listed.stdout).toMatch(/ beach\.jpg\n$/);
+    // Typed in a folder the bucket does not back up, it goes from the version's top, as ever.
+    const elsewhere = await canopyIn(os.tmpdir(), 'ls', '2019', '--bucket', 'Typed');
+    expect(elsewhere.stdout).toBe(listed.stdout);
+    const inSubfolder = await canopyIn(path.join(pictures, '2019'), 'ls', '.', '--bucket', 'Typed');
+    expect(inSubfolder.stdout).toBe(listed.stdout);
   });
 });
