@@ -29,6 +29,7 @@ export const OPTIONS = {
   'replace-source': { type: 'boolean' },
   'skip-check': { type: 'boolean' },
   'limit-upload': { type: 'string' },
+  'limit-download': { type: 'string' },
   add: { type: 'string', multiple: true },
   remove: { type: 'string', multiple: true },
   clear: { type: 'boolean' },
@@ -73,11 +74,22 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['ls', ['bucket', 'version', 'snapshot', 'at', 'recursive', 'progress']],
   [
     'restore',
-    ['bucket', 'version', 'snapshot', 'at', 'to', 'overwrite', 'sparse', 'dry-run', 'progress'],
+    [
+      'bucket',
+      'version',
+      'snapshot',
+      'at',
+      'to',
+      'overwrite',
+      'sparse',
+      'dry-run',
+      'progress',
+      'limit-download',
+    ],
   ],
   ['diff', ['bucket', 'from', 'to', 'progress']],
   ['history', ['bucket', 'progress']],
-  ['verify', ['bucket', 'version', 'snapshot', 'at', 'all', 'progress']],
+  ['verify', ['bucket', 'version', 'snapshot', 'at', 'all', 'progress', 'limit-download']],
 ]);
 
 /** Refuses an option given that command `name` does not take; an unknown command passes. */

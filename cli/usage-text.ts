@@ -13,7 +13,7 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
   backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source] [--skip-check]
-         [--limit-upload RATE]                     RATE: bytes a second (2MB, 1.5MiB) or bits (10Mbit)
+         [--limit-upload RATE]                      RATE: bytes a second (2MB, 1.5MiB) or bits (10Mbit)
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
@@ -25,7 +25,7 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
                                                     -R: all below PATH, each by its path
   restore --bucket NAME [--version ID | --snapshot ID | --at TIME] [PATH] [--to DIR] [--overwrite]
           [--sparse] [--dry-run] [--progress]       without --to, to where it was backed up from;
-                                                    --sparse leaves runs of zeros as holes;
+          [--limit-download RATE]                   --sparse leaves runs of zeros as holes;
                                                     --dry-run tells what it would do, and does not
   diff --bucket NAME [--from ID] [--to ID] [PATH] [--progress]
                                                     what changed between two versions: by default
@@ -33,6 +33,7 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   history PATH --bucket NAME [--progress]           the versions in which PATH differs from the
                                                     version before, newest first
   verify --bucket NAME [--version ID | --snapshot ID | --at TIME] [--all] [--progress]
+         [--limit-download RATE]
   account [show | set [--display-name NAME] [--locale TAG]]
   invoices
   notifications [list | dismiss ID]

@@ -5,7 +5,7 @@ import { counted } from '../counted.ts';
 import { PHASE_PROGRESS } from '../progress-line.ts';
 import { sampleCheckLines } from '../sample-check-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
-import { uploadRate } from '../upload-rate.ts';
+import { uploadLimitOf } from '../transfer-rate.ts';
 
 // `canopy backup` (and its dry run) and `canopy excludes`, the rules a backup applies.
 
@@ -60,8 +60,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
   const { engine, sub, values, out, str, progressShown } = command;
   command.takesWords(1);
   // Told before anything is read, also by a dry run, which sends nothing.
-  const limit = str('limit-upload');
-  const rate = limit === undefined ? undefined : uploadRate(limit);
+  const limit = uploadLimitOf(str('limit-upload'));
   if (values['dry-run'] === true) {
     const bucket = str('bucket');
     const plan = await engine.planBackup({
@@ -102,7 +101,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       ...(values['replace-source'] === true ? { replaceSource: true } : {}),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       ...(values['skip-check'] === true ? {} : { checkBlocks: CHECKED_BLOCKS }),
-      ...(rate === undefined ? {} : { uploadBytesPerSecond: rate }),
+      ...limit,
       signal,
     }),
   ).finally(() => progress.done());

@@ -1,3 +1,4 @@
+import { downloadLimitOf } from '../transfer-rate.ts';
 import { typedPath } from '../typed-path.ts';
 import type { RestoreRequest } from '../../main/index.ts';
 import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
@@ -111,6 +112,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
     throw new UsageError(
       'the path to restore was given empty; leave it out to restore the whole version',
     );
+  const limit = downloadLimitOf(str('limit-download'));
   const bucket = need(str('bucket'), '--bucket');
   const chosen = await versionChoice(command, bucket);
   const to = str('to');
@@ -122,6 +124,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       ...chosen,
       ...(sub === undefined ? {} : typedPath(sub)),
       ...(values['sparse'] === true ? { sparse: true } : {}),
+      ...limit,
     });
   const progress = progressShown(PHASE_PROGRESS);
   const result = await untilSignalled((signal) =>
@@ -133,6 +136,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       ...(sub === undefined ? {} : typedPath(sub)),
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       ...(values['sparse'] === true ? { sparse: true } : {}),
+      ...limit,
       signal,
     }),
   ).finally(() => progress.done());

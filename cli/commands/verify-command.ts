@@ -2,6 +2,7 @@ import { need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { VERIFY_PROGRESS } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
+import { downloadLimitOf } from '../transfer-rate.ts';
 import { versionChoice } from '../version-choice.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 
@@ -10,6 +11,7 @@ import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
 export async function verifyCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, values, out, str, progressShown } = command;
   command.takesWords(0);
+  const limit = downloadLimitOf(str('limit-download'));
   const bucket = need(str('bucket'), '--bucket');
   const chosen = await versionChoice(command, bucket);
   const progress = progressShown(VERIFY_PROGRESS);
@@ -18,6 +20,7 @@ export async function verifyCommand(command: CommandContext): Promise<number | u
       bucket,
       all: values['all'] === true,
       ...chosen,
+      ...limit,
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       signal,
     }),

@@ -4,7 +4,8 @@ import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
 import { checkSourceFolder, knownPathOf } from '../scanner/index.ts';
-import { UploadRateLimit, type ServiceClient } from '../service/index.ts';
+import type { ServiceClient } from '../service/index.ts';
+import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import {
   BackupLock,
   blocksToResend,
@@ -81,14 +82,10 @@ export class SourceBackup {
     const givenDir = path.resolve(input.dir);
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(givenDir);
-    // A limit it cannot take is told before any network, as the folder is.
-    const limit =
-      input.uploadBytesPerSecond === undefined
-        ? undefined
-        : new UploadRateLimit(input.uploadBytesPerSecond);
+    const limits = transferLimitsOf(input);
     const connected = await this.parts.connection.connect({ signal: input.signal });
     const { account } = connected;
-    const client = limit ? connected.client.pacedBy(limit) : connected.client;
+    const client = pacedClient(connected.client, limits);
     if (account.mode === 'local' && this.parts.connection.localService?.readOnly) {
       // Told before packing: the push at the end would only be refused.
       throw new EngineError(

@@ -26,6 +26,7 @@ import { RestoreMark } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
+import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { RestoredFilesNotes } from './restored-files-notes.ts';
@@ -38,6 +39,8 @@ import type { VersionBrowser } from './version-browser.ts';
 // part-way has the temporaries it left removed by the next.
 
 export interface RestoreRequest extends TypedPath {
+  /** The most bytes a second it receives (`--limit-download`); as fast as it can when not given. */
+  readonly downloadBytesPerSecond?: number;
   readonly bucket: string;
   readonly version?: string;
   readonly snapshot?: string;
@@ -175,7 +178,9 @@ export class VersionRestorer {
       asked: PathInVersion;
     }) => Promise<T>,
   ): Promise<T> {
-    const { client } = await this.parts.connection.connect({ signal: input.signal });
+    const limits = transferLimitsOf(input);
+    const connected = await this.parts.connection.connect({ signal: input.signal });
+    const client = pacedClient(connected.client, limits);
     const { versionId, bucketId } = await this.parts.versions.resolve(client, input, true);
     // A version this computer keeps no copy of (a new computer's restore) pulls its list of
     // files first: megabytes, over a slow link minutes, shown as their own phase.

@@ -18,6 +18,7 @@ import {
 } from '../uploader/index.ts';
 import { noteMetadataToStoreAgain } from '../state/index.ts';
 import type { TreeReader } from './metadata-cache.ts';
+import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { usingTree } from './using-tree.ts';
@@ -45,6 +46,8 @@ export interface VerifyRequest {
   readonly onProgress?: (progress: VerifyProgress) => void;
   /** Stops the verify (`stopped`). */
   readonly signal?: AbortSignal;
+  /** The most bytes a second it receives (`--limit-download`); as fast as it can when not given. */
+  readonly downloadBytesPerSecond?: number;
 }
 
 export type VerifiedVersion = VerifyResult & {
@@ -58,8 +61,9 @@ export class VersionVerifier {
 
   async verify(input: VerifyRequest): Promise<VerifiedVersion> {
     try {
+      const limits = transferLimitsOf(input);
       const { client } = await this.parts.connection.connect({ signal: input.signal });
-      return await this.verifyWith(client, input);
+      return await this.verifyWith(pacedClient(client, limits), input);
     } catch (error) {
       if (input.signal?.aborted === true)
         throw new EngineError('stopped', 'the verify was stopped before it checked every block', {

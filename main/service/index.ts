@@ -7,5 +7,5 @@ export * from './retry-policy.ts';
 export * from './server-clock.ts';
 export * from './service-client.ts';
 export { socketDispatcher } from './socket-dispatcher.ts';
-export * from './upload-rate-limit.ts';
+export * from './transfer-rate-limit.ts';
 export type { AnswerBody } from './streamed-answer.ts';

@@ -1,7 +1,7 @@
 // A streamed request body as it leaves for the connection: counted there, and ended with its
 // request.
 //
-// Counted there, after any pacing (upload-rate-limit.ts): a body read ahead of the socket, and
+// Counted there, after any pacing (transfer-rate-limit.ts): a body read ahead of the socket, and
 // more so one an upload limit holds back, would count as sent what is still waiting (a 3 MB
 // shard at 300 kB a second showed as sent at once, then stood still for 10 s).
 //

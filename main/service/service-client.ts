@@ -30,7 +30,7 @@ import { checkServiceUrl } from './base-url.ts';
 import { fileBody } from './file-body.ts';
 import { pushBody } from './push-body.ts';
 import { outgoingBody } from './outgoing-body.ts';
-import type { UploadRateLimit } from './upload-rate-limit.ts';
+import type { TransferRateLimit } from './transfer-rate-limit.ts';
 import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
@@ -70,7 +70,9 @@ export interface ServiceClientOptions {
    */
   readonly signal?: AbortSignal;
   /** Paces the bodies this client streams (shards, metadata CARs): `--limit-upload`. */
-  readonly uploadLimit?: UploadRateLimit;
+  readonly uploadLimit?: TransferRateLimit;
+  /** Paces the answers this client streams (blocks, metadata CARs): `--limit-download`. */
+  readonly downloadLimit?: TransferRateLimit;
 }
 
 /** What fetch accepts as a request body. */
@@ -194,9 +196,22 @@ export class ServiceClient {
     return new ServiceClient({ ...this.options, signal }, this.dispatcher);
   }
 
-  /** This client's requests, their streamed bodies sent no faster than `limit` allows. */
-  pacedBy(limit: UploadRateLimit): ServiceClient {
-    return new ServiceClient({ ...this.options, uploadLimit: limit }, this.dispatcher);
+  /**
+   * This client's requests, their streamed bodies sent no faster than `upload` allows, and
+   * their streamed answers taken no faster than `download` allows.
+   */
+  pacedBy(limits: {
+    readonly upload?: TransferRateLimit;
+    readonly download?: TransferRateLimit;
+  }): ServiceClient {
+    return new ServiceClient(
+      {
+        ...this.options,
+        ...(limits.upload ? { uploadLimit: limits.upload } : {}),
+        ...(limits.download ? { downloadLimit: limits.download } : {}),
+      },
+      this.dispatcher,
+    );
   }
 
   private authorization(auth: Auth): string | undefined {
@@ -422,7 +437,8 @@ export class ServiceClient {
         ...(this.options.signal ? { signal: this.options.signal } : {}),
       });
       const clockMoved = this.observeClock(answer.header('date'));
-      if (answer.status >= 200 && answer.status < 300) return { ok: true, value: answer.body };
+      if (answer.status >= 200 && answer.status < 300)
+        return { ok: true, value: this.pacedAnswer(answer.body) };
       return {
         ok: false,
         status: answer.status,
@@ -431,6 +447,14 @@ export class ServiceClient {
         clockMoved,
       };
     });
+  }
+
+  /** A streamed answer, taken no faster than the download limit allows, when there is one. */
+  private pacedAnswer(body: AnswerBody): AnswerBody {
+    const limit = this.options.downloadLimit;
+    if (!limit) return body;
+    const pieces = limit.pacedChunks(body, this.options.signal);
+    return { [Symbol.asyncIterator]: () => pieces, cancel: () => body.cancel() };
   }
 
   private async json<T>(spec: RequestSpec, check: (value: unknown) => T): Promise<T> {
@@ -771,8 +795,14 @@ export class ServiceClient {
         try {
           if (total !== null && total > maxBytes) throw tooLarge();
           await told();
+          const { downloadLimit } = this.options;
           if (response.body)
-            for await (const chunk of response.body as ReadableStream<Uint8Array>) {
+            for await (const chunk of downloadLimit
+              ? downloadLimit.pacedChunks(
+                  response.body as ReadableStream<Uint8Array>,
+                  this.options.signal,
+                )
+              : (response.body as ReadableStream<Uint8Array>)) {
               if (received + chunk.length > maxBytes) throw tooLarge();
               await own(() => handle.write(chunk));
               received += chunk.length;

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CarReader } from '@ipld/car';
 import { EngineError } from '../../main/api/index.ts';
 import { loadOrCreateKeyPair, TokenMinter, FileSecretStore } from '../../main/identity/index.ts';
-import { ServiceClient, UploadRateLimit } from '../../main/service/index.ts';
+import { ServiceClient, TransferRateLimit } from '../../main/service/index.ts';
 import { metadataCar, rawBlock, shardOf } from '../helpers/cars.ts';
 import { newPem } from '../helpers/flows.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
@@ -178,7 +178,7 @@ describe('ServiceClient', () => {
     await expectCode(client.getBucket(interactive.id), 'not_found');
   });
 
-  it('paces the shards and metadata it streams, when paced by an upload limit', async () => {
+  it('paces the shards and metadata it streams, and the blocks it fetches, when paced by limits', async () => {
     const bucket = await client.createBucket({
       name: 'Paced',
       type: 'backup',
@@ -204,7 +204,7 @@ describe('ServiceClient', () => {
         await Promise.resolve();
       },
     };
-    const paced = client.pacedBy(new UploadRateLimit(100_000, clock));
+    const paced = client.pacedBy({ upload: new TransferRateLimit(100_000, clock) });
     // What the progress is told: each count, with the clock when it was told.
     const pushSent: number[] = [];
     const shardSent: { bytes: number; atMs: number }[] = [];
@@ -251,6 +251,26 @@ describe('ServiceClient', () => {
         (await paced.completeVersion(pushed.storage_host, pushed.storage_authorization, pushed.id))
           .state,
       ).toBe('active');
+
+      // Fetched again through a client paced at 200 kB a second the other way: the blocks come
+      // whole, each piece taken once those before it took their time.
+      const down = client.pacedBy({ download: new TransferRateLimit(200_000, clock) });
+      const fetchedFrom = clock.ms;
+      const received: Uint8Array[] = [];
+      let lastPieceAt = fetchedFrom;
+      const answer = await down.blocksCar(
+        pushed.storage_host,
+        blocks.map((block) => block.cid.toString()),
+      );
+      for await (const piece of answer) {
+        expect(piece.length).toBeLessThanOrEqual(16 << 10);
+        lastPieceAt = clock.ms;
+        received.push(piece);
+      }
+      const car = Buffer.concat(received);
+      const reader = await CarReader.fromBytes(car);
+      for (const block of blocks) expect((await reader.get(block.cid))?.bytes).toEqual(block.bytes);
+      expect(lastPieceAt - fetchedFrom).toBeGreaterThanOrEqual((car.length - (16 << 10)) / 200);
     } finally {
       rmSync(files, { recursive: true, force: true });
     }
@@ -276,7 +296,7 @@ describe('ServiceClient', () => {
     });
     // A limit whose second wait lasts until the request ends; the body a shard's source.
     let waits = 0;
-    const limit = new UploadRateLimit(1000, {
+    const limit = new TransferRateLimit(1000, {
       now: () => 0,
       wait: (_ms, signal) =>
         new Promise((resolve, reject) => {
@@ -309,7 +329,7 @@ describe('ServiceClient', () => {
     const stop = new AbortController();
     const upload = client
       .stoppedBy(stop.signal)
-      .pacedBy(limit)
+      .pacedBy({ upload: limit })
       .uploadShard(
         pushed.storage_host,
         pushed.storage_authorization,

@@ -74,7 +74,7 @@ describe('words a command does not take', () => {
     );
     await emptied(
       ['backup', source, '--bucket', 'Docs', '--overwrite', '--to', target],
-      'backup does not take --overwrite, --to (it takes --bucket, --dry-run, --progress, --allow-empty, --replace-source, --skip-check)',
+      'backup does not take --overwrite, --to (it takes --bucket, --dry-run, --progress, --allow-empty, --replace-source, --skip-check, --limit-upload)',
     );
     await emptied(['whoami', '--bucket', 'Docs'], 'whoami does not take --bucket');
 

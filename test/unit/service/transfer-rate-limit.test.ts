@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { EngineError } from '../../../main/api/index.ts';
-import { UploadRateLimit, type PaceClock } from '../../../main/service/index.ts';
+import { TransferRateLimit, type PaceClock } from '../../../main/service/index.ts';
 
 // `--limit-upload`: a body goes out no faster than the limit, across all the bodies sharing it,
 // byte for byte as given. Time here is a test clock that moves only when the limit waits, so
@@ -47,10 +47,10 @@ async function readPaced(
   return { bytes: Buffer.concat(parts), pieces };
 }
 
-describe('UploadRateLimit', () => {
+describe('TransferRateLimit', () => {
   it('hands a body on byte for byte, each piece once those before it took their time', async () => {
     const clock = testClock();
-    const limit = new UploadRateLimit(1_000_000, clock);
+    const limit = new TransferRateLimit(1_000_000, clock);
     expect(limit.pieceBytes).toBe(50_000);
     const chunks = [randomBytes(1 << 20), randomBytes(123), randomBytes(300_001)];
     const { bytes, pieces } = await readPaced(limit.paced(streamOf(...chunks)), clock);
@@ -66,7 +66,7 @@ describe('UploadRateLimit', () => {
 
   it('shares its pace among bodies sent at once', async () => {
     const clock = testClock();
-    const limit = new UploadRateLimit(2_000_000, clock);
+    const limit = new TransferRateLimit(2_000_000, clock);
     const [first, second] = await Promise.all([
       readPaced(limit.paced(streamOf(randomBytes(3_000_000))), clock),
       readPaced(limit.paced(streamOf(randomBytes(1_000_000))), clock),
@@ -78,7 +78,7 @@ describe('UploadRateLimit', () => {
 
   it('does not make up for time the receiver took with a burst', async () => {
     const clock = testClock();
-    const limit = new UploadRateLimit(1_000_000, clock);
+    const limit = new TransferRateLimit(1_000_000, clock);
     const reader = limit.paced(streamOf(randomBytes(200_000))).getReader();
     await reader.read();
     // The connection stalls for 10 s; the next pieces still go one per 50 ms.
@@ -99,7 +99,7 @@ describe('UploadRateLimit', () => {
     });
     let waiting = false;
     let waitEnded = false;
-    const limit = new UploadRateLimit(1000, {
+    const limit = new TransferRateLimit(1000, {
       now: () => 0,
       wait: (_ms, signal) =>
         new Promise((_resolve, reject) => {
@@ -126,8 +126,28 @@ describe('UploadRateLimit', () => {
     expect(sourceCancelled).toBe(true);
   });
 
+  it('takes an answer in pieces, each once those before it took their time', async () => {
+    const clock = testClock();
+    const limit = new TransferRateLimit(400_000, clock);
+    async function* answer(): AsyncGenerator<Uint8Array> {
+      yield randomBytes(70_000);
+      yield randomBytes(5);
+    }
+    const taken: { at: number; length: number }[] = [];
+    for await (const piece of limit.pacedChunks(answer()))
+      taken.push({ at: clock.ms, length: piece.length });
+    // Pieces of 20 000 bytes at 400 kB a second: one each 50 ms.
+    expect(taken).toEqual([
+      { at: 0, length: 20_000 },
+      { at: 50, length: 20_000 },
+      { at: 100, length: 20_000 },
+      { at: 150, length: 10_000 },
+      { at: 175, length: 5 },
+    ]);
+  });
+
   it('refuses a limit below 1 kB a second, as usage', () => {
-    expect(() => new UploadRateLimit(999)).toThrow(EngineError);
-    expect(() => new UploadRateLimit(Number.NaN)).toThrow(/at least 1000 bytes a second/);
+    expect(() => new TransferRateLimit(999)).toThrow(EngineError);
+    expect(() => new TransferRateLimit(Number.NaN)).toThrow(/at least 1000 bytes a second/);
   });
 });

@@ -4,17 +4,19 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { canopySucceeds, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // `canopy backup --limit-upload RATE` leaves room on the uplink: the backup sends no faster than
 // RATE and is stored whole; a rate it cannot take is refused before anything is read or sent.
+// `canopy restore --limit-download RATE` receives no faster than RATE, and restores whole.
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-upload-limit-'));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-transfer-limits-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const env = { CANOPY_SECRET_STORE: 'file' };
 
-describe('a backup with an upload limit', () => {
+describe('a backup with an upload limit, and a restore with a download limit', () => {
   it('sends no faster than the limit, and restores identically; a rate it cannot take is refused', async () => {
     const home = path.join(scratch, 'home');
     await loginWithBucket(home, path.join(scratch, 'data'), 'Photos');
@@ -52,8 +54,22 @@ describe('a backup with an upload limit', () => {
       state.close();
     }
 
+    // Restored at 1 MB a second the other way: whole, and again no sooner than the limit lets
+    // its 3 MB come (a bound below, which a slow machine only exceeds further).
     const target = path.join(scratch, 'restored');
-    await canopySucceeds(home, 'restore', '--bucket', 'Photos', '--to', target);
+    const refusedRestore = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Photos', '--to', target, '--limit-download', '0.5kB'],
+      env,
+    );
+    expect(refusedRestore.status).toBe(2);
+    expect(refusedRestore.stderr).toContain('canopy: --limit-download takes bytes a second');
+    const started = performance.now();
+    await canopySucceeds(
+      home,
+      ...['restore', '--bucket', 'Photos', '--to', target, '--limit-download', '8Mbit'],
+    );
+    expect(performance.now() - started).toBeGreaterThanOrEqual(2500);
     expect(readFileSync(path.join(target, 'beach.jpg')).equals(photo)).toBe(true);
     expect(readFileSync(path.join(target, 'notes.txt'), 'utf8')).toBe('sunny');
   });

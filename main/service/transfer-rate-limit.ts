@@ -2,14 +2,17 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import { EngineError } from '../api/index.ts';
 
-// An upload's pace, for a backup that must leave room on a home uplink (`canopy backup
-// --limit-upload 2MB`): every body the limited client streams (the shards, the metadata CAR)
-// goes out in pieces, each piece only once the bytes before it, across all of the client's
-// requests at once, would have taken their time at the limit. The socket and the kernel still
-// buffer what was handed on, so the pace holds over seconds, not within one.
+// A transfer's pace, for a backup that must leave room on a home uplink (`canopy backup
+// --limit-upload 2MB`) or a restore on a shared or metered link (`--limit-download`): every
+// body the paced client streams out (the shards, the metadata CAR) goes in pieces, and every
+// answer it streams in (blocks, metadata) is taken in pieces, each piece only once the bytes
+// before it, across all of the client's requests at once, would have taken their time at the
+// limit. An answer taken slowly fills the socket's buffers, and TCP then slows the sender. The
+// socket and the kernel still buffer what was handed on, so the pace holds over seconds, not
+// within one.
 
 /** The smallest limit taken: below it, an upload would outlast any upload window. */
-export const MIN_UPLOAD_BYTES_PER_SECOND = 1000;
+export const MIN_TRANSFER_BYTES_PER_SECOND = 1000;
 
 /** A piece is about a twentieth of a second's bytes, between 16 KiB and 1 MiB. */
 const PIECES_PER_SECOND = 20;
@@ -27,7 +30,7 @@ const REAL_CLOCK: PaceClock = {
   wait: (ms, signal) => sleep(ms, undefined, { signal }),
 };
 
-export class UploadRateLimit {
+export class TransferRateLimit {
   /** The bytes each piece holds at most. */
   readonly pieceBytes: number;
   /** When the bytes reserved so far will have gone out at the limit (the clock's ms). */
@@ -37,10 +40,10 @@ export class UploadRateLimit {
     readonly bytesPerSecond: number,
     private readonly clock: PaceClock = REAL_CLOCK,
   ) {
-    if (!Number.isFinite(bytesPerSecond) || bytesPerSecond < MIN_UPLOAD_BYTES_PER_SECOND)
+    if (!Number.isFinite(bytesPerSecond) || bytesPerSecond < MIN_TRANSFER_BYTES_PER_SECOND)
       throw new EngineError(
         'usage',
-        `an upload limit is at least ${MIN_UPLOAD_BYTES_PER_SECOND} bytes a second`,
+        `a transfer limit is at least ${MIN_TRANSFER_BYTES_PER_SECOND} bytes a second`,
       );
     this.pieceBytes = Math.min(
       MAX_PIECE_BYTES,
@@ -60,7 +63,7 @@ export class UploadRateLimit {
     if (start > now) await this.clock.wait(start - now, signal);
   }
 
-  /** `body`, sent no faster than the limit allows, in pieces of at most `pieceBytes`. */
+  /** `body`, read no faster than the limit allows, in pieces of at most `pieceBytes`. */
   paced(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
     const reader = body.getReader();
     const cancelled = new AbortController();
@@ -90,4 +93,23 @@ export class UploadRateLimit {
       { highWaterMark: 0 },
     );
   }
+
+  /**
+   * `chunks`, taken no faster than the limit allows, in pieces of at most `pieceBytes`; the
+   * wait ends, failing, when `signal` fires.
+   */
+  async *pacedChunks(
+    chunks: AsyncIterable<Uint8Array>,
+    signal: AbortSignal = NEVER,
+  ): AsyncGenerator<Uint8Array> {
+    for await (const chunk of chunks)
+      for (let at = 0; at < chunk.length; at += this.pieceBytes) {
+        const piece = chunk.subarray(at, at + this.pieceBytes);
+        await this.take(piece.length, signal);
+        yield piece;
+      }
+  }
 }
+
+/** A signal that never fires. */
+const NEVER = new AbortController().signal;
