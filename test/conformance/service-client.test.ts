@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { CarReader } from '@ipld/car';
 import { EngineError } from '../../main/api/index.ts';
+import type { MetadataUploadResult } from '../../main/protocol/index.ts';
 import { loadOrCreateKeyPair, TokenMinter, FileSecretStore } from '../../main/identity/index.ts';
 import { ServiceClient, TransferRateLimit } from '../../main/service/index.ts';
 import { metadataCar, rawBlock, shardOf } from '../helpers/cars.ts';
@@ -41,6 +42,27 @@ afterAll(async () => {
   await service.close();
   rmSync(home, { recursive: true, force: true });
 });
+
+/** A new backup bucket named `name`, with a version pushed to it that awaits its 1 MB of data. */
+async function pendingVersionIn(name: string): Promise<MetadataUploadResult> {
+  const bucket = await client.createBucket({
+    name,
+    type: 'backup',
+    storageClass: 'hot',
+    bucketKeyPem: newPem(),
+  });
+  const metadata = await metadataCar();
+  return client.pushVersion({
+    bucketId: bucket.id,
+    rootCid: metadata.root.toString(),
+    metadataCid: metadata.cid.toString(),
+    expectedDataSize: 1_000_000,
+    previousId: null,
+    validKeys: [],
+    deletedBlockCids: [],
+    car: metadata.car,
+  });
+}
 
 describe('ServiceClient', () => {
   it('covers identity, device keys and regwait', async () => {
@@ -277,23 +299,7 @@ describe('ServiceClient', () => {
   });
 
   it('stops a paced upload at once, closing what its body reads', async () => {
-    const bucket = await client.createBucket({
-      name: 'Stopped',
-      type: 'backup',
-      storageClass: 'hot',
-      bucketKeyPem: newPem(),
-    });
-    const metadata = await metadataCar();
-    const pushed = await client.pushVersion({
-      bucketId: bucket.id,
-      rootCid: metadata.root.toString(),
-      metadataCid: metadata.cid.toString(),
-      expectedDataSize: 1_000_000,
-      previousId: null,
-      validKeys: [],
-      deletedBlockCids: [],
-      car: metadata.car,
-    });
+    const pushed = await pendingVersionIn('Stopped');
     // A limit whose second wait lasts until the request ends; the body a shard's source.
     let waits = 0;
     const limit = new TransferRateLimit(1000, {
@@ -349,23 +355,7 @@ describe('ServiceClient', () => {
   });
 
   it("reads the host's answer to a shard it refuses before the body is all sent", async () => {
-    const bucket = await client.createBucket({
-      name: 'Refused',
-      type: 'backup',
-      storageClass: 'hot',
-      bucketKeyPem: newPem(),
-    });
-    const metadata = await metadataCar();
-    const pushed = await client.pushVersion({
-      bucketId: bucket.id,
-      rootCid: metadata.root.toString(),
-      metadataCid: metadata.cid.toString(),
-      expectedDataSize: 1_000_000,
-      previousId: null,
-      validKeys: [],
-      deletedBlockCids: [],
-      car: metadata.car,
-    });
+    const pushed = await pendingVersionIn('Refused');
     // Not a CAR: the host says so from the first bytes, while the rest is still to come.
     let bodies = 0;
     const notACar = (): ReadableStream<Uint8Array> => {
