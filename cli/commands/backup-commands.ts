@@ -79,7 +79,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
         ...(plan.toRead === null
           ? []
           : [
-              `of which it would read ${counted(plan.toRead.files, 'file')} (${counted(plan.toRead.bytes, 'byte')}), new or changed since its last backup here; the others are unchanged, and not read again`,
+              `of which it would read ${counted(plan.toRead.files, 'file')} (${counted(plan.toRead.bytes, 'byte')}), those not backed up here before or changed since; the others are unchanged, and not read again`,
             ]),
         ...excludedTotal(plan.excluded),
         ...plan.excluded.map(describeExcluded),

@@ -69,7 +69,7 @@ describe("a bucket's source folder", () => {
     );
     expect(replacingDry.status, replacingDry.stderr).toBe(0);
     expect(replacingDry.stdout).toBe(
-      'would back up 1 file, 7 bytes\nof which it would read 1 file (7 bytes), new or changed since its last backup here; the others are unchanged, and not read again\n',
+      'would back up 1 file, 7 bytes\nof which it would read 1 file (7 bytes), those not backed up here before or changed since; the others are unchanged, and not read again\n',
     );
 
     const refused = await runCanopy(home, ['backup', pictures, '--bucket', 'Docs'], env);
@@ -155,7 +155,7 @@ describe("a bucket's source folder", () => {
       [
         `would apply the exclude rules kept for ${before}, this bucket's folder before, and keep them for this folder`,
         'would back up 3 files, 2200030 bytes',
-        'of which it would read 1 file (30 bytes), new or changed since its last backup here; the others are unchanged, and not read again',
+        'of which it would read 1 file (30 bytes), those not backed up here before or changed since; the others are unchanged, and not read again',
         'would leave out 1 item, holding 1 file, 300 kB (canopy excludes DIR shows the rules):',
         'excluded by rules: stems/ (1 file, 300 kB), by "stems/" kept for this folder',
         '',
