@@ -129,12 +129,9 @@ describe('TransferRateLimit', () => {
   it('takes an answer in pieces, each once those before it took their time', async () => {
     const clock = testClock();
     const limit = new TransferRateLimit(400_000, clock);
-    async function* answer(): AsyncGenerator<Uint8Array> {
-      yield randomBytes(70_000);
-      yield randomBytes(5);
-    }
+    const answer = streamOf(randomBytes(70_000), randomBytes(5));
     const taken: { at: number; length: number }[] = [];
-    for await (const piece of limit.pacedChunks(answer()))
+    for await (const piece of limit.pacedChunks(answer))
       taken.push({ at: clock.ms, length: piece.length });
     // Pieces of 20 000 bytes at 400 kB a second: one each 50 ms.
     expect(taken).toEqual([
