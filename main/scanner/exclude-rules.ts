@@ -32,6 +32,9 @@ export const DEFAULT_EXCLUDES: readonly string[] = [
   '.~lock.*#',
   'node_modules/.cache/',
   '.cache/',
+  // The desktop's wastebasket in a home folder: what its owner threw away. On other disks it is
+  // `.Trash-1000`, above.
+  '/.local/share/Trash/',
   // A restore's files while they are written (main/restore/left-temporaries.ts), seen when it
   // restores into the folder backed up, or was stopped there.
   '.canopy-restore-*',

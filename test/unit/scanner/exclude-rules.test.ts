@@ -56,9 +56,21 @@ describe('exclude rules', () => {
     mkdirSync(path.join(dir, 'node_modules', '.cache'), { recursive: true });
     writeFileSync(path.join(dir, 'node_modules', '.cache', 'junk'), 'x');
     writeFileSync(path.join(dir, 'node_modules', 'kept.js'), 'x');
+    // The wastebasket of a home folder; a folder of that name deeper down is someone's own.
+    mkdirSync(path.join(dir, '.local', 'share', 'Trash', 'files'), { recursive: true });
+    writeFileSync(path.join(dir, '.local', 'share', 'Trash', 'files', 'old.txt'), 'x');
+    mkdirSync(path.join(dir, 'game', '.local', 'share', 'Trash'), { recursive: true });
+    writeFileSync(path.join(dir, 'game', '.local', 'share', 'Trash', 'level.dat'), 'x');
     const { included, excluded } = await walk(dir);
     expect(included.sort()).toEqual([
       '.bashrc',
+      '.local',
+      '.local/share',
+      'game',
+      'game/.local',
+      'game/.local/share',
+      'game/.local/share/Trash',
+      'game/.local/share/Trash/level.dat',
       'node_modules',
       'node_modules/kept.js',
       'report.docx',
@@ -66,6 +78,7 @@ describe('exclude rules', () => {
     expect(excluded.sort()).toEqual([
       '.DS_Store',
       '.canopy-restore-1a2b3c4d-7',
+      '.local/share/Trash',
       '.~lock.sheet.ods#',
       'Thumbs.db',
       'draft.tmp',
