@@ -172,6 +172,16 @@ function kernelOrSkipped(
   }
 }
 
+/** Whether `folder` lies in a kernel file system; not when it cannot be looked at. */
+function isKernelFolder(folder: string): boolean {
+  try {
+    return kernelFileSystemAt(folder) !== undefined;
+  } catch {
+    // Listing it tells why it cannot be looked at, as for any folder.
+    return false;
+  }
+}
+
 /** A folder listed, or undefined (reported) when it cannot be listed. */
 async function listFolder(
   reader: FolderReader,
@@ -215,6 +225,9 @@ async function* walkWith(
   options: WalkOptions,
 ): AsyncGenerator<SourceEntry> {
   const { onSkip } = options;
+  // A kernel file system holds nothing to walk (a folder excluded by a rule is walked so, to be
+  // measured: `proc/` excluded from a backup of `/` would count /proc/kcore's terabytes).
+  if (isKernelFolder(root)) return;
   const top = await listFolder(reader, root, '', options);
   if (!top) return;
   const open: OpenFolder[] = [

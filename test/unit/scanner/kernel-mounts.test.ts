@@ -74,6 +74,10 @@ describe('a walk over mounted file systems', () => {
     },
   );
 
+  it('finds nothing to walk in a kernel file system itself (an excluded /proc, measured)', async () => {
+    expect(await walked(path.join(root, 'proc'), false)).toEqual({ paths: [], skipped: [] });
+  });
+
   it('refuses a source in a kernel file system', () => {
     expect(() => checkSourceFolder(path.join(root, 'proc', 'self'))).toThrow(EngineError);
     expect(() => checkSourceFolder(path.join(root, 'sys'))).toThrow(
