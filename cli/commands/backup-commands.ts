@@ -75,6 +75,11 @@ export async function backupCommand(command: CommandContext): Promise<number | u
           : [
               `would apply the exclude rules kept for ${plan.excludesFrom}, this bucket's folder before, and keep them for this folder`,
             ]),
+        ...(plan.bucketKnown === false
+          ? [
+              `this computer knows no bucket named ${JSON.stringify(bucket)}, as it last listed them (canopy buckets lists them)`,
+            ]
+          : []),
         `would back up ${counted(plan.files, 'file')}, ${counted(plan.bytes, 'byte')}`,
         ...(plan.toRead === null
           ? []

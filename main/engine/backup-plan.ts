@@ -63,6 +63,11 @@ export interface BackupPlan {
    * backup would say it; null when it would not be, or this device cannot tell.
    */
   refusedBecause: string | null;
+  /**
+   * Whether this device knows a bucket of the name given, as it last listed them (a typo shows
+   * here, before the backup itself says so); null without a bucket.
+   */
+  bucketKnown: boolean | null;
 }
 
 /** The index a backup would take files from without reading them, and what else vouches. */
@@ -106,6 +111,7 @@ export async function planBackup(
     excludesFrom: former?.dir ?? null,
     toRead: null,
     refusedBecause: refusal ? refusal.message : null,
+    bucketKnown: input.bucket === undefined ? null : bucketIdsNamed(db, input.bucket).length > 0,
   };
   const excluded: FoundExcluded[] = [];
   const passedOver = {

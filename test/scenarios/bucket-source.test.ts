@@ -60,6 +60,7 @@ describe("a bucket's source folder", () => {
       files: 1,
       toRead: null,
       refusedBecause: refusal,
+      bucketKnown: true,
     });
     expect(refusedDry.stderr).toBe(`canopy: the backup would be refused: ${refusal}\n`);
     const replacingDry = await runCanopy(
@@ -70,6 +71,17 @@ describe("a bucket's source folder", () => {
     expect(replacingDry.status, replacingDry.stderr).toBe(0);
     expect(replacingDry.stdout).toBe(
       'would back up 1 file, 7 bytes\nof which it would read 1 file (7 bytes), those not backed up here before or changed since; the others are unchanged, and not read again\n',
+    );
+
+    // A bucket's name mistyped: the dry run says this computer knows none of that name.
+    const mistyped = await runCanopy(
+      home,
+      ['backup', pictures, '--bucket', 'Dcos', '--dry-run'],
+      env,
+    );
+    expect(mistyped.status, mistyped.stderr).toBe(0);
+    expect(mistyped.stdout).toBe(
+      'this computer knows no bucket named "Dcos", as it last listed them (canopy buckets lists them)\nwould back up 1 file, 7 bytes\n',
     );
 
     const refused = await runCanopy(home, ['backup', pictures, '--bucket', 'Docs'], env);
