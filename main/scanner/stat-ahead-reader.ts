@@ -63,7 +63,7 @@ type Answer =
 /** Lists each folder it is sent, and lstats its entries, answering one message per folder. */
 export const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
-const { lstatSync, readdirSync } = require('node:fs');
+const { lstatSync, readdirSync, statSync } = require('node:fs');
 const path = require('node:path');
 const failure = (error) => ({
   code: error.code,
@@ -76,7 +76,8 @@ parentPort.on('message', (absolute) => {
   let names;
   let dev;
   try {
-    dev = lstatSync(absolute, { bigint: true }).dev;
+    // stat, not lstat: the source itself may be given as a link to its folder.
+    dev = statSync(absolute, { bigint: true }).dev;
     names = readdirSync(absolute);
   } catch (error) {
     parentPort.postMessage({ absolute, failure: failure(error) });
