@@ -13,7 +13,7 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME]
   backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source] [--skip-check]
-         [--limit-upload RATE]                      RATE: bytes a second (2MB, 1.5MiB) or bits (10Mbit)
+         [--limit-upload RATE]
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]
                                                     the folder's exclude rules (gitignore lines)
   versions --bucket NAME | snapshots --bucket NAME
@@ -44,6 +44,7 @@ a version's or snapshot's ID may be its first characters (4 or more) when no oth
 a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its path there
 (~/Pictures/2019/beach.jpg, or beach.jpg typed in ~/Pictures/2019), or in the bucket's folder
 now, for one renamed since
+RATE (--limit-upload, --limit-download) is bytes a second (2MB, 1.5MiB) or bits (10Mbit)
 canopy --version alone prints Canopy's own version
 exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
 with --json, a failure is one JSON line on stderr: {"error":{"code","message","retryable"}}
