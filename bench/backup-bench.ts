@@ -194,8 +194,9 @@ function backupAfterRestoreBench(home: string, source: string, photoBytes: numbe
 }
 
 /**
- * A backup with `--limit-upload`: how close the speed it keeps is to the limit, the whole
- * backup's time counted (the walk and the packing too, which the limit does not slow).
+ * A backup with `--limit-upload`, then a restore of it with `--limit-download`: how close the
+ * speed each keeps is to its limit, its whole time counted (a backup's walk and packing, a
+ * restore's writing, which the limits do not slow).
  */
 async function limitedUploadBench(home: string, work: string): Promise<void> {
   const limit = 50_000_000;
@@ -220,6 +221,17 @@ async function limitedUploadBench(home: string, work: string): Promise<void> {
     const sent = result.bytesUploaded + result.metadataBytesUploaded;
     process.stdout.write(
       `limited upload      limit ${(limit / 1e6).toFixed(1)} MB/s: ${(sent / 1e6).toFixed(1)} MB sent in ${(result.durationMs / 1000).toFixed(2)} s, ${(sent / 1e3 / result.durationMs).toFixed(1)} MB/s over the whole backup (its walk and packing included)\n`,
+    );
+    const restoreStart = performance.now();
+    const restored = await engine.restore({
+      bucket: 'Limited',
+      to: path.join(work, 'limited-restored'),
+      overwrite: false,
+      downloadBytesPerSecond: limit,
+    });
+    const restoreMs = performance.now() - restoreStart;
+    process.stdout.write(
+      `limited download    limit ${(limit / 1e6).toFixed(1)} MB/s: ${(restored.bytes / 1e6).toFixed(1)} MB restored in ${(restoreMs / 1000).toFixed(2)} s, ${(restored.bytes / 1e3 / restoreMs).toFixed(1)} MB/s over the whole restore (its writing included)\n`,
     );
   } finally {
     await engine.close();
