@@ -354,6 +354,43 @@ describe('ServiceClient', () => {
     expect(bodies).toBe(1);
   });
 
+  it('stops a paced fetch of blocks at once', async () => {
+    const pushed = await pendingVersionIn('Fetched');
+    const blocks = await Promise.all(
+      Array.from({ length: 100 }, () => rawBlock(randomBytes(10_000))),
+    );
+    const shard = await shardOf(blocks);
+    const { storage_host: host, storage_authorization: sa } = pushed;
+    await client.uploadShard(host, sa, pushed.id, shard.cid.toString(), shard.car);
+    await client.completeVersion(host, sa, pushed.id);
+    // A limit whose first wait lasts until the fetch is stopped.
+    let waiting = false;
+    const limit = new TransferRateLimit(1000, {
+      now: () => 0,
+      wait: (_ms, signal) =>
+        new Promise((_resolve, reject) => {
+          waiting = true;
+          signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true });
+        }),
+    });
+    const stop = new AbortController();
+    const answer = await client
+      .stoppedBy(stop.signal)
+      .pacedBy({ download: limit })
+      .blocksCar(
+        host,
+        blocks.map((block) => block.cid.toString()),
+      );
+    const pieces: Uint8Array[] = [];
+    const reading = (async () => {
+      for await (const piece of answer) pieces.push(piece);
+    })();
+    await vi.waitFor(() => expect(waiting).toBe(true));
+    stop.abort();
+    await expect(reading).rejects.toThrow();
+    expect(pieces).toHaveLength(1);
+  });
+
   it("reads the host's answer to a shard it refuses before the body is all sent", async () => {
     const pushed = await pendingVersionIn('Refused');
     // Not a CAR: the host says so from the first bytes, while the rest is still to come.
