@@ -83,3 +83,22 @@ export const HISTORY_PROGRESS: ProgressView<HistoryProgress> = {
     `reading versions: ${versionsDone}/${versionsTotal}${pulling ? `, ${progressLine(pulling)}` : ''}`,
   ended: (progress) => progress.versionsDone === progress.versionsTotal,
 };
+
+/**
+ * `view`, whose lines in the phases that send or receive (`paced`) say the limit they keep to
+ * (`--limit-upload`, `--limit-download`): a transfer slower than the link is then not taken
+ * for a slow link. `view` itself without a limit.
+ */
+export function withLimitShown<Progress extends { readonly phase: string }>(
+  view: ProgressView<Progress>,
+  paced: readonly Progress['phase'][],
+  bytesPerSecond: number | undefined,
+): ProgressView<Progress> {
+  if (bytesPerSecond === undefined) return view;
+  const limit = `at most ${formatBytes(bytesPerSecond)}/s`;
+  return {
+    ...view,
+    line: (progress) =>
+      paced.includes(progress.phase) ? `${view.line(progress)}, ${limit}` : view.line(progress),
+  };
+}

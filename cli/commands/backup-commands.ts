@@ -2,7 +2,7 @@ import { formatBytes } from '../../main/api/index.ts';
 import { IGNORE_FILE, type ExcludedItem, type SourceExcludeRules } from '../../main/index.ts';
 import { UsageError, need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
-import { PHASE_PROGRESS } from '../progress-line.ts';
+import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
 import { sampleCheckLines } from '../sample-check-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { uploadLimitOf } from '../transfer-rate.ts';
@@ -97,7 +97,9 @@ export async function backupCommand(command: CommandContext): Promise<number | u
     process.stderr.write(`canopy: the backup would be refused: ${plan.refusedBecause}\n`);
     return 1;
   }
-  const progress = progressShown(PHASE_PROGRESS);
+  const progress = progressShown(
+    withLimitShown(PHASE_PROGRESS, ['pushing', 'uploading'], limit.uploadBytesPerSecond),
+  );
   const result = await untilSignalled((signal) =>
     engine.backup({
       dir: need(sub, 'DIR'),

@@ -3,7 +3,7 @@ import { typedPath } from '../typed-path.ts';
 import type { RestoreRequest } from '../../main/index.ts';
 import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
-import { PHASE_PROGRESS } from '../progress-line.ts';
+import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { versionChoice } from '../version-choice.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
@@ -71,7 +71,9 @@ async function restorePlanCommand(
   request: RestoreRequest,
 ): Promise<number | undefined> {
   // Shown only while a version this computer keeps no copy of is fetched.
-  const progress = command.progressShown(PHASE_PROGRESS);
+  const progress = command.progressShown(
+    withLimitShown(PHASE_PROGRESS, ['pulling'], request.downloadBytesPerSecond),
+  );
   const plan = await command.engine
     .planRestore({
       ...request,
@@ -126,7 +128,9 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       ...(values['sparse'] === true ? { sparse: true } : {}),
       ...limit,
     });
-  const progress = progressShown(PHASE_PROGRESS);
+  const progress = progressShown(
+    withLimitShown(PHASE_PROGRESS, ['pulling', 'restoring'], limit.downloadBytesPerSecond),
+  );
   const result = await untilSignalled((signal) =>
     engine.restore({
       bucket,

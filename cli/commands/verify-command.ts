@@ -1,6 +1,6 @@
 import { need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
-import { VERIFY_PROGRESS } from '../progress-line.ts';
+import { VERIFY_PROGRESS, withLimitShown } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { downloadLimitOf } from '../transfer-rate.ts';
 import { versionChoice } from '../version-choice.ts';
@@ -14,7 +14,9 @@ export async function verifyCommand(command: CommandContext): Promise<number | u
   const limit = downloadLimitOf(str('limit-download'));
   const bucket = need(str('bucket'), '--bucket');
   const chosen = await versionChoice(command, bucket);
-  const progress = progressShown(VERIFY_PROGRESS);
+  const progress = progressShown(
+    withLimitShown(VERIFY_PROGRESS, ['pulling', 'verifying'], limit.downloadBytesPerSecond),
+  );
   const result = await untilSignalled((signal) =>
     engine.verify({
       bucket,

@@ -3,8 +3,10 @@ import { formatBytes } from '../../../main/api/index.ts';
 import {
   formatEta,
   HISTORY_PROGRESS,
+  PHASE_PROGRESS,
   progressLine,
   verifyProgressLine,
+  withLimitShown,
 } from '../../../cli/progress-line.ts';
 
 describe('the progress line', () => {
@@ -23,6 +25,18 @@ describe('the progress line', () => {
       'about 10 min left',
       'about 2 h 3 min left',
     ]);
+  });
+
+  it('says the limit a transfer keeps to, in the phases that send or receive', () => {
+    const counts = { filesDone: 1, filesTotal: 3, bytesDone: 0, bytesTotal: 10, etaSeconds: 5 };
+    const limited = withLimitShown(PHASE_PROGRESS, ['pushing', 'uploading'], 2_000_000);
+    expect(limited.line({ phase: 'uploading', ...counts })).toBe(
+      'uploading: 1/3 files, 0 B of 10 B, about 5 s left, at most 2.0 MB/s',
+    );
+    expect(limited.line({ phase: 'reading', ...counts })).toBe(
+      'reading: 1/3 files, 0 B of 10 B, about 5 s left',
+    );
+    expect(withLimitShown(PHASE_PROGRESS, ['uploading'], undefined)).toBe(PHASE_PROGRESS);
   });
 
   it('shows the phase, files, bytes and the ETA', () => {
