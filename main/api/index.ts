@@ -7,3 +7,4 @@ export * from './disk-full.ts';
 export * from './disk-gone.ts';
 export * from './state-repair.ts';
 export * from './stopped.ts';
+export * from './thread-failure.ts';

@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { ThreadFailure } from '../api/index.ts';
 
 // SHA-256 of bytes in aligned slots (aligned-slots.ts), on a worker thread. A restore copies
 // each large leaf into a slot to write it with O_DIRECT; hashing that copy here, while it is
@@ -43,7 +44,7 @@ export class SlotHasher {
       this.waiting.delete(reply.id);
       waiting?.resolve(reply.digest);
     });
-    this.worker.on('error', (error) => this.stop(error));
+    this.worker.on('error', (error) => this.stop(new ThreadFailure('hashing chunks', error)));
     this.worker.on('exit', (code) => this.stop(new Error(`the hashing worker exited (${code})`)));
   }
 

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { CHUNK_BYTES } from './unixfs-settings.ts';
+import { ThreadFailure } from '../api/index.ts';
 
 // Reading and hashing a large file's chunks on a worker thread, so that the packer's own
 // thread goes on with the small files meanwhile: on the two cores we measured, hashing 1 MiB
@@ -153,7 +154,9 @@ export class ChunkHasher {
       workerData: { memory: this.memory, chunkBytes: CHUNK_BYTES },
     });
     worker.on('message', (reply: WorkerReply) => this.settle(reply));
-    worker.on('error', (error) => this.stop(error));
+    worker.on('error', (error) =>
+      this.stop(new ThreadFailure('reading and hashing chunks', error)),
+    );
     worker.on('exit', (code) => this.stop(new Error(`the hashing worker exited (${code})`)));
     const started = { worker, pending: 0 };
     this.workers.push(started);

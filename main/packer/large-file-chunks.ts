@@ -1,5 +1,6 @@
 import type { ChunkHasher, HashedChunk } from './chunk-hasher.ts';
 import { CHUNK_BYTES } from './unixfs-settings.ts';
+import { ThreadFailure } from '../api/index.ts';
 
 // Reading a file in 1 MiB chunks, each hashed as it is read, on the hasher's worker thread
 // (chunk-hasher.ts), into two slots of its shared memory in turn. Fresh memory per chunk is
@@ -68,7 +69,8 @@ export async function* largeFileChunks(
     reading = expectedBytes === 0 ? hasher.read(fd, 0, 0, next) : readNext();
     for (let first = true; reading; first = false) {
       const chunk = await reading.catch((error: unknown) => {
-        throw new ChunkReadError(error);
+        // The thread's failure is not the file's: it fails the pack (api/thread-failure.ts).
+        throw error instanceof ThreadFailure ? error : new ChunkReadError(error);
       });
       reading = undefined;
       if (chunk.bytes.length === 0 && !first) return;

@@ -8,6 +8,7 @@ import {
   type FolderReader,
   type ListedFolder,
 } from './folder-reader.ts';
+import { ThreadFailure } from '../api/index.ts';
 
 // A rescan of an unchanged source is a walk: list each folder, lstat each entry, and compare
 // what it finds with the file index. On the walk's own thread those calls took about half of a
@@ -256,7 +257,7 @@ export class StatAheadReader implements FolderReader {
       for (const waiting of this.waiting.values()) waiting.reject(error);
       this.waiting.clear();
     };
-    worker.on('error', fail);
+    worker.on('error', (error) => fail(new ThreadFailure(`listing ${this.root}`, error)));
     worker.on('exit', (code) => {
       if (this.worker === worker)
         fail(new Error(`the worker listing ${this.root} stopped (exit ${code})`));
