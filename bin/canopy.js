@@ -43,5 +43,16 @@
 // restores of a 400 MB file took 2.23-2.41 s with this flag against 2.31-2.63 s without.
 import { importEntry } from './entry-point.js';
 
+// Typed in a folder deleted under the shell, the command moves to `/` first: on Node 20 neither
+// tsx's loader nor a worker thread starts in a deleted working folder (each fails on uv_cwd).
+// The mark tells cli/working-folder.ts that a relative path there goes from nowhere, not `/`.
+try {
+  process.cwd();
+} catch (error) {
+  if (error.code !== 'ENOENT') throw error;
+  process.chdir('/');
+  globalThis[Symbol.for('canopy.typedInDeletedFolder')] = true;
+}
+
 const { main } = await importEntry('cli/canopy.ts');
 process.exitCode = await main(process.argv.slice(2));

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { AccountSummary } from '../../main/index.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
+import { folderWord } from '../working-folder.ts';
 
 // Enrolling this device and the account: login, link, whoami, logout, devices, account,
 // invoices, notifications.
@@ -19,7 +20,8 @@ export async function loginCommand(command: CommandContext): Promise<number | un
   const { engine, values, out, str } = command;
   command.takesWords(0);
   const name = str('name');
-  const dataDir = str('data');
+  const given = str('data');
+  const dataDir = given === undefined ? undefined : folderWord(given);
   const account =
     values['local'] === true
       ? await engine.loginLocal({

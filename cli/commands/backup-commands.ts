@@ -6,6 +6,7 @@ import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
 import { sampleCheckLines } from '../sample-check-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { uploadLimitOf } from '../transfer-rate.ts';
+import { folderWord } from '../working-folder.ts';
 
 // `canopy backup` (and its dry run) and `canopy excludes`, the rules a backup applies.
 
@@ -64,7 +65,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
   if (values['dry-run'] === true) {
     const bucket = str('bucket');
     const plan = await engine.planBackup({
-      dir: need(sub, 'DIR'),
+      dir: folderWord(need(sub, 'DIR')),
       ...(bucket === undefined ? {} : { bucket }),
       ...(values['replace-source'] === true ? { replaceSource: true } : {}),
     });
@@ -102,7 +103,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
   );
   const result = await untilSignalled((signal) =>
     engine.backup({
-      dir: need(sub, 'DIR'),
+      dir: folderWord(need(sub, 'DIR')),
       bucket: need(str('bucket'), '--bucket'),
       ...(values['allow-empty'] === true ? { allowEmpty: true } : {}),
       ...(values['replace-source'] === true ? { replaceSource: true } : {}),
@@ -164,7 +165,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
 export async function excludesCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, values, out, strings } = command;
   command.takesWords(1);
-  const dir = need(sub, 'DIR');
+  const dir = folderWord(need(sub, 'DIR'));
   const add = strings('add');
   const remove = strings('remove');
   let rules = await engine.excludeRules({ dir });

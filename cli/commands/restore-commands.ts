@@ -7,6 +7,7 @@ import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { versionChoice } from '../version-choice.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
+import { folderWord } from '../working-folder.ts';
 
 // `canopy ls` browses a version; `canopy restore` brings it back.
 
@@ -117,7 +118,8 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
   const limit = downloadLimitOf(str('limit-download'));
   const bucket = need(str('bucket'), '--bucket');
   const chosen = await versionChoice(command, bucket);
-  const to = str('to');
+  const given = str('to');
+  const to = given === undefined ? undefined : folderWord(given);
   if (values['dry-run'] === true)
     return restorePlanCommand(command, {
       bucket,

@@ -1,5 +1,4 @@
 import os from 'node:os';
-import path from 'node:path';
 import { isEngineError } from '../api/index.ts';
 import {
   checkSourceFolder,
@@ -30,6 +29,7 @@ import { measureExcluded, type ExcludedItem, type FoundExcluded } from './exclud
 import { formerExcludesForPlan } from './former-excludes.ts';
 import { keptExcludesOf } from './source-exclude-rules.ts';
 import type { EngineParts } from './engine-parts.ts';
+import { absolutePath } from './absolute-path.ts';
 
 // `canopy backup --dry-run`: what a backup of a folder would include, what its rules would
 // leave out, what it would read, and whether it would be refused, from what this device knows
@@ -83,7 +83,7 @@ export async function planBackup(
   ownFolders: readonly string[],
 ): Promise<BackupPlan> {
   const { db } = parts;
-  const sourceDir = path.resolve(input.dir);
+  const sourceDir = absolutePath(input.dir);
   checkSourceFolder(sourceDir);
   const kept = keptExcludesOf(db, sourceDir);
   const former =

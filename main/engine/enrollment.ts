@@ -14,6 +14,7 @@ import {
 import type { EngineDeps } from './engine-deps.ts';
 import type { ServiceConnection } from './service-connection.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
+import { absolutePath } from './absolute-path.ts';
 
 // Enrolling this device with a service (an enrollment code, the embedded service, or another
 // device's approval), the account it is enrolled with, and logging out. A device key is made
@@ -150,7 +151,7 @@ export class Enrollment {
   /** Backs up to this computer: starts the embedded service and enrolls this device with it. */
   async loginLocal(input: { dataDir?: string; deviceName?: string }): Promise<AccountSummary> {
     await this.refuseIfEnrolled();
-    const dataDir = path.resolve(
+    const dataDir = absolutePath(
       input.dataDir ?? this.deps.defaultLocalDataDir ?? path.join(this.deps.home, 'local-server'),
     );
     const local = await this.connection.startLocal(dataDir, true);

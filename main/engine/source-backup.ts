@@ -1,5 +1,4 @@
 import os from 'node:os';
-import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
@@ -47,6 +46,7 @@ import { keepExcludesFor, keptExcludesOf } from './source-exclude-rules.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { VersionVerifier } from './version-verifier.ts';
+import { absolutePath } from './absolute-path.ts';
 
 // Backing up a folder into a bucket: one backup per bucket at a time (BackupLock), each
 // building on the bucket's active version and the folder's file index; its dry run is
@@ -79,7 +79,7 @@ export class SourceBackup {
   ) {}
 
   async backup(input: BackupRequest): Promise<StoredBackup> {
-    const givenDir = path.resolve(input.dir);
+    const givenDir = absolutePath(input.dir);
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(givenDir);
     const limits = transferLimitsOf(input);

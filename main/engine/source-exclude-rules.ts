@@ -14,6 +14,7 @@ import {
   sourceExcludesOf,
   type StateDb,
 } from '../state/index.ts';
+import { absolutePath } from './absolute-path.ts';
 
 // The exclude rules of a source folder, as a user sees and edits them: Canopy's defaults, the
 // rules Canopy keeps for the folder, and the folder's own .canopyignore, applied in that order
@@ -46,7 +47,7 @@ export function keptExcludesOf(db: StateDb, sourceDir: string): string[] {
 
 /** The rules that apply to the folder `dir`. */
 export async function excludeRulesOf(db: StateDb, dir: string): Promise<SourceExcludeRules> {
-  const sourceDir = path.resolve(dir);
+  const sourceDir = absolutePath(dir);
   checkSourceFolder(sourceDir);
   const file = await readIgnoreFile(sourceDir);
   return {
@@ -68,7 +69,7 @@ export async function setExcludeRules(
   dir: string,
   rules: readonly string[],
 ): Promise<SourceExcludeRules> {
-  const sourceDir = path.resolve(dir);
+  const sourceDir = absolutePath(dir);
   checkSourceFolder(sourceDir);
   for (const rule of rules) {
     const fault = faultInExcludeRule(rule);

@@ -33,6 +33,7 @@ import { RestoredFilesNotes } from './restored-files-notes.ts';
 import { usingTree } from './using-tree.ts';
 import { PathsInVersions, type PathInVersion, type TypedPath } from './paths-in-versions.ts';
 import type { VersionBrowser } from './version-browser.ts';
+import { absolutePath } from './absolute-path.ts';
 
 // Restoring a version, or one file or folder of it, into a folder: by default back where it
 // was backed up from. Every restore is marked in the home while it runs, so that one killed
@@ -216,7 +217,7 @@ export class VersionRestorer {
           hostname: os.hostname(),
           isFolder: isFolderHere,
         })
-      : path.resolve(input.to);
+      : absolutePath(input.to);
   }
 
   /** RestoredVersion.backedUpFrom of a restore of `asked` in `tree` into `targetDir`. */

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { expect } from 'vitest';
 import { canopyProcess } from './canopy-command-line.ts';
 
@@ -27,9 +28,37 @@ export function runCanopyIn(
   env: Record<string, string> = {},
   onStdout?: (text: string) => void,
 ): Promise<CliResult> {
+  return runCanopyAs(cwd, home, args, env, onStdout, false);
+}
+
+/**
+ * runCanopy, typed in the empty folder `cwd` after it was deleted under the shell: the shell
+ * goes there, removes it, and starts `canopy` in it.
+ */
+export function runCanopyInDeletedFolder(
+  cwd: string,
+  home: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<CliResult> {
+  mkdirSync(cwd, { recursive: true });
+  return runCanopyAs(cwd, home, args, env, undefined, true);
+}
+
+function runCanopyAs(
+  cwd: string | undefined,
+  home: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  onStdout: ((text: string) => void) | undefined,
+  deleteCwd: boolean,
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const canopy = canopyProcess(args, { ...process.env, CANOPY_HOME: home, ...env });
-    const child = spawn(canopy.command, canopy.args, {
+    const [command, commandArgs] = deleteCwd
+      ? ['/bin/sh', ['-c', 'rmdir "$PWD" && exec "$@"', 'sh', canopy.command, ...canopy.args]]
+      : [canopy.command, canopy.args];
+    const child = spawn(command, commandArgs, {
       env: canopy.env,
       stdio: ['ignore', 'pipe', 'pipe'],
       ...(cwd === undefined ? {} : { cwd }),
