@@ -260,6 +260,7 @@ export class VersionRestorer {
         overwrite: input.overwrite,
         temporaryToken: mark.token,
         ...(asked.path === undefined ? {} : { subPath: asked.path }),
+        ...(input.to === undefined ? { foldersAboveAsBackedUp: true } : {}),
         ...(this.parts.deps.afterFileRestored
           ? { afterFileWritten: this.parts.deps.afterFileRestored }
           : {}),

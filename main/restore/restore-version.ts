@@ -39,6 +39,7 @@ import { LeafFetcher } from './leaf-fetcher.ts';
 import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
 import { makeFolders } from './make-folders.ts';
+import { missingFoldersAbove } from './folders-above.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
@@ -100,6 +101,12 @@ export interface RestoreInput {
   readonly targetDir: string;
   /** Only this path of the version, as a user gives it (version-path.ts); undefined: all. */
   readonly subPath?: string;
+  /**
+   * `targetDir` is where the folder of `subPath` was backed up from (a restore to the original
+   * place): the folders above it that are missing there are made as the version holds them,
+   * with their modes and times (folders-above.ts).
+   */
+  readonly foldersAboveAsBackedUp?: boolean;
   readonly overwrite: boolean;
   /**
    * In the names files are written under until whole (see temporaryPrefix); random when not
@@ -421,7 +428,12 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         sparse: input.sparse === true,
         sparseWouldHelp,
       });
+    const foldersAbove = input.foldersAboveAsBackedUp
+      ? missingFoldersAbove(root, index.nodes, wanted, input.targetDir)
+      : [];
     await makeFolders(input.targetDir);
+    // Given their modes and times last, as the folders restored are.
+    directoryTimes.push(...foldersAbove);
   } catch (error) {
     // The room check's refusal, told as it is.
     if (error instanceof EngineError) throw error;

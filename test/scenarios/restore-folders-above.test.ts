@@ -1,0 +1,85 @@
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+import { firstBackup } from '../helpers/first-backup.ts';
+
+// One file restored where it was backed up from, after the folders above it were deleted as
+// well (a user's ~/.gnupg gone, one key file wanted back): those folders come back as the
+// version holds them, with their modes and times, so a private folder is private again rather
+// than a new folder anyone may list.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-folders-above-'));
+const source = path.join(scratch, 'source');
+const home = path.join(scratch, 'home');
+const privateDir = path.join(source, 'private');
+const keysDir = path.join(privateDir, 'keys');
+const PRIVATE_TIME = new Date('2020-01-02T03:04:05Z');
+const KEYS_TIME = new Date('2021-06-07T08:09:10Z');
+let engine: Engine;
+
+function modeAndTime(dir: string): { mode: number; mtime: number } {
+  const stats = statSync(dir);
+  return { mode: stats.mode & 0o7777, mtime: stats.mtime.getTime() };
+}
+
+beforeAll(async () => {
+  mkdirSync(keysDir, { recursive: true });
+  writeFileSync(path.join(keysDir, 'id'), 'a secret key', { mode: 0o600 });
+  writeFileSync(path.join(source, 'readme.txt'), 'public');
+  chmodSync(privateDir, 0o700);
+  chmodSync(keysDir, 0o750);
+  utimesSync(keysDir, KEYS_TIME, KEYS_TIME);
+  utimesSync(privateDir, PRIVATE_TIME, PRIVATE_TIME);
+  engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+  await firstBackup(engine, source, 'Keys');
+});
+afterAll(async () => {
+  await engine.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('a file restored where it was backed up from, its folders deleted too', () => {
+  it('makes the folders above it again with the modes and times the version holds', async () => {
+    rmSync(privateDir, { recursive: true });
+    const restored = await engine.restore({
+      bucket: 'Keys',
+      path: 'private/keys/id',
+      overwrite: false,
+    });
+    expect(restored).toMatchObject({ files: 1, restoredInto: keysDir });
+    expect(readFileSync(path.join(keysDir, 'id'), 'utf8')).toBe('a secret key');
+    expect(modeAndTime(privateDir)).toEqual({ mode: 0o700, mtime: PRIVATE_TIME.getTime() });
+    expect(modeAndTime(keysDir)).toEqual({ mode: 0o750, mtime: KEYS_TIME.getTime() });
+  });
+
+  it('leaves a folder above it that is there as it is, and makes only those missing', async () => {
+    rmSync(keysDir, { recursive: true });
+    chmodSync(privateDir, 0o755);
+    const before = modeAndTime(privateDir);
+    await engine.restore({ bucket: 'Keys', path: 'private/keys/id', overwrite: false });
+    expect(modeAndTime(keysDir)).toEqual({ mode: 0o750, mtime: KEYS_TIME.getTime() });
+    // Its mode as the user set it; its time moved only by the folder made in it.
+    expect(modeAndTime(privateDir).mode).toBe(before.mode);
+  });
+
+  it('restored into another folder, makes none of them there', async () => {
+    const target = path.join(scratch, 'elsewhere');
+    await engine.restore({ bucket: 'Keys', path: 'private/keys/id', to: target, overwrite: false });
+    expect(readFileSync(path.join(target, 'id'), 'utf8')).toBe('a secret key');
+    expect(readdirSync(target)).toEqual(['id']);
+  });
+});
