@@ -9,10 +9,19 @@ function codeOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
 }
 
+/**
+ * The mode a restored folder is made with, before it is given its own once all in it is
+ * restored: never more open to others than that (a private folder's names are never listable
+ * meanwhile), and always open to its owner, who writes into it.
+ */
+export function modeWhileFilled(mode: number | undefined): number | undefined {
+  return mode === undefined ? undefined : (mode & 0o777) | 0o700;
+}
+
 /** Makes `dir`; true once it is there, false when a folder above it is missing. */
-async function makeOne(dir: string): Promise<boolean> {
+async function makeOne(dir: string, mode: number | undefined): Promise<boolean> {
   try {
-    await mkdir(dir);
+    await mkdir(dir, mode === undefined ? undefined : { mode });
     return true;
   } catch (error) {
     if (codeOf(error) === 'ENOENT') return false;
@@ -22,13 +31,16 @@ async function makeOne(dir: string): Promise<boolean> {
   }
 }
 
-/** Makes `dir` and any missing folder above it; the system's error when one cannot be made. */
-export async function makeFolders(dir: string): Promise<void> {
-  if (await makeOne(dir)) return;
+/**
+ * Makes `dir` (with `mode`, less the umask, when given) and any missing folder above it (as new
+ * folders); the system's error when one cannot be made.
+ */
+export async function makeFolders(dir: string, mode?: number): Promise<void> {
+  if (await makeOne(dir, mode)) return;
   const parent = path.dirname(dir);
   if (parent !== dir) await makeFolders(parent);
-  if (!(await makeOne(dir))) {
+  if (!(await makeOne(dir, mode))) {
     // The parent is there now, yet the folder still cannot be made (a pseudo file system).
-    await mkdir(dir);
+    await mkdir(dir, mode === undefined ? undefined : { mode });
   }
 }

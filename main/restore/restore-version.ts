@@ -38,7 +38,7 @@ import { PendingRenames, type WrittenFile } from './pending-renames.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
-import { makeFolders } from './make-folders.ts';
+import { makeFolders, modeWhileFilled } from './make-folders.ts';
 import { missingFoldersAbove } from './folders-above.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
@@ -431,6 +431,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const foldersAbove = input.foldersAboveAsBackedUp
       ? missingFoldersAbove(root, index.nodes, wanted, input.targetDir)
       : [];
+    for (const above of foldersAbove) await makeFolders(above.dir, modeWhileFilled(above.mode));
     await makeFolders(input.targetDir);
     // Given their modes and times last, as the folders restored are.
     directoryTimes.push(...foldersAbove);
@@ -840,7 +841,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         if (failure !== undefined) break;
         try {
           if (relative !== '') place = folderPlace(destination);
-          await makeFolders(place.folder);
+          await makeFolders(place.folder, modeWhileFilled(entry.mode));
         } catch (error) {
           const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
           if (refusal instanceof EntryNotRestoredError) {

@@ -30,6 +30,10 @@ const keysDir = path.join(privateDir, 'keys');
 const PRIVATE_TIME = new Date('2020-01-02T03:04:05Z');
 const KEYS_TIME = new Date('2021-06-07T08:09:10Z');
 let engine: Engine;
+/** Folders whose modes are read as each restored file is written, before its rename. */
+let watched: string[] = [];
+/** Their modes, as each file was written. */
+const modesWhileWritten: number[] = [];
 
 function modeAndTime(dir: string): { mode: number; mtime: number } {
   const stats = statSync(dir);
@@ -44,7 +48,14 @@ beforeAll(async () => {
   chmodSync(keysDir, 0o750);
   utimesSync(keysDir, KEYS_TIME, KEYS_TIME);
   utimesSync(privateDir, PRIVATE_TIME, PRIVATE_TIME);
-  engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+  engine = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    startLocalService,
+    afterFileRestored: () => {
+      for (const dir of watched) modesWhileWritten.push(statSync(dir).mode & 0o7777);
+    },
+  });
   await firstBackup(engine, source, 'Keys');
 });
 afterAll(async () => {
@@ -55,6 +66,7 @@ afterAll(async () => {
 describe('a file restored where it was backed up from, its folders deleted too', () => {
   it('makes the folders above it again with the modes and times the version holds', async () => {
     rmSync(privateDir, { recursive: true });
+    watched = [privateDir, keysDir];
     const restored = await engine.restore({
       bucket: 'Keys',
       path: 'private/keys/id',
@@ -64,10 +76,13 @@ describe('a file restored where it was backed up from, its folders deleted too',
     expect(readFileSync(path.join(keysDir, 'id'), 'utf8')).toBe('a secret key');
     expect(modeAndTime(privateDir)).toEqual({ mode: 0o700, mtime: PRIVATE_TIME.getTime() });
     expect(modeAndTime(keysDir)).toEqual({ mode: 0o750, mtime: KEYS_TIME.getTime() });
+    // Never more open to others than they were backed up, also while the file was written.
+    expect(modesWhileWritten).toEqual([0o700, 0o750]);
   });
 
   it('leaves a folder above it that is there as it is, and makes only those missing', async () => {
     rmSync(keysDir, { recursive: true });
+    watched = [];
     chmodSync(privateDir, 0o755);
     const before = modeAndTime(privateDir);
     await engine.restore({ bucket: 'Keys', path: 'private/keys/id', overwrite: false });
@@ -76,7 +91,20 @@ describe('a file restored where it was backed up from, its folders deleted too',
     expect(modeAndTime(privateDir).mode).toBe(before.mode);
   });
 
+  it('keeps a private folder restored whole private while its files are written', async () => {
+    const target = path.join(scratch, 'whole');
+    watched = [path.join(target, 'private'), path.join(target, 'private', 'keys')];
+    modesWhileWritten.length = 0;
+    await engine.restore({ bucket: 'Keys', path: 'private', to: target, overwrite: false });
+    expect(modesWhileWritten).toEqual([0o700, 0o750]);
+    expect(modeAndTime(path.join(target, 'private'))).toEqual({
+      mode: 0o700,
+      mtime: PRIVATE_TIME.getTime(),
+    });
+  });
+
   it('restored into another folder, makes none of them there', async () => {
+    watched = [];
     const target = path.join(scratch, 'elsewhere');
     await engine.restore({ bucket: 'Keys', path: 'private/keys/id', to: target, overwrite: false });
     expect(readFileSync(path.join(target, 'id'), 'utf8')).toBe('a secret key');
