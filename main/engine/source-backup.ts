@@ -2,7 +2,7 @@ import os from 'node:os';
 import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
-import { checkSourceFolder, knownPathOf } from '../scanner/index.ts';
+import { checkSourceFolder, knownPathOf, toldIfSourceGone } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import {
@@ -123,7 +123,7 @@ export class SourceBackup {
           { cause: error },
         );
       throw toldAsLocalDisk(
-        diskGoneError(error, sourceDir, 'backup'),
+        diskGoneError(toldIfSourceGone(error, sourceDir), sourceDir, 'backup'),
         'backup',
         this.parts.db,
         this.parts.connection,

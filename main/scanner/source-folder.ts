@@ -1,4 +1,4 @@
-import { opendirSync, statSync } from 'node:fs';
+import { opendirSync, statSync, type BigIntStats } from 'node:fs';
 import { EngineError } from '../api/index.ts';
 import { kernelFileSystemAt } from './kernel-file-systems.ts';
 
@@ -42,5 +42,52 @@ export function checkSourceFolder(dir: string): void {
       );
   } catch (error) {
     throw problemWith(dir, error) ?? error;
+  }
+}
+
+function isGone(error: unknown): boolean {
+  const code = codeOf(error);
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/**
+ * The error of a backup whose folder was deleted or moved away while it was read: a version
+ * made of what was read before would hold part of a folder that is no longer there, so none
+ * is made.
+ */
+function sourceGoneError(dir: string, cause: unknown): EngineError {
+  return new EngineError(
+    'not_found',
+    `${dir} was deleted or moved away during the backup: no version was made of it (the versions before are as they were)`,
+    { cause },
+  );
+}
+
+/** The folder `dir`'s stats, as a backup reads it again; sourceGoneError when it is gone. */
+export function sourceFolderStats(dir: string): BigIntStats {
+  try {
+    return statSync(dir, { bigint: true });
+  } catch (error) {
+    throw isGone(error) ? sourceGoneError(dir, error) : error;
+  }
+}
+
+/** Throws sourceGoneError unless the folder `dir` is still there (the end of a backup's read). */
+export function checkSourceStillThere(dir: string): void {
+  if (!sourceFolderStats(dir).isDirectory())
+    throw sourceGoneError(dir, new Error(`${dir} is no longer a folder`));
+}
+
+/**
+ * `error`, a backup's failure, as sourceGoneError when it is a system error (ENOENT on a file
+ * inside, a realpath) met because the folder `dir` is no longer there; else as it came.
+ */
+export function toldIfSourceGone(error: unknown, dir: string): unknown {
+  if (error instanceof EngineError || codeOf(error) === undefined) return error;
+  try {
+    statSync(dir);
+    return error;
+  } catch (gone) {
+    return isGone(gone) ? sourceGoneError(dir, error) : error;
   }
 }

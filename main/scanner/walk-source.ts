@@ -1,4 +1,4 @@
-import { readlinkSync, statSync } from 'node:fs';
+import { readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import { isDiskGone } from '../api/index.ts';
@@ -13,6 +13,7 @@ import {
   type ListedFolder,
 } from './folder-reader.ts';
 import { StatAheadReader } from './stat-ahead-reader.ts';
+import { sourceFolderStats } from './source-folder.ts';
 
 // Walks a source folder in a stable order (names sorted by their UTF-8 bytes) and reports what
 // it finds. Symlinks are reported as symlinks and never followed, so loops cannot happen.
@@ -125,7 +126,8 @@ const ENTRIES_BETWEEN_YIELDS = 256;
 export function sourceRootEntry(root: string): Extract<SourceEntry, { kind: 'directory' }> {
   // stat, not lstat: a source given as a symlink is the folder it points to, and that folder's
   // mode is what a restore gives back. The link's own (rwxrwxrwx) would make it world-writable.
-  const stats = statSync(root, { bigint: true });
+  // Checked as the backup began; maybe gone since (a second read of a tree changed while read).
+  const stats = sourceFolderStats(root);
   return {
     kind: 'directory',
     path: '',
@@ -235,7 +237,7 @@ async function* walkWith(
       relative: '',
       absolute: root,
       listed: top,
-      dev: statSync(root, { bigint: true }).dev,
+      dev: sourceFolderStats(root).dev,
       next: 0,
     },
   ];

@@ -8,7 +8,7 @@ import {
   type MetadataUploadResult,
 } from '../protocol/index.ts';
 import { packSource, type LeafSizes, type PackInput, type ScannedFile } from '../packer/index.ts';
-import type { ExcludeRules, SkippedItem } from '../scanner/index.ts';
+import { checkSourceStillThere, type ExcludeRules, type SkippedItem } from '../scanner/index.ts';
 import { isServiceRefusal } from '../service/index.ts';
 import {
   newStagingDir,
@@ -306,6 +306,9 @@ export async function packAndPush(
       tree = await packOnce();
       await shards.seal();
     }
+    // Deleted while read, its files were skipped one by one as deleted: a version of what was
+    // read before would stand for a folder no longer there, and become the active one.
+    checkSourceStillThere(input.sourceDir);
     await dropStrayLeaves(shards, tree.strayLeaves, tree.leaves, input.sourceDir);
     const counts = {
       changedWhileRead: tree.changedWhileRead,

@@ -3,10 +3,12 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
   readdirSync,
+  renameSync,
   rmSync,
   symlinkSync,
   utimesSync,
@@ -150,6 +152,70 @@ describe('files that change after they were read, before the upload', () => {
       await engine.close();
     }
   });
+});
+
+describe('a source folder moved away while it is backed up', () => {
+  // Its files would each be skipped as deleted: a version of what was read before would stand
+  // for a folder that is no longer there, and become the bucket's active one.
+  it.each([
+    { name: 'while its files are read', when: 'read' },
+    { name: 'after they were read, before the upload', when: 'upload' },
+  ] as const)(
+    '$name: makes no version, says why, and backs it up once it is back',
+    async (spec) => {
+      const run = path.join(scratch, `moved-away-${spec.when}`);
+      const source = path.join(run, 'source');
+      const movedTo = path.join(run, 'moved');
+      mkdirSync(source, { recursive: true });
+      writeFileSync(path.join(source, 'first.txt'), 'backed up before');
+      const home = path.join(run, 'home');
+      let moveAway = false;
+      const move = (): void => {
+        if (!moveAway) return;
+        moveAway = false;
+        renameSync(source, movedTo);
+      };
+      const engine = createEngine({
+        home,
+        secrets: new FileSecretStore(home),
+        startLocalService,
+        afterFileRead: () => {
+          if (spec.when === 'read') move();
+          return Promise.resolve();
+        },
+        afterShardConfirmed: (confirmedSoFar) => {
+          if (spec.when === 'upload' && confirmedSoFar === 0) move();
+        },
+      });
+      try {
+        await engine.loginLocal({});
+        await engine.createBucket({ name: 'Moved', type: 'backup', storageClass: 'hot' });
+        const before = await engine.backup({ dir: source, bucket: 'Moved' });
+        for (let i = 0; i < 3; i += 1)
+          writeFileSync(path.join(source, `new-${i}.bin`), randomBytes(1000 + i));
+        moveAway = true;
+        await expect(engine.backup({ dir: source, bucket: 'Moved' })).rejects.toMatchObject({
+          code: 'not_found',
+          message: `${source} was deleted or moved away during the backup: no version was made of it (the versions before are as they were)`,
+        });
+        expect(existsSync(movedTo)).toBe(true);
+        const versions = await engine.listVersions({ bucket: 'Moved' });
+        expect(versions.map((version) => [version.id, version.state])).toEqual([
+          [before.versionId, 'active'],
+        ]);
+        expect(stagedLeftovers(home)).toEqual([]);
+
+        renameSync(movedTo, source);
+        const after = await engine.backup({ dir: source, bucket: 'Moved' });
+        expect(after.files).toBe(4);
+        const target = path.join(run, 'restored');
+        await engine.restore({ bucket: 'Moved', to: target, overwrite: false });
+        expect(readdirSync(target).sort()).toEqual(readdirSync(source).sort());
+      } finally {
+        await engine.close();
+      }
+    },
+  );
 });
 
 describe('staged shards the host needs none of', () => {
