@@ -47,17 +47,27 @@ beforeAll(() => {
   writeFileSync(path.join(root, 'etc', 'hostname'), 'laptop\n');
   mount('proc', path.join(root, 'proc'));
   mount('sysfs', path.join(root, 'sys'));
+  // The kernel's device nodes: devtmpfs, with tmpfs's statfs magic number.
+  mount('devtmpfs', path.join(root, 'dev'));
+  // The mount table writes a space in a path as \040.
+  mount('devtmpfs', path.join(scratch, 'dev with spaces'));
   mount('tmpfs', path.join(root, 'tmp'));
   writeFileSync(path.join(root, 'tmp', 'draft.txt'), 'kept');
 });
 
 describe('a walk over mounted file systems', () => {
   it.each([false, true])(
-    'keeps /proc and /sys as empty folders, names them, and walks other mounts (ahead: %s)',
+    'keeps /proc, /sys and /dev as empty folders, names them, and walks other mounts (ahead: %s)',
     async (ahead) => {
       const { paths, skipped } = await walked(root, ahead);
-      expect(paths).toEqual(['etc', 'etc/hostname', 'proc', 'sys', 'tmp', 'tmp/draft.txt']);
+      expect(paths).toEqual(['dev', 'etc', 'etc/hostname', 'proc', 'sys', 'tmp', 'tmp/draft.txt']);
       expect(skipped).toEqual([
+        {
+          path: 'dev',
+          reason:
+            "the kernel's devtmpfs file system is mounted there, whose entries are not files: kept as an empty folder",
+          kind: 'special',
+        },
         {
           path: 'proc',
           reason:
@@ -82,6 +92,12 @@ describe('a walk over mounted file systems', () => {
     expect(() => checkSourceFolder(path.join(root, 'proc', 'self'))).toThrow(EngineError);
     expect(() => checkSourceFolder(path.join(root, 'sys'))).toThrow(
       `${path.join(root, 'sys')} is in the kernel's sysfs file system, which holds no files to back up`,
+    );
+    expect(() => checkSourceFolder(path.join(root, 'dev'))).toThrow(
+      `${path.join(root, 'dev')} is in the kernel's devtmpfs file system, which holds no files to back up`,
+    );
+    expect(() => checkSourceFolder(path.join(scratch, 'dev with spaces'))).toThrow(
+      "is in the kernel's devtmpfs file system",
     );
     expect(() => checkSourceFolder(path.join(root, 'tmp'))).not.toThrow();
   });
