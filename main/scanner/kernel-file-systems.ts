@@ -2,10 +2,11 @@ import { readFileSync, realpathSync, statfsSync } from 'node:fs';
 
 // File systems that hold no one's files: the kernel's views of processes, devices and settings
 // (/proc, /sys, /sys/fs/cgroup, the device nodes of /dev, ...), and autofs, whose folders (/net)
-// mount network shares when walked into. A backup of `/`, or of a folder with one mounted inside, would otherwise read tens
-// of thousands of entries that change as they are read (and /proc/kcore, the size of the
-// machine's address space), and restore them nowhere they could go. A walk passes over each
-// where it is mounted, as `tar --one-file-system` would, but only these.
+// mount network shares when walked into. A backup of `/`, or of a folder with one mounted
+// inside, would otherwise read tens of thousands of entries that change as they are read (and
+// /proc/kcore, the size of the machine's address space), and restore them nowhere they could
+// go. A walk passes over each where it is mounted, as `tar --one-file-system` would, but only
+// these.
 
 /** statfs(2) magic numbers of the kernel's own file systems (linux/magic.h), with their names. */
 const KERNEL_FILE_SYSTEMS: ReadonlyMap<number, string> = new Map([
