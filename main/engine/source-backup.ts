@@ -123,7 +123,8 @@ export class SourceBackup {
           { cause: error },
         );
       throw toldAsLocalDisk(
-        diskGoneError(toldIfSourceGone(error, sourceDir), sourceDir, 'backup'),
+        // A disk that stopped answering is told as such first: its folder may be gone with it.
+        toldIfSourceGone(diskGoneError(error, sourceDir, 'backup'), sourceDir),
         'backup',
         this.parts.db,
         this.parts.connection,
