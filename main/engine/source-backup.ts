@@ -2,7 +2,7 @@ import os from 'node:os';
 import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
-import { checkSourceFolder, knownPathOf, toldIfSourceGone } from '../scanner/index.ts';
+import { checkSourceFolder, knownPathOf } from '../scanner/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import {
@@ -37,6 +37,7 @@ import {
   type TreeLeaves,
 } from '../uploader/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
+import { toldIfFolderGone } from './folder-gone-error.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { formerExcludesOf } from './former-excludes.ts';
 import { planBackup, type BackupPlan, type PlanRequest } from './backup-plan.ts';
@@ -124,7 +125,7 @@ export class SourceBackup {
         );
       throw toldAsLocalDisk(
         // A disk that stopped answering is told as such first: its folder may be gone with it.
-        toldIfSourceGone(diskGoneError(error, sourceDir, 'backup'), sourceDir),
+        toldIfFolderGone(diskGoneError(error, sourceDir, 'backup'), sourceDir, 'backup'),
         'backup',
         this.parts.db,
         this.parts.connection,

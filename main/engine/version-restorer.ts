@@ -25,6 +25,7 @@ import {
 import { RestoreMark } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { diskGoneError } from './disk-gone-error.ts';
+import { toldIfFolderGone } from './folder-gone-error.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import type { EngineParts } from './engine-parts.ts';
@@ -287,7 +288,8 @@ export class VersionRestorer {
         // The restore's own failure is the one to report; unnoted files are only read again.
       }
       throw toldAsLocalDisk(
-        diskGoneError(error, targetDir, 'restore'),
+        // A disk that stopped answering is told as such first: its folder may be gone with it.
+        toldIfFolderGone(diskGoneError(error, targetDir, 'restore'), targetDir, 'restore'),
         'restore',
         this.parts.db,
         this.parts.connection,

@@ -55,7 +55,7 @@ function isGone(error: unknown): boolean {
  * made of what was read before would hold part of a folder that is no longer there, so none
  * is made.
  */
-function sourceGoneError(dir: string, cause: unknown): EngineError {
+export function sourceGoneError(dir: string, cause: unknown): EngineError {
   return new EngineError(
     'not_found',
     `${dir} was deleted or moved away during the backup: no version was made of it (the versions before are as they were)`,
@@ -76,18 +76,4 @@ export function sourceFolderStats(dir: string): BigIntStats {
 export function checkSourceStillThere(dir: string): void {
   if (!sourceFolderStats(dir).isDirectory())
     throw sourceGoneError(dir, new Error(`${dir} is no longer a folder`));
-}
-
-/**
- * `error`, a backup's failure, as sourceGoneError when it is a system error (ENOENT on a file
- * inside, a realpath) met because the folder `dir` is no longer there; else as it came.
- */
-export function toldIfSourceGone(error: unknown, dir: string): unknown {
-  if (error instanceof EngineError || codeOf(error) === undefined) return error;
-  try {
-    statSync(dir);
-    return error;
-  } catch (gone) {
-    return isGone(gone) ? sourceGoneError(dir, error) : error;
-  }
 }

@@ -17,10 +17,11 @@ import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 
-// One file restored where it was backed up from, after the folders above it were deleted as
-// well (a user's ~/.gnupg gone, one key file wanted back): those folders come back as the
-// version holds them, with their modes and times, so a private folder is private again rather
-// than a new folder anyone may list.
+// The folders a restore writes into. One file restored where it was backed up from, after the
+// folders above it were deleted as well (a user's ~/.gnupg gone, one key file wanted back): those
+// folders come back as the version holds them, with their modes and times, so a private folder
+// is private again rather than a new folder anyone may list. And a target deleted while the
+// restore fills it fails the restore, saying so.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-folders-above-'));
 const source = path.join(scratch, 'source');
@@ -34,6 +35,8 @@ let engine: Engine;
 let watched: string[] = [];
 /** Their modes, as each file was written. */
 const modesWhileWritten: number[] = [];
+/** Run as each restored file is written, before its rename. */
+let onFileWritten: (() => void) | undefined;
 
 function modeAndTime(dir: string): { mode: number; mtime: number } {
   const stats = statSync(dir);
@@ -54,6 +57,7 @@ beforeAll(async () => {
     startLocalService,
     afterFileRestored: () => {
       for (const dir of watched) modesWhileWritten.push(statSync(dir).mode & 0o7777);
+      onFileWritten?.();
     },
   });
   await firstBackup(engine, source, 'Keys');
@@ -109,5 +113,27 @@ describe('a file restored where it was backed up from, its folders deleted too',
     await engine.restore({ bucket: 'Keys', path: 'private/keys/id', to: target, overwrite: false });
     expect(readFileSync(path.join(target, 'id'), 'utf8')).toBe('a secret key');
     expect(readdirSync(target)).toEqual(['id']);
+  });
+});
+
+describe('a restore whose target is deleted while it fills it', () => {
+  it('fails saying so, and restores whole when run again', async () => {
+    watched = [];
+    const target = path.join(scratch, 'deleted-meanwhile');
+    onFileWritten = () => {
+      onFileWritten = undefined;
+      rmSync(target, { recursive: true });
+    };
+    await expect(
+      engine.restore({ bucket: 'Keys', to: target, overwrite: false }),
+    ).rejects.toMatchObject({
+      code: 'not_found',
+      message: `${target} was deleted or moved away during the restore, with what was restored into it: run the restore again into a folder that stays`,
+    });
+    expect(onFileWritten).toBeUndefined();
+
+    const again = await engine.restore({ bucket: 'Keys', to: target, overwrite: false });
+    expect(again).toMatchObject({ files: 2, renamed: [] });
+    expect(readFileSync(path.join(target, 'private', 'keys', 'id'), 'utf8')).toBe('a secret key');
   });
 });
