@@ -15,9 +15,10 @@ function isGone(folder: string): boolean {
   try {
     return !statSync(folder).isDirectory();
   } catch (error) {
+    // Any other failure to look (EIO, EACCES) is no sign that it is gone: the work's own
+    // failure, which this only words, is the one to report.
     const code = codeOf(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return true;
-    throw error;
+    return code === 'ENOENT' || code === 'ENOTDIR';
   }
 }
 
