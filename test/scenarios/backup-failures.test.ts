@@ -357,6 +357,54 @@ describe('backup failures', () => {
     expect(readFileSync(path.join(target, 'video.mp4')).equals(video)).toBe(true);
   });
 
+  it('stops, making no version, when the network share it reads answers that its host is down', async () => {
+    // A folder on an SMB share (cifs) whose server went away: every file then fails with
+    // EHOSTDOWN. Taken one by one for unreadable files, they would all be left out of a version
+    // that becomes the active one. strace answers so to the reads of one file.
+    const source = path.join(scratch, 'share-down');
+    mkdirSync(source);
+    writeSettled(path.join(source, 'minutes.txt'), 'the meeting');
+    const home = path.join(scratch, 'share-down-home');
+    await loginWithBucket(home, path.join(scratch, 'share-down-data'), 'Share');
+    const first = await runCanopy(home, ['backup', source, '--bucket', 'Share'], fileStore);
+    expect(first.status, first.stderr).toBe(0);
+    writeSettled(path.join(source, 'budget.ods'), 'the numbers');
+    const canopy = canopyProcess(['backup', source, '--bucket', 'Share', '--skip-check'], {
+      ...process.env,
+      CANOPY_HOME: home,
+      ...fileStore,
+    });
+    const down = spawnSync(
+      'strace',
+      [
+        '-f',
+        '-qq',
+        '--seccomp-bpf',
+        '-o',
+        '/dev/null',
+        '-e',
+        'trace=read,pread64',
+        '-e',
+        'inject=read,pread64:error=EHOSTDOWN',
+        '-P',
+        path.join(source, 'budget.ods'),
+        canopy.command,
+        ...canopy.args,
+      ],
+      { encoding: 'utf8', env: canopy.env },
+    );
+    expect(down.status, down.stdout).toBe(1);
+    expect(down.stderr).toBe(
+      `canopy: the disk holding ${source} stopped answering during the backup (EHOSTDOWN): connect it, or check it for errors, and run the backup again\n`,
+    );
+    const versions = await runCanopy(home, ['versions', '--bucket', 'Share', '--json'], fileStore);
+    expect(JSON.parse(versions.stdout)).toHaveLength(1);
+
+    const back = await runCanopy(home, ['backup', source, '--bucket', 'Share'], fileStore);
+    expect(back.status, back.stderr).toBe(0);
+    expect(back.stdout).toMatch(/^2 files \(1 unchanged/m);
+  });
+
   it('reports a full backup disk clearly, keeps nothing half-written, and finishes the upload once space is free', async () => {
     const source = path.join(scratch, 'big-source');
     mkdirSync(source);
