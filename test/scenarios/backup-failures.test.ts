@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { createServer } from 'node:net';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
@@ -69,6 +69,43 @@ function mountTmpfs(name: string, size: string, inodes?: number): string {
  */
 function latin1Name(dir: string, before: string, after: string): Buffer {
   return Buffer.concat([Buffer.from(`${dir}/${before}`), Buffer.from([0xe9]), Buffer.from(after)]);
+}
+
+/**
+ * `canopy backup SOURCE --bucket BUCKET --skip-check` run under strace, which answers the reads
+ * of SOURCE/`file` with `failure` (an errno, and when it starts, as strace's inject takes it).
+ */
+function backupWithReadsFailing(
+  home: string,
+  source: string,
+  bucket: string,
+  file: string,
+  failure: string,
+): SpawnSyncReturns<string> {
+  const canopy = canopyProcess(['backup', source, '--bucket', bucket, '--skip-check'], {
+    ...process.env,
+    CANOPY_HOME: home,
+    ...fileStore,
+  });
+  return spawnSync(
+    'strace',
+    [
+      '-f',
+      '-qq',
+      '--seccomp-bpf',
+      '-o',
+      '/dev/null',
+      '-e',
+      'trace=read,pread64',
+      '-e',
+      `inject=read,pread64:error=${failure}`,
+      '-P',
+      path.join(source, file),
+      canopy.command,
+      ...canopy.args,
+    ],
+    { encoding: 'utf8', env: canopy.env },
+  );
 }
 
 describe('backup failures', () => {
@@ -306,30 +343,7 @@ describe('backup failures', () => {
     const video = randomBytes(6 * 1024 * 1024 + 5);
     writeSettled(path.join(source, 'video.mp4'), video);
     writeSettled(path.join(source, 'notes.txt'), 'new notes');
-    const canopy = canopyProcess(['backup', source, '--bucket', 'Sectors', '--skip-check'], {
-      ...process.env,
-      CANOPY_HOME: home,
-      ...fileStore,
-    });
-    const damaged = spawnSync(
-      'strace',
-      [
-        '-f',
-        '-qq',
-        '--seccomp-bpf',
-        '-o',
-        '/dev/null',
-        '-e',
-        'trace=read,pread64',
-        '-e',
-        'inject=read,pread64:error=EIO:when=2+',
-        '-P',
-        path.join(source, 'video.mp4'),
-        canopy.command,
-        ...canopy.args,
-      ],
-      { encoding: 'utf8', env: canopy.env },
-    );
+    const damaged = backupWithReadsFailing(home, source, 'Sectors', 'video.mp4', 'EIO:when=2+');
     expect(damaged.status, damaged.stderr).toBe(3);
     const reason = 'the disk could not read it (an I/O error: the disk may be failing)';
     expect(damaged.stdout).toContain(`skipped video.mp4: ${reason}\n`);
@@ -369,30 +383,7 @@ describe('backup failures', () => {
     const first = await runCanopy(home, ['backup', source, '--bucket', 'Share'], fileStore);
     expect(first.status, first.stderr).toBe(0);
     writeSettled(path.join(source, 'budget.ods'), 'the numbers');
-    const canopy = canopyProcess(['backup', source, '--bucket', 'Share', '--skip-check'], {
-      ...process.env,
-      CANOPY_HOME: home,
-      ...fileStore,
-    });
-    const down = spawnSync(
-      'strace',
-      [
-        '-f',
-        '-qq',
-        '--seccomp-bpf',
-        '-o',
-        '/dev/null',
-        '-e',
-        'trace=read,pread64',
-        '-e',
-        'inject=read,pread64:error=EHOSTDOWN',
-        '-P',
-        path.join(source, 'budget.ods'),
-        canopy.command,
-        ...canopy.args,
-      ],
-      { encoding: 'utf8', env: canopy.env },
-    );
+    const down = backupWithReadsFailing(home, source, 'Share', 'budget.ods', 'EHOSTDOWN');
     expect(down.status, down.stdout).toBe(1);
     expect(down.stderr).toBe(
       `canopy: the disk holding ${source} stopped answering during the backup (EHOSTDOWN): connect it, or check it for errors, and run the backup again\n`,
