@@ -1,9 +1,10 @@
-import { closeSync, openSync, renameSync, rmSync } from 'node:fs';
+import { closeSync, openSync, rmSync } from 'node:fs';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { fsyncFully } from './file-writes.ts';
 import type { FileSystemFlush } from './file-system-flush.ts';
 import { refusalOf } from './refused-entry.ts';
 import type { FileAsWritten } from './file-as-left.ts';
+import { placeFile, type FilePlacing } from './place-file.ts';
 
 // The files a restore wrote whole under temporary names, waiting to be renamed to their targets
 // a batch at a time (restore-version.ts says why). A file is renamed only once it is on disk:
@@ -45,8 +46,11 @@ export interface UnrenamedFile extends WrittenFile {
 
 /** What becomes of the files waiting, as their batches are renamed. */
 export interface RenameOutcomes {
-  /** `file` is on disk under its target's name. */
-  renamed(file: UnrenamedFile): void;
+  /**
+   * `file` is on disk under `placedAt`: its target, or a free name beside it when something
+   * took the target's name while the file was written (place-file.ts).
+   */
+  renamed(file: UnrenamedFile, placedAt: string): void;
   /** The disk refused the name of the file at `relative`, for `reason`: it is not restored. */
   refused(relative: string, reason: string): void;
   /** A failure that stops the restore (a file that could not be made durable, say). */
@@ -70,6 +74,7 @@ export class PendingRenames {
     /** Files fsynced at once when they must be one by one. */
     private readonly fsyncsAtOnce: number,
     private readonly outcomes: RenameOutcomes,
+    private readonly placing: FilePlacing,
   ) {}
 
   /**
@@ -125,7 +130,8 @@ export class PendingRenames {
       this.unrenamed.delete(file.folded);
       if (!durable.has(file)) continue;
       try {
-        if (this.renameToTarget(file)) this.outcomes.renamed(file);
+        const placedAt = this.renameToTarget(file);
+        if (placedAt !== undefined) this.outcomes.renamed(file, placedAt);
       } catch (error) {
         this.outcomes.failed(error);
       }
@@ -173,17 +179,19 @@ export class PendingRenames {
     }
   }
 
-  /** Renames a written file to its target; false when the disk refuses the name (refused). */
-  private renameToTarget(file: UnrenamedFile): boolean {
+  /**
+   * Renames a written file to its target (or beside it: placeFile); the name it is under, or
+   * undefined when the disk refuses the name (refused).
+   */
+  private renameToTarget(file: UnrenamedFile): string | undefined {
     try {
-      renameSync(file.temporary, file.target);
-      return true;
+      return placeFile(file.temporary, file.target, this.placing);
     } catch (error) {
       rmSync(file.temporary, { force: true });
       const refusal = refusalOf(error, file.target, 'name');
       if (!(refusal instanceof EntryNotRestoredError)) throw error;
       this.outcomes.refused(file.relative, refusal.reason);
-      return false;
+      return undefined;
     }
   }
 }

@@ -470,19 +470,29 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   } catch (error) {
     throw restoreError(error, input.targetDir);
   }
-  const renames = new PendingRenames(flush, FILES_IN_FLIGHT, {
-    renamed: (file) => {
-      result.bytes += file.bytes;
-      result.files += 1;
-      // As it is once renamed, which moves its ctime.
-      const asLeft = file.asWritten && fileAsLeft(file.target, file.asWritten, inodes);
-      if (asLeft) input.onFileRestored?.(asLeft);
-      if (file.setIdBitsDropped)
-        result.setIdBitsDropped.push(path.relative(input.targetDir, file.target));
+  const renames = new PendingRenames(
+    flush,
+    FILES_IN_FLIGHT,
+    {
+      renamed: (file, placedAt) => {
+        result.bytes += file.bytes;
+        result.files += 1;
+        // Its name taken while it was written: beside it, as one taken from the start is.
+        if (placedAt !== file.target) result.renamed.push(path.relative(input.targetDir, placedAt));
+        // As it is once renamed, which moves its ctime.
+        const asLeft = file.asWritten && fileAsLeft(placedAt, file.asWritten, inodes);
+        if (asLeft) input.onFileRestored?.(asLeft);
+        if (file.setIdBitsDropped)
+          result.setIdBitsDropped.push(path.relative(input.targetDir, placedAt));
+      },
+      refused: (relative, reason) => result.notRestored.push({ path: relative, reason }),
+      failed: (error) => stop(error),
     },
-    refused: (relative, reason) => result.notRestored.push({ path: relative, reason }),
-    failed: (error) => stop(error),
-  });
+    {
+      replace: input.overwrite,
+      nameBeside: (target) => freeName(target, (folded) => nameTaken(folded)),
+    },
+  );
   /** Inode numbers as a backup's walk finds them, for the files told to `onFileRestored`. */
   const inodes = new InodeNumbers();
   const namePrefix = temporaryPrefix(input.temporaryToken ?? randomBytes(4).toString('hex'));

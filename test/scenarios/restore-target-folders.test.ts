@@ -20,8 +20,9 @@ import { firstBackup } from '../helpers/first-backup.ts';
 // The folders a restore writes into. One file restored where it was backed up from, after the
 // folders above it were deleted as well (a user's ~/.gnupg gone, one key file wanted back): those
 // folders come back as the version holds them, with their modes and times, so a private folder
-// is private again rather than a new folder anyone may list. And a target deleted while the
-// restore fills it fails the restore, saying so.
+// is private again rather than a new folder anyone may list. A target deleted while the restore
+// fills it fails the restore, saying so; a file saved in it under a name the restore is writing
+// is kept, and the restored file goes beside it.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-folders-above-'));
 const source = path.join(scratch, 'source');
@@ -135,5 +136,30 @@ describe('a restore whose target is deleted while it fills it', () => {
     const again = await engine.restore({ bucket: 'Keys', to: target, overwrite: false });
     expect(again).toMatchObject({ files: 2, renamed: [] });
     expect(readFileSync(path.join(target, 'private', 'keys', 'id'), 'utf8')).toBe('a secret key');
+  });
+});
+
+describe('a restore whose file names are taken while it writes them', () => {
+  it('leaves what the user saved under a name, and puts the restored file beside it', async () => {
+    watched = [];
+    const target = path.join(scratch, 'saved-meanwhile');
+    const names = [path.join('private', 'keys', 'id'), 'readme.txt'];
+    onFileWritten = () => {
+      // The user saves their own files under both names before the first is renamed.
+      onFileWritten = undefined;
+      for (const name of names) {
+        mkdirSync(path.dirname(path.join(target, name)), { recursive: true });
+        writeFileSync(path.join(target, name), 'saved by the user meanwhile');
+      }
+    };
+    const restored = await engine.restore({ bucket: 'Keys', to: target, overwrite: false });
+    expect(onFileWritten).toBeUndefined();
+    expect([...restored.renamed].sort()).toEqual(names.map((name) => `${name} (restored)`));
+    for (const name of names)
+      expect(readFileSync(path.join(target, name), 'utf8')).toBe('saved by the user meanwhile');
+    expect(readFileSync(path.join(target, 'private', 'keys', 'id (restored)'), 'utf8')).toBe(
+      'a secret key',
+    );
+    expect(readFileSync(path.join(target, 'readme.txt (restored)'), 'utf8')).toBe('public');
   });
 });

@@ -7,7 +7,8 @@ import { PendingRenames, type UnrenamedFile } from '../../../main/restore/pendin
 
 // Written files get their real names only in batches, once on disk: a flush that fails leaves
 // each fsynced by itself and renamed all the same, and every later file fsynced as it is
-// written; a name the disk refuses is reported as not restored, and the rest are renamed.
+// written; a name the disk refuses is reported as not restored, and the rest are renamed; a
+// name taken while a file waited is left to what took it, unless the restore may replace.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-pending-renames-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -26,6 +27,9 @@ function written(dir: string, name: string, synced: boolean): UnrenamedFile {
   };
 }
 
+/** Never replacing: a name taken gives way to the same name with " (beside)". */
+const BESIDE = { replace: false, nameBeside: (target: string) => `${target} (beside)` };
+
 describe('PendingRenames', () => {
   it('renames each file once a failed flush gave way to an fsync of it, and flushes no more', async () => {
     const dir = path.join(scratch, 'failed-flush');
@@ -35,11 +39,16 @@ describe('PendingRenames', () => {
     if (!flush) throw new Error('the scratch folder is on a file system that is never flushed');
     const renamed: string[] = [];
     const failures: unknown[] = [];
-    const renames = new PendingRenames(flush, 2, {
-      renamed: (file) => renamed.push(file.relative),
-      refused: (relative) => failures.push(relative),
-      failed: (error) => failures.push(error),
-    });
+    const renames = new PendingRenames(
+      flush,
+      2,
+      {
+        renamed: (file) => renamed.push(file.relative),
+        refused: (relative) => failures.push(relative),
+        failed: (error) => failures.push(error),
+      },
+      BESIDE,
+    );
     expect(renames.flushCovers(dir)).toBe(true);
     for (const name of ['a', 'b', 'c']) renames.add(written(dir, name, false));
     expect(renames.has('b')).toBe(true);
@@ -57,13 +66,18 @@ describe('PendingRenames', () => {
     mkdirSync(dir);
     const refused: Array<[string, string]> = [];
     const renamed: string[] = [];
-    const renames = new PendingRenames(undefined, 2, {
-      renamed: (file) => renamed.push(file.relative),
-      refused: (relative, reason) => refused.push([relative, reason]),
-      failed: (error) => {
-        throw error;
+    const renames = new PendingRenames(
+      undefined,
+      2,
+      {
+        renamed: (file) => renamed.push(file.relative),
+        refused: (relative, reason) => refused.push([relative, reason]),
+        failed: (error) => {
+          throw error;
+        },
       },
-    });
+      BESIDE,
+    );
     renames.add(written(dir, 'kept', true));
     // A name longer than the file system holds (255 bytes on ext4).
     const long = written(dir, 'x', true);
@@ -77,5 +91,41 @@ describe('PendingRenames', () => {
     expect(renamed).toEqual(['kept']);
     expect(refused.map(([relative]) => relative)).toEqual(['long']);
     expect(readdirSync(dir)).toEqual(['kept']);
+  });
+
+  it('puts a file beside one made under its name while it waited, and replaces it only if asked', async () => {
+    for (const replace of [false, true]) {
+      const dir = path.join(scratch, `taken-meanwhile-${replace}`);
+      mkdirSync(dir);
+      const placed: string[] = [];
+      const renames = new PendingRenames(
+        undefined,
+        2,
+        {
+          renamed: (_file, placedAt) => placed.push(path.basename(placedAt)),
+          refused: (relative) => {
+            throw new Error(`refused ${relative}`);
+          },
+          failed: (error) => {
+            throw error;
+          },
+        },
+        { ...BESIDE, replace },
+      );
+      renames.add(written(dir, 'report', true));
+      // The user saves a file of that name before the restored one is renamed.
+      writeFileSync(path.join(dir, 'report'), 'the user saved this');
+      await renames.renameWritten();
+      if (replace) {
+        expect(placed).toEqual(['report']);
+        expect(readFileSync(path.join(dir, 'report'), 'utf8')).toBe('report');
+      } else {
+        expect(placed).toEqual(['report (beside)']);
+        expect(readFileSync(path.join(dir, 'report'), 'utf8')).toBe('the user saved this');
+        expect(readFileSync(path.join(dir, 'report (beside)'), 'utf8')).toBe('report');
+      }
+      // No temporary name is left.
+      expect(readdirSync(dir).sort()).toEqual(replace ? ['report'] : ['report', 'report (beside)']);
+    }
   });
 });

@@ -1,0 +1,51 @@
+import { linkSync, renameSync, unlinkSync } from 'node:fs';
+import { lstatUnlessRefused } from './refused-entry.ts';
+
+// A restored file, written whole under a temporary name, put under its own name without
+// replacing anything that took that name since the restore looked (a file the user saved
+// there while the restore fetched this one, or a second restore into the same folder): a
+// rename would replace it, and with it the user's work. A hard link to the new name fails
+// instead when something has the name, and the restored file then goes beside it under a free
+// one, as it would have had the name been taken from the start.
+
+/** Where a restore puts a file it wrote: whether it may replace what is there, and where else. */
+export interface FilePlacing {
+  /** Whether the file replaces what has its name (`--overwrite`). */
+  readonly replace: boolean;
+  /** A free name beside `target`, for a file whose name was taken meanwhile. */
+  readonly nameBeside: (target: string) => string;
+}
+
+/** Link failures of a disk that holds no hard links (FAT and exFAT, some FUSE file systems). */
+const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EMLINK']);
+
+function codeOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/**
+ * Puts the written file `temporary` under `target`, or, unless it may replace, under a free
+ * name beside it when something has that name now. Gives the name it is under; the system's
+ * error when no name can be made.
+ */
+export function placeFile(temporary: string, target: string, placing: FilePlacing): string {
+  if (placing.replace) {
+    renameSync(temporary, target);
+    return target;
+  }
+  for (let name = target; ; name = placing.nameBeside(target)) {
+    try {
+      linkSync(temporary, name);
+    } catch (error) {
+      if (codeOf(error) === 'EEXIST') continue;
+      if (!NO_HARD_LINKS.has(codeOf(error) ?? '')) throw error;
+      // No hard links here: a rename, once nothing has the name, leaves a moment in which
+      // something made under it would be replaced.
+      if (lstatUnlessRefused(name) !== undefined) continue;
+      renameSync(temporary, name);
+      return name;
+    }
+    unlinkSync(temporary);
+    return name;
+  }
+}
