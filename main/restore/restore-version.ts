@@ -511,7 +511,9 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   ): Promise<WrittenFile | undefined> {
     const { mtimeNanoseconds } = entry;
     if (entry.kind === 'symlink') {
-      rmSync(target, { force: true });
+      // Only what the restore may replace: without --overwrite the name was free when looked
+      // at, and anything made under it since stays (symlink fails on a name taken).
+      if (input.overwrite) rmSync(target, { force: true });
       try {
         symlinkSync(entry.target ?? '', target);
       } catch (error) {
