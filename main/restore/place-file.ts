@@ -1,4 +1,4 @@
-import { linkSync, renameSync, unlinkSync } from 'node:fs';
+import { linkSync, renameSync, rmSync, symlinkSync, unlinkSync } from 'node:fs';
 import { lstatUnlessRefused } from './refused-entry.ts';
 
 // A restored file, written whole under a temporary name, put under its own name without
@@ -6,7 +6,8 @@ import { lstatUnlessRefused } from './refused-entry.ts';
 // there while the restore fetched this one, or a second restore into the same folder): a
 // rename would replace it, and with it the user's work. A hard link to the new name fails
 // instead when something has the name, and the restored file then goes beside it under a free
-// one, as it would have had the name been taken from the start.
+// one, as it would have had the name been taken from the start. A symlink is made in place,
+// and making one fails on a name taken all the same.
 
 /** Where a restore puts a file it wrote: whether it may replace what is there, and where else. */
 export interface FilePlacing {
@@ -47,5 +48,22 @@ export function placeFile(temporary: string, target: string, placing: FilePlacin
     }
     unlinkSync(temporary);
     return name;
+  }
+}
+
+/**
+ * Makes a symlink to `linkTarget` at `name`, or, unless it may replace, at a free name beside it
+ * when something has that name now. Gives the name it is at; the system's error when none can
+ * be made.
+ */
+export function placeSymlink(linkTarget: string, name: string, placing: FilePlacing): string {
+  if (placing.replace) rmSync(name, { force: true });
+  for (let at = name; ; at = placing.nameBeside(name)) {
+    try {
+      symlinkSync(linkTarget, at);
+      return at;
+    } catch (error) {
+      if (placing.replace || codeOf(error) !== 'EEXIST') throw error;
+    }
   }
 }

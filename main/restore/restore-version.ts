@@ -7,7 +7,6 @@ import {
   lutimesSync,
   readlinkSync,
   rmSync,
-  symlinkSync,
 } from 'node:fs';
 import { utimes } from 'node:fs/promises';
 import path from 'node:path';
@@ -35,6 +34,7 @@ import { openFileOutput } from './file-output.ts';
 import { fsyncFully } from './file-writes.ts';
 import { FileSystemFlush } from './file-system-flush.ts';
 import { PendingRenames, type WrittenFile } from './pending-renames.ts';
+import { placeSymlink, type FilePlacing } from './place-file.ts';
 import { LeafFetcher } from './leaf-fetcher.ts';
 import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
@@ -470,6 +470,11 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   } catch (error) {
     throw restoreError(error, input.targetDir);
   }
+  /** Where restored files and symlinks go when their names were taken meanwhile (place-file.ts). */
+  const placing: FilePlacing = {
+    replace: input.overwrite,
+    nameBeside: (target) => freeName(target, (folded) => nameTaken(folded)),
+  };
   const renames = new PendingRenames(
     flush,
     FILES_IN_FLIGHT,
@@ -488,10 +493,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
       refused: (relative, reason) => result.notRestored.push({ path: relative, reason }),
       failed: (error) => stop(error),
     },
-    {
-      replace: input.overwrite,
-      nameBeside: (target) => freeName(target, (folded) => nameTaken(folded)),
-    },
+    placing,
   );
   /** Inode numbers as a backup's walk finds them, for the files told to `onFileRestored`. */
   const inodes = new InodeNumbers();
@@ -511,17 +513,17 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   ): Promise<WrittenFile | undefined> {
     const { mtimeNanoseconds } = entry;
     if (entry.kind === 'symlink') {
-      // Only what the restore may replace: without --overwrite the name was free when looked
-      // at, and anything made under it since stays (symlink fails on a name taken).
-      if (input.overwrite) rmSync(target, { force: true });
+      let linkAt: string;
       try {
-        symlinkSync(entry.target ?? '', target);
+        linkAt = placeSymlink(entry.target ?? '', target, placing);
       } catch (error) {
         throw refusalOf(error, target, 'symlink');
       }
+      // Its name taken since it was looked at: beside it, as a file is.
+      if (linkAt !== target) result.renamed.push(path.relative(input.targetDir, linkAt));
       if (mtimeNanoseconds !== undefined) {
         const time = fileTime(mtimeNanoseconds);
-        lutimesSync(target, time, time);
+        lutimesSync(linkAt, time, time);
       }
       result.symlinks += 1;
       return undefined;
