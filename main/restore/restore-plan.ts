@@ -8,6 +8,7 @@ import { entriesAlreadyThere } from './already-there.ts';
 import { fileLeaves } from './file-leaves.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
 import { notInVersion } from './not-in-version.ts';
+import { closedOnlyByItsMode } from './opened-folders.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
@@ -169,7 +170,7 @@ function lookRefusal(error: unknown): unknown {
 /**
  * Why the restore could not write into `targetDir`, as it would tell it (restore-version.ts), or
  * undefined when it may: the target, or the folder it would be made in, is this user's to write
- * on a disk mounted writable.
+ * (or their own, to open) on a disk mounted writable.
  */
 function writeRefusal(targetDir: string): string | undefined {
   const folder = nearestFolderThere(targetDir);
@@ -179,6 +180,8 @@ function writeRefusal(targetDir: string): string | undefined {
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;
     if (code === 'EROFS') return `cannot write in ${folder}: the disk is read-only`;
+    // The user's own read-only folder is opened for the while (opened-folders.ts).
+    if (code === 'EACCES' && closedOnlyByItsMode(folder)) return undefined;
     if (code === 'EACCES' || code === 'EPERM')
       return `cannot write in ${folder}: permission denied`;
     throw error;

@@ -40,6 +40,8 @@ import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
 import { makeFolders, modeWhileFilled } from './make-folders.ts';
 import { missingFoldersAbove } from './folders-above.ts';
+import { OpenedFolders } from './opened-folders.ts';
+import { nearestFolderThere } from './nearest-folder.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
@@ -55,7 +57,8 @@ import { directoryLinks, walkTree, type DecodedNode, type TreeEntry } from './wa
 // leaves from the storage host, each verified against its CID; files are written (several at
 // a time) to a temporary name, given their mode and mtime, fsynced, and renamed. Existing files
 // are kept unless `overwrite`: a restored copy then gets a " (restored)" suffix. Folders that
-// were there keep their mode and mtime unless `overwrite`, and the target folder always does.
+// were there keep their mode and mtime unless `overwrite`, and the target folder always does;
+// the user's own read-only ones are opened while the restore writes into them (opened-folders.ts).
 //
 // A file's mode and mtime go on through its descriptor before the fsync, so one journal commit
 // holds them with its data; its rename waits, with those of other written files, and a batch is
@@ -350,6 +353,23 @@ function totalsOfEntries(
 }
 
 export async function restoreVersion(input: RestoreInput): Promise<RestoreResult> {
+  const opened = new OpenedFolders();
+  let result: RestoreResult;
+  try {
+    result = await restoreInto(input, opened);
+  } catch (error) {
+    // That failure is what is told: a folder that cannot have its mode back then (its disk
+    // gone, say) is part of it.
+    opened.close();
+    throw error;
+  }
+  const [notGivenBack] = opened.close();
+  if (notGivenBack !== undefined) throw restoreError(notGivenBack, input.targetDir);
+  return result;
+}
+
+/** restoreVersion, with the user's read-only folders it writes into opened in `opened`. */
+async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<RestoreResult> {
   const index = input.tree;
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
@@ -431,6 +451,8 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     const foldersAbove = input.foldersAboveAsBackedUp
       ? missingFoldersAbove(root, index.nodes, wanted, input.targetDir)
       : [];
+    // What is made goes into the nearest folder there.
+    if (!targetExisted) opened.openIfClosed(nearestFolderThere(input.targetDir));
     for (const above of foldersAbove) await makeFolders(above.dir, modeWhileFilled(above.mode));
     await makeFolders(input.targetDir);
     // Given their modes and times last, as the folders restored are.
@@ -693,6 +715,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
     if (!existing || existing.isDirectory())
       return { folder: destination, existed: existing !== undefined };
     if (!input.overwrite) return { folder: renamed(destination), existed: false };
+    opened.openIfClosed(path.dirname(destination));
     rmSync(destination);
     return { folder: destination, existed: false };
   };
@@ -855,6 +878,7 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         if (failure !== undefined) break;
         try {
           if (relative !== '') place = folderPlace(destination);
+          if (!place.existed) opened.openIfClosed(path.dirname(place.folder));
           await makeFolders(place.folder, modeWhileFilled(entry.mode));
         } catch (error) {
           const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
@@ -893,6 +917,12 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
         void track(discardFile(entry.cid, dag, leafSize), relative);
         continue;
       }
+      try {
+        opened.openIfClosed(path.dirname(destination));
+      } catch (error) {
+        stop(error);
+        break;
+      }
       if (!(await startFile(entry, destination, relative, dag))) break;
     }
     // The files to write again are known once every first write has settled.
@@ -915,7 +945,10 @@ export async function restoreVersion(input: RestoreInput): Promise<RestoreResult
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {
-    if (mode !== undefined) keepMode(dir, mode);
+    if (mode !== undefined) {
+      opened.modeGivenBy(dir);
+      keepMode(dir, mode);
+    }
     if (mtime !== undefined) await utimes(dir, fileTime(mtime), fileTime(mtime));
   }
   return result;

@@ -2,7 +2,7 @@
 // file, so the real behaviour needs another user. Every module is loaded while still root, then
 // privileges are dropped, so the test does not depend on where the repository lives.
 // Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET
-//   | restore BUCKET TARGET | plan-restore BUCKET TARGET
+//   | restore BUCKET TARGET [--overwrite] | plan-restore BUCKET TARGET
 import { EngineError } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
@@ -33,7 +33,15 @@ try {
       );
       break;
     case 'restore':
-      await engine.restore({ bucket: args[0] ?? '', to: args[1] ?? '', overwrite: false });
+      process.stdout.write(
+        `${JSON.stringify(
+          await engine.restore({
+            bucket: args[0] ?? '',
+            to: args[1] ?? '',
+            overwrite: args[2] === '--overwrite',
+          }),
+        )}\n`,
+      );
       break;
     case 'plan-restore': {
       const plan = await engine.planRestore({

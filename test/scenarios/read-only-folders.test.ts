@@ -1,0 +1,142 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  chownSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { nobodyEngine, type NobodyEngine } from '../helpers/nobody-engine.ts';
+import { mountMemoryDisk, type MountedDisk } from '../helpers/limited-disks.ts';
+
+// A user's own read-only folders (a tree kept with `chmod -R a-w`, Go's module cache), restored
+// into again: the restore writes what is missing or differs into them, and leaves each with its
+// own mode, whether it succeeds or fails part way. Run as `nobody`, since root writes anywhere.
+
+const NOBODY = 65534;
+const MiB = 1024 * 1024;
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-read-only-'));
+chmodSync(scratch, 0o755);
+const home = path.join(scratch, 'home');
+const source = path.join(scratch, 'source');
+let asNobody: NobodyEngine;
+let disk: MountedDisk | undefined;
+
+/** A file's or folder's permission bits. */
+const modeOf = (file: string): number => lstatSync(file).mode & 0o7777;
+
+/** Makes `dir` (and what is above it below scratch) as nobody's, with `mode`. */
+function nobodysFolder(dir: string, mode: number): void {
+  mkdirSync(dir, { recursive: true });
+  chownSync(dir, NOBODY, NOBODY);
+  chmodSync(dir, mode);
+}
+
+/** Writes `file` as nobody's, in a folder opened for the while and given `folderMode` back. */
+function writeInto(file: string, content: string | Buffer, folderMode = 0o555): void {
+  chmodSync(path.dirname(file), 0o755);
+  writeFileSync(file, content);
+  chownSync(file, NOBODY, NOBODY);
+  chmodSync(path.dirname(file), folderMode);
+}
+
+/** Runs a restore as nobody; its result, once it succeeded. */
+function restored(target: string, ...options: string[]): { renamed: string[]; files: number } {
+  const run = asNobody(['restore', 'Kept', target, ...options]);
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  return JSON.parse(run.stdout) as { renamed: string[]; files: number };
+}
+
+beforeAll(() => {
+  asNobody = nobodyEngine(home);
+  expect(asNobody(['login', 'Kept']).stderr).toBe('');
+  nobodysFolder(path.join(source, 'archive', 'deeper'), 0o755);
+  nobodysFolder(source, 0o755);
+  nobodysFolder(path.join(source, 'archive'), 0o755);
+  for (const [name, content] of [
+    ['top.txt', 'top'],
+    ['archive/a.txt', 'kept a'],
+    ['archive/deeper/b.txt', 'kept b'],
+  ] as const) {
+    writeFileSync(path.join(source, name), content);
+    chownSync(path.join(source, name), NOBODY, NOBODY);
+  }
+  chmodSync(path.join(source, 'archive', 'deeper'), 0o555);
+  chmodSync(path.join(source, 'archive'), 0o555);
+  const backup = asNobody(['backup', source, 'Kept']);
+  expect(backup.stderr).toBe('');
+  expect(backup.status).toBe(0);
+}, 60_000);
+
+afterAll(() => {
+  disk?.unmount();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe("a restore into the user's own read-only folders", () => {
+  it('puts the backed-up copy of a changed file beside it, or over it when asked, and leaves the folders read-only', () => {
+    const target = path.join(home, 'restored');
+    restored(target);
+    const deeper = path.join(target, 'archive', 'deeper');
+    expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
+
+    // The file itself stays writable: the user edits it where it is.
+    writeFileSync(path.join(deeper, 'b.txt'), 'edited b');
+    expect(restored(target).renamed).toEqual(['archive/deeper/b.txt (restored)']);
+    expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('edited b');
+    expect(readFileSync(path.join(deeper, 'b.txt (restored)'), 'utf8')).toBe('kept b');
+    expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
+
+    writeFileSync(path.join(deeper, 'b.txt'), 'edited again');
+    const overwritten = restored(target, '--overwrite');
+    expect(overwritten.renamed).toEqual([]);
+    expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('kept b');
+    expect(readdirSync(deeper).sort()).toEqual(['b.txt', 'b.txt (restored)']);
+    expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
+  });
+
+  it('restores into a read-only target, and into a read-only folder a new target is made in, and gives each its mode back', () => {
+    const target = path.join(home, 'read-only-target');
+    nobodysFolder(target, 0o555);
+    const plan = asNobody(['plan-restore', 'Kept', target]);
+    expect(plan.stderr).toBe('');
+    expect(JSON.parse(plan.stdout)).toMatchObject({ files: 3, refusedBecause: null });
+    expect(restored(target).files).toBe(3);
+    expect(readFileSync(path.join(target, 'archive', 'a.txt'), 'utf8')).toBe('kept a');
+    expect(modeOf(target)).toBe(0o555);
+
+    const parent = path.join(home, 'read-only-parent');
+    nobodysFolder(parent, 0o500);
+    expect(restored(path.join(parent, 'new')).files).toBe(3);
+    expect(readFileSync(path.join(parent, 'new', 'top.txt'), 'utf8')).toBe('top');
+    expect(modeOf(parent)).toBe(0o500);
+  });
+
+  it('gives the folders their modes back when the restore fails part way', () => {
+    // A small disk of nobody's, holding the first version already: a restore of the next, with
+    // a file the disk cannot hold, is not refused up front (the names it writes are taken).
+    disk = mountMemoryDisk(path.join(scratch, 'small-disk'), 'tmpfs', 2);
+    chownSync(disk.dir, NOBODY, NOBODY);
+    const target = path.join(disk.dir, 'restored');
+    restored(target);
+    writeInto(path.join(source, 'archive', 'deeper', 'large.bin'), randomBytes(4 * MiB));
+    const backup = asNobody(['backup', source, 'Kept']);
+    expect(backup.stderr).toBe('');
+
+    const failed = asNobody(['restore', 'Kept', target]);
+    expect(failed.stderr).toMatch(/^disk_full: not enough free space in /);
+    expect(failed.status).toBe(1);
+    const deeper = path.join(target, 'archive', 'deeper');
+    expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
+    expect(readdirSync(deeper)).toEqual(['b.txt']);
+    expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('kept b');
+  });
+});
