@@ -7,6 +7,7 @@ import type { ServiceClient } from '../service/index.ts';
 import {
   originalPlace,
   planRestore,
+  giveModesBack,
   removeLeftTemporaries,
   restoreVersion,
   subtreeIndex,
@@ -260,6 +261,7 @@ export class VersionRestorer {
         targetDir,
         overwrite: input.overwrite,
         temporaryToken: mark.token,
+        onFolderOpening: (folder) => mark.noteOpenedFolder(folder),
         ...(asked.path === undefined ? {} : { subPath: asked.path }),
         ...(input.to === undefined ? { foldersAboveAsBackedUp: true } : {}),
         ...(this.parts.deps.afterFileRestored
@@ -301,7 +303,8 @@ export class VersionRestorer {
   }
 
   /**
-   * Ends the mark of a restore that failed once none of its temporaries are left. It removed
+   * Ends the mark of a restore that failed once none of its temporaries are left, nor a folder
+   * it opened that it could not give its mode back. It removed
    * those it could as it stopped, but a target whose disk was pulled out keeps the ones written
    * before, and the mark stays so that the next restore removes them once it is back.
    */
@@ -309,6 +312,8 @@ export class VersionRestorer {
     let someLeft = true;
     try {
       someLeft = removeLeftTemporaries(targetDir, mark.token).someLeft;
+      // Those the restore could not give back as it failed (their disk away) are tried later.
+      if (!someLeft) someLeft = !giveModesBack(mark.openedFolders());
     } catch {
       // The restore's own failure is the one to report; the next restore looks again, and
       // says what stops it there.
@@ -330,7 +335,8 @@ export class VersionRestorer {
       try {
         const left = removeLeftTemporaries(target, mark.token);
         removed += left.removed;
-        if (!left.someLeft) mark.end();
+        // After the temporaries: the folders it opened let them be removed.
+        if (!left.someLeft && giveModesBack(mark.openedFolders())) mark.end();
       } finally {
         mark.release();
       }

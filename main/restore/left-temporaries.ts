@@ -25,7 +25,7 @@ export interface LeftTemporaries {
  * Whether a failed read or removal is the disk's or its permissions', rather than a bug: a disk
  * pulled out (isDiskGone) answers as a folder that cannot be read.
  */
-function isOutOfReach(error: unknown): boolean {
+export function isOutOfReach(error: unknown): boolean {
   const { code } = error as NodeJS.ErrnoException;
   return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' || isDiskGone(error);
 }

@@ -1,4 +1,5 @@
-import { accessSync, chmodSync, constants, statSync, type Stats } from 'node:fs';
+import { accessSync, chmodSync, constants, lstatSync, statSync, type Stats } from 'node:fs';
+import { isOutOfReach } from './left-temporaries.ts';
 
 // Folders of the user's own that a restore writes into although they are read-only: a tree
 // kept with `chmod -R a-w`, or Go's module cache, restored to where it came from. The owner may
@@ -6,7 +7,9 @@ import { accessSync, chmodSync, constants, statSync, type Stats } from 'node:fs'
 // can: the folder is given its owner's write permission for the while, and its own mode back
 // once the restore is done, whether it succeeded or not. Root writes anywhere, so for root
 // nothing is opened. A folder of another user's is left as it is, and the write into it fails
-// with its own error.
+// with its own error. A restore killed part-way (SIGKILL, a power cut) cannot give them back:
+// each is noted in its mark before it is opened, and the next restore gives back the modes of
+// those still as it left them.
 
 function codeOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
@@ -33,9 +36,23 @@ export function closedOnlyByItsMode(dir: string): boolean {
   return stats.isDirectory() && ownedByThisUser(stats);
 }
 
+/** A folder a restore opened, with the mode it had. */
+export interface OpenedFolder {
+  readonly dir: string;
+  readonly mode: number;
+}
+
+/** The mode a folder of `mode` has while a restore writes into it. */
+function openedMode(mode: number): number {
+  return mode | 0o300;
+}
+
 export class OpenedFolders {
   /** The mode of each folder opened, to give back; folders found open map to undefined. */
   readonly #modes = new Map<string, number | undefined>();
+
+  /** `noteOpening` keeps each folder and its mode, before it is opened, where a crash leaves it. */
+  constructor(private readonly noteOpening?: (folder: OpenedFolder) => void) {}
 
   /**
    * Lets this restore write into `dir` when it is this user's own folder, closed only by its
@@ -48,7 +65,8 @@ export class OpenedFolders {
       return;
     }
     const mode = statSync(dir).mode & 0o7777;
-    chmodSync(dir, mode | 0o300);
+    this.noteOpening?.({ dir, mode });
+    chmodSync(dir, openedMode(mode));
     this.#modes.set(dir, mode);
   }
 
@@ -74,4 +92,25 @@ export class OpenedFolders {
     this.#modes.clear();
     return failures;
   }
+}
+
+/**
+ * Gives back their modes the folders a restore killed part-way opened: those still as it left
+ * them (one whose mode the user has changed since keeps theirs; one gone has none to give back).
+ * False when one is out of reach now (its disk away, say), for a later run to try again.
+ */
+export function giveModesBack(folders: Iterable<OpenedFolder>): boolean {
+  let allGiven = true;
+  for (const { dir, mode } of folders) {
+    try {
+      const stats = lstatSync(dir);
+      if (!stats.isDirectory() || !ownedByThisUser(stats)) continue;
+      if ((stats.mode & 0o7777) === openedMode(mode)) chmodSync(dir, mode);
+    } catch (error) {
+      if (codeOf(error) === 'ENOENT') continue;
+      if (!isOutOfReach(error)) throw error;
+      allGiven = false;
+    }
+  }
+  return allGiven;
 }

@@ -40,7 +40,7 @@ import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
 import { makeFolders, modeWhileFilled } from './make-folders.ts';
 import { missingFoldersAbove } from './folders-above.ts';
-import { OpenedFolders } from './opened-folders.ts';
+import { OpenedFolders, type OpenedFolder } from './opened-folders.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
@@ -116,6 +116,11 @@ export interface RestoreInput {
    * given. The engine gives its restore mark's, so a later run can remove what a kill left.
    */
   readonly temporaryToken?: string;
+  /**
+   * Takes each read-only folder of the user's own before the restore opens it to write into
+   * (opened-folders.ts), to be kept where a crash leaves it.
+   */
+  readonly onFolderOpening?: (folder: OpenedFolder) => void;
   /** Test seam for crash-point tests: a file is written whole, before its rename. */
   readonly afterFileWritten?: (writtenSoFar: number) => void;
   /** Takes the restore's progress, at most every 200 ms and once at its end. */
@@ -353,7 +358,7 @@ function totalsOfEntries(
 }
 
 export async function restoreVersion(input: RestoreInput): Promise<RestoreResult> {
-  const opened = new OpenedFolders();
+  const opened = new OpenedFolders(input.onFolderOpening);
   let result: RestoreResult;
   try {
     result = await restoreInto(input, opened);

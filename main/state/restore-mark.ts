@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
+  appendFileSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -15,7 +16,8 @@ import { takeFileLock } from './file-lock.ts';
 // A mark in the Canopy home that a restore is under way: its token (in its temporary names)
 // and its target folder. A restore writes each file to a temporary name beside its target and
 // renames it once whole; one killed part-way leaves those temporaries behind. Its mark stays
-// too, so a later restore knows where to look and which names are its to remove.
+// too, so a later restore knows where to look and which names are its to remove, and which
+// read-only folders of the user's it had opened to write into, whose modes it gives back.
 //
 // A mark is held as BackupLock is, by a file lock (takeFileLock): the kernel drops the lock
 // with its process, so a mark that can be taken belongs to a restore
@@ -132,6 +134,35 @@ export class RestoreMark {
     return undefined;
   }
 
+  /**
+   * Notes a folder the restore is about to open to write into, with the mode to give back:
+   * before it is opened, so a kill at any point leaves it noted. One line each, appended.
+   */
+  noteOpenedFolder(folder: { readonly dir: string; readonly mode: number }): void {
+    appendFileSync(
+      path.join(this.dir, `restore-${this.token}.opened`),
+      `${JSON.stringify({ dir: folder.dir, mode: folder.mode })}\n`,
+      { mode: 0o600 },
+    );
+  }
+
+  /** The folders noted by noteOpenedFolder, with their modes. */
+  openedFolders(): Array<{ dir: string; mode: number }> {
+    let text: string;
+    try {
+      text = readFileSync(path.join(this.dir, `restore-${this.token}.opened`), 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    const folders: Array<{ dir: string; mode: number }> = [];
+    for (const line of text.split('\n')) {
+      const folder = openedFolderOf(line);
+      if (folder) folders.push(folder);
+    }
+    return folders;
+  }
+
   /** The restore ended, whole or not, and left nothing under temporary names: the mark goes. */
   end(): void {
     if (this.released) return;
@@ -139,6 +170,8 @@ export class RestoreMark {
     // in between finds nothing left under its temporary names, and removes it as well.
     this.release();
     const stem = path.join(this.dir, `restore-${this.token}`);
+    // First: once the lock is gone, nothing would remove it.
+    rmSync(`${stem}.opened`, { force: true });
     rmSync(`${stem}.lock`, { force: true });
     rmSync(`${stem}.json`, { force: true });
   }
@@ -171,6 +204,24 @@ function removeUnmadeMark(dir: string, token: string, names: ReadonlySet<string>
   } catch {
     // Gone meanwhile (another run removed them), or out of reach now: looked at again next time.
   }
+}
+
+/**
+ * A folder and its mode as noteOpenedFolder wrote them; undefined for a line cut short by a kill
+ * (the last), or the empty one after the last.
+ */
+function openedFolderOf(line: string): { dir: string; mode: number } | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  const { dir, mode } = (parsed ?? {}) as { dir?: unknown; mode?: unknown };
+  if (typeof dir !== 'string' || !path.isAbsolute(dir)) return undefined;
+  if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o7777)
+    return undefined;
+  return { dir, mode };
 }
 
 /** The target a mark names; undefined when its file is gone or was cut short by a kill. */

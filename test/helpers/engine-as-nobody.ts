@@ -3,6 +3,7 @@
 // privileges are dropped, so the test does not depend on where the repository lives.
 // Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET
 //   | restore BUCKET TARGET [--overwrite] | plan-restore BUCKET TARGET
+//   | crash-restore BUCKET TARGET N (killed with SIGKILL once N files are written whole)
 import { EngineError } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
@@ -20,6 +21,14 @@ const engine = createEngine({
   home,
   secrets: new FileSecretStore(home),
   startLocalService,
+  // As a crash or power cut would, once that many files are written whole.
+  ...(command === 'crash-restore'
+    ? {
+        afterFileRestored: (written: number) => {
+          if (written >= Number(args[2])) process.kill(process.pid, 'SIGKILL');
+        },
+      }
+    : {}),
 });
 try {
   switch (command) {
@@ -43,6 +52,9 @@ try {
         )}\n`,
       );
       break;
+    case 'crash-restore':
+      await engine.restore({ bucket: args[0] ?? '', to: args[1] ?? '', overwrite: false });
+      throw new Error('the restore finished without crashing');
     case 'plan-restore': {
       const plan = await engine.planRestore({
         bucket: args[0] ?? '',

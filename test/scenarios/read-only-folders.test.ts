@@ -120,6 +120,26 @@ describe("a restore into the user's own read-only folders", () => {
     expect(modeOf(parent)).toBe(0o500);
   });
 
+  it('leaves the folders a killed restore opened to the next restore, which gives their modes back', () => {
+    const target = path.join(home, 'killed');
+    restored(target);
+    const archive = path.join(target, 'archive');
+    const deeper = path.join(archive, 'deeper');
+    writeFileSync(path.join(archive, 'a.txt'), 'edited a');
+    writeFileSync(path.join(deeper, 'b.txt'), 'edited b');
+    const killed = asNobody(['crash-restore', 'Kept', target, '1']);
+    expect(killed.signal).toBe('SIGKILL');
+    // Opened as the kill left them: what this test is about.
+    expect([archive, deeper].map(modeOf)).toContain(0o755);
+
+    // Any later restore, into another folder even.
+    restored(path.join(home, 'elsewhere'));
+    expect([modeOf(archive), modeOf(deeper)]).toEqual([0o555, 0o555]);
+    const names = readdirSync(target, { recursive: true, encoding: 'utf8' });
+    expect(names.filter((name) => name.includes('.canopy-restore-'))).toEqual([]);
+    expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('edited b');
+  });
+
   it('gives the folders their modes back when the restore fails part way', () => {
     // A small disk of nobody's, holding the first version already: a restore of the next, with
     // a file the disk cannot hold, is not refused up front (the names it writes are taken).

@@ -1,4 +1,12 @@
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -29,6 +37,24 @@ describe('RestoreMark', () => {
 
     other.end();
     expect(RestoreMark.stopped(home)).toEqual([]);
+    expect(readdirSync(path.join(home, 'locks'))).toEqual([]);
+  });
+});
+
+describe('RestoreMark.openedFolders', () => {
+  it('keeps each folder noted, a line cut short by a kill left out, until the mark ends', () => {
+    const home = path.join(scratch, 'opened');
+    const mark = RestoreMark.start(home, '/home/me/archive');
+    mark.noteOpenedFolder({ dir: '/home/me/archive', mode: 0o555 });
+    mark.noteOpenedFolder({ dir: '/home/me/archive/a\nnewline', mode: 0o500 });
+    appendFileSync(path.join(home, 'locks', `restore-${mark.token}.opened`), '{"dir":"/home/me/ar');
+    mark.release();
+    const [stopped] = RestoreMark.stopped(home);
+    expect(stopped?.mark.openedFolders()).toEqual([
+      { dir: '/home/me/archive', mode: 0o555 },
+      { dir: '/home/me/archive/a\nnewline', mode: 0o500 },
+    ]);
+    stopped?.mark.end();
     expect(readdirSync(path.join(home, 'locks'))).toEqual([]);
   });
 });
