@@ -173,6 +173,11 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
               ? "the disk would not take the permissions of 1 file or folder; it has the disk's own"
               : `the disk would not take the permissions of ${result.modesNotKept} files and folders; they have the disk's own`,
           ]),
+      ...(result.foldersOfOthers === 0
+        ? []
+        : [
+            `${counted(result.foldersOfOthers, 'folder')} of another user's kept ${result.foldersOfOthers === 1 ? 'its' : 'their'} own permissions and times: only ${result.foldersOfOthers === 1 ? 'its' : 'their'} owner may change them`,
+          ]),
       ...result.setIdBitsDropped.map(
         (item) =>
           `restored ${item} without its set-user-ID or set-group-ID bit: Canopy keeps no owners, and restored as root it would run as root (chmod u+s or g+s gives it back)`,

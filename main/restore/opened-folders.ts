@@ -20,6 +20,11 @@ export function ownedByThisUser(stats: Stats): boolean {
   return process.getuid !== undefined && stats.uid === process.getuid();
 }
 
+/** Whether this process may change the mode and times of what `stats` describes. */
+export function mayChangeLook(stats: Stats): boolean {
+  return process.getuid?.() === 0 || ownedByThisUser(stats);
+}
+
 /**
  * Whether `dir` is closed to writing only by its own mode, which its owner, this user, may
  * change: what a restore opens for the while.

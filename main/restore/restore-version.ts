@@ -40,7 +40,7 @@ import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
 import { makeFolders, modeWhileFilled } from './make-folders.ts';
 import { missingFoldersAbove } from './folders-above.ts';
-import { OpenedFolders, type OpenedFolder } from './opened-folders.ts';
+import { mayChangeLook, OpenedFolders, type OpenedFolder } from './opened-folders.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
@@ -183,6 +183,11 @@ export interface RestoreResult {
    * theirs (FAT and exFAT).
    */
   readonly modesNotKept: number;
+  /**
+   * Folders that were there, of another user's (a team's shared folder), given the version's
+   * mode and mtime with `overwrite`: only their owner may change those, and they keep their own.
+   */
+  readonly foldersOfOthers: number;
   /**
    * Files restored without the set-user-ID or set-group-ID bit their mode had (`dropSetIdBits`),
    * by their path below the target.
@@ -418,6 +423,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     wholeOnRetry: [] as string[],
     unavailable: [] as UnavailableBlockReport[],
     modesNotKept: 0,
+    foldersOfOthers: 0,
     setIdBitsDropped: [] as string[],
   };
   /** Gives `file` (a path, or an open descriptor) the mode it had, where the disk can hold it. */
@@ -950,6 +956,12 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {
+    // Only one that was there can be: the restore made the others, as this user.
+    if (!mayChangeLook(lstatSync(dir))) {
+      result.foldersOfOthers += 1;
+      result.directories -= 1;
+      continue;
+    }
     if (mode !== undefined) {
       opened.modeGivenBy(dir);
       keepMode(dir, mode);

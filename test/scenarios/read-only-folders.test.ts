@@ -15,10 +15,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { nobodyEngine, type NobodyEngine } from '../helpers/nobody-engine.ts';
 import { mountMemoryDisk, type MountedDisk } from '../helpers/limited-disks.ts';
+import type { RestoreResult } from '../../main/restore/index.ts';
 
 // A user's own read-only folders (a tree kept with `chmod -R a-w`, Go's module cache), restored
 // into again: the restore writes what is missing or differs into them, and leaves each with its
-// own mode, whether it succeeds or fails part way. Run as `nobody`, since root writes anywhere.
+// own mode, whether it succeeds or fails part way. Folders of another user's that this one may
+// write into (a team's share) keep their own mode and times, which only their owner may change.
+// Run as `nobody`, since root writes anywhere.
 
 const NOBODY = 65534;
 const MiB = 1024 * 1024;
@@ -48,11 +51,11 @@ function writeInto(file: string, content: string | Buffer, folderMode = 0o555): 
 }
 
 /** Runs a restore as nobody; its result, once it succeeded. */
-function restored(target: string, ...options: string[]): { renamed: string[]; files: number } {
+function restored(target: string, ...options: string[]): RestoreResult {
   const run = asNobody(['restore', 'Kept', target, ...options]);
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
-  return JSON.parse(run.stdout) as { renamed: string[]; files: number };
+  return JSON.parse(run.stdout) as RestoreResult;
 }
 
 beforeAll(() => {
@@ -158,5 +161,24 @@ describe("a restore into the user's own read-only folders", () => {
     expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
     expect(readdirSync(deeper)).toEqual(['b.txt']);
     expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('kept b');
+  });
+});
+
+describe("a restore --overwrite into another user's folders open to this one", () => {
+  it('restores the files, and leaves the folders their own mode, saying so', () => {
+    // Root's share, open to all, as a team's shared folder is to its members.
+    const share = path.join(scratch, 'share');
+    const archive = path.join(share, 'archive');
+    const deeper = path.join(archive, 'deeper');
+    mkdirSync(deeper, { recursive: true });
+    for (const dir of [share, archive, deeper]) chmodSync(dir, 0o777);
+    writeFileSync(path.join(archive, 'a.txt'), 'a colleague changed a');
+    chmodSync(path.join(archive, 'a.txt'), 0o666);
+
+    const result = restored(share, '--overwrite');
+    expect(result).toMatchObject({ foldersOfOthers: 2, directories: 0, modesNotKept: 0 });
+    expect(readFileSync(path.join(archive, 'a.txt'), 'utf8')).toBe('kept a');
+    expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('kept b');
+    expect([modeOf(archive), modeOf(deeper)]).toEqual([0o777, 0o777]);
   });
 });
