@@ -146,6 +146,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       signal,
     }),
   ).finally(() => progress.done());
+  const othersKept = new Set(result.othersKept);
   out.print(
     [
       ...(result.leftoversRemoved === 0
@@ -162,10 +163,12 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
               ? 'already there with the same content, and left as it was: 1 file or link'
               : `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
           ]),
-      ...result.renamed.map(
-        (name) =>
-          `kept ${name.replace(/ \(restored(?: \d+)?\)$/, '')}, which was there already (a file, folder or link); restored as ${name}`,
-      ),
+      ...result.renamed.map((name) => {
+        const kept = name.replace(/ \(restored(?: \d+)?\)$/, '');
+        return othersKept.has(kept)
+          ? `kept ${kept}, another user's in a shared folder, which only they may replace; restored as ${name}`
+          : `kept ${kept}, which was there already (a file, folder or link); restored as ${name}`;
+      }),
       ...(result.modesNotKept === 0
         ? []
         : [

@@ -1,4 +1,4 @@
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, type Stats } from 'node:fs';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isEngineError } from '../api/index.ts';
@@ -9,6 +9,7 @@ import { fileLeaves } from './file-leaves.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
 import { notInVersion } from './not-in-version.ts';
 import { closedOnlyByItsMode } from './opened-folders.ts';
+import { mayReplace } from './replaceable.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
@@ -123,6 +124,9 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
       replaced: [] as string[],
       refusedBecause,
     };
+    /** Whether the restore replaces `existing`, in the way of the entry at `relative`. */
+    const replaces = (relative: string, existing: Stats): boolean =>
+      input.overwrite && mayReplace(path.join(targetDir, relative), existing);
     /** Folders of the version the target lacks, or that go beside what has their name. */
     const newFolders = new Set<string>();
     for (const { entry, relative } of entries()) {
@@ -136,7 +140,7 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
         if (existing?.isDirectory() === true) continue;
         newFolders.add(relative);
         plan.directories += 1;
-        if (existing) (input.overwrite ? plan.replaced : plan.beside).push(relative);
+        if (existing) (replaces(relative, existing) ? plan.replaced : plan.beside).push(relative);
         continue;
       }
       if (alreadyThere.has(relative)) continue;
@@ -145,7 +149,10 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
         plan.bytes += fileSize(entry);
       } else plan.symlinks += 1;
       if (existing)
-        (input.overwrite && !existing.isDirectory() ? plan.replaced : plan.beside).push(relative);
+        (replaces(relative, existing) && !existing.isDirectory()
+          ? plan.replaced
+          : plan.beside
+        ).push(relative);
     }
     return plan;
   } catch (error) {

@@ -42,6 +42,7 @@ import { makeFolders, modeWhileFilled } from './make-folders.ts';
 import { missingFoldersAbove } from './folders-above.ts';
 import { mayChangeLook, OpenedFolders, type OpenedFolder } from './opened-folders.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
+import { mayReplace } from './replaceable.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
@@ -164,6 +165,11 @@ export interface RestoreResult {
   readonly symlinks: number;
   readonly bytes: number;
   readonly renamed: readonly string[];
+  /**
+   * With `overwrite`, what had the name of an entry restored beside it (in `renamed`) because
+   * it is another user's, in a folder (sticky, as /tmp) where only they may replace it; by path.
+   */
+  readonly othersKept: readonly string[];
   /**
    * Files and links the target held already, byte for byte (already-there.ts): left as they
    * were, and not fetched. Only without `overwrite`.
@@ -318,10 +324,16 @@ function linkedTo(file: string): string | undefined {
     : undefined;
 }
 
-/** Whether what has this name keeps it: anything unless `overwrite`, and always a folder. */
-function inTheWay(file: string, overwrite: boolean): boolean {
+/**
+ * What keeps `file`'s name: 'kept' for anything unless `overwrite`, and always a folder;
+ * 'theirs' for another user's that this one may not replace (replaceable.ts); undefined when
+ * nothing has it, or what has it is replaced.
+ */
+function keeperOf(file: string, overwrite: boolean): 'kept' | 'theirs' | undefined {
   const existing = lstatUnlessRefused(file);
-  return existing !== undefined && (!overwrite || existing.isDirectory());
+  if (existing === undefined) return undefined;
+  if (!overwrite || existing.isDirectory()) return 'kept';
+  return mayReplace(file, existing) ? undefined : 'theirs';
 }
 
 /**
@@ -418,6 +430,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     symlinks: 0,
     bytes: 0,
     renamed: [] as string[],
+    othersKept: [] as string[],
     alreadyThere: 0,
     notRestored: [] as NotRestored[],
     wholeOnRetry: [] as string[],
@@ -711,10 +724,11 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   const folders = new Map<string, string>([['', input.targetDir]]);
   /** Folders the target refused, by their path below the target: what they hold is skipped. */
   const refusedFolders = new Set<string>();
-  /** A free name for `destination`, recorded as a rename. */
-  const renamed = (destination: string): string => {
+  /** A free name for `destination`, recorded as a rename; `theirs`: see keeperOf. */
+  const renamed = (destination: string, theirs = false): string => {
     const free = freeName(destination, nameTaken);
     result.renamed.push(path.relative(input.targetDir, free));
+    if (theirs) result.othersKept.push(path.relative(input.targetDir, destination));
     return free;
   };
   /**
@@ -726,6 +740,8 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     if (!existing || existing.isDirectory())
       return { folder: destination, existed: existing !== undefined };
     if (!input.overwrite) return { folder: renamed(destination), existed: false };
+    if (!mayReplace(destination, existing))
+      return { folder: renamed(destination, true), existed: false };
     opened.openIfClosed(path.dirname(destination));
     rmSync(destination);
     return { folder: destination, existed: false };
@@ -804,7 +820,8 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     const sameName = foldedName(target);
     if (nameTaken(sameName)) await nameSettled(sameName);
     if (failure !== undefined) return false;
-    if (inTheWay(target, input.overwrite)) target = renamed(destination);
+    const keeper = keeperOf(target, input.overwrite);
+    if (keeper !== undefined) target = renamed(destination, keeper === 'theirs');
     const folded = foldedName(target);
     const written = restoreFile(entry, target, dag).then((file) => {
       if (!file) return;

@@ -2,7 +2,7 @@
 // file, so the real behaviour needs another user. Every module is loaded while still root, then
 // privileges are dropped, so the test does not depend on where the repository lives.
 // Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET
-//   | restore BUCKET TARGET [--overwrite] | plan-restore BUCKET TARGET
+//   | restore BUCKET TARGET [--overwrite] | plan-restore BUCKET TARGET [--overwrite]
 //   | crash-restore BUCKET TARGET N (killed with SIGKILL once N files are written whole)
 import { EngineError } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -59,7 +59,7 @@ try {
       const plan = await engine.planRestore({
         bucket: args[0] ?? '',
         to: args[1] ?? '',
-        overwrite: false,
+        overwrite: args[2] === '--overwrite',
       });
       process.stdout.write(`${JSON.stringify(plan)}\n`);
       break;

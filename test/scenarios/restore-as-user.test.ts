@@ -17,6 +17,8 @@ import { nobodyEngine, type NobodyEngine } from '../helpers/nobody-engine.ts';
 import { mountMemoryDisk, type MountedDisk } from '../helpers/limited-disks.ts';
 import type { RestoreResult } from '../../main/restore/index.ts';
 
+// A restore by a user who is not root, into folders whose permissions stand in its way.
+//
 // A user's own read-only folders (a tree kept with `chmod -R a-w`, Go's module cache), restored
 // into again: the restore writes what is missing or differs into them, and leaves each with its
 // own mode, whether it succeeds or fails part way. Folders of another user's that this one may
@@ -180,5 +182,38 @@ describe("a restore --overwrite into another user's folders open to this one", (
     expect(readFileSync(path.join(archive, 'a.txt'), 'utf8')).toBe('kept a');
     expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('kept b');
     expect([modeOf(archive), modeOf(deeper)]).toEqual([0o777, 0o777]);
+  });
+});
+
+describe('a restore --overwrite into a sticky folder, as /tmp, holding what another user has there', () => {
+  it('replaces its own, restores beside what is theirs, and says which', () => {
+    const share = path.join(scratch, 'sticky');
+    const archive = path.join(share, 'archive');
+    mkdirSync(archive, { recursive: true });
+    for (const dir of [share, archive]) chmodSync(dir, 0o1777);
+    // Root's: a file of a restored file's name, and one of a restored folder's name.
+    writeFileSync(path.join(archive, 'a.txt'), "root's a");
+    writeFileSync(path.join(archive, 'deeper'), "root's file");
+    for (const file of ['a.txt', 'deeper']) chmodSync(path.join(archive, file), 0o666);
+    // Nobody's own, which it may replace.
+    writeFileSync(path.join(share, 'top.txt'), 'an older top');
+    chownSync(path.join(share, 'top.txt'), NOBODY, NOBODY);
+
+    const plan = asNobody(['plan-restore', 'Kept', share, '--overwrite']);
+    expect(plan.stderr).toBe('');
+    expect(JSON.parse(plan.stdout)).toMatchObject({
+      replaced: ['top.txt'],
+      beside: ['archive/a.txt', 'archive/deeper'],
+    });
+    const result = restored(share, '--overwrite');
+    expect([...result.renamed].sort()).toEqual([
+      'archive/a.txt (restored)',
+      'archive/deeper (restored)',
+    ]);
+    expect([...result.othersKept].sort()).toEqual(['archive/a.txt', 'archive/deeper']);
+    expect(readFileSync(path.join(share, 'top.txt'), 'utf8')).toBe('top');
+    expect(readFileSync(path.join(archive, 'a.txt'), 'utf8')).toBe("root's a");
+    expect(readFileSync(path.join(archive, 'a.txt (restored)'), 'utf8')).toBe('kept a');
+    expect(readFileSync(path.join(archive, 'deeper (restored)', 'b.txt'), 'utf8')).toBe('kept b');
   });
 });
