@@ -146,7 +146,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       signal,
     }),
   ).finally(() => progress.done());
-  const othersKept = new Set(result.othersKept);
+  const notReplaced = new Map(result.notReplaced.map((item) => [item.path, item.reason]));
   out.print(
     [
       ...(result.leftoversRemoved === 0
@@ -165,9 +165,10 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
           ]),
       ...result.renamed.map((name) => {
         const kept = name.replace(/ \(restored(?: \d+)?\)$/, '');
-        return othersKept.has(kept)
-          ? `kept ${kept}, another user's in a shared folder, which only they may replace; restored as ${name}`
-          : `kept ${kept}, which was there already (a file, folder or link); restored as ${name}`;
+        const reason = notReplaced.get(kept);
+        return reason === undefined
+          ? `kept ${kept}, which was there already (a file, folder or link); restored as ${name}`
+          : `kept ${kept}, ${reason}; restored as ${name}`;
       }),
       ...(result.modesNotKept === 0
         ? []

@@ -7,6 +7,7 @@ import {
   lutimesSync,
   readlinkSync,
   rmSync,
+  unlinkSync,
 } from 'node:fs';
 import { utimes } from 'node:fs/promises';
 import path from 'node:path';
@@ -42,7 +43,7 @@ import { makeFolders, modeWhileFilled } from './make-folders.ts';
 import { missingFoldersAbove } from './folders-above.ts';
 import { mayChangeLook, OpenedFolders, type OpenedFolder } from './opened-folders.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
-import { mayReplace } from './replaceable.ts';
+import { mayReplace, OTHERS_IN_STICKY_FOLDER, REPLACING_REFUSED } from './replaceable.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
@@ -152,6 +153,12 @@ export interface RestoreInput {
   readonly signal?: AbortSignal;
 }
 
+/** What kept its name though the restore was to replace it, by its path below the target. */
+export interface NotReplaced {
+  readonly path: string;
+  readonly reason: string;
+}
+
 /** An entry the target's file system would not take, by its path below the target. */
 export interface NotRestored {
   readonly path: string;
@@ -167,9 +174,9 @@ export interface RestoreResult {
   readonly renamed: readonly string[];
   /**
    * With `overwrite`, what had the name of an entry restored beside it (in `renamed`) because
-   * it is another user's, in a folder (sticky, as /tmp) where only they may replace it; by path.
+   * it may not be replaced, by path, with why (replaceable.ts).
    */
-  readonly othersKept: readonly string[];
+  readonly notReplaced: readonly NotReplaced[];
   /**
    * Files and links the target held already, byte for byte (already-there.ts): left as they
    * were, and not fetched. Only without `overwrite`.
@@ -430,7 +437,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     symlinks: 0,
     bytes: 0,
     renamed: [] as string[],
-    othersKept: [] as string[],
+    notReplaced: [] as NotReplaced[],
     alreadyThere: 0,
     notRestored: [] as NotRestored[],
     wholeOnRetry: [] as string[],
@@ -520,6 +527,8 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   const placing: FilePlacing = {
     replace: input.overwrite,
     nameBeside: (target) => freeName(target, (folded) => nameTaken(folded)),
+    notReplaced: (target, reason) =>
+      result.notReplaced.push({ path: path.relative(input.targetDir, target), reason }),
   };
   const renames = new PendingRenames(
     flush,
@@ -724,11 +733,14 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   const folders = new Map<string, string>([['', input.targetDir]]);
   /** Folders the target refused, by their path below the target: what they hold is skipped. */
   const refusedFolders = new Set<string>();
-  /** A free name for `destination`, recorded as a rename; `theirs`: see keeperOf. */
-  const renamed = (destination: string, theirs = false): string => {
+  /**
+   * A free name for `destination`, recorded as a rename; `notReplacedBecause`: why what has its
+   * name is kept though the restore was to replace it.
+   */
+  const renamed = (destination: string, notReplacedBecause?: string): string => {
     const free = freeName(destination, nameTaken);
     result.renamed.push(path.relative(input.targetDir, free));
-    if (theirs) result.othersKept.push(path.relative(input.targetDir, destination));
+    if (notReplacedBecause !== undefined) placing.notReplaced(destination, notReplacedBecause);
     return free;
   };
   /**
@@ -741,9 +753,15 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
       return { folder: destination, existed: existing !== undefined };
     if (!input.overwrite) return { folder: renamed(destination), existed: false };
     if (!mayReplace(destination, existing))
-      return { folder: renamed(destination, true), existed: false };
+      return { folder: renamed(destination, OTHERS_IN_STICKY_FOLDER), existed: false };
     opened.openIfClosed(path.dirname(destination));
-    rmSync(destination);
+    try {
+      // Not rmSync: told EPERM, it tries the name as a folder, and reports ENOTDIR instead.
+      unlinkSync(destination);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EPERM') throw error;
+      return { folder: renamed(destination, REPLACING_REFUSED), existed: false };
+    }
     return { folder: destination, existed: false };
   };
   let failure: Error | undefined;
@@ -821,7 +839,8 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     if (nameTaken(sameName)) await nameSettled(sameName);
     if (failure !== undefined) return false;
     const keeper = keeperOf(target, input.overwrite);
-    if (keeper !== undefined) target = renamed(destination, keeper === 'theirs');
+    if (keeper !== undefined)
+      target = renamed(destination, keeper === 'theirs' ? OTHERS_IN_STICKY_FOLDER : undefined);
     const folded = foldedName(target);
     const written = restoreFile(entry, target, dag).then((file) => {
       if (!file) return;

@@ -210,7 +210,12 @@ describe('a restore --overwrite into a sticky folder, as /tmp, holding what anot
       'archive/a.txt (restored)',
       'archive/deeper (restored)',
     ]);
-    expect([...result.othersKept].sort()).toEqual(['archive/a.txt', 'archive/deeper']);
+    expect([...result.notReplaced].sort((a, b) => a.path.localeCompare(b.path))).toEqual(
+      ['archive/a.txt', 'archive/deeper'].map((kept) => ({
+        path: kept,
+        reason: "another user's, in a shared folder where only they may replace it",
+      })),
+    );
     expect(readFileSync(path.join(share, 'top.txt'), 'utf8')).toBe('top');
     expect(readFileSync(path.join(archive, 'a.txt'), 'utf8')).toBe("root's a");
     expect(readFileSync(path.join(archive, 'a.txt (restored)'), 'utf8')).toBe('kept a');

@@ -28,7 +28,13 @@ function written(dir: string, name: string, synced: boolean): UnrenamedFile {
 }
 
 /** Never replacing: a name taken gives way to the same name with " (beside)". */
-const BESIDE = { replace: false, nameBeside: (target: string) => `${target} (beside)` };
+const BESIDE = {
+  replace: false,
+  nameBeside: (target: string) => `${target} (beside)`,
+  notReplaced: (target: string) => {
+    throw new Error(`${target} was not to be replaced`);
+  },
+};
 
 describe('PendingRenames', () => {
   it('renames each file once a failed flush gave way to an fsync of it, and flushes no more', async () => {
