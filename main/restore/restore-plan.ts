@@ -10,6 +10,7 @@ import { nearestFolderThere } from './nearest-folder.ts';
 import { notInVersion } from './not-in-version.ts';
 import { closedOnlyByItsMode } from './opened-folders.ts';
 import { mayReplace } from './replaceable.ts';
+import { writeRefusalReason } from './write-refusal.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
@@ -186,11 +187,10 @@ function writeRefusal(targetDir: string): string | undefined {
     return undefined;
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;
-    if (code === 'EROFS') return `cannot write in ${folder}: the disk is read-only`;
     // The user's own read-only folder is opened for the while (opened-folders.ts).
     if (code === 'EACCES' && closedOnlyByItsMode(folder)) return undefined;
-    if (code === 'EACCES' || code === 'EPERM')
-      return `cannot write in ${folder}: permission denied`;
-    throw error;
+    const reason = writeRefusalReason(code);
+    if (reason === undefined) throw error;
+    return `cannot write in ${folder}: ${reason}`;
   }
 }

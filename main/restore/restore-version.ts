@@ -43,6 +43,7 @@ import { makeFolders, modeWhileFilled } from './make-folders.ts';
 import { missingFoldersAbove } from './folders-above.ts';
 import { mayChangeLook, OpenedFolders, type OpenedFolder } from './opened-folders.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
+import { writeRefusalReason } from './write-refusal.ts';
 import { mayReplace, OTHERS_IN_STICKY_FOLDER, REPLACING_REFUSED } from './replaceable.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
@@ -234,10 +235,10 @@ function restoreError(error: unknown, targetDir: string, sparseWouldHelp = false
     );
   }
   const { code, path: failed } = error as NodeJS.ErrnoException;
-  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+  const reason = writeRefusalReason(code);
+  if (reason !== undefined) {
     // The failed path is what was being made there: a folder, or a file's temporary name.
     const where = failed === undefined ? targetDir : path.dirname(failed);
-    const reason = code === 'EROFS' ? 'the disk is read-only' : 'permission denied';
     return new EngineError('permission_denied', `cannot write in ${where}: ${reason}`, {
       cause: error,
     });

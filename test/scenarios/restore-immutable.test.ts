@@ -12,11 +12,12 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
+import { canopyFails, canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
 
 // A restore with --overwrite into a folder holding files marked immutable (chattr +i), which
 // not even root may replace or remove: each stays, the restored copy goes beside it, the
-// command says why for each, and everything else is replaced as asked.
+// command says why for each, and everything else is replaced as asked. A folder marked so takes
+// nothing, and the restore says why, not "permission denied" to root.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-immutable-'));
 const home = path.join(scratch, 'home');
@@ -94,5 +95,21 @@ describe('restore --overwrite over immutable files', () => {
     expect(readFileSync(path.join(target, 'notes (restored)', 'a.txt'), 'utf8')).toBe('note a');
     expect(readlinkSync(path.join(target, 'latest (restored)'))).toBe('plain.txt');
     expect(readFileSync(path.join(target, 'plain.txt'), 'utf8')).toBe('plain');
+  });
+});
+
+describe('a restore into a folder marked immutable', () => {
+  it('is refused, saying why, as --dry-run tells first', async () => {
+    const folder = path.join(scratch, 'immutable-folder');
+    mkdirSync(folder);
+    markImmutable(folder);
+    const why = `cannot write in ${folder}: the system refused it (as for a folder marked immutable: lsattr -d shows it)`;
+    expect(await canopyFails(home, 'restore', '--bucket', 'Papers', '--to', folder)).toBe(
+      `canopy: ${why}\n`,
+    );
+    expect(
+      await canopyFails(home, 'restore', '--bucket', 'Papers', '--to', folder, '--dry-run'),
+    ).toBe(`canopy: the restore would be refused: ${why}\n`);
+    expect(readdirSync(folder)).toEqual([]);
   });
 });
