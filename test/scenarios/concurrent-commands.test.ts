@@ -7,6 +7,7 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
 
 // Two Canopy processes on one home and one local backup folder at once, as when a user runs a
 // command in a terminal while a backup is running: each starts its own embedded service on the
@@ -90,8 +91,10 @@ describe('concurrent commands', () => {
     const sources = ['music', 'papers'].map((name) => {
       const dir = path.join(scratch, 'two', name);
       mkdirSync(dir, { recursive: true });
+      // Settled: a file modified right before a backup is read again by the next, whose
+      // bytesRead below would then not tell a whole index from a partial one.
       for (let i = 0; i < 40; i += 1)
-        writeFileSync(
+        writeSettled(
           path.join(dir, `${name}-${i}.bin`),
           randomBytes(i % 4 === 0 ? 1 << 20 : 20_000),
         );
