@@ -3,6 +3,7 @@ import path from 'node:path';
 import { EngineError, formatBytes } from '../api/index.ts';
 import { roomOnDisk } from './disk-blocks.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
+import { closedOnlyByItsMode } from './opened-folders.ts';
 import type { TreeTotals } from './tree-totals.ts';
 
 // A restore that cannot fit is told before anything is fetched: the disk filling part way
@@ -65,8 +66,9 @@ function roomFor(targetDir: string, targetExisted: boolean): DiskRoom | undefine
   try {
     // Else the folder the restore makes it in.
     const folder = targetExisted ? targetDir : nearestFolderThere(targetDir);
-    // A folder this process may not write in, or on a disk mounted read-only, is told as that.
-    accessSync(folder, constants.W_OK);
+    // A folder this process may not write in, or on a disk mounted read-only, is told as that;
+    // the user's own read-only folder is opened for the restore (opened-folders.ts).
+    if (!closedOnlyByItsMode(folder)) accessSync(folder, constants.W_OK);
     const disk = statfsSync(folder);
     return {
       // Root may also write the blocks the file system keeps back from other users.

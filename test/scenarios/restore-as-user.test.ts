@@ -145,7 +145,7 @@ describe("a restore into the user's own read-only folders", () => {
     expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('edited b');
   });
 
-  it('gives the folders their modes back when the restore fails part way', () => {
+  it('gives the folders their modes back when the restore fails part way, and tells one too large up front', () => {
     // A small disk of nobody's, holding the first version already: a restore of the next, with
     // a file the disk cannot hold, is not refused up front (the names it writes are taken).
     disk = mountMemoryDisk(path.join(scratch, 'small-disk'), 'tmpfs', 2);
@@ -163,6 +163,19 @@ describe("a restore into the user's own read-only folders", () => {
     expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
     expect(readdirSync(deeper)).toEqual(['b.txt']);
     expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('kept b');
+
+    // Into a read-only folder of its own on that disk, too large: told before anything is
+    // written, as into any other.
+    const closed = path.join(disk.dir, 'closed');
+    nobodysFolder(closed, 0o555);
+    const refused = asNobody(['restore', 'Kept', closed]);
+    expect(refused.stderr).toMatch(
+      new RegExp(
+        `^disk_full: not enough free space in ${closed} to restore: .*; nothing was restored`,
+      ),
+    );
+    expect(readdirSync(closed)).toEqual([]);
+    expect(modeOf(closed)).toBe(0o555);
   });
 });
 
