@@ -20,9 +20,13 @@ export function ownedByThisUser(stats: Stats): boolean {
   return process.getuid !== undefined && stats.uid === process.getuid();
 }
 
-/** Whether this process may change the mode and times of what `stats` describes. */
+/**
+ * Whether this process may change the mode and times of what `stats` describes: root, or its
+ * owner. Where there are no POSIX owners (Windows), the change is tried and tells itself.
+ */
 export function mayChangeLook(stats: Stats): boolean {
-  return process.getuid?.() === 0 || ownedByThisUser(stats);
+  const uid = process.getuid?.();
+  return uid === undefined || uid === 0 || stats.uid === uid;
 }
 
 /**
