@@ -119,7 +119,7 @@ describe('a restore dry run', () => {
   });
 
   it('with --overwrite tells what it would replace, never a folder by a file, and the restore does that', async () => {
-    const { engine, source } = await engineWithBackup('overwrite');
+    const { engine, home, source } = await engineWithBackup('overwrite');
     try {
       writeFileSync(path.join(source, 'docs', 'letter.txt'), 'dear Ann, edited');
       rmSync(path.join(source, 'photos'), { recursive: true });
@@ -137,6 +137,17 @@ describe('a restore dry run', () => {
         replaced: ['docs/letter.txt', 'docs/list.txt', 'photos'],
         beside: ['latest'],
       });
+      const cli = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Home', '--overwrite', '--dry-run'],
+        env,
+      );
+      expect(cli.status, cli.stderr).toBe(0);
+      expect(cli.stdout.split('\n').slice(-3)).toEqual([
+        'would keep 1 item there (a file, folder or link of a name it restores that it may not replace: a folder, or another user\'s in a shared folder), and restore the version\'s beside it with " (restored)" added to the name:',
+        '  latest',
+        '',
+      ]);
       const restored = await engine.restore({ bucket: 'Home', overwrite: true });
       expect(restored).toMatchObject({
         files: plan.files,
