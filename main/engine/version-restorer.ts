@@ -304,16 +304,16 @@ export class VersionRestorer {
 
   /**
    * Ends the mark of a restore that failed once none of its temporaries are left, nor a folder
-   * it opened that it could not give its mode back. It removed
-   * those it could as it stopped, but a target whose disk was pulled out keeps the ones written
-   * before, and the mark stays so that the next restore removes them once it is back.
+   * it opened without its mode given back. It removed those it could as it stopped, but a
+   * target whose disk was pulled out keeps the ones written before, and the mark stays so that
+   * the next restore removes them once it is back.
    */
   private endUnlessLeft(mark: RestoreMark, targetDir: string): void {
     let someLeft = true;
     try {
-      someLeft = removeLeftTemporaries(targetDir, mark.token).someLeft;
-      // Those the restore could not give back as it failed (their disk away) are tried later.
-      if (!someLeft) someLeft = !giveModesBack(mark.openedFolders());
+      const temporariesLeft = removeLeftTemporaries(targetDir, mark.token).someLeft;
+      // Folders the restore could not give back as it failed (their disk away) are tried later.
+      someLeft = temporariesLeft || !giveModesBack(mark.openedFolders());
     } catch {
       // The restore's own failure is the one to report; the next restore looks again, and
       // says what stops it there.

@@ -9,14 +9,14 @@ import { fileLeaves } from './file-leaves.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
 import { notInVersion } from './not-in-version.ts';
 import { closedOnlyByItsMode } from './opened-folders.ts';
-import { mayReplace } from './replaceable.ts';
-import { writeRefusalReason } from './write-refusal.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
+import { mayReplace } from './replaceable.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
 import { directoryLinks, walkTree, type TreeEntry } from './walk-tree.ts';
+import { writeRefusalReason } from './write-refusal.ts';
 import { zeroChunkCid } from './zero-chunk.ts';
 
 // What a restore would do, told before it does it (`canopy restore --dry-run`): what it would
