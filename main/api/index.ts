@@ -7,4 +7,5 @@ export * from './disk-full.ts';
 export * from './disk-gone.ts';
 export * from './state-repair.ts';
 export * from './stopped.ts';
+export * from './system-error-code.ts';
 export * from './thread-failure.ts';

@@ -1,14 +1,10 @@
 import { statSync } from 'node:fs';
-import { EngineError } from '../api/index.ts';
+import { EngineError, systemErrorCode } from '../api/index.ts';
 import { sourceGoneError } from '../scanner/index.ts';
 
 // A backup's source or a restore's target deleted or moved away while the work ran (a cleanup
 // script, a second window) fails the work with a system error at whichever file it reached
 // next: a bare ENOENT that names a file, not the folder, nor what became of the work.
-
-function codeOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
-}
 
 /** Whether `folder` is no longer there as a folder: deleted, moved away, or a file in its place. */
 function isGone(folder: string): boolean {
@@ -17,7 +13,7 @@ function isGone(folder: string): boolean {
   } catch (error) {
     // Any other failure to look (EIO, EACCES) is no sign that it is gone: the work's own
     // failure, which this only words, is the one to report.
-    const code = codeOf(error);
+    const code = systemErrorCode(error);
     return code === 'ENOENT' || code === 'ENOTDIR';
   }
 }
@@ -32,7 +28,8 @@ export function toldIfFolderGone(
   folder: string,
   what: 'backup' | 'restore',
 ): unknown {
-  if (error instanceof EngineError || codeOf(error) === undefined || !isGone(folder)) return error;
+  if (error instanceof EngineError || systemErrorCode(error) === undefined || !isGone(folder))
+    return error;
   if (what === 'backup') return sourceGoneError(folder, error);
   return new EngineError(
     'not_found',

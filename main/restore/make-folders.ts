@@ -1,13 +1,10 @@
 import { mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { systemErrorCode } from '../api/index.ts';
 
 // A folder and the folders above it, made as `mkdir -p` does. Node 20's own recursive mkdir
 // is not used: on a read-only disk it reports ENOENT instead of EROFS, and under /proc it never
 // returns, retrying a parent that exists.
-
-function codeOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
-}
 
 /**
  * The mode a restored folder is made with, before it is given its own once all in it is
@@ -24,9 +21,9 @@ async function makeOne(dir: string, mode: number | undefined): Promise<boolean> 
     await mkdir(dir, mode === undefined ? undefined : { mode });
     return true;
   } catch (error) {
-    if (codeOf(error) === 'ENOENT') return false;
+    if (systemErrorCode(error) === 'ENOENT') return false;
     // Something has the name already: fine if it is a folder (or a link to one).
-    if (codeOf(error) === 'EEXIST' && (await stat(dir)).isDirectory()) return true;
+    if (systemErrorCode(error) === 'EEXIST' && (await stat(dir)).isDirectory()) return true;
     throw error;
   }
 }

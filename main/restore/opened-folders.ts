@@ -1,5 +1,6 @@
 import { accessSync, chmodSync, constants, lstatSync, statSync, type Stats } from 'node:fs';
 import { isOutOfReach } from './left-temporaries.ts';
+import { systemErrorCode } from '../api/index.ts';
 
 // Folders of the user's own that a restore writes into although they are read-only: a tree
 // kept with `chmod -R a-w`, or Go's module cache, restored to where it came from. The owner may
@@ -10,10 +11,6 @@ import { isOutOfReach } from './left-temporaries.ts';
 // with its own error. A restore killed part-way (SIGKILL, a power cut) cannot give them back:
 // each is noted in its mark before it is opened, and the next restore gives back the modes of
 // those still as it left them.
-
-function codeOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
-}
 
 /** Whether this process's user owns what `stats` describes, and so may change its mode. */
 export function ownedByThisUser(stats: Stats): boolean {
@@ -39,7 +36,7 @@ export function closedOnlyByItsMode(dir: string): boolean {
     return false;
   } catch (error) {
     // Anything else (a read-only disk, a folder gone) the write itself meets and reports.
-    if (codeOf(error) !== 'EACCES') return false;
+    if (systemErrorCode(error) !== 'EACCES') return false;
   }
   const stats = statSync(dir);
   return stats.isDirectory() && ownedByThisUser(stats);
@@ -95,7 +92,7 @@ export class OpenedFolders {
       try {
         chmodSync(dir, mode);
       } catch (error) {
-        if (codeOf(error) !== 'ENOENT') failures.push(error as Error);
+        if (systemErrorCode(error) !== 'ENOENT') failures.push(error as Error);
       }
     }
     this.#modes.clear();
@@ -116,7 +113,7 @@ export function giveModesBack(folders: Iterable<OpenedFolder>): boolean {
       if (!stats.isDirectory() || !ownedByThisUser(stats)) continue;
       if ((stats.mode & 0o7777) === openedMode(mode)) chmodSync(dir, mode);
     } catch (error) {
-      if (codeOf(error) === 'ENOENT') continue;
+      if (systemErrorCode(error) === 'ENOENT') continue;
       if (!isOutOfReach(error)) throw error;
       allGiven = false;
     }

@@ -1,6 +1,7 @@
 import { linkSync, renameSync, symlinkSync, unlinkSync } from 'node:fs';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { REPLACING_REFUSED } from './replaceable.ts';
+import { systemErrorCode } from '../api/index.ts';
 
 // A restored file, written whole under a temporary name, put under its own name without
 // replacing anything that took that name since the restore looked (a file the user saved
@@ -24,10 +25,6 @@ export interface FilePlacing {
 /** Link failures of a disk that holds no hard links (FAT and exFAT, some FUSE file systems). */
 const NO_HARD_LINKS = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'ENOSYS', 'EMLINK']);
 
-function codeOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
-}
-
 /**
  * Puts the written file `temporary` under `target`, or, unless it may replace, under a free
  * name beside it when something has that name now. Gives the name it is under; the system's
@@ -47,22 +44,17 @@ export function placeFile(temporary: string, target: string, placing: FilePlacin
 
 /** Whether replacing what has `target` failed with `error` because the system refuses it. */
 function isReplacingRefused(error: unknown, target: string): boolean {
-  return codeOf(error) === 'EPERM' && lstatUnlessRefused(target) !== undefined;
+  return systemErrorCode(error) === 'EPERM' && lstatUnlessRefused(target) !== undefined;
 }
 
 /** placeFile without replacing: under `first`, or the next free name beside `target`. */
-function placeFrom(
-  first: string,
-  temporary: string,
-  target: string,
-  placing: FilePlacing,
-): string {
+function placeFrom(first: string, temporary: string, target: string, placing: FilePlacing): string {
   for (let name = first; ; name = placing.nameBeside(target)) {
     try {
       linkSync(temporary, name);
     } catch (error) {
-      if (codeOf(error) === 'EEXIST') continue;
-      if (!NO_HARD_LINKS.has(codeOf(error) ?? '')) throw error;
+      if (systemErrorCode(error) === 'EEXIST') continue;
+      if (!NO_HARD_LINKS.has(systemErrorCode(error) ?? '')) throw error;
       // No hard links here: a rename, once nothing has the name, leaves a moment in which
       // something made under it would be replaced.
       if (lstatUnlessRefused(name) !== undefined) continue;
@@ -90,7 +82,7 @@ export function placeSymlink(linkTarget: string, name: string, placing: FilePlac
         placing.notReplaced(name, REPLACING_REFUSED);
         replacing = false;
         first = placing.nameBeside(name);
-      } else if (codeOf(error) !== 'ENOENT') throw error;
+      } else if (systemErrorCode(error) !== 'ENOENT') throw error;
     }
   }
   for (let at = first; ; at = placing.nameBeside(name)) {
@@ -98,7 +90,7 @@ export function placeSymlink(linkTarget: string, name: string, placing: FilePlac
       symlinkSync(linkTarget, at);
       return at;
     } catch (error) {
-      if (replacing || codeOf(error) !== 'EEXIST') throw error;
+      if (replacing || systemErrorCode(error) !== 'EEXIST') throw error;
     }
   }
 }

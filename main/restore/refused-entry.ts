@@ -1,6 +1,7 @@
 import { lstatSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
+import { systemErrorCode } from '../api/index.ts';
 
 // What a restore target's file system may refuse one entry at a time, while it takes the rest:
 // a FAT or exFAT disk (a USB stick) or an NTFS one refuses names holding : ? * " < > | or \ and
@@ -27,11 +28,7 @@ const NOT_HELD_CODES = new Set(['ENOSYS', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP']);
  * come from mount options, refuse any other with EPERM. The file itself is restored.
  */
 export function isModeRefused(error: unknown): boolean {
-  return NOT_HELD_CODES.has(codeOf(error) ?? '');
-}
-
-function codeOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
+  return NOT_HELD_CODES.has(systemErrorCode(error) ?? '');
 }
 
 /** Whether something is at `file`: undefined for no such name, or for a name the disk refuses. */
@@ -39,7 +36,7 @@ export function lstatUnlessRefused(file: string): Stats | undefined {
   try {
     return lstatSync(file, { throwIfNoEntry: false });
   } catch (error) {
-    if (REFUSED_NAME_CODES.has(codeOf(error) ?? '')) return undefined;
+    if (REFUSED_NAME_CODES.has(systemErrorCode(error) ?? '')) return undefined;
     throw error;
   }
 }
@@ -54,7 +51,7 @@ export function refusalOf(
   name: string,
   kind: 'name' | 'symlink' | 'content',
 ): unknown {
-  const code = codeOf(error) ?? '';
+  const code = systemErrorCode(error) ?? '';
   if (kind === 'content')
     return code === 'EFBIG'
       ? new EntryNotRestoredError('the file is larger than the disk can hold in one file', {

@@ -1,17 +1,13 @@
 import { opendirSync, statSync, type BigIntStats } from 'node:fs';
-import { EngineError } from '../api/index.ts';
+import { EngineError, systemErrorCode } from '../api/index.ts';
 import { kernelFileSystemAt } from './kernel-file-systems.ts';
 
 // The folder a backup reads must exist, be a folder and be readable. Problems below it are
 // reported per item and skipped; the folder itself failing would otherwise pass for an empty
 // source, or stop the backup with a raw system error.
 
-function codeOf(error: unknown): string | undefined {
-  return (error as NodeJS.ErrnoException | undefined)?.code;
-}
-
 function problemWith(dir: string, error: unknown): EngineError | undefined {
-  switch (codeOf(error)) {
+  switch (systemErrorCode(error)) {
     case 'ENOENT':
     case 'ENOTDIR':
       return new EngineError('not_found', `there is no folder ${dir} to back up`, {
@@ -46,7 +42,7 @@ export function checkSourceFolder(dir: string): void {
 }
 
 function isGone(error: unknown): boolean {
-  const code = codeOf(error);
+  const code = systemErrorCode(error);
   return code === 'ENOENT' || code === 'ENOTDIR';
 }
 
