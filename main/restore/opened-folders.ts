@@ -13,7 +13,7 @@ import { systemErrorCode } from '../api/index.ts';
 // those still as it left them.
 
 /** Whether this process's user owns what `stats` describes, and so may change its mode. */
-export function ownedByThisUser(stats: Stats): boolean {
+function ownedByThisUser(stats: Stats): boolean {
   return process.getuid !== undefined && stats.uid === process.getuid();
 }
 
