@@ -19,6 +19,8 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   versions --bucket NAME | snapshots --bucket NAME
   versions delete ID... --bucket NAME               delete versions (and their snapshots), freeing
                                                     their data no other version holds
+  snapshots create [ID] --bucket NAME               pin a version (the active one by default): the
+                                                    server keeps it until its snapshot is deleted
   snapshots delete ID --bucket NAME                 unpin a version; the version stays
   ls --bucket NAME [--version ID | --snapshot ID | --at TIME] [PATH] [--recursive|-R]
      [--progress]

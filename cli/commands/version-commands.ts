@@ -1,7 +1,7 @@
 import { canopyHome } from '../../main/state/index.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
 
-// `canopy versions` and `canopy snapshots`: list and delete them.
+// `canopy versions` and `canopy snapshots`: list and delete them, and pin a version.
 
 export async function versionsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, rest, out, str } = command;
@@ -45,7 +45,8 @@ export async function versionsCommand(command: CommandContext): Promise<number |
           table([
             // FILES and BYTES: what the version holds. NEW BYTES (data_size): what it added to
             // the bucket, or expects to while pending.
-            ['ID', 'STATE', 'CREATED', 'FILES', 'BYTES', 'NEW BYTES'],
+            // PINNED: a snapshot keeps it from the pruning of outdated versions.
+            ['ID', 'STATE', 'CREATED', 'FILES', 'BYTES', 'NEW BYTES', 'PINNED'],
             ...versions.map((v) => [
               v.id,
               v.state,
@@ -53,6 +54,7 @@ export async function versionsCommand(command: CommandContext): Promise<number |
               String(totals.get(v.id)?.files ?? '-'),
               String(totals.get(v.id)?.bytes ?? '-'),
               String(v.data_size),
+              v.snapshot_id === null ? 'no' : 'yes',
             ]),
           ]),
           ...(unknown === 0
@@ -73,6 +75,23 @@ export async function versionsCommand(command: CommandContext): Promise<number |
 
 export async function snapshotsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, rest, out, str } = command;
+  if (sub === 'create') {
+    command.takesWords(2);
+    const bucket = need(str('bucket'), '--bucket');
+    const version = rest[0];
+    const kept = await engine.snapshotVersion({
+      bucket,
+      ...(version === undefined ? {} : { version }),
+    });
+    const { id, state } = kept.snapshot;
+    out.print(
+      kept.keptAlready
+        ? `version ${kept.versionId} is kept already, by snapshot ${id} (${state})`
+        : `version ${kept.versionId} is kept: snapshot ${id} (${state}) pins it, and the server keeps it until that snapshot is deleted`,
+      kept,
+    );
+    return;
+  }
   if (sub === 'delete') {
     command.takesWords(2);
     const deleted = await engine.deleteSnapshot({

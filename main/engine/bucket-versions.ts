@@ -46,6 +46,14 @@ export interface DeletedVersion {
   readonly activeVersionId: string | null;
 }
 
+/** The version `snapshotVersion` pinned, and its snapshot. */
+export interface KeptVersion {
+  readonly versionId: string;
+  readonly snapshot: Snapshot;
+  /** True when a snapshot pinned it already: that one is `snapshot`, and none was taken. */
+  readonly keptAlready: boolean;
+}
+
 /**
  * A request names a version by its id or by a snapshot of it, not both: which one was meant
  * cannot be known, and taking either would restore what the user may not have asked for.
@@ -244,6 +252,76 @@ export class BucketVersions {
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
     const { client } = await this.connection.connect();
     return client.listSnapshots((await this.buckets.byName(input.bucket)).id);
+  }
+
+  /**
+   * Pins a version with a snapshot (§12), so that the service keeps it until the snapshot is
+   * deleted: an interactive bucket keeps only its few latest outdated versions otherwise. By
+   * default the active version. One pinned already is told so, with the snapshot that pins it:
+   * the user's aim, that it is kept, holds.
+   */
+  async snapshotVersion(input: { bucket: string; version?: string }): Promise<KeptVersion> {
+    const { client } = await this.connection.connect();
+    const bucket = await this.buckets.byName(input.bucket, client);
+    const named = await this.namedOrActive(client, bucket, input.version);
+    if (named.state === 'pending')
+      throw new EngineError(
+        'conflict',
+        `version ${named.id} is still being uploaded: run the backup again to finish it, then take its snapshot`,
+      );
+    if (named.state === 'upload_failed')
+      throw new EngineError(
+        'conflict',
+        `the upload of version ${named.id} failed, so not all of its data is stored: take the snapshot of a version stored whole (canopy versions lists them)`,
+      );
+    if (named.snapshot_id !== null)
+      return this.keptAlready(client, bucket, named.id, named.snapshot_id);
+    let snapshot: Snapshot;
+    try {
+      snapshot = await client.snapshotVersion(named.id);
+    } catch (error) {
+      if (!isEngineError(error, 'conflict') && !isEngineError(error, 'not_found')) throw error;
+      // Changed meanwhile, by another device: pinned there, or deleted or pruned.
+      const now = (await this.remembered(client, bucket)).versions.find((v) => v.id === named.id);
+      if (now?.snapshot_id != null)
+        return this.keptAlready(client, bucket, now.id, now.snapshot_id);
+      if (now) throw error;
+      throw new EngineError(
+        'not_found',
+        `version ${named.id} of bucket "${bucket.name}" was deleted meanwhile (canopy versions lists those left)`,
+        { cause: error },
+      );
+    }
+    // The versions as remembered here for offline use now show the pin.
+    await this.remembered(client, bucket);
+    return { versionId: named.id, snapshot, keptAlready: false };
+  }
+
+  private async keptAlready(
+    client: ServiceClient,
+    bucket: Bucket,
+    versionId: string,
+    snapshotId: string,
+  ): Promise<KeptVersion> {
+    return {
+      versionId,
+      snapshot: await client.getSnapshot(bucket.id, snapshotId),
+      keptAlready: true,
+    };
+  }
+
+  /** The bucket's version `id` (named), or its active version when no id is given. */
+  private async namedOrActive(
+    client: ServiceClient,
+    bucket: Bucket,
+    id: string | undefined,
+  ): Promise<Metadata> {
+    if (id !== undefined) return this.named(client, bucket, id);
+    const active = (await this.remembered(client, bucket)).versions.find(
+      (version) => version.state === 'active',
+    );
+    if (!active) throw new EngineError('not_found', `bucket "${bucket.name}" has no backup yet`);
+    return active;
   }
 
   /**

@@ -27,7 +27,12 @@ import {
 import { MetadataCache } from './metadata-cache.ts';
 import { ServiceConnection } from './service-connection.ts';
 import { BucketCatalog } from './bucket-catalog.ts';
-import { BucketVersions, type DeletedVersion, type VersionsOrLastSeen } from './bucket-versions.ts';
+import {
+  BucketVersions,
+  type DeletedVersion,
+  type KeptVersion,
+  type VersionsOrLastSeen,
+} from './bucket-versions.ts';
 import { versionAsOf, type VersionAsOf } from './version-as-of.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import type { BackupRequest, StoredBackup } from './source-backup.ts';
@@ -260,6 +265,11 @@ export class Engine {
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
     return this.versions.listSnapshots(input);
+  }
+
+  /** Pins a version (the active one by default) with a snapshot (BucketVersions). */
+  async snapshotVersion(input: { bucket: string; version?: string }): Promise<KeptVersion> {
+    return this.versions.snapshotVersion(input);
   }
 
   /** Deletes a snapshot; its version stays unless the service prunes it (BucketVersions). */

@@ -35,6 +35,8 @@ describe('canopy --help', () => {
     expect(usageLinesOf('logout')).toEqual(['  whoami | logout']);
     expect(usageLinesOf('snapshots')).toEqual([
       '  versions --bucket NAME | snapshots --bucket NAME',
+      '  snapshots create [ID] --bucket NAME               pin a version (the active one by default): the',
+      '                                                    server keeps it until its snapshot is deleted',
       '  snapshots delete ID --bucket NAME                 unpin a version; the version stays',
     ]);
     const versions = usageLinesOf('versions');
