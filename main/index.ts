@@ -6,7 +6,14 @@ import { withHomeErrors } from './engine/home-errors.ts';
 
 export { localDatabaseDamaged } from './engine/home-errors.ts';
 
-export type { DeletedVersion, KeptVersion, VersionsOrLastSeen } from './engine/bucket-versions.ts';
+export type {
+  DeletedVersion,
+  KeptVersion,
+  PrunedVersions,
+  VersionsOrLastSeen,
+} from './engine/bucket-versions.ts';
+export { RETENTION_RULES } from './engine/retention-policy.ts';
+export type { KeptBecause, RetentionPolicy, RetentionRule } from './engine/retention-policy.ts';
 export type { VersionAsOf } from './engine/version-as-of.ts';
 export type { AccountSummary, LinkWaiting } from './engine/enrollment.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';

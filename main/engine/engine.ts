@@ -31,9 +31,11 @@ import {
   BucketVersions,
   type DeletedVersion,
   type KeptVersion,
+  type PrunedVersions,
   type VersionsOrLastSeen,
 } from './bucket-versions.ts';
 import { versionAsOf, type VersionAsOf } from './version-as-of.ts';
+import type { RetentionPolicy } from './retention-policy.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import type { BackupRequest, StoredBackup } from './source-backup.ts';
 import type { BackupPlan, PlanRequest } from './backup-plan.ts';
@@ -265,6 +267,16 @@ export class Engine {
 
   async listSnapshots(input: { bucket: string }): Promise<Snapshot[]> {
     return this.versions.listSnapshots(input);
+  }
+
+  /** Deletes the versions a retention policy does not keep (BucketVersions.prune). */
+  async pruneVersions(input: {
+    bucket: string;
+    policy: RetentionPolicy;
+    dryRun: boolean;
+    onRemoved?: (version: Metadata) => void;
+  }): Promise<PrunedVersions> {
+    return this.versions.prune(input);
   }
 
   /** Pins a version (the active one by default) with a snapshot (BucketVersions). */

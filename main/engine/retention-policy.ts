@@ -1,0 +1,84 @@
+// Which versions a retention policy keeps, as restic's `forget` and Kopia's policies count them:
+// the newest N, and the newest version of each of the last N hours, days, weeks, months and
+// years that have one. A version kept by any rule is kept; the bucket's active version always
+// is, whatever the rules. Periods are this computer's calendar (its time zone): a "day" is the
+// user's day, and a week is an ISO week, Monday to Sunday.
+
+export const RETENTION_RULES = ['last', 'hourly', 'daily', 'weekly', 'monthly', 'yearly'] as const;
+export type RetentionRule = (typeof RETENTION_RULES)[number];
+
+/** How many versions (`last`) or periods each rule keeps; a rule left out keeps none. */
+export type RetentionPolicy = Readonly<Partial<Record<RetentionRule, number>>>;
+
+/** Why a version is kept: the rules that keep it, or that it is the bucket's active version. */
+export type KeptBecause = RetentionRule | 'active';
+
+export interface RetainedVersion {
+  readonly id: string;
+  /** Seconds since the epoch, as the service dates a version (`created_at`). */
+  readonly createdAt: number;
+  readonly active: boolean;
+}
+
+/** The ISO week of `date` in local time, as `year-Wweek` (the year the week's Thursday is in). */
+function isoWeek(date: Date): string {
+  const thursday = new Date(date.getFullYear(), date.getMonth(), date.getDate());
+  // Monday is 0: the Thursday of the same week is 3 days after its Monday.
+  thursday.setDate(thursday.getDate() + 3 - ((thursday.getDay() + 6) % 7));
+  const firstOfYear = new Date(thursday.getFullYear(), 0, 1);
+  const week =
+    Math.floor(Math.round((thursday.getTime() - firstOfYear.getTime()) / 86_400_000) / 7) + 1;
+  return `${thursday.getFullYear()}-W${week}`;
+}
+
+/** The period of `date` a rule counts in; each version is a period of its own for `last`. */
+function periodOf(rule: RetentionRule, date: Date, id: string): string {
+  const day = `${date.getFullYear()}-${date.getMonth() + 1}-${date.getDate()}`;
+  switch (rule) {
+    case 'last':
+      return id;
+    case 'hourly':
+      return `${day} ${date.getHours()}`;
+    case 'daily':
+      return day;
+    case 'weekly':
+      return isoWeek(date);
+    case 'monthly':
+      return `${date.getFullYear()}-${date.getMonth() + 1}`;
+    case 'yearly':
+      return String(date.getFullYear());
+  }
+}
+
+/** Whether `policy` keeps anything: a policy of no rules would remove every version. */
+export function keepsAny(policy: RetentionPolicy): boolean {
+  return RETENTION_RULES.some((rule) => (policy[rule] ?? 0) > 0);
+}
+
+/**
+ * The versions `policy` keeps, by id, each with why; those not in the map are removed. The
+ * newest version of each period counts for it, so `versions` may come in any order.
+ */
+export function versionsKept(
+  versions: readonly RetainedVersion[],
+  policy: RetentionPolicy,
+): Map<string, KeptBecause[]> {
+  const newestFirst = [...versions].sort((a, b) => b.createdAt - a.createdAt);
+  const kept = new Map<string, KeptBecause[]>();
+  const keep = (id: string, because: KeptBecause): void => {
+    kept.set(id, [...(kept.get(id) ?? []), because]);
+  };
+  for (const version of newestFirst) if (version.active) keep(version.id, 'active');
+  for (const rule of RETENTION_RULES) {
+    const count = policy[rule] ?? 0;
+    const periods = new Set<string>();
+    for (const version of newestFirst) {
+      if (periods.size >= count) break;
+      const period = periodOf(rule, new Date(version.createdAt * 1000), version.id);
+      if (periods.has(period)) continue;
+      periods.add(period);
+      keep(version.id, rule);
+    }
+  }
+  return kept;
+}

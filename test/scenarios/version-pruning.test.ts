@@ -1,0 +1,163 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Metadata } from '../../main/protocol/index.ts';
+import { BackupLock } from '../../main/state/index.ts';
+import { canopySucceeds as canopy, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { runHelper } from '../helpers/helper-process.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+import { storedDataBytes } from '../helpers/stored-blocks.ts';
+
+// A user whose backup bucket keeps every version (each pinned by its snapshot) frees room with
+// a retention policy, as restic's `forget --keep-*` does: `canopy versions prune` removes every
+// version no rule keeps, with its data no other version holds, and leaves the rest restorable.
+// Which version each rule keeps by hour, day, week, month and year is counted in the unit tests
+// (test/unit/engine/retention-policy.test.ts): the service dates versions by its own clock.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-pruning-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const MB = 1_000_000;
+const FILE_SECRETS = { CANOPY_SECRET_STORE: 'file' };
+
+async function versionsOf(home: string, bucket: string): Promise<Metadata[]> {
+  return JSON.parse(await canopy(home, 'versions', '--bucket', bucket, '--json')) as Metadata[];
+}
+
+async function loggedIn(name: string, bucket: string) {
+  const run = path.join(scratch, name);
+  const home = path.join(run, 'home');
+  const data = path.join(run, 'data');
+  const source = path.join(run, 'source');
+  mkdirSync(source, { recursive: true });
+  await loginWithBucket(home, data, bucket);
+  return { run, home, data, source };
+}
+
+describe('pruning versions by a retention policy', () => {
+  it('tells first with --dry-run, then removes the versions no rule keeps, freeing their data', async () => {
+    const { run, home, data, source } = await loggedIn('photos', 'Photos');
+    // Each version holds a photo of its own, 2 MB.
+    for (const photo of ['first', 'second', 'third', 'fourth']) {
+      rmSync(path.join(source, 'photo.bin'), { force: true });
+      writeSettled(path.join(source, 'photo.bin'), randomBytes(2 * MB));
+      writeSettled(path.join(source, 'which.txt'), `${photo}\n`);
+      await canopy(home, 'backup', source, '--bucket', 'Photos', '--skip-check');
+    }
+    const [fourth, third, second, first] = await versionsOf(home, 'Photos');
+    if (!fourth || !third || !second || !first) throw new Error('four versions expected');
+
+    const told = await canopy(
+      home,
+      ...['versions', 'prune', '--bucket', 'Photos', '--keep-last', '2', '--dry-run'],
+    );
+    expect(told).toMatch(
+      new RegExp(
+        [
+          '^would keep 2 and remove 2 of the 4 versions of bucket "Photos" stored whole:',
+          `keep +${fourth.id} +\\S+ +active, last`,
+          `keep +${third.id} +\\S+ +last`,
+          `remove +${second.id} +\\S+`,
+          `remove +${first.id} +\\S+\n$`,
+        ].join('\n'),
+      ),
+    );
+    // Nothing removed by the dry run.
+    expect(await versionsOf(home, 'Photos')).toHaveLength(4);
+    const before = storedDataBytes(data);
+
+    const said = await canopy(home, 'versions', 'prune', '--bucket', 'Photos', '--keep-last', '2');
+    // Oldest first, each as it goes.
+    expect(said).toMatch(
+      new RegExp(
+        `^removed version ${first.id} \\(\\S+\\)\nremoved version ${second.id} \\(\\S+\\)\nkept 2 versions of bucket "Photos" and removed 2: their data no other version holds is freed\n$`,
+      ),
+    );
+    expect((await versionsOf(home, 'Photos')).map((version) => version.id)).toEqual([
+      fourth.id,
+      third.id,
+    ]);
+    expect(before - storedDataBytes(data)).toBeGreaterThanOrEqual(4 * MB);
+    const back = path.join(run, 'third');
+    await canopy(home, 'restore', '--bucket', 'Photos', '--version', third.id, '--to', back);
+    expect(readFileSync(path.join(back, 'which.txt'), 'utf8')).toBe('third\n');
+
+    // The same policy again keeps what it kept.
+    expect(
+      JSON.parse(
+        await canopy(home, 'versions', 'prune', '--bucket', 'Photos', '--keep-last', '2', '--json'),
+      ),
+    ).toMatchObject({
+      kept: [
+        { version: { id: fourth.id }, because: ['active', 'last'] },
+        { version: { id: third.id }, because: ['last'] },
+      ],
+      removed: [],
+    });
+  });
+
+  it('refuses a policy that keeps nothing, and while a backup runs; a version uploading stays', async () => {
+    const { home, source } = await loggedIn('refused', 'Crash');
+    const refused = await runCanopy(home, ['versions', 'prune', '--bucket', 'Crash'], FILE_SECRETS);
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain(
+      'a retention policy must keep some versions: give --keep-last, --keep-hourly',
+    );
+    const notCount = await runCanopy(
+      home,
+      ['versions', 'prune', '--bucket', 'Crash', '--keep-daily', 'all'],
+      FILE_SECRETS,
+    );
+    expect(notCount.status).toBe(2);
+    expect(notCount.stderr).toContain('--keep-daily must be a whole number, not "all"');
+    const elsewhere = await runCanopy(
+      home,
+      ['versions', '--bucket', 'Crash', '--keep-last', '1'],
+      FILE_SECRETS,
+    );
+    expect(elsewhere.status).toBe(2);
+    expect(elsewhere.stderr).toContain('--keep-last: only versions prune takes it');
+    expect(await canopy(home, 'versions', 'prune', '--bucket', 'Crash', '--keep-last', '1')).toBe(
+      'bucket "Crash" has no version stored whole: nothing to prune\n',
+    );
+
+    writeSettled(path.join(source, 'a.txt'), 'stored whole\n');
+    await canopy(home, 'backup', source, '--bucket', 'Crash', '--skip-check');
+    for (let part = 0; part < 3; part += 1)
+      writeSettled(path.join(source, `part-${part}.bin`), randomBytes(1 << 20));
+    // A backup killed once its version was pushed, before any data went.
+    const crashed = await runHelper('crashing-backup', [home, source, 'shard:0']).exited;
+    expect(crashed.signal).toBe('SIGKILL');
+    const [pending, stored] = await versionsOf(home, 'Crash');
+    expect(pending?.state).toBe('pending');
+
+    const [bucket] = JSON.parse(await canopy(home, 'buckets', '--json')) as Array<{ id: string }>;
+    const backupRunning = BackupLock.tryAcquire(home, bucket?.id ?? '');
+    try {
+      const busy = await runCanopy(
+        home,
+        ['versions', 'prune', '--bucket', 'Crash', '--keep-last', '1'],
+        FILE_SECRETS,
+      );
+      expect(busy.status).toBe(1);
+      expect(busy.stderr).toContain(
+        'a backup to bucket "Crash" is running; stop it or wait for it to finish, then prune the versions',
+      );
+    } finally {
+      backupRunning?.release();
+    }
+    // The pending version is neither counted nor removed: the next backup finishes it.
+    expect(await canopy(home, 'versions', 'prune', '--bucket', 'Crash', '--keep-last', '1')).toBe(
+      'kept 1 version of bucket "Crash" and removed 0\n',
+    );
+    expect((await versionsOf(home, 'Crash')).map((version) => version.id)).toEqual([
+      pending?.id,
+      stored?.id,
+    ]);
+    expect(await canopy(home, 'backup', source, '--bucket', 'Crash', '--skip-check')).toContain(
+      `finished the interrupted upload of version ${pending?.id ?? ''}`,
+    );
+  });
+});

@@ -1,0 +1,112 @@
+import { describe, expect, it } from 'vitest';
+import {
+  keepsAny,
+  versionsKept,
+  type RetainedVersion,
+} from '../../../main/engine/retention-policy.ts';
+
+// Dates are made in this computer's time zone, as the policy counts its days and weeks.
+
+/** A version made at the local time given, named by that time. */
+function madeAt(
+  year: number,
+  month: number,
+  day: number,
+  hour = 12,
+  minute = 0,
+  active = false,
+): RetainedVersion {
+  const at = new Date(year, month - 1, day, hour, minute);
+  return {
+    id: `${year}-${month}-${day} ${hour}:${String(minute).padStart(2, '0')}`,
+    createdAt: Math.floor(at.getTime() / 1000),
+    active,
+  };
+}
+
+describe('a retention policy', () => {
+  it('keeps the newest N with keep-last, and the active version whatever the rules', () => {
+    const versions = [
+      madeAt(2026, 11, 1),
+      madeAt(2026, 11, 2),
+      madeAt(2026, 11, 3, 12, 0, true),
+      madeAt(2026, 11, 4),
+    ];
+    // Shuffled: the order given does not matter.
+    const kept = versionsKept(
+      [versions[2], versions[0], versions[3], versions[1]].filter((v) => v !== undefined),
+      {
+        last: 2,
+      },
+    );
+    expect(Object.fromEntries(kept)).toEqual({
+      '2026-11-4 12:00': ['last'],
+      '2026-11-3 12:00': ['active', 'last'],
+    });
+    // The active version stays even when it is not among the newest (another was made since).
+    expect([...versionsKept(versions, { last: 1 }).keys()].sort()).toEqual([
+      '2026-11-3 12:00',
+      '2026-11-4 12:00',
+    ]);
+  });
+
+  it("keeps each day's newest version for the last N days that have one", () => {
+    const versions = [
+      madeAt(2026, 11, 20, 9),
+      madeAt(2026, 11, 20, 18),
+      madeAt(2026, 11, 22, 0, 30),
+      madeAt(2026, 11, 22, 23, 59),
+      madeAt(2026, 11, 25, 8),
+    ];
+    // Days without a version do not count: the 21st, 23rd and 24th.
+    expect([...versionsKept(versions, { daily: 3 }).keys()]).toEqual([
+      '2026-11-25 8:00',
+      '2026-11-22 23:59',
+      '2026-11-20 18:00',
+    ]);
+    expect([...versionsKept(versions, { hourly: 2 }).keys()]).toEqual([
+      '2026-11-25 8:00',
+      '2026-11-22 23:59',
+    ]);
+  });
+
+  it('counts ISO weeks, Monday to Sunday, across the turn of a year', () => {
+    const versions = [
+      // Monday 29 December 2025 is in ISO week 1 of 2026, with Sunday 4 January 2026.
+      madeAt(2025, 12, 28), // Sunday: week 52 of 2025
+      madeAt(2025, 12, 29), // Monday: week 1 of 2026
+      madeAt(2026, 1, 4), // Sunday: week 1 of 2026
+      madeAt(2026, 1, 5), // Monday: week 2
+    ];
+    expect([...versionsKept(versions, { weekly: 3 }).keys()]).toEqual([
+      '2026-1-5 12:00',
+      '2026-1-4 12:00',
+      '2025-12-28 12:00',
+    ]);
+  });
+
+  it('keeps by month and year, and a version kept by several rules says each', () => {
+    const versions = [
+      madeAt(2024, 6, 1),
+      madeAt(2025, 3, 1),
+      madeAt(2025, 3, 31),
+      madeAt(2025, 12, 31),
+      madeAt(2026, 1, 15),
+    ];
+    const kept = versionsKept(versions, { monthly: 2, yearly: 3 });
+    expect(Object.fromEntries(kept)).toEqual({
+      '2026-1-15 12:00': ['monthly', 'yearly'],
+      '2025-12-31 12:00': ['monthly', 'yearly'],
+      '2024-6-1 12:00': ['yearly'],
+    });
+    // More periods asked for than there are: every period's newest is kept, no more.
+    expect([...versionsKept(versions, { monthly: 100 }).keys()]).toHaveLength(4);
+  });
+
+  it('keeps nothing by rules of zero, which is told before anything is removed', () => {
+    expect(keepsAny({})).toBe(false);
+    expect(keepsAny({ daily: 0, last: 0 })).toBe(false);
+    expect(keepsAny({ yearly: 1 })).toBe(true);
+    expect(versionsKept([madeAt(2026, 1, 1)], { daily: 0 }).size).toBe(0);
+  });
+});
