@@ -38,6 +38,7 @@ import {
 } from '../uploader/index.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { toldIfFolderGone } from './folder-gone-error.ts';
+import { tidyStoppedRestores } from './stopped-restores.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { formerExcludesOf } from './former-excludes.ts';
 import { planBackup, type BackupPlan, type PlanRequest } from './backup-plan.ts';
@@ -107,6 +108,9 @@ export class SourceBackup {
       );
     }
     try {
+      // A restore killed part-way into this folder left the read-only folders it opened with
+      // write permission added: given back first, the version records their own modes.
+      this.tidyStoppedRestores();
       const result = await this.backupLocked(client, account, bucket, sourceDir, input);
       if (input.checkBlocks === undefined || input.checkBlocks <= 0) return result;
       const sampleCheck = await this.verifier.checkSample(
@@ -132,6 +136,16 @@ export class SourceBackup {
       );
     } finally {
       lock.release();
+    }
+  }
+
+  /** tidyStoppedRestores, for a backup: what stops it there is for a restore to tell. */
+  private tidyStoppedRestores(): void {
+    try {
+      tidyStoppedRestores(this.parts.deps.home);
+    } catch {
+      // Left for the next restore, which must tidy them before it writes, and says what stops
+      // it (a disk failing to list a folder, say): a restore elsewhere does not fail a backup.
     }
   }
 

@@ -27,6 +27,7 @@ import { RestoreMark } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { toldIfFolderGone } from './folder-gone-error.ts';
+import { tidyStoppedRestores } from './stopped-restores.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import type { EngineParts } from './engine-parts.ts';
@@ -243,7 +244,7 @@ export class VersionRestorer {
     asked: PathInVersion,
   ): Promise<RestoredVersion> {
     const targetDir = this.targetOf(input, tree, asked);
-    const leftoversRemoved = this.removeStoppedRestoresLeftovers();
+    const leftoversRemoved = tidyStoppedRestores(this.parts.deps.home);
     const mark = RestoreMark.start(this.parts.deps.home, targetDir);
     const notes = RestoredFilesNotes.forRestore(
       this.parts.db,
@@ -321,26 +322,5 @@ export class VersionRestorer {
       if (someLeft) mark.release();
       else mark.end();
     }
-  }
-
-  /**
-   * Removes the files that restores killed part-way left under their temporary names, wherever
-   * they were restoring to, and returns how many. A stopped restore's mark stays while some may
-   * be left (its target's disk is not mounted, or a folder cannot be read), so a later restore
-   * looks again; none of that stops this one.
-   */
-  private removeStoppedRestoresLeftovers(): number {
-    let removed = 0;
-    for (const { mark, target } of RestoreMark.stopped(this.parts.deps.home)) {
-      try {
-        const left = removeLeftTemporaries(target, mark.token);
-        removed += left.removed;
-        // After the temporaries: the folders it opened let them be removed.
-        if (!left.someLeft && giveModesBack(mark.openedFolders())) mark.end();
-      } finally {
-        mark.release();
-      }
-    }
-    return removed;
   }
 }

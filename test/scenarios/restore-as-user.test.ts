@@ -235,3 +235,23 @@ describe('a restore --overwrite into a sticky folder, as /tmp, holding what anot
     expect(readFileSync(path.join(archive, 'deeper (restored)', 'b.txt'), 'utf8')).toBe('kept b');
   });
 });
+
+describe('a backup after a restore into the folder backed up was killed', () => {
+  it('gives the read-only folders the restore opened their modes back, and records those', () => {
+    // Last in this file: it changes the folder backed up.
+    const deeper = path.join(source, 'archive', 'deeper');
+    writeInto(path.join(deeper, 'b.txt'), 'changed b');
+    // Back where it was backed up from, beside the changed file, killed after its first file.
+    const killed = asNobody(['crash-restore', 'Kept', source, '1']);
+    expect(killed.signal).toBe('SIGKILL');
+    expect(modeOf(deeper)).toBe(0o755);
+
+    const backup = asNobody(['backup', source, 'Kept']);
+    expect(backup.stderr).toBe('');
+    expect(modeOf(deeper)).toBe(0o555);
+    const back = path.join(home, 'after-backup');
+    restored(back);
+    expect(modeOf(path.join(back, 'archive', 'deeper'))).toBe(0o555);
+    expect(readFileSync(path.join(back, 'archive', 'deeper', 'b.txt'), 'utf8')).toBe('changed b');
+  });
+});
