@@ -20,11 +20,13 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   versions delete ID... --bucket NAME               delete versions (and their snapshots), freeing
                                                     their data no other version holds
   versions prune --bucket NAME [--keep-last N] [--keep-hourly N] [--keep-daily N]
-                 [--keep-weekly N] [--keep-monthly N] [--keep-yearly N] [--dry-run]
-                                                    delete the versions no rule keeps: --keep-last
+                 [--keep-weekly N] [--keep-monthly N] [--keep-yearly N] [--keep-within SPAN]
+                 [--dry-run]                        delete the versions no rule keeps: --keep-last
                                                     keeps the newest N, --keep-daily the newest of
                                                     each of the last N days that have one, and so
-                                                    on; the latest always stays
+                                                    on; --keep-within 14d (h, d, w, m, y) all made
+                                                    in the 14 days before the newest; the latest
+                                                    always stays
   snapshots create [ID] --bucket NAME               pin a version (the active one by default): the
                                                     server keeps it until its snapshot is deleted
   snapshots delete ID --bucket NAME                 unpin a version; the version stays

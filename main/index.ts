@@ -13,7 +13,12 @@ export type {
   VersionsOrLastSeen,
 } from './engine/bucket-versions.ts';
 export { RETENTION_RULES } from './engine/retention-policy.ts';
-export type { KeptBecause, RetentionPolicy, RetentionRule } from './engine/retention-policy.ts';
+export type {
+  KeptBecause,
+  RetentionPolicy,
+  RetentionRule,
+  RetentionSpan,
+} from './engine/retention-policy.ts';
 export type { VersionAsOf } from './engine/version-as-of.ts';
 export type { AccountSummary, LinkWaiting } from './engine/enrollment.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';

@@ -1,4 +1,4 @@
-import { RETENTION_RULES, type RetentionPolicy } from '../../main/index.ts';
+import { RETENTION_RULES, type RetentionPolicy, type RetentionSpan } from '../../main/index.ts';
 import { canopyHome } from '../../main/state/index.ts';
 import { counted } from '../counted.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
@@ -7,11 +7,33 @@ import { UsageError, need, offlineReason, table, type CommandContext } from '../
 // policy, and pin a version.
 
 /** The options of `versions prune` alone: taken by another `versions` command, refused. */
-const PRUNE_OPTIONS = ['dry-run', ...RETENTION_RULES.map((rule) => `keep-${rule}`)];
+const PRUNE_OPTIONS = ['dry-run', 'keep-within', ...RETENTION_RULES.map((rule) => `keep-${rule}`)];
+
+const SPAN_UNIT_LETTERS: Readonly<Record<string, RetentionSpan['unit']>> = {
+  h: 'hour',
+  d: 'day',
+  w: 'week',
+  m: 'month',
+  y: 'year',
+};
+
+/** A span as --keep-within takes it: a whole number and a unit letter, `14d` or `6m`. */
+function spanOf(given: string): RetentionSpan {
+  const [, count, letter] = /^(\d{1,6})([hdwmy])$/.exec(given) ?? [];
+  const unit = letter === undefined ? undefined : SPAN_UNIT_LETTERS[letter];
+  if (count === undefined || unit === undefined)
+    throw new UsageError(
+      `--keep-within takes a whole number and a unit, h(ours), d(ays), w(eeks), m(onths) or y(ears), as 14d or 6m; not ${JSON.stringify(given)}`,
+    );
+  return { count: Number(count), unit };
+}
 
 /** The retention policy the --keep-* options give; a count must be a whole number. */
 function policyOf(str: (name: string) => string | undefined): RetentionPolicy {
-  const policy: Partial<Record<(typeof RETENTION_RULES)[number], number>> = {};
+  const within = str('keep-within');
+  const policy: Partial<Record<(typeof RETENTION_RULES)[number], number>> & {
+    within?: RetentionSpan;
+  } = within === undefined ? {} : { within: spanOf(within) };
   for (const rule of RETENTION_RULES) {
     const given = str(`keep-${rule}`);
     if (given === undefined) continue;

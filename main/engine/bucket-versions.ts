@@ -407,7 +407,7 @@ export class BucketVersions {
     if (!keepsAny(input.policy))
       throw new EngineError(
         'usage',
-        'a retention policy must keep some versions: give --keep-last, --keep-hourly, --keep-daily, --keep-weekly, --keep-monthly or --keep-yearly',
+        'a retention policy must keep some versions: give --keep-last, --keep-hourly, --keep-daily, --keep-weekly, --keep-monthly, --keep-yearly or --keep-within',
       );
     const { client } = await this.connection.connect();
     const bucket = await this.buckets.byName(input.bucket, client);

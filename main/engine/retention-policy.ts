@@ -1,17 +1,31 @@
 // Which versions a retention policy keeps, as restic's `forget` and Kopia's policies count them:
 // the newest N, and the newest version of each of the last N hours, days, weeks, months and
-// years that have one. A version kept by any rule is kept; the bucket's active version always
+// years that have one, and (`within`, as restic's `--keep-within`) every version made in a span
+// before the newest one. A version kept by any rule is kept; the bucket's active version always
 // is, whatever the rules. Periods are this computer's calendar (its time zone): a "day" is the
 // user's day, and a week is an ISO week, Monday to Sunday.
 
 export const RETENTION_RULES = ['last', 'hourly', 'daily', 'weekly', 'monthly', 'yearly'] as const;
 export type RetentionRule = (typeof RETENTION_RULES)[number];
 
-/** How many versions (`last`) or periods each rule keeps; a rule left out keeps none. */
-export type RetentionPolicy = Readonly<Partial<Record<RetentionRule, number>>>;
+export const SPAN_UNITS = ['hour', 'day', 'week', 'month', 'year'] as const;
+
+/** A span of calendar time: 3 days, 6 months. */
+export interface RetentionSpan {
+  readonly count: number;
+  readonly unit: (typeof SPAN_UNITS)[number];
+}
+
+/**
+ * How many versions (`last`) or periods each rule keeps, a rule left out keeping none; and the
+ * span before the newest version within which every version is kept.
+ */
+export type RetentionPolicy = Readonly<Partial<Record<RetentionRule, number>>> & {
+  readonly within?: RetentionSpan;
+};
 
 /** Why a version is kept: the rules that keep it, or that it is the bucket's active version. */
-export type KeptBecause = RetentionRule | 'active';
+export type KeptBecause = RetentionRule | 'within' | 'active';
 
 export interface RetainedVersion {
   readonly id: string;
@@ -52,7 +66,26 @@ function periodOf(rule: RetentionRule, date: Date, id: string): string {
 
 /** Whether `policy` keeps anything: a policy of no rules would remove every version. */
 export function keepsAny(policy: RetentionPolicy): boolean {
-  return RETENTION_RULES.some((rule) => (policy[rule] ?? 0) > 0);
+  return RETENTION_RULES.some((rule) => (policy[rule] ?? 0) > 0) || (policy.within?.count ?? 0) > 0;
+}
+
+/**
+ * The time `span` before `end`, by the calendar. A month or a year before a day the earlier
+ * month lacks is its last day: a month before 31 March is the end of February, not 3 March, so
+ * the span is never shorter than asked.
+ */
+function spanBefore(end: Date, span: RetentionSpan): number {
+  const start = new Date(end);
+  if (span.unit === 'month' || span.unit === 'year') {
+    const months = span.unit === 'month' ? span.count : 12 * span.count;
+    const day = start.getDate();
+    start.setDate(1);
+    start.setMonth(start.getMonth() - months);
+    const lastDay = new Date(start.getFullYear(), start.getMonth() + 1, 0).getDate();
+    start.setDate(Math.min(day, lastDay));
+  } else if (span.unit === 'hour') start.setHours(start.getHours() - span.count);
+  else start.setDate(start.getDate() - (span.unit === 'week' ? 7 : 1) * span.count);
+  return start.getTime();
 }
 
 /**
@@ -69,6 +102,12 @@ export function versionsKept(
     kept.set(id, [...(kept.get(id) ?? []), because]);
   };
   for (const version of newestFirst) if (version.active) keep(version.id, 'active');
+  const newest = newestFirst[0];
+  if (newest && policy.within && policy.within.count > 0) {
+    const from = spanBefore(new Date(newest.createdAt * 1000), policy.within);
+    for (const version of newestFirst)
+      if (version.createdAt * 1000 >= from) keep(version.id, 'within');
+  }
   for (const rule of RETENTION_RULES) {
     const count = policy[rule] ?? 0;
     const periods = new Set<string>();

@@ -84,6 +84,17 @@ describe('pruning versions by a retention policy', () => {
     await canopy(home, 'restore', '--bucket', 'Photos', '--version', third.id, '--to', back);
     expect(readFileSync(path.join(back, 'which.txt'), 'utf8')).toBe('third\n');
 
+    // All made within the hour before the newest: none would go.
+    expect(
+      await canopy(
+        home,
+        ...['versions', 'prune', '--bucket', 'Photos', '--keep-within', '1h', '--dry-run'],
+      ),
+    ).toMatch(
+      new RegExp(
+        `^would keep 2 and remove 0 of the 2 versions .*\nkeep +${fourth.id} +\\S+ +active, within\nkeep +${third.id} +\\S+ +within\n$`,
+      ),
+    );
     // The same policy again keeps what it kept.
     expect(
       JSON.parse(
@@ -112,6 +123,15 @@ describe('pruning versions by a retention policy', () => {
     );
     expect(notCount.status).toBe(2);
     expect(notCount.stderr).toContain('--keep-daily must be a whole number, not "all"');
+    const notSpan = await runCanopy(
+      home,
+      ['versions', 'prune', '--bucket', 'Crash', '--keep-within', '2 weeks'],
+      FILE_SECRETS,
+    );
+    expect(notSpan.status).toBe(2);
+    expect(notSpan.stderr).toContain(
+      '--keep-within takes a whole number and a unit, h(ours), d(ays), w(eeks), m(onths) or y(ears), as 14d or 6m; not "2 weeks"',
+    );
     const elsewhere = await runCanopy(
       home,
       ['versions', '--bucket', 'Crash', '--keep-last', '1'],

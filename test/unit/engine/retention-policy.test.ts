@@ -103,10 +103,40 @@ describe('a retention policy', () => {
     expect([...versionsKept(versions, { monthly: 100 }).keys()]).toHaveLength(4);
   });
 
+  it('keeps every version made within a span before the newest, by the calendar', () => {
+    const versions = [
+      madeAt(2026, 2, 27, 23),
+      madeAt(2026, 2, 28, 9),
+      madeAt(2026, 3, 20),
+      madeAt(2026, 3, 31, 9),
+    ];
+    // A month before 31 March is the last day of February, at the same time of day.
+    expect([...versionsKept(versions, { within: { count: 1, unit: 'month' } }).keys()]).toEqual([
+      '2026-3-31 9:00',
+      '2026-3-20 12:00',
+      '2026-2-28 9:00',
+    ]);
+    expect(
+      Object.fromEntries(versionsKept(versions, { within: { count: 11, unit: 'day' }, last: 1 })),
+    ).toEqual({ '2026-3-31 9:00': ['within', 'last'], '2026-3-20 12:00': ['within'] });
+    expect([...versionsKept(versions, { within: { count: 1, unit: 'week' } }).keys()]).toEqual([
+      '2026-3-31 9:00',
+    ]);
+    expect([...versionsKept(versions, { within: { count: 1, unit: 'year' } }).keys()]).toHaveLength(
+      4,
+    );
+    // From the newest version, not from now: a bucket left alone for a year keeps its last span.
+    expect([
+      ...versionsKept(versions.slice(0, 2), { within: { count: 10, unit: 'hour' } }).keys(),
+    ]).toEqual(['2026-2-28 9:00', '2026-2-27 23:00']);
+  });
+
   it('keeps nothing by rules of zero, which is told before anything is removed', () => {
     expect(keepsAny({})).toBe(false);
     expect(keepsAny({ daily: 0, last: 0 })).toBe(false);
     expect(keepsAny({ yearly: 1 })).toBe(true);
+    expect(keepsAny({ within: { count: 0, unit: 'day' } })).toBe(false);
+    expect(keepsAny({ within: { count: 2, unit: 'day' } })).toBe(true);
     expect(versionsKept([madeAt(2026, 1, 1)], { daily: 0 }).size).toBe(0);
   });
 });
