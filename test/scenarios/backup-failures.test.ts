@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
@@ -22,7 +22,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
-import { canopyProcess } from '../helpers/canopy-command-line.ts';
+import { backupWithReadsFailing } from '../helpers/failing-reads.ts';
 import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
@@ -69,43 +69,6 @@ function mountTmpfs(name: string, size: string, inodes?: number): string {
  */
 function latin1Name(dir: string, before: string, after: string): Buffer {
   return Buffer.concat([Buffer.from(`${dir}/${before}`), Buffer.from([0xe9]), Buffer.from(after)]);
-}
-
-/**
- * `canopy backup SOURCE --bucket BUCKET --skip-check` run under strace, which answers the reads
- * of SOURCE/`file` with `failure` (an errno, and when it starts, as strace's inject takes it).
- */
-function backupWithReadsFailing(
-  home: string,
-  source: string,
-  bucket: string,
-  file: string,
-  failure: string,
-): SpawnSyncReturns<string> {
-  const canopy = canopyProcess(['backup', source, '--bucket', bucket, '--skip-check'], {
-    ...process.env,
-    CANOPY_HOME: home,
-    ...fileStore,
-  });
-  return spawnSync(
-    'strace',
-    [
-      '-f',
-      '-qq',
-      '--seccomp-bpf',
-      '-o',
-      '/dev/null',
-      '-e',
-      'trace=read,pread64',
-      '-e',
-      `inject=read,pread64:error=${failure}`,
-      '-P',
-      path.join(source, file),
-      canopy.command,
-      ...canopy.args,
-    ],
-    { encoding: 'utf8', env: canopy.env },
-  );
 }
 
 describe('backup failures', () => {
