@@ -81,6 +81,7 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
     [
       'bucket',
       'dry-run',
+      'clear',
       'keep-last',
       'keep-hourly',
       'keep-daily',

@@ -27,6 +27,10 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
                                                     on; --keep-within 14d (h, d, w, m, y) all made
                                                     in the 14 days before the newest; the latest
                                                     always stays
+  versions policy --bucket NAME [prune's keep rules | --clear]
+                                                    the policy every backup to the bucket from
+                                                    here applies once stored (prune given no
+                                                    rule applies it too)
   snapshots create [ID] --bucket NAME               pin a version (the active one by default): the
                                                     server keeps it until its snapshot is deleted
   snapshots delete ID --bucket NAME                 unpin a version; the version stays

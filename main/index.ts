@@ -6,13 +6,9 @@ import { withHomeErrors } from './engine/home-errors.ts';
 
 export { localDatabaseDamaged } from './engine/home-errors.ts';
 
-export type {
-  DeletedVersion,
-  KeptVersion,
-  PrunedVersions,
-  VersionsOrLastSeen,
-} from './engine/bucket-versions.ts';
-export { RETENTION_RULES } from './engine/retention-policy.ts';
+export type { DeletedVersion, KeptVersion, VersionsOrLastSeen } from './engine/bucket-versions.ts';
+export { RETENTION_RULES, policyOptions } from './engine/retention-policy.ts';
+export type { PruneRequest, PrunedVersions } from './engine/version-retention.ts';
 export type {
   KeptBecause,
   RetentionPolicy,
@@ -25,7 +21,7 @@ export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';
 export type { ExcludedItem } from './engine/excluded-items.ts';
 export { IGNORE_FILE } from './scanner/index.ts';
-export type { BackupRequest, StoredBackup } from './engine/source-backup.ts';
+export type { BackupRequest, BackupRetention, StoredBackup } from './engine/source-backup.ts';
 export type { BackupPlan, PlanRequest } from './engine/backup-plan.ts';
 export type { BrowseRequest, BrowsedFolder } from './engine/version-browser.ts';
 export type {

@@ -1,5 +1,10 @@
 import { formatBytes } from '../../main/api/index.ts';
-import { IGNORE_FILE, type ExcludedItem, type SourceExcludeRules } from '../../main/index.ts';
+import {
+  IGNORE_FILE,
+  type BackupRetention,
+  type ExcludedItem,
+  type SourceExcludeRules,
+} from '../../main/index.ts';
 import { UsageError, need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
@@ -18,6 +23,17 @@ const CHECKED_BLOCKS = 8;
 
 /** A backup's exit status when it stored a version without some items it could not read. */
 const BACKUP_INCOMPLETE = 3;
+
+/** What the bucket's retention policy did, for stdout (a failure goes to stderr). */
+function retentionLines(retention: BackupRetention | undefined): string[] {
+  if (retention === undefined || 'failed' in retention) return [];
+  if ('notApplied' in retention)
+    return [`did not apply the bucket's retention policy: ${retention.notApplied}`];
+  if (retention.removed.length === 0) return [];
+  return [
+    `removed ${counted(retention.removed.length, 'older version')} by the bucket's retention policy (${retention.policy}): ${retention.removed.join(', ')}`,
+  ];
+}
 
 /** A folder's exclude rules, in the order they apply. */
 function describeExcludes(rules: SourceExcludeRules): string {
@@ -137,6 +153,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
             `sent again ${counted(result.blocksResent, 'block')} the server could not give back whole`,
           ]),
       ...sampleCheckLines(result.sampleCheck),
+      ...retentionLines(result.retention),
       ...skipped,
       ...result.changedWhileRead.map(
         (item) =>
@@ -145,6 +162,10 @@ export async function backupCommand(command: CommandContext): Promise<number | u
     ].join('\n'),
     result,
   );
+  if (result.retention && 'failed' in result.retention)
+    process.stderr.write(
+      `canopy: the version is stored, but the retention policy set for bucket "${str('bucket') ?? ''}" could not be applied: ${result.retention.failed}; \`canopy versions prune --bucket ${str('bucket') ?? ''}\` applies it\n`,
+    );
   const check = result.sampleCheck;
   const lost = check && !('failed' in check) ? check.unavailable.length : 0;
   if (lost > 0)

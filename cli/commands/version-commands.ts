@@ -1,106 +1,15 @@
-import { RETENTION_RULES, type RetentionPolicy, type RetentionSpan } from '../../main/index.ts';
 import { canopyHome } from '../../main/state/index.ts';
-import { counted } from '../counted.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
+import { policyCommand, pruneCommand, refuseRetentionOptions } from './retention-commands.ts';
 
-// `canopy versions` and `canopy snapshots`: list and delete them, prune versions by a retention
-// policy, and pin a version.
-
-/** The options of `versions prune` alone: taken by another `versions` command, refused. */
-const PRUNE_OPTIONS = ['dry-run', 'keep-within', ...RETENTION_RULES.map((rule) => `keep-${rule}`)];
-
-const SPAN_UNIT_LETTERS: Readonly<Record<string, RetentionSpan['unit']>> = {
-  h: 'hour',
-  d: 'day',
-  w: 'week',
-  m: 'month',
-  y: 'year',
-};
-
-/** A span as --keep-within takes it: a whole number and a unit letter, `14d` or `6m`. */
-function spanOf(given: string): RetentionSpan {
-  const [, count, letter] = /^(\d{1,6})([hdwmy])$/.exec(given) ?? [];
-  const unit = letter === undefined ? undefined : SPAN_UNIT_LETTERS[letter];
-  if (count === undefined || unit === undefined)
-    throw new UsageError(
-      `--keep-within takes a whole number and a unit, h(ours), d(ays), w(eeks), m(onths) or y(ears), as 14d or 6m; not ${JSON.stringify(given)}`,
-    );
-  return { count: Number(count), unit };
-}
-
-/** The retention policy the --keep-* options give; a count must be a whole number. */
-function policyOf(str: (name: string) => string | undefined): RetentionPolicy {
-  const within = str('keep-within');
-  const policy: Partial<Record<(typeof RETENTION_RULES)[number], number>> & {
-    within?: RetentionSpan;
-  } = within === undefined ? {} : { within: spanOf(within) };
-  for (const rule of RETENTION_RULES) {
-    const given = str(`keep-${rule}`);
-    if (given === undefined) continue;
-    if (!/^\d{1,9}$/.test(given))
-      throw new UsageError(`--keep-${rule} must be a whole number, not ${JSON.stringify(given)}`);
-    policy[rule] = Number(given);
-  }
-  return policy;
-}
-
-async function pruneCommand(command: CommandContext): Promise<undefined> {
-  const { engine, out, str, values } = command;
-  command.takesWords(1);
-  const bucket = need(str('bucket'), '--bucket');
-  const dryRun = values['dry-run'] === true;
-  const created = (at: number) => new Date(at * 1000).toISOString();
-  const pruned = await engine.pruneVersions({
-    bucket,
-    policy: policyOf(str),
-    dryRun,
-    // Each told as it goes: a failure part-way stops the command after those removed.
-    ...(out.json
-      ? {}
-      : {
-          onRemoved: (version) =>
-            process.stdout.write(
-              `removed version ${version.id} (${created(version.created_at)})\n`,
-            ),
-        }),
-  });
-  const { kept, removed } = pruned;
-  const rows = [
-    ...kept.map(({ version, because }) => ({ version, line: ['keep', because.join(', ')] })),
-    ...removed.map((version) => ({ version, line: ['remove', ''] })),
-  ].sort((a, b) => b.version.created_at - a.version.created_at);
-  const listed = table(
-    rows.map(({ version, line }) => [
-      line[0] ?? '',
-      version.id,
-      created(version.created_at),
-      line[1] ?? '',
-    ]),
-  );
-  if (rows.length === 0) {
-    out.print(`bucket "${bucket}" has no version stored whole: nothing to prune`, pruned);
-    return undefined;
-  }
-  out.print(
-    dryRun
-      ? [
-          `would keep ${kept.length} and remove ${removed.length} of the ${counted(rows.length, 'version')} of bucket "${bucket}" stored whole:`,
-          listed,
-        ].join('\n')
-      : `kept ${counted(kept.length, 'version')} of bucket "${bucket}" and removed ${removed.length}${removed.length === 0 ? '' : ': their data no other version holds is freed'}`,
-    pruned,
-  );
-  return undefined;
-}
+// `canopy versions` and `canopy snapshots`: list and delete them, and pin a version; pruning by
+// a retention policy is in retention-commands.ts.
 
 export async function versionsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, rest, out, str, values } = command;
+  refuseRetentionOptions(sub, values);
   if (sub === 'prune') return pruneCommand(command);
-  const pruneOnly = PRUNE_OPTIONS.filter((option) => values[option] !== undefined);
-  if (pruneOnly.length > 0)
-    throw new UsageError(
-      `${pruneOnly.map((option) => `--${option}`).join(', ')}: only versions prune takes ${pruneOnly.length === 1 ? 'it' : 'them'}`,
-    );
+  if (sub === 'policy') return policyCommand(command);
   if (sub === 'delete') {
     const bucket = need(str('bucket'), '--bucket');
     const ids = [need(rest[0], 'ID'), ...rest.slice(1)];

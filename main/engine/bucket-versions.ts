@@ -14,12 +14,6 @@ import {
 import { bucketNamed, type BucketCatalog } from './bucket-catalog.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { namedById } from './named-by-id.ts';
-import {
-  keepsAny,
-  versionsKept,
-  type KeptBecause,
-  type RetentionPolicy,
-} from './retention-policy.ts';
 import type { MetadataCache } from './metadata-cache.ts';
 import type { ServiceConnection } from './service-connection.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
@@ -50,12 +44,6 @@ export interface DeletedVersion {
   /** The snapshot that pinned it, deleted with it. */
   readonly snapshotId: string | null;
   readonly activeVersionId: string | null;
-}
-
-/** What `prune` kept, each with why, and what it removed (or would: a dry run), newest first. */
-export interface PrunedVersions {
-  readonly kept: ReadonlyArray<{ readonly version: Metadata; readonly because: KeptBecause[] }>;
-  readonly removed: readonly Metadata[];
 }
 
 /** The version `snapshotVersion` pinned, and its snapshot. */
@@ -108,7 +96,7 @@ export class BucketVersions {
    * when the home's disk had no room to remember them. The list is given all the same: a full
    * home disk is no reason not to see, and restore, what is backed up.
    */
-  private async remembered(
+  async remembered(
     client: ServiceClient,
     bucket: { readonly id: string; readonly name: string },
   ): Promise<{ versions: Metadata[]; kept: boolean }> {
@@ -392,60 +380,11 @@ export class BucketVersions {
   }
 
   /**
-   * Applies a retention policy to the bucket (retention-policy.ts): deletes its versions stored
-   * whole that no rule keeps, oldest first, each with its snapshot, calling `onRemoved` as each
-   * goes, so that one cut short has told what it did. A version still uploading, or whose upload
-   * failed, is neither counted nor removed; the active version is always kept. With `dryRun`,
-   * only says what it would remove. Refused while a backup to the bucket runs.
-   */
-  async prune(input: {
-    bucket: string;
-    policy: RetentionPolicy;
-    dryRun: boolean;
-    onRemoved?: (version: Metadata) => void;
-  }): Promise<PrunedVersions> {
-    if (!keepsAny(input.policy))
-      throw new EngineError(
-        'usage',
-        'a retention policy must keep some versions: give --keep-last, --keep-hourly, --keep-daily, --keep-weekly, --keep-monthly, --keep-yearly or --keep-within',
-      );
-    const { client } = await this.connection.connect();
-    const bucket = await this.buckets.byName(input.bucket, client);
-    return whileNoBackupTo(this.home, bucket, 'prune the versions', async () => {
-      const stored = (await this.remembered(client, bucket)).versions.filter(
-        (version) => version.state === 'active' || version.state === 'outdated',
-      );
-      const why = versionsKept(
-        stored.map((version) => ({
-          id: version.id,
-          createdAt: version.created_at,
-          active: version.state === 'active',
-        })),
-        input.policy,
-      );
-      const newestFirst = [...stored].sort((a, b) => b.created_at - a.created_at);
-      const kept = newestFirst.flatMap((version) => {
-        const because = why.get(version.id);
-        return because ? [{ version, because }] : [];
-      });
-      const removed = newestFirst.filter((version) => !why.has(version.id));
-      if (!input.dryRun) {
-        for (const version of [...removed].reverse()) {
-          await this.discard(client, bucket, version);
-          input.onRemoved?.(version);
-        }
-        await this.rememberActive(client, bucket);
-      }
-      return { kept, removed };
-    });
-  }
-
-  /**
    * Deletes version `named` and the snapshot that pins it, and forgets what this computer kept
    * of it. Gone already is done: the service prunes an outdated version once its snapshot goes,
    * when it keeps that many unpinned ones already.
    */
-  private async discard(client: ServiceClient, bucket: Bucket, named: Metadata): Promise<void> {
+  async discard(client: ServiceClient, bucket: Bucket, named: Metadata): Promise<void> {
     if (named.snapshot_id !== null) {
       try {
         await client.deleteSnapshot(bucket.id, named.snapshot_id);
@@ -460,10 +399,7 @@ export class BucketVersions {
   }
 
   /** The bucket's active version now, remembered for offline use (none: forgotten). */
-  private async rememberActive(
-    client: ServiceClient,
-    bucket: Bucket,
-  ): Promise<Metadata | undefined> {
+  async rememberActive(client: ServiceClient, bucket: Bucket): Promise<Metadata | undefined> {
     const active = (await this.remembered(client, bucket)).versions.find(
       (version) => version.state === 'active',
     );

@@ -4,11 +4,12 @@ import type { BucketVersions } from './bucket-versions.ts';
 import type { EngineDeps } from './engine-deps.ts';
 import type { MetadataCache } from './metadata-cache.ts';
 import type { ServiceConnection } from './service-connection.ts';
+import type { VersionRetention } from './version-retention.ts';
 
 /**
  * What the engine's runs (backup, browse, verify, restore) share: its host's deps, the state
- * database, the one connection to the service, the metadata cache, the bucket catalog and
- * versions, and the clock.
+ * database, the one connection to the service, the metadata cache, the bucket catalog,
+ * versions and their retention, and the clock.
  */
 export interface EngineParts {
   readonly deps: EngineDeps;
@@ -17,5 +18,6 @@ export interface EngineParts {
   readonly metadata: MetadataCache;
   readonly buckets: BucketCatalog;
   readonly versions: BucketVersions;
+  readonly retention: VersionRetention;
   readonly now: () => number;
 }

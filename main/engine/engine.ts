@@ -31,11 +31,11 @@ import {
   BucketVersions,
   type DeletedVersion,
   type KeptVersion,
-  type PrunedVersions,
   type VersionsOrLastSeen,
 } from './bucket-versions.ts';
 import { versionAsOf, type VersionAsOf } from './version-as-of.ts';
 import type { RetentionPolicy } from './retention-policy.ts';
+import { VersionRetention, type PruneRequest, type PrunedVersions } from './version-retention.ts';
 import { Enrollment, type AccountSummary, type LinkRequest } from './enrollment.ts';
 import type { BackupRequest, StoredBackup } from './source-backup.ts';
 import type { BackupPlan, PlanRequest } from './backup-plan.ts';
@@ -67,6 +67,7 @@ export class Engine {
   private readonly enrollment: Enrollment;
   private readonly buckets: BucketCatalog;
   private readonly versions: BucketVersions;
+  private readonly retention: VersionRetention;
   private readonly parts: EngineParts;
   /** Backup, browse, verify and restore, loaded by the first request for one (engine-runs.ts). */
   private runsLoaded: Promise<EngineRuns> | undefined;
@@ -102,6 +103,13 @@ export class Engine {
         this.metadata,
         () => this.now(),
       );
+      this.retention = new VersionRetention(
+        deps.home,
+        this.db,
+        this.connection,
+        this.buckets,
+        this.versions,
+      );
       this.parts = {
         deps,
         db: this.db,
@@ -109,6 +117,7 @@ export class Engine {
         metadata: this.metadata,
         buckets: this.buckets,
         versions: this.versions,
+        retention: this.retention,
         now: () => this.now(),
       };
     } catch (error) {
@@ -269,14 +278,22 @@ export class Engine {
     return this.versions.listSnapshots(input);
   }
 
-  /** Deletes the versions a retention policy does not keep (BucketVersions.prune). */
-  async pruneVersions(input: {
+  /** Deletes the versions a retention policy does not keep (VersionRetention.prune). */
+  async pruneVersions(input: PruneRequest): Promise<PrunedVersions> {
+    return this.retention.prune(input);
+  }
+
+  /** Sets the retention policy every backup to the bucket from here applies; null clears it. */
+  async setRetentionPolicy(input: {
     bucket: string;
-    policy: RetentionPolicy;
-    dryRun: boolean;
-    onRemoved?: (version: Metadata) => void;
-  }): Promise<PrunedVersions> {
-    return this.versions.prune(input);
+    policy: RetentionPolicy | null;
+  }): Promise<RetentionPolicy | null> {
+    return this.retention.setPolicy(input);
+  }
+
+  /** The retention policy set for the bucket here; null when none is. */
+  async retentionPolicy(input: { bucket: string }): Promise<RetentionPolicy | null> {
+    return this.retention.policyOf(input);
   }
 
   /** Pins a version (the active one by default) with a snapshot (BucketVersions). */

@@ -121,3 +121,51 @@ export function versionsKept(
   }
   return kept;
 }
+
+/**
+ * The policy in `json`, as policyText wrote it; undefined when it is not one (the state kept
+ * it damaged, or a later Canopy wrote more than this one knows).
+ */
+export function policyFromText(json: string): RetentionPolicy | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+  const policy: Partial<Record<RetentionRule, number>> & { within?: RetentionSpan } = {};
+  for (const [key, value] of Object.entries(parsed)) {
+    if (key === 'within') {
+      const span = value as Partial<RetentionSpan> | null;
+      if (
+        typeof span !== 'object' ||
+        span === null ||
+        !Number.isSafeInteger(span.count) ||
+        !(SPAN_UNITS as readonly unknown[]).includes(span.unit)
+      )
+        return undefined;
+      policy.within = { count: span.count as number, unit: span.unit as RetentionSpan['unit'] };
+    } else if ((RETENTION_RULES as readonly string[]).includes(key)) {
+      if (!Number.isSafeInteger(value) || (value as number) < 0) return undefined;
+      policy[key as RetentionRule] = value as number;
+    } else return undefined;
+  }
+  return keepsAny(policy) ? policy : undefined;
+}
+
+/** `policy` as JSON text, for the state to keep. */
+export function policyText(policy: RetentionPolicy): string {
+  return JSON.stringify(policy);
+}
+
+/** `policy` in words, as the options that give it: `--keep-daily 7 --keep-within 14d`. */
+export function policyOptions(policy: RetentionPolicy): string {
+  const words = RETENTION_RULES.flatMap((rule) => {
+    const count = policy[rule];
+    return count === undefined || count === 0 ? [] : [`--keep-${rule} ${count}`];
+  });
+  if (policy.within && policy.within.count > 0)
+    words.push(`--keep-within ${policy.within.count}${policy.within.unit.charAt(0)}`);
+  return words.join(' ');
+}

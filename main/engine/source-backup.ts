@@ -72,7 +72,21 @@ export interface BackupRequest {
   readonly uploadBytesPerSecond?: number;
 }
 
-export type StoredBackup = BackupResult & { readonly sampleCheck?: SampleCheck };
+/**
+ * What the retention policy set for the bucket on this device did once the backup was stored
+ * (version-retention.ts): the policy, as its options, and the versions it removed; or why it
+ * was not applied, or failed. The backup is stored either way.
+ */
+export type BackupRetention =
+  | { readonly policy: string; readonly removed: readonly string[] }
+  | { readonly notApplied: string }
+  | { readonly failed: string };
+
+export type StoredBackup = BackupResult & {
+  readonly sampleCheck?: SampleCheck;
+  /** Absent when no retention policy is set for the bucket here. */
+  readonly retention?: BackupRetention;
+};
 
 export class SourceBackup {
   constructor(
@@ -112,14 +126,16 @@ export class SourceBackup {
       // write permission added: given back first, the version records their own modes.
       this.tidyStoppedRestores();
       const result = await this.backupLocked(client, account, bucket, sourceDir, input);
-      if (input.checkBlocks === undefined || input.checkBlocks <= 0) return result;
-      const sampleCheck = await this.verifier.checkSample(
-        client,
-        bucket.id,
-        result.versionId,
-        input.checkBlocks,
-      );
-      return { ...result, sampleCheck };
+      const sampleCheck =
+        input.checkBlocks === undefined || input.checkBlocks <= 0
+          ? undefined
+          : await this.verifier.checkSample(client, bucket.id, result.versionId, input.checkBlocks);
+      const retention = await this.applyRetention(client, bucket, result);
+      return {
+        ...result,
+        ...(sampleCheck ? { sampleCheck } : {}),
+        ...(retention ? { retention } : {}),
+      };
     } catch (error) {
       if (input.signal?.aborted === true)
         throw new EngineError(
@@ -136,6 +152,33 @@ export class SourceBackup {
       );
     } finally {
       lock.release();
+    }
+  }
+
+  /**
+   * Applies the retention policy set for the bucket here, once `stored` is: not when the version
+   * lacks items it could not read, since the versions before it may be the only ones holding
+   * them. Its failure does not undo the backup, and is told beside it.
+   */
+  private async applyRetention(
+    client: ServiceClient,
+    bucket: Bucket,
+    stored: BackupResult,
+  ): Promise<BackupRetention | undefined> {
+    try {
+      const unreadable = stored.skipped.filter((item) => item.kind === 'unreadable').length;
+      if (unreadable > 0) {
+        // Whether a policy is set at all: one is told only where there is one.
+        if (!this.parts.retention.policySet(bucket)) return undefined;
+        return {
+          notApplied: `the version lacks ${unreadable === 1 ? 'an item' : 'items'} it could not read, which the versions before it may hold`,
+        };
+      }
+      const applied = await this.parts.retention.applySetPolicy(client, bucket);
+      if (!applied) return undefined;
+      return { policy: applied.policy, removed: applied.removed.map((version) => version.id) };
+    } catch (error) {
+      return { failed: error instanceof Error ? error.message : String(error) };
     }
   }
 

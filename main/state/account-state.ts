@@ -97,6 +97,7 @@ export const BUCKET_TABLES = [
   'superseded_versions',
   'pushes_in_flight',
   'restored_files',
+  'retention_policies',
   // With their shards and planned blocks (ON DELETE CASCADE).
   'shard_plans',
   'uploads',

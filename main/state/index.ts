@@ -24,3 +24,4 @@ export * from './state-repair.ts';
 export * from './upload-queue.ts';
 export * from './upload-speeds.ts';
 export * from './version-totals.ts';
+export * from './retention-policies.ts';

@@ -3,12 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Metadata } from '../../main/protocol/index.ts';
+import { DEFAULT_LIMITS, type Metadata } from '../../main/protocol/index.ts';
 import { BackupLock } from '../../main/state/index.ts';
 import { canopySucceeds as canopy, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
+import { backupWithReadsFailing } from '../helpers/failing-reads.ts';
+import { startTestService } from '../helpers/test-service.ts';
 
 // A user whose backup bucket keeps every version (each pinned by its snapshot) frees room with
 // a retention policy, as restic's `forget --keep-*` does: `canopy versions prune` removes every
@@ -114,8 +116,15 @@ describe('pruning versions by a retention policy', () => {
     const refused = await runCanopy(home, ['versions', 'prune', '--bucket', 'Crash'], FILE_SECRETS);
     expect(refused.status).toBe(2);
     expect(refused.stderr).toContain(
-      'a retention policy must keep some versions: give --keep-last, --keep-hourly',
+      'bucket "Crash" has no retention policy set here: give --keep-last, --keep-hourly',
     );
+    const keepsNone = await runCanopy(
+      home,
+      ['versions', 'prune', '--bucket', 'Crash', '--keep-last', '0'],
+      FILE_SECRETS,
+    );
+    expect(keepsNone.status).toBe(2);
+    expect(keepsNone.stderr).toContain('a retention policy must keep some versions');
     const notCount = await runCanopy(
       home,
       ['versions', 'prune', '--bucket', 'Crash', '--keep-daily', 'all'],
@@ -138,7 +147,9 @@ describe('pruning versions by a retention policy', () => {
       FILE_SECRETS,
     );
     expect(elsewhere.status).toBe(2);
-    expect(elsewhere.stderr).toContain('--keep-last: only versions prune takes it');
+    expect(elsewhere.stderr).toContain(
+      'versions list does not take --keep-last (versions prune and versions policy take it)',
+    );
     expect(await canopy(home, 'versions', 'prune', '--bucket', 'Crash', '--keep-last', '1')).toBe(
       'bucket "Crash" has no version stored whole: nothing to prune\n',
     );
@@ -179,5 +190,93 @@ describe('pruning versions by a retention policy', () => {
     expect(await canopy(home, 'backup', source, '--bucket', 'Crash', '--skip-check')).toContain(
       `finished the interrupted upload of version ${pending?.id ?? ''}`,
     );
+  });
+
+  it('applies the policy set for the bucket after each backup from here, but not to a version lacking a file it could not read', async () => {
+    const { home, source } = await loggedIn('policy', 'Notes');
+    expect(await canopy(home, 'versions', 'policy', '--bucket', 'Notes')).toBe(
+      'bucket "Notes" has no retention policy set here: its backups from here remove no version\n',
+    );
+    expect(
+      await canopy(home, 'versions', 'policy', '--bucket', 'Notes', '--keep-last', '2'),
+    ).toContain('set the retention policy of bucket "Notes": --keep-last 2; every backup');
+    expect(await canopy(home, 'versions', 'policy', '--bucket', 'Notes', '--json')).toBe(
+      `${JSON.stringify({ policy: { last: 2 } })}\n`,
+    );
+    const note = path.join(source, 'note.txt');
+    const said: string[] = [];
+    for (const text of ['first', 'second', 'third']) {
+      writeSettled(note, `the ${text} note\n`);
+      said.push(await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check'));
+    }
+    const [first, second, third] = said.map((line) => /^version (\S+)\n/.exec(line)?.[1]);
+    expect(said.slice(0, 2).join('')).not.toContain('retention policy');
+    expect(said[2]).toContain(
+      `removed 1 older version by the bucket's retention policy (--keep-last 2): ${first ?? ''}\n`,
+    );
+    expect((await versionsOf(home, 'Notes')).map((version) => version.id)).toEqual([third, second]);
+
+    // A disk failing to read a new file: the versions before may hold what this one lacks.
+    writeSettled(note, 'the fourth note\n');
+    writeSettled(path.join(source, 'scan.pdf'), randomBytes(1000));
+    const failing = backupWithReadsFailing(home, source, 'Notes', 'scan.pdf', 'EIO');
+    expect(failing.status).toBe(3);
+    expect(failing.stdout).toContain(
+      "did not apply the bucket's retention policy: the version lacks an item it could not read, which the versions before it may hold\n",
+    );
+    const [fourth] = (await versionsOf(home, 'Notes')).map((version) => version.id);
+    expect(await versionsOf(home, 'Notes')).toHaveLength(3);
+    // Pruned with no rules given: the policy set.
+    expect(await canopy(home, 'versions', 'prune', '--bucket', 'Notes')).toMatch(
+      new RegExp(`^removed version ${second ?? ''} .*\nkept 2 versions of bucket "Notes"`),
+    );
+    expect((await versionsOf(home, 'Notes')).map((version) => version.id)).toEqual([fourth, third]);
+
+    expect(await canopy(home, 'versions', 'policy', '--bucket', 'Notes', '--clear')).toBe(
+      'cleared the retention policy of bucket "Notes": its backups from here remove no version\n',
+    );
+    writeSettled(note, 'the fifth note\n');
+    expect(await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check')).not.toContain(
+      'retention policy',
+    );
+    expect(await versionsOf(home, 'Notes')).toHaveLength(3);
+  });
+
+  it('stores the backup when the policy cannot be applied, and says so', async () => {
+    let refuseDeletes = false;
+    // A service that refuses to delete snapshots, as one whose administrator locked them would.
+    const service = await startTestService({ limits: DEFAULT_LIMITS }, (app) => {
+      app.addHook('onRequest', async (request, reply) => {
+        if (refuseDeletes && request.method === 'DELETE')
+          await reply.code(409).send({ msg: 'snapshots are locked', code: 'conflict' });
+      });
+    });
+    try {
+      const run = path.join(scratch, 'locked');
+      const home = path.join(run, 'home');
+      const source = path.join(run, 'source');
+      mkdirSync(source, { recursive: true });
+      const { code } = service.addUser('locked@example.org');
+      await canopy(home, 'login', '--server', service.url, '--code', code);
+      await canopy(home, 'buckets', 'create', 'Locked', '--type', 'backup', '--class', 'hot');
+      await canopy(home, 'versions', 'policy', '--bucket', 'Locked', '--keep-last', '1');
+      writeSettled(path.join(source, 'a.txt'), 'first\n');
+      await canopy(home, 'backup', source, '--bucket', 'Locked', '--skip-check');
+      refuseDeletes = true;
+      writeSettled(path.join(source, 'a.txt'), 'second\n');
+      const backup = await runCanopy(
+        home,
+        ['backup', source, '--bucket', 'Locked', '--skip-check'],
+        FILE_SECRETS,
+      );
+      expect(backup.status).toBe(0);
+      expect(backup.stdout).toMatch(/^version \S+\n/);
+      expect(backup.stderr).toMatch(
+        /^canopy: the version is stored, but the retention policy set for bucket "Locked" could not be applied: .*snapshots are locked.*; `canopy versions prune --bucket Locked` applies it\n$/,
+      );
+      expect(await versionsOf(home, 'Locked')).toHaveLength(2);
+    } finally {
+      await service.close();
+    }
   });
 });

@@ -40,9 +40,10 @@ describe('canopy --help', () => {
       '  snapshots delete ID --bucket NAME                 unpin a version; the version stays',
     ]);
     const versions = usageLinesOf('versions');
-    expect(versions).toHaveLength(11);
+    expect(versions).toHaveLength(15);
     expect(versions[2]?.trim()).toBe('their data no other version holds');
     expect(versions[10]?.trim()).toBe('always stays');
+    expect(versions[14]?.trim()).toBe('rule applies it too)');
     expect(usageLinesOf('create')).toEqual([]);
   });
 });
