@@ -12,6 +12,8 @@ const MEANING: Record<StateLoss, string> = {
     'an unfinished upload could not be read from it: the next backup reads and sends what it had not sent',
   source_excludes:
     'the exclude rules kept with `canopy excludes` could not be read from it: add them again',
+  retention_policies:
+    'the retention policies set with `canopy versions policy` could not be read from it: backups remove no version until they are set again',
 };
 
 /** The lines to print for `repair`, each for stderr. */

@@ -10,7 +10,9 @@ export type StateLoss =
   /** An upload under way: what it had not sent yet is read and sent again by the next backup. */
   | 'upload_queue'
   /** The exclude rules kept with `canopy excludes`. */
-  | 'source_excludes';
+  | 'source_excludes'
+  /** The retention policies set with `canopy versions policy`: backups remove no version. */
+  | 'retention_policies';
 
 /** A rebuild of the state database (main/state/state-repair.ts). */
 export interface StateRepair {

@@ -5,8 +5,8 @@ import { openStateDatabase, type StateDb } from './database.ts';
 import { clearDamageMark, isDamageError, isMarkedDamaged } from './state-damage.ts';
 
 // Rebuilding a damaged state database from what is intact in it. A damaged page loses the rows
-// on it, not the database: the account and the exclude rules are a few rows on pages of their
-// own, and most damage falls on the file index, by far the largest table. So a new database is
+// on it, not the database: the account, the exclude rules and the retention policies are a few
+// rows on pages of their own, and most damage falls on the file index, by far the largest table. So a new database is
 // made, and each group of tables that only make sense together is copied from the damaged one
 // whole or not at all; a group that cannot be read is left out, and named to the user when it
 // is more than a cache. The damaged file is kept beside the new one.
@@ -43,12 +43,14 @@ const GROUPS: readonly TableGroup[] = [
     loss: 'upload_queue',
   },
   { tables: ['source_excludes'], loss: 'source_excludes' },
+  { tables: ['retention_policies'], loss: 'retention_policies' },
 ];
 const LOSS_ORDER: readonly StateLoss[] = [
   'account',
   'file_index',
   'upload_queue',
   'source_excludes',
+  'retention_policies',
 ];
 
 function quoted(name: string): string {

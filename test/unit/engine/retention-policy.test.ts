@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
   keepsAny,
+  policyFromText,
+  policyOptions,
+  policyText,
   versionsKept,
   type RetainedVersion,
 } from '../../../main/engine/retention-policy.ts';
@@ -138,5 +141,26 @@ describe('a retention policy', () => {
     expect(keepsAny({ within: { count: 0, unit: 'day' } })).toBe(false);
     expect(keepsAny({ within: { count: 2, unit: 'day' } })).toBe(true);
     expect(versionsKept([madeAt(2026, 1, 1)], { daily: 0 }).size).toBe(0);
+  });
+
+  it('is kept as text and read back, and one this Canopy does not know is not read in part', () => {
+    const policy = { daily: 7, weekly: 4, within: { count: 14, unit: 'day' } } as const;
+    expect(policyFromText(policyText(policy))).toEqual(policy);
+    expect(policyOptions(policy)).toBe('--keep-daily 7 --keep-weekly 4 --keep-within 14d');
+    expect(policyOptions({ last: 0, monthly: 6 })).toBe('--keep-monthly 6');
+    // A rule a later Canopy added: applied without it, the policy would remove what it keeps.
+    expect(policyFromText('{"daily":7,"tagged":"keep"}')).toBeUndefined();
+    for (const text of [
+      'not json',
+      '[]',
+      'null',
+      '{}',
+      '{"daily":-1}',
+      '{"daily":1.5}',
+      '{"daily":"7"}',
+      '{"within":{"count":2,"unit":"fortnight"}}',
+      '{"within":null}',
+    ])
+      expect(policyFromText(text), text).toBeUndefined();
   });
 });

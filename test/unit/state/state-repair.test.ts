@@ -5,11 +5,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   HomeLock,
   isDamagedDatabase,
+  keepRetentionPolicy,
   keepSourceExcludes,
   markDamaged,
   openStateDatabase,
   openStateDatabaseRepairing,
   readAccount,
+  retentionPolicyTextOf,
   sourceExcludesOf,
   stateFileOf,
   writeAccount,
@@ -34,7 +36,10 @@ const ACCOUNT: AccountRecord = {
   enrolled_at: 1,
 };
 
-/** A home whose state holds an account, exclude rules, 3 000 indexed files and an upload. */
+/**
+ * A home whose state holds an account, exclude rules, a retention policy, 3 000 indexed files
+ * and an upload.
+ */
 function filledHome(name: string): { home: string; file: string } {
   const home = path.join(scratch, name);
   mkdirSync(home, { recursive: true });
@@ -42,6 +47,7 @@ function filledHome(name: string): { home: string; file: string } {
   const db = openStateDatabase(file);
   writeAccount(db, ACCOUNT);
   keepSourceExcludes(db, '/home/me/Pictures', ['*.raw', '!keep.raw']);
+  keepRetentionPolicy(db, 'b', '{"daily":7}');
   db.prepare(
     "INSERT INTO file_index_sources (id, bucket_id, source_dir, version_id, entry_count) VALUES (1, 'b', '/home/me/Pictures', 'v', 3000)",
   ).run();
@@ -96,6 +102,7 @@ describe('a damaged state database', () => {
       });
       expect(readAccount(db)).toMatchObject(ACCOUNT);
       expect(sourceExcludesOf(db, '/home/me/Pictures')).toEqual(['*.raw', '!keep.raw']);
+      expect(retentionPolicyTextOf(db, 'b')).toBe('{"daily":7}');
       expect(count(db, 'uploads')).toBe(1);
       expect(count(db, 'file_index')).toBe(0);
       expect(count(db, 'file_index_sources')).toBe(0);
@@ -133,7 +140,13 @@ describe('a damaged state database', () => {
     damageHeader(file);
     const { db, repair, lock } = open(home);
     try {
-      expect(repair?.lost).toEqual(['account', 'file_index', 'upload_queue', 'source_excludes']);
+      expect(repair?.lost).toEqual([
+        'account',
+        'file_index',
+        'upload_queue',
+        'source_excludes',
+        'retention_policies',
+      ]);
       expect(readAccount(db)).toBeUndefined();
       expect(existsSync(repair?.setAsideAs ?? '')).toBe(true);
     } finally {
