@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
+import path from 'node:path';
 import { expect } from 'vitest';
+import type { Metadata } from '../../main/protocol/index.ts';
 import { canopyProcess } from './canopy-command-line.ts';
 
 // The real `canopy` command as a child process with its own CANOPY_HOME.
@@ -87,6 +89,13 @@ export async function canopySucceeds(home: string, ...args: string[]): Promise<s
   return result.stdout;
 }
 
+/** Runs `canopy ARGS` in `home` (secrets in a file), expects the usage status (2), gives its stderr. */
+export async function canopyRefusesUsage(home: string, ...args: string[]): Promise<string> {
+  const result = await runCanopy(home, args, FILE_SECRETS);
+  expect(result.status, `canopy ${args.join(' ')}: ${result.stdout}`).toBe(2);
+  return result.stderr;
+}
+
 /** Runs `canopy ARGS` in `home` (secrets in a file), expects it to fail (1), gives its stderr. */
 export async function canopyFails(home: string, ...args: string[]): Promise<string> {
   const result = await runCanopy(home, args, FILE_SECRETS);
@@ -106,4 +115,24 @@ export async function loginWithBucket(
 ): Promise<void> {
   await canopySucceeds(home, 'login', '--local', '--data', localData);
   await canopySucceeds(home, 'buckets', 'create', bucket, '--type', type, '--class', 'hot');
+}
+
+/** The versions of `bucket`, newest first, as `canopy versions --json` lists them. */
+export async function versionsListed(home: string, bucket: string): Promise<Metadata[]> {
+  return JSON.parse(
+    await canopySucceeds(home, 'versions', '--bucket', bucket, '--json'),
+  ) as Metadata[];
+}
+
+/**
+ * In the folder `run`, a home logged in to its own embedded service (its data in `run`), with
+ * a backup bucket named `bucket`, and an empty folder to back up.
+ */
+export async function localHomeWithBucket(run: string, bucket: string) {
+  const home = path.join(run, 'home');
+  const data = path.join(run, 'data');
+  const source = path.join(run, 'source');
+  mkdirSync(source, { recursive: true });
+  await loginWithBucket(home, data, bucket);
+  return { run, home, data, source };
 }

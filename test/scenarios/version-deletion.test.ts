@@ -6,8 +6,13 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { BackupLock } from '../../main/state/index.ts';
 import { createEngine } from '../../main/index.ts';
-import { DEFAULT_LIMITS, type Metadata, type Snapshot } from '../../main/protocol/index.ts';
-import { canopyFails, canopySucceeds as canopy, loginWithBucket } from '../helpers/canopy-cli.ts';
+import { DEFAULT_LIMITS, type Snapshot } from '../../main/protocol/index.ts';
+import {
+  canopyFails,
+  canopySucceeds as canopy,
+  localHomeWithBucket,
+  versionsListed,
+} from '../helpers/canopy-cli.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
@@ -23,19 +28,9 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const MB = 1_000_000;
 
-async function versionsOf(home: string, bucket: string): Promise<Metadata[]> {
-  return JSON.parse(await canopy(home, 'versions', '--bucket', bucket, '--json')) as Metadata[];
-}
-
 /** A home logged in to its own embedded service, with a backup bucket named `bucket`. */
-async function loggedIn(name: string, bucket: string) {
-  const run = path.join(scratch, name);
-  const home = path.join(run, 'home');
-  const data = path.join(run, 'data');
-  const source = path.join(run, 'source');
-  mkdirSync(source, { recursive: true });
-  await loginWithBucket(home, data, bucket);
-  return { run, home, data, source };
+function loggedIn(name: string, bucket: string) {
+  return localHomeWithBucket(path.join(scratch, name), bucket);
 }
 
 describe('deleting versions', () => {
@@ -50,7 +45,9 @@ describe('deleting versions', () => {
       if (photo === 'second')
         await canopy(home, 'restore', '--bucket', 'Photos', '--to', path.join(run, 'second'));
     }
-    const [third, second, first] = (await versionsOf(home, 'Photos')).map((version) => version.id);
+    const [third, second, first] = (await versionsListed(home, 'Photos')).map(
+      (version) => version.id,
+    );
     if (first === undefined || second === undefined || third === undefined)
       throw new Error('three versions expected');
     const before = storedDataBytes(data);
@@ -72,7 +69,7 @@ describe('deleting versions', () => {
     );
     // Each photo only its version held.
     expect(before - storedDataBytes(data)).toBeGreaterThanOrEqual(4 * MB);
-    expect(await versionsOf(home, 'Photos')).toMatchObject([{ id: second, state: 'active' }]);
+    expect(await versionsListed(home, 'Photos')).toMatchObject([{ id: second, state: 'active' }]);
     const snapshots = JSON.parse(
       await canopy(home, 'snapshots', '--bucket', 'Photos', '--json'),
     ) as Snapshot[];
@@ -94,7 +91,7 @@ describe('deleting versions', () => {
     const { home, source } = await loggedIn('snapshot', 'Notes');
     writeSettled(path.join(source, 'note.txt'), 'a note\n');
     await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check');
-    const [version] = await versionsOf(home, 'Notes');
+    const [version] = await versionsListed(home, 'Notes');
     if (version?.snapshot_id == null) throw new Error('a backup version has a snapshot');
 
     // Named by the start of its id, as a user types it.
@@ -107,7 +104,7 @@ describe('deleting versions', () => {
       'Notes',
     );
     expect(said).toContain(`deleted snapshot ${version.snapshot_id}; version ${version.id} stays`);
-    expect(await versionsOf(home, 'Notes')).toMatchObject([
+    expect(await versionsListed(home, 'Notes')).toMatchObject([
       { id: version.id, state: 'active', snapshot_id: null },
     ]);
     expect(await canopy(home, 'snapshots', '--bucket', 'Notes')).toContain('no snapshots yet');
@@ -127,7 +124,7 @@ describe('deleting versions', () => {
     // A backup killed once its version was pushed, before any data went.
     const crashed = await runHelper('crashing-backup', [home, source, 'shard:0']).exited;
     expect(crashed.signal).toBe('SIGKILL');
-    const [pending] = await versionsOf(home, 'Crash');
+    const [pending] = await versionsListed(home, 'Crash');
     expect(pending?.state).toBe('pending');
     expect(
       await canopyFails(home, 'versions', 'delete', pending?.id ?? '', '--bucket', 'Crash'),

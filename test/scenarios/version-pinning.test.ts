@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_LIMITS, type Metadata } from '../../main/protocol/index.ts';
-import { canopyFails, canopySucceeds as canopy } from '../helpers/canopy-cli.ts';
+import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import { canopyFails, canopySucceeds as canopy, versionsListed } from '../helpers/canopy-cli.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
@@ -25,10 +25,6 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-async function versionsOf(home: string, bucket: string): Promise<Metadata[]> {
-  return JSON.parse(await canopy(home, 'versions', '--bucket', bucket, '--json')) as Metadata[];
-}
-
 /** A home of a new user of the service, with a bucket named `bucket` of `type`. */
 async function loggedIn(name: string, bucket: string, type: 'backup' | 'interactive') {
   const run = path.join(scratch, name);
@@ -47,7 +43,7 @@ describe('pinning a version with a snapshot', () => {
     const draft = path.join(source, 'draft.txt');
     writeSettled(draft, 'the first draft\n');
     await canopy(home, 'backup', source, '--bucket', 'Drafts', '--skip-check');
-    const [first] = await versionsOf(home, 'Drafts');
+    const [first] = await versionsListed(home, 'Drafts');
     if (first === undefined) throw new Error('one version expected');
     // An interactive bucket's versions are not pinned by themselves.
     expect(first.snapshot_id).toBeNull();
@@ -84,7 +80,7 @@ describe('pinning a version with a snapshot', () => {
       writeSettled(draft, `the ${text} draft\n`);
       await canopy(home, 'backup', source, '--bucket', 'Drafts', '--skip-check');
     }
-    const versions = await versionsOf(home, 'Drafts');
+    const versions = await versionsListed(home, 'Drafts');
     expect(versions).toHaveLength(3);
     expect(versions.at(-1)).toMatchObject({
       id: first.id,
@@ -102,7 +98,9 @@ describe('pinning a version with a snapshot', () => {
     expect(await canopy(home, 'snapshots', 'delete', snapshot, '--bucket', 'Drafts')).toContain(
       `the server pruned its version ${first.id}`,
     );
-    expect((await versionsOf(home, 'Drafts')).map((version) => version.id)).not.toContain(first.id);
+    expect((await versionsListed(home, 'Drafts')).map((version) => version.id)).not.toContain(
+      first.id,
+    );
   });
 
   it('refuses a version not stored whole, one the bucket does not have, and a bucket with none', async () => {
@@ -115,7 +113,7 @@ describe('pinning a version with a snapshot', () => {
     // A backup killed once its version was pushed, before any data went.
     const crashed = await runHelper('crashing-backup', [home, source, 'shard:0']).exited;
     expect(crashed.signal).toBe('SIGKILL');
-    const [pending] = await versionsOf(home, 'Crash');
+    const [pending] = await versionsListed(home, 'Crash');
     if (pending?.state !== 'pending') throw new Error('a pending version expected');
     expect(
       await canopyFails(home, 'snapshots', 'create', pending.id, '--bucket', 'Crash'),

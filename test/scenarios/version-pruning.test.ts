@@ -3,9 +3,15 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_LIMITS, type Metadata } from '../../main/protocol/index.ts';
+import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { BackupLock } from '../../main/state/index.ts';
-import { canopySucceeds as canopy, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import {
+  canopyRefusesUsage,
+  canopySucceeds as canopy,
+  localHomeWithBucket,
+  runCanopy,
+  versionsListed,
+} from '../helpers/canopy-cli.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
@@ -24,18 +30,9 @@ afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const MB = 1_000_000;
 const FILE_SECRETS = { CANOPY_SECRET_STORE: 'file' };
 
-async function versionsOf(home: string, bucket: string): Promise<Metadata[]> {
-  return JSON.parse(await canopy(home, 'versions', '--bucket', bucket, '--json')) as Metadata[];
-}
-
-async function loggedIn(name: string, bucket: string) {
-  const run = path.join(scratch, name);
-  const home = path.join(run, 'home');
-  const data = path.join(run, 'data');
-  const source = path.join(run, 'source');
-  mkdirSync(source, { recursive: true });
-  await loginWithBucket(home, data, bucket);
-  return { run, home, data, source };
+/** A home logged in to its own embedded service, with a backup bucket named `bucket`. */
+function loggedIn(name: string, bucket: string) {
+  return localHomeWithBucket(path.join(scratch, name), bucket);
 }
 
 describe('pruning versions by a retention policy', () => {
@@ -48,7 +45,7 @@ describe('pruning versions by a retention policy', () => {
       writeSettled(path.join(source, 'which.txt'), `${photo}\n`);
       await canopy(home, 'backup', source, '--bucket', 'Photos', '--skip-check');
     }
-    const [fourth, third, second, first] = await versionsOf(home, 'Photos');
+    const [fourth, third, second, first] = await versionsListed(home, 'Photos');
     if (!fourth || !third || !second || !first) throw new Error('four versions expected');
 
     const told = await canopy(
@@ -67,7 +64,7 @@ describe('pruning versions by a retention policy', () => {
       ),
     );
     // Nothing removed by the dry run.
-    expect(await versionsOf(home, 'Photos')).toHaveLength(4);
+    expect(await versionsListed(home, 'Photos')).toHaveLength(4);
     const before = storedDataBytes(data);
 
     const said = await canopy(home, 'versions', 'prune', '--bucket', 'Photos', '--keep-last', '2');
@@ -77,7 +74,7 @@ describe('pruning versions by a retention policy', () => {
         `^removed version ${first.id} \\(\\S+\\)\nremoved version ${second.id} \\(\\S+\\)\nkept 2 versions of bucket "Photos" and removed 2: their data no other version holds is freed\n$`,
       ),
     );
-    expect((await versionsOf(home, 'Photos')).map((version) => version.id)).toEqual([
+    expect((await versionsListed(home, 'Photos')).map((version) => version.id)).toEqual([
       fourth.id,
       third.id,
     ]);
@@ -113,41 +110,39 @@ describe('pruning versions by a retention policy', () => {
 
   it('refuses a policy that keeps nothing, and while a backup runs; a version uploading stays', async () => {
     const { home, source } = await loggedIn('refused', 'Crash');
-    const refused = await runCanopy(home, ['versions', 'prune', '--bucket', 'Crash'], FILE_SECRETS);
-    expect(refused.status).toBe(2);
-    expect(refused.stderr).toContain(
+    expect(await canopyRefusesUsage(home, 'versions', 'prune', '--bucket', 'Crash')).toContain(
       'bucket "Crash" has no retention policy set here: give --keep-last, --keep-hourly',
     );
-    const keepsNone = await runCanopy(
-      home,
-      ['versions', 'prune', '--bucket', 'Crash', '--keep-last', '0'],
-      FILE_SECRETS,
-    );
-    expect(keepsNone.status).toBe(2);
-    expect(keepsNone.stderr).toContain('a retention policy must keep some versions');
-    const notCount = await runCanopy(
-      home,
-      ['versions', 'prune', '--bucket', 'Crash', '--keep-daily', 'all'],
-      FILE_SECRETS,
-    );
-    expect(notCount.status).toBe(2);
-    expect(notCount.stderr).toContain('--keep-daily must be a whole number, not "all"');
-    const notSpan = await runCanopy(
-      home,
-      ['versions', 'prune', '--bucket', 'Crash', '--keep-within', '2 weeks'],
-      FILE_SECRETS,
-    );
-    expect(notSpan.status).toBe(2);
-    expect(notSpan.stderr).toContain(
+    expect(
+      await canopyRefusesUsage(home, 'versions', 'prune', '--bucket', 'Crash', '--keep-last', '0'),
+    ).toContain('a retention policy must keep some versions');
+    expect(
+      await canopyRefusesUsage(
+        home,
+        'versions',
+        'prune',
+        '--bucket',
+        'Crash',
+        '--keep-daily',
+        'all',
+      ),
+    ).toContain('--keep-daily must be a whole number, not "all"');
+    expect(
+      await canopyRefusesUsage(
+        home,
+        'versions',
+        'prune',
+        '--bucket',
+        'Crash',
+        '--keep-within',
+        '2 weeks',
+      ),
+    ).toContain(
       '--keep-within takes a whole number and a unit, h(ours), d(ays), w(eeks), m(onths) or y(ears), as 14d or 6m; not "2 weeks"',
     );
-    const elsewhere = await runCanopy(
-      home,
-      ['versions', '--bucket', 'Crash', '--keep-last', '1'],
-      FILE_SECRETS,
-    );
-    expect(elsewhere.status).toBe(2);
-    expect(elsewhere.stderr).toContain(
+    expect(
+      await canopyRefusesUsage(home, 'versions', '--bucket', 'Crash', '--keep-last', '1'),
+    ).toContain(
       'versions list does not take --keep-last (versions prune and versions policy take it)',
     );
     expect(await canopy(home, 'versions', 'prune', '--bucket', 'Crash', '--keep-last', '1')).toBe(
@@ -161,7 +156,7 @@ describe('pruning versions by a retention policy', () => {
     // A backup killed once its version was pushed, before any data went.
     const crashed = await runHelper('crashing-backup', [home, source, 'shard:0']).exited;
     expect(crashed.signal).toBe('SIGKILL');
-    const [pending, stored] = await versionsOf(home, 'Crash');
+    const [pending, stored] = await versionsListed(home, 'Crash');
     expect(pending?.state).toBe('pending');
 
     const [bucket] = JSON.parse(await canopy(home, 'buckets', '--json')) as Array<{ id: string }>;
@@ -183,7 +178,7 @@ describe('pruning versions by a retention policy', () => {
     expect(await canopy(home, 'versions', 'prune', '--bucket', 'Crash', '--keep-last', '1')).toBe(
       'kept 1 version of bucket "Crash" and removed 0\n',
     );
-    expect((await versionsOf(home, 'Crash')).map((version) => version.id)).toEqual([
+    expect((await versionsListed(home, 'Crash')).map((version) => version.id)).toEqual([
       pending?.id,
       stored?.id,
     ]);
@@ -214,7 +209,10 @@ describe('pruning versions by a retention policy', () => {
     expect(said[2]).toContain(
       `removed 1 older version by the bucket's retention policy (--keep-last 2): ${first ?? ''}\n`,
     );
-    expect((await versionsOf(home, 'Notes')).map((version) => version.id)).toEqual([third, second]);
+    expect((await versionsListed(home, 'Notes')).map((version) => version.id)).toEqual([
+      third,
+      second,
+    ]);
 
     // A disk failing to read a new file: the versions before may hold what this one lacks.
     writeSettled(note, 'the fourth note\n');
@@ -224,13 +222,16 @@ describe('pruning versions by a retention policy', () => {
     expect(failing.stdout).toContain(
       "did not apply the bucket's retention policy: the version lacks an item it could not read, which the versions before it may hold\n",
     );
-    const [fourth] = (await versionsOf(home, 'Notes')).map((version) => version.id);
-    expect(await versionsOf(home, 'Notes')).toHaveLength(3);
+    const [fourth] = (await versionsListed(home, 'Notes')).map((version) => version.id);
+    expect(await versionsListed(home, 'Notes')).toHaveLength(3);
     // Pruned with no rules given: the policy set.
     expect(await canopy(home, 'versions', 'prune', '--bucket', 'Notes')).toMatch(
       new RegExp(`^removed version ${second ?? ''} .*\nkept 2 versions of bucket "Notes"`),
     );
-    expect((await versionsOf(home, 'Notes')).map((version) => version.id)).toEqual([fourth, third]);
+    expect((await versionsListed(home, 'Notes')).map((version) => version.id)).toEqual([
+      fourth,
+      third,
+    ]);
 
     expect(await canopy(home, 'versions', 'policy', '--bucket', 'Notes', '--clear')).toBe(
       'cleared the retention policy of bucket "Notes": its backups from here remove no version\n',
@@ -239,7 +240,7 @@ describe('pruning versions by a retention policy', () => {
     expect(await canopy(home, 'backup', source, '--bucket', 'Notes', '--skip-check')).not.toContain(
       'retention policy',
     );
-    expect(await versionsOf(home, 'Notes')).toHaveLength(3);
+    expect(await versionsListed(home, 'Notes')).toHaveLength(3);
   });
 
   it('stores the backup when the policy cannot be applied, and says so', async () => {
@@ -274,7 +275,7 @@ describe('pruning versions by a retention policy', () => {
       expect(backup.stderr).toMatch(
         /^canopy: the version is stored, but the retention policy set for bucket "Locked" could not be applied: .*snapshots are locked.*; `canopy versions prune --bucket Locked` applies it\n$/,
       );
-      expect(await versionsOf(home, 'Locked')).toHaveLength(2);
+      expect(await versionsListed(home, 'Locked')).toHaveLength(2);
     } finally {
       await service.close();
     }
