@@ -182,9 +182,14 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
         : [
             `${counted(result.foldersOfOthers, 'folder')} of another user's kept ${result.foldersOfOthers === 1 ? 'its' : 'their'} own permissions and times: only ${result.foldersOfOthers === 1 ? 'its' : 'their'} owner may change them`,
           ]),
+      ...(result.ownersFromFolders === 0
+        ? []
+        : [
+            `${result.ownersFromFolders === 1 ? '1 file, folder or link' : `${result.ownersFromFolders} files, folders and links`} restored into another user's folder ${result.ownersFromFolders === 1 ? 'takes' : 'take'} that folder's owner and group, not root's: Canopy keeps no owners`,
+          ]),
       ...result.setIdBitsDropped.map(
         (item) =>
-          `restored ${item} without its set-user-ID or set-group-ID bit: Canopy keeps no owners, and restored as root it would run as root (chmod u+s or g+s gives it back)`,
+          `restored ${item} without its set-user-ID or set-group-ID bit: Canopy keeps no owners, and restored by root it would run as whoever the restore made its owner (chmod u+s or g+s gives it back)`,
       ),
       ...result.notRestored.map((item) => `could not restore ${item.path}: ${item.reason}`),
       ...(result.readAgainBecause === null

@@ -270,8 +270,9 @@ export class VersionRestorer {
           : {}),
         ...(input.onProgress ? { onProgress: input.onProgress } : {}),
         ...(input.sparse === true ? { sparse: true } : {}),
-        // As root, what it restores is root's: no program of it may then run as root.
-        ...(process.getuid?.() === 0 ? { dropSetIdBits: true } : {}),
+        // As root, what it makes takes the owner of the folder it goes into (a user's home
+        // folder, theirs), and no program of it may run as its owner: a version keeps no owners.
+        ...(process.getuid?.() === 0 ? { dropSetIdBits: true, ownersFromFolders: true } : {}),
         ...(input.signal ? { signal: input.signal } : {}),
         ...(notes ? { onFileRestored: (file: RestoredFileOnDisk) => notes.add(file) } : {}),
       });

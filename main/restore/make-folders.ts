@@ -15,10 +15,18 @@ export function modeWhileFilled(mode: number | undefined): number | undefined {
   return mode === undefined ? undefined : (mode & 0o777) | 0o700;
 }
 
-/** Makes `dir`; true once it is there, false when a folder above it is missing. */
-async function makeOne(dir: string, mode: number | undefined): Promise<boolean> {
+/**
+ * Makes `dir`, passing it to `onMade`; true once it is there, false when a folder above it is
+ * missing.
+ */
+async function makeOne(
+  dir: string,
+  mode: number | undefined,
+  onMade: ((dir: string) => void) | undefined,
+): Promise<boolean> {
   try {
     await mkdir(dir, mode === undefined ? undefined : { mode });
+    onMade?.(dir);
     return true;
   } catch (error) {
     if (systemErrorCode(error) === 'ENOENT') return false;
@@ -30,14 +38,20 @@ async function makeOne(dir: string, mode: number | undefined): Promise<boolean> 
 
 /**
  * Makes `dir` (with `mode`, less the umask, when given) and any missing folder above it (as new
- * folders); the system's error when one cannot be made.
+ * folders); the system's error when one cannot be made. `onMade` takes each folder it made,
+ * parents first.
  */
-export async function makeFolders(dir: string, mode?: number): Promise<void> {
-  if (await makeOne(dir, mode)) return;
+export async function makeFolders(
+  dir: string,
+  mode?: number,
+  onMade?: (dir: string) => void,
+): Promise<void> {
+  if (await makeOne(dir, mode, onMade)) return;
   const parent = path.dirname(dir);
-  if (parent !== dir) await makeFolders(parent);
-  if (!(await makeOne(dir, mode))) {
+  if (parent !== dir) await makeFolders(parent, undefined, onMade);
+  if (!(await makeOne(dir, mode, onMade))) {
     // The parent is there now, yet the folder still cannot be made (a pseudo file system).
     await mkdir(dir, mode === undefined ? undefined : { mode });
+    onMade?.(dir);
   }
 }

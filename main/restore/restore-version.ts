@@ -40,6 +40,7 @@ import { LeafFetcher } from './leaf-fetcher.ts';
 import { unavailableBlockReason } from './receive-blocks.ts';
 import type { UnavailableBlockReport } from './verify-version.ts';
 import { makeFolders, modeWhileFilled } from './make-folders.ts';
+import { InheritedOwners } from './inherited-owners.ts';
 import { missingFoldersAbove } from './folders-above.ts';
 import { mayChangeLook, OpenedFolders, type OpenedFolder } from './opened-folders.ts';
 import { nearestFolderThere } from './nearest-folder.ts';
@@ -147,6 +148,12 @@ export interface RestoreInput {
    */
   readonly dropSetIdBits?: boolean;
   /**
+   * Gives each file, folder and link the restore makes the owner and group of the folder it is
+   * made in (inherited-owners.ts), as this process's own would otherwise be: the engine asks it
+   * of a restore run as root, whose files would all be root's.
+   */
+  readonly ownersFromFolders?: boolean;
+  /**
    * Stops the restore with `stopped`: no new file is begun, the files waiting for blocks fail
    * (their temporaries removed), and those already whole get their names. The client given is
    * stopped by the same signal, which cuts off its requests.
@@ -207,6 +214,11 @@ export interface RestoreResult {
    * by their path below the target.
    */
   readonly setIdBitsDropped: readonly string[];
+  /**
+   * Files, folders and links made and given the owner of the folder they went into, another
+   * than this process's (`ownersFromFolders`).
+   */
+  readonly ownersFromFolders: number;
 }
 
 /** A file whose leaf did not match its CID as it was written, to be written again. */
@@ -446,7 +458,14 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     modesNotKept: 0,
     foldersOfOthers: 0,
     setIdBitsDropped: [] as string[],
+    ownersFromFolders: 0,
   };
+  const owners =
+    input.ownersFromFolders === true && process.getuid && process.getgid
+      ? new InheritedOwners({ uid: process.getuid(), gid: process.getgid() })
+      : undefined;
+  /** Gives a folder the restore made the owner of the folder it is in (ownersFromFolders). */
+  const folderMade = owners ? (dir: string) => owners.giveItem(dir) : undefined;
   /** Gives `file` (a path, or an open descriptor) the mode it had, where the disk can hold it. */
   const keepMode = (file: string | number, mode: number): void => {
     try {
@@ -485,8 +504,9 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
       : [];
     // What is made goes into the nearest folder there.
     if (!targetExisted) opened.openIfClosed(nearestFolderThere(input.targetDir));
-    for (const above of foldersAbove) await makeFolders(above.dir, modeWhileFilled(above.mode));
-    await makeFolders(input.targetDir);
+    for (const above of foldersAbove)
+      await makeFolders(above.dir, modeWhileFilled(above.mode), folderMade);
+    await makeFolders(input.targetDir, undefined, folderMade);
     // Given their modes and times last, as the folders restored are.
     directoryTimes.push(...foldersAbove);
   } catch (error) {
@@ -577,6 +597,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
       }
       // Its name taken since it was looked at: beside it, as a file is.
       if (linkAt !== target) result.renamed.push(path.relative(input.targetDir, linkAt));
+      owners?.giveItem(linkAt);
       if (mtimeNanoseconds !== undefined) {
         const time = fileTime(mtimeNanoseconds);
         lutimesSync(linkAt, time, time);
@@ -622,6 +643,8 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         const refusal = refusalOf(error, target, 'content');
         throw refusal instanceof EntryNotRestoredError ? refusal : error;
       }
+      // Before its mode: a change of owner takes the set-ID bits off.
+      owners?.giveFile(output.fd, folder);
       if (entry.mode !== undefined)
         keepMode(output.fd, setIdBitsDropped ? entry.mode & ~SET_ID_BITS : entry.mode);
       if (mtimeNanoseconds !== undefined) {
@@ -927,7 +950,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         try {
           if (relative !== '') place = folderPlace(destination);
           if (!place.existed) opened.openIfClosed(path.dirname(place.folder));
-          await makeFolders(place.folder, modeWhileFilled(entry.mode));
+          await makeFolders(place.folder, modeWhileFilled(entry.mode), folderMade);
         } catch (error) {
           const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
           if (refusal instanceof EntryNotRestoredError) {
@@ -1005,5 +1028,5 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     }
     if (mtime !== undefined) await utimes(dir, fileTime(mtime), fileTime(mtime));
   }
-  return result;
+  return { ...result, ownersFromFolders: owners?.given ?? 0 };
 }

@@ -153,6 +153,31 @@ export function mountRefusingModes(dir: string): MountedDisk {
 }
 
 /**
+ * Mounts at `dir` (made here) a view of a fresh folder beside it in which everything is owned by
+ * `uid` (its group too) and no chown succeeds (EPERM), as on an exFAT disk mounted for a user.
+ */
+export function mountRefusingOwners(dir: string, uid: number): MountedDisk {
+  const backing = `${dir}.backing`;
+  mkdirSync(backing, { recursive: true });
+  mkdirSync(dir, { recursive: true });
+  run('bindfs', [
+    `--force-user=${uid}`,
+    `--force-group=${uid}`,
+    '--chown-deny',
+    '--chgrp-deny',
+    backing,
+    dir,
+  ]);
+  return {
+    dir,
+    unmount() {
+      run('umount', [dir]);
+      rmSync(backing, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
  * Mounts at `dir` (made here) a tmpfs of `sizeMiB`, or a ramfs (which has no size limit).
  */
 export function mountMemoryDisk(dir: string, type: 'tmpfs' | 'ramfs', sizeMiB = 0): MountedDisk {

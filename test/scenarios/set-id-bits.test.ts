@@ -86,7 +86,7 @@ describe('set-user-ID and set-group-ID bits', () => {
     expect(told.sort()).toEqual(
       ['grouped', 'tool'].map(
         (name) =>
-          `restored ${name} without its set-user-ID or set-group-ID bit: Canopy keeps no owners, and restored as root it would run as root (chmod u+s or g+s gives it back)`,
+          `restored ${name} without its set-user-ID or set-group-ID bit: Canopy keeps no owners, and restored by root it would run as whoever the restore made its owner (chmod u+s or g+s gives it back)`,
       ),
     );
   });
