@@ -164,7 +164,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
   );
   if (result.retention && 'failed' in result.retention)
     process.stderr.write(
-      `canopy: the version is stored, but the retention policy set for bucket "${str('bucket') ?? ''}" could not be applied: ${result.retention.failed}; \`canopy versions prune --bucket ${str('bucket') ?? ''}\` applies it\n`,
+      `canopy: the version is stored, but the retention policy set for bucket "${str('bucket') ?? ''}" could not be applied${result.retention.removed.length === 0 ? '' : ` (after removing ${result.retention.removed.join(', ')})`}: ${result.retention.failed}; \`canopy versions prune --bucket ${str('bucket') ?? ''}\` applies it\n`,
     );
   const check = result.sampleCheck;
   const lost = check && !('failed' in check) ? check.unavailable.length : 0;

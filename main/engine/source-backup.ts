@@ -80,7 +80,8 @@ export interface BackupRequest {
 export type BackupRetention =
   | { readonly policy: string; readonly removed: readonly string[] }
   | { readonly notApplied: string }
-  | { readonly failed: string };
+  /** Failed part-way: `removed` are those it removed before. */
+  | { readonly failed: string; readonly removed: readonly string[] };
 
 export type StoredBackup = BackupResult & {
   readonly sampleCheck?: SampleCheck;
@@ -165,6 +166,7 @@ export class SourceBackup {
     bucket: Bucket,
     stored: BackupResult,
   ): Promise<BackupRetention | undefined> {
+    const removed: string[] = [];
     try {
       const unreadable = stored.skipped.filter((item) => item.kind === 'unreadable').length;
       if (unreadable > 0) {
@@ -174,11 +176,13 @@ export class SourceBackup {
           notApplied: `the version lacks ${unreadable === 1 ? 'an item' : 'items'} it could not read, which the versions before it may hold`,
         };
       }
-      const applied = await this.parts.retention.applySetPolicy(client, bucket);
+      const applied = await this.parts.retention.applySetPolicy(client, bucket, (version) =>
+        removed.push(version.id),
+      );
       if (!applied) return undefined;
-      return { policy: applied.policy, removed: applied.removed.map((version) => version.id) };
+      return { policy: applied.policy, removed };
     } catch (error) {
-      return { failed: error instanceof Error ? error.message : String(error) };
+      return { failed: error instanceof Error ? error.message : String(error), removed };
     }
   }
 

@@ -115,10 +115,11 @@ export class VersionRetention {
   async applySetPolicy(
     client: ServiceClient,
     bucket: Bucket,
+    onRemoved: (version: Metadata) => void,
   ): Promise<(PrunedVersions & { readonly policy: string }) | null> {
     const policy = this.policySet(bucket);
     if (!policy) return null;
-    const pruned = await this.pruneLocked(client, bucket, policy, { dryRun: false });
+    const pruned = await this.pruneLocked(client, bucket, policy, { dryRun: false, onRemoved });
     return { ...pruned, policy: policyOptions(policy) };
   }
 

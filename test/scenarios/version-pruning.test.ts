@@ -243,13 +243,15 @@ describe('pruning versions by a retention policy', () => {
     expect(await versionsListed(home, 'Notes')).toHaveLength(3);
   });
 
-  it('stores the backup when the policy cannot be applied, and says so', async () => {
-    let refuseDeletes = false;
-    // A service that refuses to delete snapshots, as one whose administrator locked them would.
+  it('stores the backup when the policy cannot be applied, and says what it removed before', async () => {
+    /** DELETE requests the service still answers; after them it refuses. */
+    let deletesAllowed = Infinity;
+    // A service that stops deleting part-way, as one whose administrator locked its snapshots.
     const service = await startTestService({ limits: DEFAULT_LIMITS }, (app) => {
       app.addHook('onRequest', async (request, reply) => {
-        if (refuseDeletes && request.method === 'DELETE')
-          await reply.code(409).send({ msg: 'snapshots are locked', code: 'conflict' });
+        if (request.method !== 'DELETE') return;
+        if (deletesAllowed > 0) deletesAllowed -= 1;
+        else await reply.code(409).send({ msg: 'snapshots are locked', code: 'conflict' });
       });
     });
     try {
@@ -260,11 +262,15 @@ describe('pruning versions by a retention policy', () => {
       const { code } = service.addUser('locked@example.org');
       await canopy(home, 'login', '--server', service.url, '--code', code);
       await canopy(home, 'buckets', 'create', 'Locked', '--type', 'backup', '--class', 'hot');
+      for (const text of ['first', 'second', 'third']) {
+        writeSettled(path.join(source, 'a.txt'), `${text}\n`);
+        await canopy(home, 'backup', source, '--bucket', 'Locked', '--skip-check');
+      }
+      const [, , first] = (await versionsListed(home, 'Locked')).map((version) => version.id);
       await canopy(home, 'versions', 'policy', '--bucket', 'Locked', '--keep-last', '1');
-      writeSettled(path.join(source, 'a.txt'), 'first\n');
-      await canopy(home, 'backup', source, '--bucket', 'Locked', '--skip-check');
-      refuseDeletes = true;
-      writeSettled(path.join(source, 'a.txt'), 'second\n');
+      // The oldest version's snapshot and the version itself go; then the service refuses.
+      deletesAllowed = 2;
+      writeSettled(path.join(source, 'a.txt'), 'fourth\n');
       const backup = await runCanopy(
         home,
         ['backup', source, '--bucket', 'Locked', '--skip-check'],
@@ -273,9 +279,11 @@ describe('pruning versions by a retention policy', () => {
       expect(backup.status).toBe(0);
       expect(backup.stdout).toMatch(/^version \S+\n/);
       expect(backup.stderr).toMatch(
-        /^canopy: the version is stored, but the retention policy set for bucket "Locked" could not be applied: .*snapshots are locked.*; `canopy versions prune --bucket Locked` applies it\n$/,
+        new RegExp(
+          `^canopy: the version is stored, but the retention policy set for bucket "Locked" could not be applied \\(after removing ${first ?? ''}\\): .*snapshots are locked.*; \`canopy versions prune --bucket Locked\` applies it\n$`,
+        ),
       );
-      expect(await versionsListed(home, 'Locked')).toHaveLength(2);
+      expect(await versionsListed(home, 'Locked')).toHaveLength(3);
     } finally {
       await service.close();
     }
