@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import {
+  RETENTION_RULES,
   keepsAny,
   policyFromText,
   policyOptions,
@@ -162,5 +164,59 @@ describe('a retention policy', () => {
       '{"within":null}',
     ])
       expect(policyFromText(text), text).toBeUndefined();
+  });
+
+  it('keeps, for any versions and rules, the active one, the newest N, never more than the rules count, and more for larger counts', () => {
+    const YEAR = 365 * 24 * 3600;
+    const versionsArb = fc
+      .uniqueArray(fc.integer({ min: 1_700_000_000, max: 1_700_000_000 + 3 * YEAR }), {
+        minLength: 1,
+        maxLength: 60,
+      })
+      .chain((times) =>
+        fc.record({
+          times: fc.constant(times),
+          active: fc.integer({ min: 0, max: times.length - 1 }),
+        }),
+      )
+      .map(({ times, active }) =>
+        times.map((createdAt, index) => ({ id: `v${index}`, createdAt, active: index === active })),
+      );
+    const countArb = fc.option(fc.integer({ min: 0, max: 12 }), { nil: undefined });
+    const policyArb = fc.record({
+      last: countArb,
+      hourly: countArb,
+      daily: countArb,
+      weekly: countArb,
+      monthly: countArb,
+      yearly: countArb,
+    });
+    fc.assert(
+      fc.property(versionsArb, policyArb, (versions, given) => {
+        const policy = Object.fromEntries(
+          Object.entries(given).filter(([, count]) => count !== undefined),
+        ) as Partial<Record<(typeof RETENTION_RULES)[number], number>>;
+        const kept = versionsKept(versions, policy);
+        const active = versions.find((version) => version.active);
+        expect(kept.get(active?.id ?? '')).toContain('active');
+        const newest = [...versions].sort((a, b) => b.createdAt - a.createdAt);
+        for (const version of newest.slice(0, policy.last ?? 0))
+          expect(kept.get(version.id)).toContain('last');
+        // Each rule keeps at most its count, and each kept version is kept by some rule.
+        const counted = RETENTION_RULES.reduce((sum, rule) => sum + (policy[rule] ?? 0), 0);
+        expect(kept.size).toBeLessThanOrEqual(1 + counted);
+        for (const rule of RETENTION_RULES)
+          expect([...kept.values()].filter((why) => why.includes(rule)).length).toBeLessThanOrEqual(
+            policy[rule] ?? 0,
+          );
+        // One more of each keeps all it kept, and maybe more.
+        const more = Object.fromEntries(
+          RETENTION_RULES.map((rule) => [rule, (policy[rule] ?? 0) + 1]),
+        );
+        const keptByMore = versionsKept(versions, more);
+        for (const id of kept.keys()) expect(keptByMore.has(id)).toBe(true);
+      }),
+      { numRuns: 300, seed: 20261129 },
+    );
   });
 });
