@@ -123,6 +123,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (name !== undefined)
       refuseOptionsNotTaken(
         name,
+        words[0],
         Object.keys(values).filter((option) => values[option as keyof typeof values] !== undefined),
       );
     const [{ openSecretStore, secretStoreChoice }, { createEngine }, { canopyHome }] =

@@ -113,16 +113,71 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['verify', ['bucket', 'version', 'snapshot', 'at', 'all', 'progress', 'limit-download']],
 ]);
 
-/** Refuses an option given that command `name` does not take; an unknown command passes. */
-export function refuseOptionsNotTaken(name: string, given: Iterable<string>): void {
+/** The keep rules of `versions prune`, which `versions policy` sets for later backups. */
+const KEEP_RULES = [
+  'keep-last',
+  'keep-hourly',
+  'keep-daily',
+  'keep-weekly',
+  'keep-monthly',
+  'keep-yearly',
+  'keep-within',
+];
+
+/**
+ * Options of a command that only some of its subcommands take, by command, then subcommand;
+ * with the subcommand run when none is named. Given to another subcommand, one is refused as
+ * any option the command does not take: `canopy buckets --type backup` listed every bucket, as
+ * `canopy versions --keep-last 2` would have pruned nothing.
+ */
+export const TAKEN_BY_SUBCOMMAND: ReadonlyMap<
+  string,
+  { readonly unnamed: string; readonly by: Readonly<Record<string, readonly string[]>> }
+> = new Map([
+  ['buckets', { unnamed: 'list', by: { create: ['type', 'class'] } }],
+  ['devices', { unnamed: 'list', by: { approve: ['name'] } }],
+  ['account', { unnamed: 'show', by: { set: ['display-name', 'locale'] } }],
+  [
+    'versions',
+    {
+      unnamed: 'list',
+      by: { prune: ['dry-run', ...KEEP_RULES], policy: ['clear', ...KEEP_RULES] },
+    },
+  ],
+]);
+
+/**
+ * Refuses an option given that command `name` does not take, or that its subcommand `sub` (the
+ * word after it) does not (TAKEN_BY_SUBCOMMAND); an unknown command passes.
+ */
+export function refuseOptionsNotTaken(
+  name: string,
+  sub: string | undefined,
+  given: Iterable<string>,
+): void {
   const taken = TAKEN.get(name);
   if (!taken) return;
-  const refused = [...given].filter(
+  const options = [...given];
+  const refused = options.filter(
     (option) => !taken.includes(option) && !ANY_COMMAND.includes(option),
   );
-  if (refused.length === 0) return;
-  const named = refused.map((option) => `--${option}`).join(', ');
+  if (refused.length > 0) {
+    const named = refused.map((option) => `--${option}`).join(', ');
+    throw new UsageError(
+      `${name} does not take ${named}${taken.length === 0 ? '' : ` (it takes ${taken.map((option) => `--${option}`).join(', ')})`}`,
+    );
+  }
+  const subcommands = TAKEN_BY_SUBCOMMAND.get(name);
+  if (!subcommands) return;
+  const restricted = new Set(Object.values(subcommands.by).flat());
+  const run = sub ?? subcommands.unnamed;
+  const takenHere = subcommands.by[run] ?? [];
+  const notHere = options.filter((option) => restricted.has(option) && !takenHere.includes(option));
+  if (notHere.length === 0) return;
+  const takers = Object.keys(subcommands.by).filter((other) =>
+    notHere.every((option) => subcommands.by[other]?.includes(option)),
+  );
   throw new UsageError(
-    `${name} does not take ${named}${taken.length === 0 ? '' : ` (it takes ${taken.map((option) => `--${option}`).join(', ')})`}`,
+    `${name} ${run} does not take ${notHere.map((option) => `--${option}`).join(', ')}${takers.length === 0 ? '' : ` (${takers.map((taker) => `${name} ${taker}`).join(' and ')} ${takers.length === 1 ? 'takes' : 'take'} ${notHere.length === 1 ? 'it' : 'them'})`}`,
   );
 }

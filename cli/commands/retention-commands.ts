@@ -11,35 +11,6 @@ import { UsageError, need, table, type CommandContext } from '../command-context
 // does not keep, by rules given for the while or set for the bucket, which every backup to it
 // from this computer then applies.
 
-const KEEP_OPTIONS = ['keep-within', ...RETENTION_RULES.map((rule) => `keep-${rule}`)];
-
-/** The `versions` options each retention command takes: another `versions` command none. */
-const TAKEN_BY: Readonly<Record<string, readonly string[]>> = {
-  prune: ['dry-run', ...KEEP_OPTIONS],
-  policy: ['clear', ...KEEP_OPTIONS],
-};
-
-/**
- * Refuses an option of the retention commands given to a `versions` command (`sub`) that does
- * not take it: `canopy versions --keep-last 2` would list the versions and prune nothing.
- */
-export function refuseRetentionOptions(
-  sub: string | undefined,
-  values: Readonly<Record<string, unknown>>,
-): void {
-  const taken = (sub === undefined ? undefined : TAKEN_BY[sub]) ?? [];
-  const refused = [...new Set(Object.values(TAKEN_BY).flat())].filter(
-    (option) => values[option] !== undefined && !taken.includes(option),
-  );
-  if (refused.length === 0) return;
-  const takers = Object.keys(TAKEN_BY).filter((name) =>
-    refused.every((option) => TAKEN_BY[name]?.includes(option)),
-  );
-  throw new UsageError(
-    `versions ${sub ?? 'list'} does not take ${refused.map((option) => `--${option}`).join(', ')}${takers.length === 0 ? '' : ` (versions ${takers.join(' and versions ')} ${takers.length === 1 ? 'takes' : 'take'} ${refused.length === 1 ? 'it' : 'them'})`}`,
-  );
-}
-
 const SPAN_UNIT_LETTERS: Readonly<Record<string, RetentionSpan['unit']>> = {
   h: 'hour',
   d: 'day',

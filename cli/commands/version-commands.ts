@@ -1,13 +1,12 @@
 import { canopyHome } from '../../main/state/index.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
-import { policyCommand, pruneCommand, refuseRetentionOptions } from './retention-commands.ts';
+import { policyCommand, pruneCommand } from './retention-commands.ts';
 
 // `canopy versions` and `canopy snapshots`: list and delete them, and pin a version; pruning by
 // a retention policy is in retention-commands.ts.
 
 export async function versionsCommand(command: CommandContext): Promise<number | undefined> {
-  const { engine, sub, rest, out, str, values } = command;
-  refuseRetentionOptions(sub, values);
+  const { engine, sub, rest, out, str } = command;
   if (sub === 'prune') return pruneCommand(command);
   if (sub === 'policy') return policyCommand(command);
   if (sub === 'delete') {

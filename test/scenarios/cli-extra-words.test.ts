@@ -77,6 +77,11 @@ describe('words a command does not take', () => {
       'backup does not take --overwrite, --to (it takes --bucket, --dry-run, --progress, --allow-empty, --replace-source, --skip-check, --limit-upload)',
     );
     await emptied(['whoami', '--bucket', 'Docs'], 'whoami does not take --bucket');
+    // One another subcommand takes: the list is of every bucket, whatever the type asked for.
+    await emptied(
+      ['buckets', '--type', 'backup'],
+      'buckets list does not take --type (buckets create takes it)',
+    );
 
     // A word left out: the command's own lines of the help say what it takes.
     const missing = await runCanopy(home, ['history', '--bucket', 'Docs'], env);
