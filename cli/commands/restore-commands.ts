@@ -185,7 +185,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       ...(result.ownersFromFolders === 0
         ? []
         : [
-            `${result.ownersFromFolders === 1 ? '1 file, folder or link' : `${result.ownersFromFolders} files, folders and links`} restored into another user's folder ${result.ownersFromFolders === 1 ? 'takes' : 'take'} that folder's owner and group, not root's: Canopy keeps no owners`,
+            `${result.ownersFromFolders === 1 ? '1 file, folder or link' : `${result.ownersFromFolders} files, folders and links`} restored for another user ${result.ownersFromFolders === 1 ? 'takes' : 'take'} the owner and group of the folder ${result.ownersFromFolders === 1 ? 'it went' : 'they went'} into (or of the file replaced), not root's: Canopy keeps no owners`,
           ]),
       ...result.setIdBitsDropped.map(
         (item) =>

@@ -7,7 +7,7 @@ import { systemErrorCode } from '../api/index.ts';
 // canopy restore --to /home/ann/Documents`) would leave Ann files she cannot change. As root,
 // each file, folder and link a restore makes takes instead the owner and group of the folder it
 // is made in, as the folders it makes do in turn: into Ann's folder, Ann's; into root's, root's.
-// What was there already keeps its own.
+// What was there already keeps its own, and a file replaced (--overwrite) passes its on.
 
 /** The errors of a disk that keeps no owners of its own (FAT and exFAT, some network shares). */
 const OWNERS_NOT_KEPT = new Set(['EPERM', 'EOPNOTSUPP', 'ENOTSUP', 'ENOSYS', 'EINVAL']);
@@ -35,8 +35,18 @@ export class InheritedOwners {
     private readonly self: Owner,
   ) {}
 
-  /** Gives the file open as `fd`, being made in `folder`, the folder's owner and group. */
-  giveFile(fd: number, folder: string): void {
+  /**
+   * Gives the file open as `fd`, being made in `folder`, the owner and group of the file it is
+   * to replace (`replacing`, with --overwrite), or without one there the folder's.
+   */
+  giveFile(fd: number, folder: string, replacing?: string): void {
+    const replaced =
+      replacing === undefined ? undefined : lstatSync(replacing, { throwIfNoEntry: false });
+    if (replaced && !replaced.isDirectory()) {
+      const owner = { uid: replaced.uid, gid: replaced.gid, dev: replaced.dev };
+      this.change(owner, () => fchownSync(fd, owner.uid, owner.gid));
+      return;
+    }
     this.give(folder, (owner) => fchownSync(fd, owner.uid, owner.gid));
   }
 
@@ -54,10 +64,16 @@ export class InheritedOwners {
       owner = { uid: stats.uid, gid: stats.gid, dev: stats.dev };
       this.ownerOfFolder.set(folder, owner);
     }
-    if (owner.uid === this.self.uid && owner.gid === this.self.gid) return owner;
-    if (this.refusingDisks.has(owner.dev)) return owner;
+    this.change(owner, () => change(owner));
+    return owner;
+  }
+
+  /** Runs `change`, giving an item `owner`, unless it needs none or the disk takes none. */
+  private change(owner: FolderOwner, change: () => void): void {
+    if (owner.uid === this.self.uid && owner.gid === this.self.gid) return;
+    if (this.refusingDisks.has(owner.dev)) return;
     try {
-      change(owner);
+      change();
       this.given += 1;
     } catch (error) {
       const code = systemErrorCode(error);
@@ -65,6 +81,5 @@ export class InheritedOwners {
       // The disk's own owner stands, as its own permissions do (modesNotKept).
       this.refusingDisks.add(owner.dev);
     }
-    return owner;
   }
 }

@@ -644,7 +644,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         throw refusal instanceof EntryNotRestoredError ? refusal : error;
       }
       // Before its mode: a change of owner takes the set-ID bits off.
-      owners?.giveFile(output.fd, folder);
+      owners?.giveFile(output.fd, folder, input.overwrite ? target : undefined);
       if (entry.mode !== undefined)
         keepMode(output.fd, setIdBitsDropped ? entry.mode & ~SET_ID_BITS : entry.mode);
       if (mtimeNanoseconds !== undefined) {

@@ -18,7 +18,8 @@ import { mountRefusingOwners, type MountedDisk } from '../helpers/limited-disks.
 // A version keeps no owners, so what root restores would all be root's: an administrator
 // restoring a user's lost folder into their home would leave them files they cannot change. Run
 // as root, a restore gives each file, folder and link it makes the owner and group of the folder
-// it goes into; what was there keeps its own. (The tests run as root.)
+// it goes into; what was there keeps its own, and a file replaced passes its owner on to the
+// copy that replaces it. (The tests run as root.)
 
 const NOBODY = 65534;
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-owners-'));
@@ -59,7 +60,7 @@ describe('a restore run as root', () => {
     const target = path.join(annHome, 'Documents', 'restored');
     const said = await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--to', target);
     expect(said).toContain(
-      "6 files, folders and links restored into another user's folder take that folder's owner and group, not root's: Canopy keeps no owners\n",
+      "6 files, folders and links restored for another user take the owner and group of the folder they went into (or of the file replaced), not root's: Canopy keeps no owners\n",
     );
     expect(ownersUnder(annHome)).toEqual({
       '': '65534:65534',
@@ -80,7 +81,7 @@ describe('a restore run as root', () => {
     chownSync(path.join(target, 'letters'), NOBODY, NOBODY);
     const said = await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--to', target);
     expect(said).toContain(
-      "1 file, folder or link restored into another user's folder takes that folder's owner",
+      '1 file, folder or link restored for another user takes the owner and group of the folder it went into',
     );
     expect(ownersUnder(target)).toEqual({
       '': '0:0',
@@ -91,11 +92,32 @@ describe('a restore run as root', () => {
     });
   });
 
+  it('with --overwrite, gives a file it replaces the owner that file had', async () => {
+    const target = path.join(scratch, 'overwritten');
+    mkdirSync(target);
+    // Ann's copy, in root's folder, changed since the backup.
+    writeFileSync(path.join(target, 'notes.txt'), 'changed notes\n');
+    chownSync(path.join(target, 'notes.txt'), NOBODY, NOBODY);
+    const said = await canopySucceeds(
+      home,
+      ...['restore', '--bucket', 'Docs', '--to', target, '--overwrite'],
+    );
+    expect(said).toContain('1 file, folder or link restored for another user takes');
+    expect(readFileSync(path.join(target, 'notes.txt'), 'utf8')).toBe('notes\n');
+    expect(ownersUnder(target)).toEqual({
+      '': '0:0',
+      letters: '0:0',
+      'letters/to-ann.txt': '0:0',
+      'notes.txt': '65534:65534',
+      latest: '0:0',
+    });
+  });
+
   it('restores onto a disk that keeps owners of its own, as they are', async () => {
     disk = mountRefusingOwners(path.join(scratch, 'stick'), NOBODY);
     const target = path.join(disk.dir, 'restored');
     const said = await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--to', target);
-    expect(said).not.toContain("another user's folder");
+    expect(said).not.toContain('restored for another user');
     expect(Object.values(ownersUnder(target))).toEqual(Array(5).fill('65534:65534'));
     expect(readFileSync(path.join(target, 'notes.txt'), 'utf8')).toBe('notes\n');
   });
