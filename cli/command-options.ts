@@ -113,7 +113,11 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['verify', ['bucket', 'version', 'snapshot', 'at', 'all', 'progress', 'limit-download']],
 ]);
 
-/** The keep rules of `versions prune`, which `versions policy` sets for later backups. */
+/**
+ * The keep rules of `versions prune`, which `versions policy` sets for later backups: one per
+ * RETENTION_RULES and --keep-within, written out since this file is read before the engine is
+ * loaded (test/unit/cli/command-options.test.ts holds the two together).
+ */
 const KEEP_RULES = [
   'keep-last',
   'keep-hourly',

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TAKEN, TAKEN_BY_SUBCOMMAND, refuseOptionsNotTaken } from '../../../cli/command-options.ts';
+import { RETENTION_RULES } from '../../../main/engine/retention-policy.ts';
 
 // An option only one subcommand takes, given to another, would be dropped without a word:
 // `canopy buckets --type backup` listed every bucket, not the backup ones.
@@ -33,6 +34,13 @@ describe('options only some subcommands take', () => {
     expect(refusal('versions', 'prune', 'bucket', 'keep-daily', 'json')).not.toThrow();
     // An option the command takes for all its subcommands stays taken by each.
     expect(refusal('versions', 'delete', 'bucket')).not.toThrow();
+  });
+
+  it('include a keep option for each rule of a retention policy', () => {
+    const rules = [...RETENTION_RULES.map((rule) => `keep-${rule}`), 'keep-within'].sort();
+    const by = TAKEN_BY_SUBCOMMAND.get('versions')?.by;
+    expect(by?.['prune']?.filter((option) => option.startsWith('keep-')).sort()).toEqual(rules);
+    expect(by?.['policy']?.filter((option) => option.startsWith('keep-')).sort()).toEqual(rules);
   });
 
   it('are options their command takes', () => {
