@@ -5,7 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { BackupLock } from '../../main/state/index.ts';
+import Database from 'better-sqlite3';
 import {
+  canopyFails,
   canopyRefusesUsage,
   canopySucceeds as canopy,
   localHomeWithBucket,
@@ -232,6 +234,18 @@ describe('pruning versions by a retention policy', () => {
       fourth,
       third,
     ]);
+
+    // One this Canopy cannot read (a later one set a rule it does not know) is applied not at all.
+    const state = new Database(path.join(home, 'state.sqlite'));
+    const kept = state.prepare('SELECT policy FROM retention_policies').pluck().get() as string;
+    state.prepare('UPDATE retention_policies SET policy = ?').run('{"last":2,"tagged":"keep"}');
+    state.close();
+    expect(await canopyFails(home, 'versions', 'prune', '--bucket', 'Notes')).toContain(
+      'the retention policy set here for bucket "Notes" is not one this Canopy can read: set it again',
+    );
+    const unread = new Database(path.join(home, 'state.sqlite'));
+    unread.prepare('UPDATE retention_policies SET policy = ?').run(kept);
+    unread.close();
 
     expect(await canopy(home, 'versions', 'policy', '--bucket', 'Notes', '--clear')).toBe(
       'cleared the retention policy of bucket "Notes": its backups from here remove no version\n',
