@@ -2,7 +2,7 @@
 // the newest N, and the newest version of each of the last N hours, days, weeks, months and
 // years that have one, and (`within`, as restic's `--keep-within`) every version made in a span
 // before the newest one. A version kept by any rule is kept; the bucket's active version always
-// is, whatever the rules. Periods are this computer's calendar (its time zone): a "day" is the
+// is, whatever the rules, and so is one the user pinned. Periods are this computer's calendar (its time zone): a "day" is the
 // user's day, and a week is an ISO week, Monday to Sunday.
 
 export const RETENTION_RULES = ['last', 'hourly', 'daily', 'weekly', 'monthly', 'yearly'] as const;
@@ -24,14 +24,19 @@ export type RetentionPolicy = Readonly<Partial<Record<RetentionRule, number>>> &
   readonly within?: RetentionSpan;
 };
 
-/** Why a version is kept: the rules that keep it, or that it is the bucket's active version. */
-export type KeptBecause = RetentionRule | 'within' | 'active';
+/**
+ * Why a version is kept: the rules that keep it, that it is the bucket's active version, or that
+ * the user pinned it (`pinned`).
+ */
+export type KeptBecause = RetentionRule | 'within' | 'active' | 'pinned';
 
 export interface RetainedVersion {
   readonly id: string;
   /** Seconds since the epoch, as the service dates a version (`created_at`). */
   readonly createdAt: number;
   readonly active: boolean;
+  /** Pinned by the user (`canopy snapshots create`): kept whatever the rules, as the active one. */
+  readonly pinned?: boolean;
 }
 
 /** The ISO week of `date` in local time, as `year-Wweek` (the year the week's Thursday is in). */
@@ -101,7 +106,10 @@ export function versionsKept(
   const keep = (id: string, because: KeptBecause): void => {
     kept.set(id, [...(kept.get(id) ?? []), because]);
   };
-  for (const version of newestFirst) if (version.active) keep(version.id, 'active');
+  for (const version of newestFirst) {
+    if (version.active) keep(version.id, 'active');
+    if (version.pinned === true) keep(version.id, 'pinned');
+  }
   const newest = newestFirst[0];
   if (newest && policy.within && policy.within.count > 0) {
     const from = spanBefore(new Date(newest.createdAt * 1000), policy.within);

@@ -90,8 +90,8 @@ export class VersionRetention {
   /**
    * Deletes the bucket's versions stored whole that no rule keeps, oldest first, each with its
    * snapshot. A version still uploading, or whose upload failed, is neither counted nor removed;
-   * the active version is always kept. With `dryRun`, only says what it would remove. Refused
-   * while a backup to the bucket runs.
+   * the active version is always kept, and so is one the user pinned in an interactive bucket.
+   * With `dryRun`, only says what it would remove. Refused while a backup to the bucket runs.
    */
   async prune(input: PruneRequest): Promise<PrunedVersions> {
     if (input.policy) refuseKeepingNothing(input.policy);
@@ -137,6 +137,9 @@ export class VersionRetention {
         id: version.id,
         createdAt: version.created_at,
         active: version.state === 'active',
+        // In an interactive bucket a snapshot is the user's own pin (§12: a backup bucket's
+        // versions each get one by themselves, which says nothing of the user's wish).
+        pinned: bucket.type === 'interactive' && version.snapshot_id !== null,
       })),
       policy,
     );

@@ -94,6 +94,20 @@ describe('pinning a version with a snapshot', () => {
     await canopy(home, 'restore', '--bucket', 'Drafts', '--version', first.id, '--to', back);
     expect(readFileSync(path.join(back, 'draft.txt'), 'utf8')).toBe('the first draft\n');
 
+    // Pinned by the user, a retention policy keeps it too.
+    expect(
+      await canopy(
+        home,
+        'versions',
+        'prune',
+        '--bucket',
+        'Drafts',
+        '--keep-last',
+        '1',
+        '--dry-run',
+      ),
+    ).toMatch(new RegExp(`^keep +${first.id} +\\S+ +pinned$`, 'm'));
+
     // Unpinned, it is past the one the service keeps, and goes.
     expect(await canopy(home, 'snapshots', 'delete', snapshot, '--bucket', 'Drafts')).toContain(
       `the server pruned its version ${first.id}`,

@@ -55,6 +55,17 @@ describe('a retention policy', () => {
     ]);
   });
 
+  it('keeps a version the user pinned whatever the rules', () => {
+    const pinned = { ...madeAt(2026, 1, 1), pinned: true };
+    const kept = versionsKept([pinned, madeAt(2026, 2, 1), madeAt(2026, 3, 1, 12, 0, true)], {
+      last: 1,
+    });
+    expect(Object.fromEntries(kept)).toEqual({
+      '2026-3-1 12:00': ['active', 'last'],
+      '2026-1-1 12:00': ['pinned'],
+    });
+  });
+
   it("keeps each day's newest version for the last N days that have one", () => {
     const versions = [
       madeAt(2026, 11, 20, 9),
