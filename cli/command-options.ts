@@ -52,6 +52,21 @@ export const OPTIONS = {
 /** Every command takes these. */
 export const ANY_COMMAND = ['json', 'help'];
 
+/**
+ * The keep rules of `versions prune`, which `versions policy` sets for later backups: one per
+ * RETENTION_RULES and --keep-within, written out since this file is read before the engine is
+ * loaded (test/unit/cli/command-options.test.ts holds the two together).
+ */
+const KEEP_RULES = [
+  'keep-last',
+  'keep-hourly',
+  'keep-daily',
+  'keep-weekly',
+  'keep-monthly',
+  'keep-yearly',
+  'keep-within',
+];
+
 /** The options each command takes besides ANY_COMMAND's, by the command's name. */
 export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['login', ['server', 'code', 'name', 'local', 'data']],
@@ -76,21 +91,7 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
     ],
   ],
   ['excludes', ['add', 'remove', 'clear']],
-  [
-    'versions',
-    [
-      'bucket',
-      'dry-run',
-      'clear',
-      'keep-last',
-      'keep-hourly',
-      'keep-daily',
-      'keep-weekly',
-      'keep-monthly',
-      'keep-yearly',
-      'keep-within',
-    ],
-  ],
+  ['versions', ['bucket', 'dry-run', 'clear', ...KEEP_RULES]],
   ['snapshots', ['bucket']],
   ['ls', ['bucket', 'version', 'snapshot', 'at', 'recursive', 'progress']],
   [
@@ -112,21 +113,6 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['history', ['bucket', 'progress']],
   ['verify', ['bucket', 'version', 'snapshot', 'at', 'all', 'progress', 'limit-download']],
 ]);
-
-/**
- * The keep rules of `versions prune`, which `versions policy` sets for later backups: one per
- * RETENTION_RULES and --keep-within, written out since this file is read before the engine is
- * loaded (test/unit/cli/command-options.test.ts holds the two together).
- */
-const KEEP_RULES = [
-  'keep-last',
-  'keep-hourly',
-  'keep-daily',
-  'keep-weekly',
-  'keep-monthly',
-  'keep-yearly',
-  'keep-within',
-];
 
 /**
  * Options of a command that only some of its subcommands take, by command, then subcommand;
