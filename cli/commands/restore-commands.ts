@@ -1,6 +1,6 @@
 import { downloadLimitOf } from '../transfer-rate.ts';
 import { typedPath } from '../typed-path.ts';
-import type { RestoreRequest } from '../../main/index.ts';
+import type { RestoredBefore, RestoreRequest } from '../../main/index.ts';
 import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
@@ -66,6 +66,16 @@ function listed(heading: string, paths: readonly string[]): string[] {
     : [heading, ...paths.map((item) => `  ${JSON.stringify(item).slice(1, -1)}`)];
 }
 
+/**
+ * A line for each file or link a restore before put beside what kept its name, found there with
+ * the same content: `left` says what becomes of it.
+ */
+function restoredBeforeLines(items: readonly RestoredBefore[], left: string): string[] {
+  return items.map(
+    (item) => `${item.path} was restored before as ${item.as}, with the same content, and ${left}`,
+  );
+}
+
 /** `canopy restore --dry-run`: what the restore would do; exits 1 when it would be refused. */
 async function restorePlanCommand(
   command: CommandContext,
@@ -91,6 +101,7 @@ async function restorePlanCommand(
         : [
             `already there with the same content, and would be left as ${plan.alreadyThere === 1 ? 'it is' : 'they are'}: ${counted(plan.alreadyThere, 'file or link', 'files and links')}`,
           ]),
+      ...restoredBeforeLines(plan.restoredBefore, 'would be left as it is'),
       ...listed(
         `would replace ${counted(plan.replaced.length, 'file or link', 'files and links')} there:`,
         plan.replaced,
@@ -163,6 +174,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
               ? 'already there with the same content, and left as it was: 1 file or link'
               : `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
           ]),
+      ...restoredBeforeLines(result.restoredBefore, 'left as it was'),
       ...result.renamed.map((name) => {
         const kept = name.replace(/ \(restored(?: \d+)?\)$/, '');
         const reason = notReplaced.get(kept);

@@ -5,6 +5,7 @@ import type { CID } from 'multiformats/cid';
 import { SHA2_256_CODE } from '../protocol/index.ts';
 import { openSourceHandle } from '../scanner/index.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
+import { restoredCopiesOf } from './restored-copies.ts';
 import type { TreeEntry } from './walk-tree.ts';
 
 // What a restore finds in its target already, byte for byte: the files of a restore that was
@@ -18,6 +19,10 @@ import type { TreeEntry } from './walk-tree.ts';
 // it keeps its content when it differs. So does its access time: it is opened as a backup opens
 // the files it reads (main/scanner/source-file.ts), which also never waits on a name that became
 // a named pipe meanwhile.
+//
+// A file or link kept in the way gets the version's beside it, as "a.txt (restored)"; such a
+// copy holding the version's bytes counts too, so that the same restore run again leaves no
+// " (restored 2)" beside it (restored-copies.ts).
 
 /**
  * Why a file that is there may not be opened to compare it: not this user's to read, gone
@@ -88,15 +93,29 @@ async function holdsSameLink(file: string, target: string): Promise<boolean> {
 }
 
 /**
+ * Where the version's entry `place` is already held as the version has it: at `place`, or in a
+ * restored copy beside what kept its name; undefined when nowhere.
+ */
+async function placeHolding(
+  place: string,
+  holdsIt: (file: string) => Promise<boolean>,
+): Promise<string | undefined> {
+  if (await holdsIt(place)) return place;
+  for (const copy of restoredCopiesOf(place)) if (await holdsIt(copy)) return copy;
+  return undefined;
+}
+
+/**
  * The files and links of `entries` that `targetDir` already holds as the version has them, by
- * their path below it. Folders missing from the target are not looked into.
+ * their path below it, each to the path below it that holds it: its own, or a restored copy's
+ * beside what kept its name. Folders missing from the target are not looked into.
  */
 export async function entriesAlreadyThere(
   entries: Iterable<{ readonly entry: TreeEntry; readonly relative: string }>,
   targetDir: string,
   fileOf: (entry: TreeEntry) => VersionFile,
-): Promise<Set<string>> {
-  const there = new Set<string>();
+): Promise<Map<string, string>> {
+  const there = new Map<string, string>();
   /** Folders of the version that the target lacks, or holds as something else. */
   const missing = new Set<string>();
   const checks = new Set<Promise<void>>();
@@ -114,14 +133,15 @@ export async function entriesAlreadyThere(
       continue;
     }
     if (!lstatUnlessRefused(place)) continue;
-    const same =
+    const held = placeHolding(place, (file) =>
       entry.kind === 'symlink'
-        ? holdsSameLink(place, entry.target ?? '')
-        : holdsSameBytes(place, fileOf(entry));
-    const check: Promise<void> = same
+        ? holdsSameLink(file, entry.target ?? '')
+        : holdsSameBytes(file, fileOf(entry)),
+    );
+    const check: Promise<void> = held
       .then(
-        (isSame) => {
-          if (isSame) there.add(relative);
+        (holder) => {
+          if (holder !== undefined) there.set(relative, path.relative(targetDir, holder));
         },
         (error: unknown) => {
           failure ??= { error };

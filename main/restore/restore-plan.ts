@@ -1,4 +1,4 @@
-import { accessSync, constants, type Stats } from 'node:fs';
+import { accessSync, constants, readlinkSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isEngineError } from '../api/index.ts';
@@ -11,6 +11,7 @@ import { notInVersion } from './not-in-version.ts';
 import { closedOnlyByItsMode } from './opened-folders.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { mayReplace } from './replaceable.ts';
+import type { RestoredBefore } from './restored-copies.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
@@ -39,6 +40,11 @@ export interface RestorePlan {
   readonly symlinks: number;
   /** Files and links the target holds already as the version has them: left, and not fetched. */
   readonly alreadyThere: number;
+  /**
+   * Files and links held already in a restored copy beside what kept their name (a restore
+   * before put them there): left, and not fetched or copied again.
+   */
+  readonly restoredBefore: readonly RestoredBefore[];
   /** Paths below the target holding something else, kept: the version's goes beside it. */
   readonly beside: readonly string[];
   /** Paths below the target holding a file or link the version's would replace (--overwrite). */
@@ -56,6 +62,9 @@ export interface RestorePlanInput {
   readonly sparse?: boolean;
 }
 
+/** For statSync: a name that leads nowhere is undefined, not an error. */
+const NO_THROW = { throwIfNoEntry: false } as const;
+
 /** What restoreVersion would do with `input`, looking at the target only. */
 export async function planRestore(input: RestorePlanInput): Promise<RestorePlan> {
   const { tree, targetDir } = input;
@@ -64,12 +73,16 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
   const wanted = versionPathParts(input.subPath, tree.manifest['source_label']);
   const totals = checkedTreeTotals(tree.manifest, root, tree.nodes, wanted, 'restored');
   if (!totals) throw notInVersion(input.subPath ?? '', wanted, root, tree.nodes);
+  // The restore writes through a symbolic link to a folder, as into the folder (cp and rsync do).
   const target = lstatUnlessRefused(targetDir);
-  const folderThere = target?.isDirectory() === true;
+  const linked = target?.isSymbolicLink() === true ? statSync(targetDir, NO_THROW) : undefined;
+  const folderThere = (linked ?? target)?.isDirectory() === true;
   let refusedBecause =
-    target && !folderThere
-      ? `${targetDir} is not a folder; a restore writes into a folder`
-      : (writeRefusal(targetDir) ?? null);
+    target === undefined || folderThere
+      ? (writeRefusal(targetDir) ?? null)
+      : target.isSymbolicLink() && linked === undefined
+        ? `no folder can be made at ${targetDir}: it is a symbolic link to ${readlinkSync(targetDir)}, which is not there`
+        : `${targetDir} is not a folder; a restore writes into a folder`;
   // A target the restore stops at is not looked into: what it would write is told as for an
   // empty one.
   const lookInTarget = folderThere && refusedBecause === null;
@@ -114,13 +127,14 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
             leaves: () => fileLeaves(entry.cid, tree.nodes, entry.fileNode),
             leafSize: (leaf) => tree.leaves.sizeOf(leaf),
           }))
-        : new Set<string>();
+        : new Map<string, string>();
     const plan = {
       files: 0,
       bytes: 0,
       directories: 0,
       symlinks: 0,
-      alreadyThere: alreadyThere.size,
+      alreadyThere: 0,
+      restoredBefore: [] as RestoredBefore[],
       beside: [] as string[],
       replaced: [] as string[],
       refusedBecause,
@@ -136,7 +150,9 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
       const existing =
         !lookInTarget || inNewFolder
           ? undefined
-          : lstatUnlessRefused(path.join(targetDir, relative));
+          : relative === ''
+            ? (linked ?? target)
+            : lstatUnlessRefused(path.join(targetDir, relative));
       if (entry.kind === 'directory') {
         if (existing?.isDirectory() === true) continue;
         newFolders.add(relative);
@@ -144,7 +160,10 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
         if (existing) (replaces(relative, existing) ? plan.replaced : plan.beside).push(relative);
         continue;
       }
-      if (alreadyThere.has(relative)) continue;
+      const holder = alreadyThere.get(relative);
+      if (holder === relative) plan.alreadyThere += 1;
+      else if (holder !== undefined) plan.restoredBefore.push({ path: relative, as: holder });
+      if (holder !== undefined) continue;
       if (entry.kind === 'file') {
         plan.files += 1;
         plan.bytes += fileSize(entry);

@@ -49,6 +49,7 @@ import { mayReplace, OTHERS_IN_STICKY_FOLDER, REPLACING_REFUSED } from './replac
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
+import { restoredName, type RestoredBefore } from './restored-copies.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { notInVersion } from './not-in-version.ts';
 import { checkName } from './safe-name.ts';
@@ -190,6 +191,12 @@ export interface RestoreResult {
    * were, and not fetched. Only without `overwrite`.
    */
   readonly alreadyThere: number;
+  /**
+   * Files and links the target held already, byte for byte, in a copy a restore before put
+   * beside what kept their name (" (restored)"): left as they were, and not fetched or copied
+   * again. Only without `overwrite`.
+   */
+  readonly restoredBefore: readonly RestoredBefore[];
   /** By path; empty when everything was restored. */
   readonly notRestored: readonly NotRestored[];
   /**
@@ -367,7 +374,7 @@ function foldedName(file: string): string {
 /** A free name beside `file`; `claimed` tells names this restore is writing but has not yet. */
 function freeName(file: string, claimed: (folded: string) => boolean): string {
   for (let index = 1; ; index += 1) {
-    const candidate = `${file} (restored${index === 1 ? '' : ` ${index}`})`;
+    const candidate = restoredName(file, index);
     if (!claimed(foldedName(candidate)) && !exists(candidate)) return candidate;
   }
 }
@@ -452,6 +459,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     renamed: [] as string[],
     notReplaced: [] as NotReplaced[],
     alreadyThere: 0,
+    restoredBefore: [] as RestoredBefore[],
     notRestored: [] as NotRestored[],
     wholeOnRetry: [] as string[],
     unavailable: [] as UnavailableBlockReport[],
@@ -701,7 +709,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         ).catch((error: unknown) => {
           throw restoreError(error, input.targetDir);
         })
-      : new Set<string>();
+      : new Map<string, string>();
   /** Whether the target holds this file or link already, as the version has it. */
   const isThere = (entry: TreeEntry): boolean =>
     alreadyThere.size > 0 && entry.kind !== 'directory' && alreadyThere.has(relativeOf(entry));
@@ -922,11 +930,13 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
       const parts = entry.parts;
       for (const part of parts) checkName(part);
       matched = true;
+      const relative = relativeOf(entry);
       if (isThere(entry)) {
-        result.alreadyThere += 1;
+        const holder = alreadyThere.get(relative);
+        if (holder === relative) result.alreadyThere += 1;
+        else if (holder !== undefined) result.restoredBefore.push({ path: relative, as: holder });
         continue;
       }
-      const relative = relativeOf(entry);
       const parent = path.posix.dirname(relative);
       const parentKey = parent === '.' ? '' : parent;
       const underRefused = relative !== '' && refusedFolders.has(parentKey);

@@ -105,6 +105,33 @@ describe('a restore run again', () => {
     expect(readFileSync(path.join(target, 'notes', 'b.txt'), 'utf8')).toBe('note b');
     // Left as the user had it: same content, their mtime.
     expect(statSync(path.join(target, 'notes', 'a.txt')).mtime).toEqual(touched);
+
+    // Run once more: the copies it put beside the user's edits hold the version's bytes, so
+    // it leaves them, fetches nothing and makes no " (restored 2)".
+    const restoredBefore = [
+      { path: 'large.bin', as: 'large.bin (restored)' },
+      { path: 'same-size.txt', as: 'same-size.txt (restored)' },
+    ];
+    const withCopies = entriesBelow(target);
+    leavesAsked.blocksCar = 0;
+    const fourth = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(fourth).toMatchObject({ files: 0, alreadyThere: 4, renamed: [], restoredBefore });
+    expect(leavesAsked.blocksCar).toBe(0);
+    expect(entriesBelow(target)).toEqual(withCopies);
+    const plan = await engine.planRestore({ bucket: 'Again', to: target, overwrite: false });
+    expect(plan).toMatchObject({ files: 0, alreadyThere: 4, beside: [], restoredBefore });
+
+    // A copy the user edited since is theirs now: the version's goes beside it too.
+    writeFileSync(path.join(target, 'same-size.txt (restored)'), 'the user edited it too');
+    const fifth = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(fifth).toMatchObject({
+      files: 1,
+      renamed: ['same-size.txt (restored 2)'],
+      restoredBefore: [{ path: 'large.bin', as: 'large.bin (restored)' }],
+    });
+    expect(readFileSync(path.join(target, 'same-size.txt (restored 2)'), 'utf8')).toBe(
+      'the backed-up words',
+    );
   });
 
   it('reports the files and bytes it writes as it goes, leaving out those already there', async () => {
@@ -212,6 +239,14 @@ describe('a restore run again', () => {
     const again = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
     expect(again).toMatchObject({ files: 0, symlinks: 1, alreadyThere: 5 });
     expect(again.renamed).toEqual(['link (restored)']);
+    // The link it put beside the folder is the version's: left, not made again.
+    const third = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(third).toMatchObject({
+      symlinks: 0,
+      alreadyThere: 5,
+      renamed: [],
+      restoredBefore: [{ path: 'link', as: 'link (restored)' }],
+    });
 
     // --overwrite writes every file again, as it always did.
     const replaced = await engine.restore({ bucket: 'Again', to: target, overwrite: true });

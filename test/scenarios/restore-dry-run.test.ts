@@ -228,6 +228,76 @@ describe('a restore dry run', () => {
     }
   });
 
+  it('into a symbolic link to a folder tells what the restore into that folder does, and names the copies a restore before left', async () => {
+    const { engine, home } = await engineWithBackup('linked');
+    try {
+      const folder = path.join(scratch, 'linked', 'elsewhere');
+      mkdirSync(path.join(folder, 'docs'), { recursive: true });
+      writeFileSync(path.join(folder, 'docs', 'letter.txt'), 'dear Ann, edited');
+      const link = path.join(scratch, 'linked', 'link');
+      symlinkSync(folder, link);
+      const plan = await engine.planRestore({ bucket: 'Home', to: link, overwrite: false });
+      expect(plan).toMatchObject({
+        files: 4,
+        directories: 1,
+        beside: ['docs/letter.txt'],
+        refusedBecause: null,
+      });
+      const first = await engine.restore({ bucket: 'Home', to: link, overwrite: false });
+      expect(first).toMatchObject({
+        files: plan.files,
+        directories: plan.directories,
+        renamed: ['docs/letter.txt (restored)'],
+      });
+
+      const restoreInto = (...more: string[]): ReturnType<typeof runCanopy> =>
+        runCanopy(home, ['restore', '--bucket', 'Home', '--to', link, ...more], env);
+      const again = await restoreInto('--dry-run');
+      expect(again.status, again.stderr).toBe(0);
+      expect(again.stdout).toBe(
+        [
+          `would restore version ${plan.versionId} into ${link}`,
+          'would write 0 files (0 bytes), 0 folders, 0 symlinks',
+          'already there with the same content, and would be left as they are: 4 files and links',
+          'docs/letter.txt was restored before as docs/letter.txt (restored), with the same content, and would be left as it is',
+          '',
+        ].join('\n'),
+      );
+      const restored = await restoreInto();
+      expect(restored.status, restored.stderr).toBe(0);
+      expect(restored.stdout).toBe(
+        [
+          'restored 0 files (0 bytes), 0 folders, 0 symlinks',
+          'already there with the same content, and left as they were: 4 files and links',
+          'docs/letter.txt was restored before as docs/letter.txt (restored), with the same content, and left as it was',
+          '',
+        ].join('\n'),
+      );
+      expect(readdirSync(path.join(folder, 'docs')).sort()).toEqual([
+        'letter.txt',
+        'letter.txt (restored)',
+        'list.txt',
+      ]);
+
+      // A link to nothing: refused by both, in the same words.
+      const dangling = path.join(scratch, 'linked', 'dangling');
+      symlinkSync(path.join(scratch, 'linked', 'nowhere'), dangling);
+      const why = `no folder can be made at ${dangling}: it is a symbolic link to ${path.join(scratch, 'linked', 'nowhere')}, which is not there`;
+      const planned = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Home', '--to', dangling, '--dry-run'],
+        env,
+      );
+      expect(planned.status).toBe(1);
+      expect(planned.stderr).toBe(`canopy: the restore would be refused: ${why}\n`);
+      const refused = await runCanopy(home, ['restore', '--bucket', 'Home', '--to', dangling], env);
+      expect(refused.status).toBe(2);
+      expect(refused.stderr).toBe(`canopy: ${why}\n`);
+    } finally {
+      await engine.close();
+    }
+  });
+
   it('says a restore would be refused where this user may not write, and names a folder it may not look into', () => {
     const source = path.join(scratch, 'nobody', 'source');
     writeSettled(path.join(source, 'docs', 'letter.txt'), 'dear Ann');

@@ -1,0 +1,31 @@
+import { lstatUnlessRefused } from './refused-entry.ts';
+
+// The names a restore gives the version's entries it puts beside what it keeps in the target:
+// "a.txt (restored)", then "a.txt (restored 2)", and so on, the first free one. A restore run
+// again into the same place (it was stopped, or the user runs it twice) looks at those names
+// before making another copy, so that it does not leave a " (restored 2)" beside each
+// " (restored)" it made the first time.
+
+/** A file or link held already in a restored copy beside what kept its name, by path below the target. */
+export interface RestoredBefore {
+  readonly path: string;
+  /** The copy's path below the target. */
+  readonly as: string;
+}
+
+/** The `index`th name beside `file` for a restored copy of it. */
+export function restoredName(file: string, index: number): string {
+  return `${file} (restored${index === 1 ? '' : ` ${index}`})`;
+}
+
+/**
+ * The restored copies beside `file` that are there, in the order a restore names them. A
+ * restore takes the first free name, so they end at the first name nothing has.
+ */
+export function* restoredCopiesOf(file: string): Generator<string> {
+  for (let index = 1; ; index += 1) {
+    const candidate = restoredName(file, index);
+    if (lstatUnlessRefused(candidate) === undefined) return;
+    yield candidate;
+  }
+}
