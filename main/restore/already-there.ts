@@ -5,7 +5,7 @@ import type { CID } from 'multiformats/cid';
 import { SHA2_256_CODE } from '../protocol/index.ts';
 import { openSourceHandle } from '../scanner/index.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
-import { restoredCopiesOf } from './restored-copies.ts';
+import { FolderPlaces, restoredCopiesOf, restoredFolderCopy } from './restored-copies.ts';
 import type { TreeEntry } from './walk-tree.ts';
 
 // What a restore finds in its target already, byte for byte: the files of a restore that was
@@ -22,7 +22,8 @@ import type { TreeEntry } from './walk-tree.ts';
 //
 // A file or link kept in the way gets the version's beside it, as "a.txt (restored)"; such a
 // copy holding the version's bytes counts too, so that the same restore run again leaves no
-// " (restored 2)" beside it (restored-copies.ts).
+// " (restored 2)" beside it (restored-copies.ts). So does what a folder restored beside a file
+// of its name holds, in that folder's copy.
 
 /**
  * Why a file that is there may not be opened to compare it: not this user's to read, gone
@@ -107,15 +108,17 @@ async function placeHolding(
 
 /**
  * The files and links of `entries` that `targetDir` already holds as the version has them, by
- * their path below it, each to the path below it that holds it: its own, or a restored copy's
- * beside what kept its name. Folders missing from the target are not looked into.
+ * their path below it. Each maps to undefined when held under its own name (in its folder, or in
+ * that folder's restored copy), or to the path below the target of the restored copy of itself
+ * that holds it, beside what kept its name. Folders missing from the target are not looked into.
  */
 export async function entriesAlreadyThere(
   entries: Iterable<{ readonly entry: TreeEntry; readonly relative: string }>,
   targetDir: string,
   fileOf: (entry: TreeEntry) => VersionFile,
-): Promise<Map<string, string>> {
-  const there = new Map<string, string>();
+): Promise<Map<string, string | undefined>> {
+  const there = new Map<string, string | undefined>();
+  const folders = new FolderPlaces(targetDir);
   /** Folders of the version that the target lacks, or holds as something else. */
   const missing = new Set<string>();
   const checks = new Set<Promise<void>>();
@@ -127,12 +130,16 @@ export async function entriesAlreadyThere(
       if (entry.kind === 'directory') missing.add(relative);
       continue;
     }
-    const place = path.join(targetDir, relative);
+    const place = folders.placeOf(relative);
+    const existing = lstatUnlessRefused(place);
     if (entry.kind === 'directory') {
-      if (!lstatUnlessRefused(place)?.isDirectory()) missing.add(relative);
+      const folder =
+        existing?.isDirectory() === true ? place : existing && restoredFolderCopy(place);
+      if (folder === undefined) missing.add(relative);
+      else folders.set(relative, folder);
       continue;
     }
-    if (!lstatUnlessRefused(place)) continue;
+    if (!existing) continue;
     const held = placeHolding(place, (file) =>
       entry.kind === 'symlink'
         ? holdsSameLink(file, entry.target ?? '')
@@ -141,7 +148,8 @@ export async function entriesAlreadyThere(
     const check: Promise<void> = held
       .then(
         (holder) => {
-          if (holder !== undefined) there.set(relative, path.relative(targetDir, holder));
+          if (holder !== undefined)
+            there.set(relative, holder === place ? undefined : path.relative(targetDir, holder));
         },
         (error: unknown) => {
           failure ??= { error };

@@ -11,7 +11,7 @@ import { notInVersion } from './not-in-version.ts';
 import { closedOnlyByItsMode } from './opened-folders.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { mayReplace } from './replaceable.ts';
-import type { RestoredBefore } from './restored-copies.ts';
+import { FolderPlaces, restoredFolderCopy, type RestoredBefore } from './restored-copies.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
@@ -127,7 +127,7 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
             leaves: () => fileLeaves(entry.cid, tree.nodes, entry.fileNode),
             leafSize: (leaf) => tree.leaves.sizeOf(leaf),
           }))
-        : new Map<string, string>();
+        : new Map<string, string | undefined>();
     const plan = {
       files: 0,
       bytes: 0,
@@ -139,40 +139,53 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
       replaced: [] as string[],
       refusedBecause,
     };
-    /** Whether the restore replaces `existing`, in the way of the entry at `relative`. */
-    const replaces = (relative: string, existing: Stats): boolean =>
-      input.overwrite && mayReplace(path.join(targetDir, relative), existing);
+    /** Whether the restore replaces `existing`, in the way of the entry at `place`. */
+    const replaces = (place: string, existing: Stats): boolean =>
+      input.overwrite && mayReplace(place, existing);
     /** Folders of the version the target lacks, or that go beside what has their name. */
     const newFolders = new Set<string>();
+    const folders = new FolderPlaces(targetDir);
     for (const { entry, relative } of entries()) {
       const parent = path.posix.dirname(relative);
       const inNewFolder = newFolders.has(parent === '.' ? '' : parent);
+      const place = relative === '' ? targetDir : folders.placeOf(relative);
       const existing =
         !lookInTarget || inNewFolder
           ? undefined
           : relative === ''
             ? (linked ?? target)
-            : lstatUnlessRefused(path.join(targetDir, relative));
+            : lstatUnlessRefused(place);
       if (entry.kind === 'directory') {
-        if (existing?.isDirectory() === true) continue;
+        if (existing?.isDirectory() === true) {
+          folders.set(relative, place);
+          continue;
+        }
+        const replaced = existing !== undefined && replaces(place, existing);
+        if (existing) (replaced ? plan.replaced : plan.beside).push(relative);
+        // Beside a file of its name, the folder a restore before made there is filled again.
+        const copy = existing && !replaced ? restoredFolderCopy(place) : undefined;
+        if (copy !== undefined) {
+          folders.set(relative, copy);
+          continue;
+        }
         newFolders.add(relative);
         plan.directories += 1;
-        if (existing) (replaces(relative, existing) ? plan.replaced : plan.beside).push(relative);
         continue;
       }
-      const holder = alreadyThere.get(relative);
-      if (holder === relative) plan.alreadyThere += 1;
-      else if (holder !== undefined) plan.restoredBefore.push({ path: relative, as: holder });
-      if (holder !== undefined) continue;
+      if (alreadyThere.has(relative)) {
+        const copy = alreadyThere.get(relative);
+        if (copy === undefined) plan.alreadyThere += 1;
+        else plan.restoredBefore.push({ path: relative, as: copy });
+        continue;
+      }
       if (entry.kind === 'file') {
         plan.files += 1;
         plan.bytes += fileSize(entry);
       } else plan.symlinks += 1;
       if (existing)
-        (replaces(relative, existing) && !existing.isDirectory()
-          ? plan.replaced
-          : plan.beside
-        ).push(relative);
+        (replaces(place, existing) && !existing.isDirectory() ? plan.replaced : plan.beside).push(
+          relative,
+        );
     }
     return plan;
   } catch (error) {

@@ -49,7 +49,7 @@ import { mayReplace, OTHERS_IN_STICKY_FOLDER, REPLACING_REFUSED } from './replac
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
-import { restoredName, type RestoredBefore } from './restored-copies.ts';
+import { restoredFolderCopy, restoredName, type RestoredBefore } from './restored-copies.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { notInVersion } from './not-in-version.ts';
 import { checkName } from './safe-name.ts';
@@ -776,6 +776,21 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     return free;
   };
   /**
+   * Where a folder goes beside what has its name: into the folder a restore before made there
+   * (restored-copies.ts), else under a free name; `notReplacedBecause` as for `renamed`.
+   */
+  const besideFolder = (
+    destination: string,
+    notReplacedBecause?: string,
+  ): { folder: string; existed: boolean } => {
+    const copy = restoredFolderCopy(destination);
+    if (copy === undefined)
+      return { folder: renamed(destination, notReplacedBecause), existed: false };
+    result.renamed.push(path.relative(input.targetDir, copy));
+    if (notReplacedBecause !== undefined) placing.notReplaced(destination, notReplacedBecause);
+    return { folder: copy, existed: true };
+  };
+  /**
    * Where a folder goes: its own name, unless a file or a link has it, replaced only if asked;
    * and whether a folder was there already.
    */
@@ -783,16 +798,16 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     const existing = lstatUnlessRefused(destination);
     if (!existing || existing.isDirectory())
       return { folder: destination, existed: existing !== undefined };
-    if (!input.overwrite) return { folder: renamed(destination), existed: false };
+    if (!input.overwrite) return besideFolder(destination);
     if (!mayReplace(destination, existing))
-      return { folder: renamed(destination, OTHERS_IN_STICKY_FOLDER), existed: false };
+      return besideFolder(destination, OTHERS_IN_STICKY_FOLDER);
     opened.openIfClosed(path.dirname(destination));
     try {
       // Not rmSync: told EPERM, it tries the name as a folder, and reports ENOTDIR instead.
       unlinkSync(destination);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EPERM') throw error;
-      return { folder: renamed(destination, REPLACING_REFUSED), existed: false };
+      return besideFolder(destination, REPLACING_REFUSED);
     }
     return { folder: destination, existed: false };
   };
@@ -932,9 +947,9 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
       matched = true;
       const relative = relativeOf(entry);
       if (isThere(entry)) {
-        const holder = alreadyThere.get(relative);
-        if (holder === relative) result.alreadyThere += 1;
-        else if (holder !== undefined) result.restoredBefore.push({ path: relative, as: holder });
+        const copy = alreadyThere.get(relative);
+        if (copy === undefined) result.alreadyThere += 1;
+        else result.restoredBefore.push({ path: relative, as: copy });
         continue;
       }
       const parent = path.posix.dirname(relative);

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { lstatUnlessRefused } from './refused-entry.ts';
 
 // The names a restore gives the version's entries it puts beside what it keeps in the target:
@@ -27,5 +28,42 @@ export function* restoredCopiesOf(file: string): Generator<string> {
     const candidate = restoredName(file, index);
     if (lstatUnlessRefused(candidate) === undefined) return;
     yield candidate;
+  }
+}
+
+/**
+ * The folder a restore before made beside what kept `folder`'s name (a file or a link): the
+ * first restored copy of it that is a folder, which a restore run again fills instead of
+ * making another.
+ */
+export function restoredFolderCopy(folder: string): string | undefined {
+  for (const copy of restoredCopiesOf(folder))
+    if (lstatUnlessRefused(copy)?.isDirectory() === true) return copy;
+  return undefined;
+}
+
+/**
+ * Where each of a version's folders is in a restore's target, by its path below the target: at
+ * that path, or in the restored copy a restore before made beside a file or link that kept its
+ * name (and so is each folder below it).
+ */
+export class FolderPlaces {
+  private readonly places = new Map<string, string>();
+
+  constructor(private readonly targetDir: string) {
+    this.places.set('', targetDir);
+  }
+
+  /** Where the entry at `relative` is looked for: in its folder's place, under its own name. */
+  placeOf(relative: string): string {
+    const parent = path.posix.dirname(relative);
+    const folder =
+      this.places.get(parent === '.' ? '' : parent) ?? path.join(this.targetDir, parent);
+    return path.join(folder, path.posix.basename(relative));
+  }
+
+  /** Notes that the version's folder at `relative` is at `place`. */
+  set(relative: string, place: string): void {
+    this.places.set(relative, place);
   }
 }

@@ -230,6 +230,39 @@ describe('a restore run again', () => {
     expect(leavesAsked.blocksCar).toBe(0);
   });
 
+  it('fills again the folder it restored beside a file of its name, instead of making another', async () => {
+    const target = path.join(scratch, 'folder-beside');
+    mkdirSync(target);
+    writeFileSync(path.join(target, 'notes'), 'a file where the version has a folder');
+    const first = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(first).toMatchObject({ files: 5, renamed: ['notes (restored)'] });
+    const whole = entriesBelow(target);
+
+    leavesAsked.blocksCar = 0;
+    const plan = await engine.planRestore({ bucket: 'Again', to: target, overwrite: false });
+    expect(plan).toMatchObject({ files: 0, directories: 0, alreadyThere: 6, beside: ['notes'] });
+    const again = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(again).toMatchObject({
+      files: 0,
+      directories: 0,
+      alreadyThere: 6,
+      renamed: ['notes (restored)'],
+      restoredBefore: [],
+    });
+    expect(leavesAsked.blocksCar).toBe(0);
+    expect(entriesBelow(target)).toEqual(whole);
+
+    // What is missing from it is restored into it.
+    unlinkSync(path.join(target, 'notes (restored)', 'b.txt'));
+    const missing = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
+    expect(missing).toMatchObject({ files: 1, alreadyThere: 5, renamed: ['notes (restored)'] });
+    expect(entriesBelow(target)).toEqual(whole);
+    expect(readFileSync(path.join(target, 'notes (restored)', 'b.txt'), 'utf8')).toBe('note b');
+    expect(readFileSync(path.join(target, 'notes'), 'utf8')).toBe(
+      'a file where the version has a folder',
+    );
+  });
+
   it('restores a link beside a folder that took its name, and writes every file again when asked to overwrite', async () => {
     const target = path.join(scratch, 'unreadable');
     await engine.restore({ bucket: 'Again', to: target, overwrite: false });
