@@ -1,4 +1,4 @@
-import { accessSync, constants, readlinkSync, statSync, type Stats } from 'node:fs';
+import { accessSync, constants, type Stats } from 'node:fs';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
 import { EngineError, isEngineError } from '../api/index.ts';
@@ -14,6 +14,7 @@ import { mayReplace } from './replaceable.ts';
 import { FolderPlaces, restoredFolderCopy, type RestoredBefore } from './restored-copies.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
+import { lookAtTarget } from './target-folder.ts';
 import { checkedTreeTotals } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
 import { directoryLinks, walkTree, type TreeEntry } from './walk-tree.ts';
@@ -62,9 +63,6 @@ export interface RestorePlanInput {
   readonly sparse?: boolean;
 }
 
-/** For statSync: a name that leads nowhere is undefined, not an error. */
-const NO_THROW = { throwIfNoEntry: false } as const;
-
 /** What restoreVersion would do with `input`, looking at the target only. */
 export async function planRestore(input: RestorePlanInput): Promise<RestorePlan> {
   const { tree, targetDir } = input;
@@ -73,16 +71,9 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
   const wanted = versionPathParts(input.subPath, tree.manifest['source_label']);
   const totals = checkedTreeTotals(tree.manifest, root, tree.nodes, wanted, 'restored');
   if (!totals) throw notInVersion(input.subPath ?? '', wanted, root, tree.nodes);
-  // The restore writes through a symbolic link to a folder, as into the folder (cp and rsync do).
-  const target = lstatUnlessRefused(targetDir);
-  const linked = target?.isSymbolicLink() === true ? statSync(targetDir, NO_THROW) : undefined;
-  const folderThere = (linked ?? target)?.isDirectory() === true;
-  let refusedBecause =
-    target === undefined || folderThere
-      ? (writeRefusal(targetDir) ?? null)
-      : target.isSymbolicLink() && linked === undefined
-        ? `no folder can be made at ${targetDir}: it is a symbolic link to ${readlinkSync(targetDir)}, which is not there`
-        : `${targetDir} is not a folder; a restore writes into a folder`;
+  const target = lookAtTarget(targetDir);
+  const folderThere = target.stats?.isDirectory() === true;
+  let refusedBecause = target.refusedBecause ?? writeRefusal(targetDir) ?? null;
   // A target the restore stops at is not looked into: what it would write is told as for an
   // empty one.
   const lookInTarget = folderThere && refusedBecause === null;
@@ -153,7 +144,7 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
         !lookInTarget || inNewFolder
           ? undefined
           : relative === ''
-            ? (linked ?? target)
+            ? target.stats
             : lstatUnlessRefused(place);
       if (entry.kind === 'directory') {
         if (existing?.isDirectory() === true) {

@@ -5,7 +5,6 @@ import {
   futimesSync,
   lstatSync,
   lutimesSync,
-  readlinkSync,
   rmSync,
   unlinkSync,
 } from 'node:fs';
@@ -50,6 +49,7 @@ import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { restoredFolderCopy, restoredName, type RestoredBefore } from './restored-copies.ts';
+import { targetFolderError } from './target-folder.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { notInVersion } from './not-in-version.ts';
 import { checkName } from './safe-name.ts';
@@ -328,29 +328,6 @@ function exists(file: string): boolean {
   return lstatUnlessRefused(file) !== undefined;
 }
 
-/** The file in place of a folder above `dir` (its path has a file in it), if there is one. */
-function fileAbove(dir: string): string | undefined {
-  const parent = path.dirname(dir);
-  if (parent === dir) return undefined;
-  let stats;
-  try {
-    stats = lstatSync(parent, { throwIfNoEntry: false });
-  } catch (error) {
-    // A file higher up still.
-    if ((error as NodeJS.ErrnoException).code === 'ENOTDIR') return fileAbove(parent);
-    throw error;
-  }
-  if (stats?.isDirectory() === true) return undefined;
-  return stats ? parent : fileAbove(parent);
-}
-
-/** Where `file` points when it is a symbolic link; undefined when it is not one. */
-function linkedTo(file: string): string | undefined {
-  return lstatSync(file, { throwIfNoEntry: false })?.isSymbolicLink() === true
-    ? readlinkSync(file)
-    : undefined;
-}
-
 /**
  * What keeps `file`'s name: 'kept' for anything unless `overwrite`, and always a folder;
  * 'theirs' for another user's that this one may not replace (replaceable.ts); undefined when
@@ -520,30 +497,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   } catch (error) {
     // The room check's refusal, told as it is.
     if (error instanceof EngineError) throw error;
-    const { code } = error as NodeJS.ErrnoException;
-    if (code === 'EEXIST' || code === 'ENOTDIR') {
-      const file = fileAbove(input.targetDir);
-      throw new EngineError(
-        'usage',
-        file === undefined
-          ? `${input.targetDir} is not a folder; a restore writes into a folder`
-          : `no folder can be made at ${input.targetDir}: ${file} is a file`,
-        { cause: error },
-      );
-    }
-    // Its parent is there, yet it cannot be made: a symbolic link to nothing, or a pseudo file
-    // system such as /proc.
-    if (code === 'ENOENT') {
-      const link = linkedTo(input.targetDir);
-      throw new EngineError(
-        'usage',
-        link === undefined
-          ? `no folder can be made at ${input.targetDir}`
-          : `no folder can be made at ${input.targetDir}: it is a symbolic link to ${link}, which is not there`,
-        { cause: error },
-      );
-    }
-    throw restoreError(error, input.targetDir);
+    throw targetFolderError(error, input.targetDir) ?? restoreError(error, input.targetDir);
   }
   /** Flushes the target's file system for batches of files; undefined: each file is fsynced. */
   let flush: FileSystemFlush | undefined;

@@ -223,6 +223,23 @@ describe('a restore dry run', () => {
       expect(intoFile.stderr).toBe(
         `canopy: the restore would be refused: ${file} is not a folder; a restore writes into a folder\n`,
       );
+      // Below a file, where no folder can be made: refused in the restore's words.
+      const underFile = path.join(file, 'copy');
+      const planUnder = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Home', 'docs', '--dry-run', '--to', underFile],
+        env,
+      );
+      expect(planUnder.status).toBe(1);
+      const why = `no folder can be made at ${underFile}: ${file} is a file`;
+      expect(planUnder.stderr).toBe(`canopy: the restore would be refused: ${why}\n`);
+      const restoreUnder = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Home', 'docs', '--to', underFile],
+        env,
+      );
+      expect(restoreUnder.status).toBe(2);
+      expect(restoreUnder.stderr).toBe(`canopy: ${why}\n`);
     } finally {
       await engine.close();
     }
