@@ -145,7 +145,7 @@ export class BucketCatalog {
   async delete(input: { name: string }): Promise<void> {
     const { client } = await this.connection.connect();
     const bucket = await this.byName(input.name);
-    await whileNoBackupTo(this.deps.home, bucket, 'delete the bucket', async () => {
+    await whileNoBackupTo(this.deps.home, this.db, bucket, 'delete the bucket', async () => {
       const versions = await client.listVersions(bucket.id);
       await client.deleteBucket(bucket.id);
       await this.forgetKept(

@@ -362,7 +362,7 @@ export class BucketVersions {
   async deleteVersion(input: { bucket: string; version: string }): Promise<DeletedVersion> {
     const { client } = await this.connection.connect();
     const bucket = await this.buckets.byName(input.bucket, client);
-    return whileNoBackupTo(this.home, bucket, 'delete the version', async () => {
+    return whileNoBackupTo(this.home, this.db, bucket, 'delete the version', async () => {
       const named = await this.named(client, bucket, input.version);
       if (named.state === 'pending')
         throw new EngineError(

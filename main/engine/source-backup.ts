@@ -39,6 +39,7 @@ import {
 import { diskGoneError } from './disk-gone-error.ts';
 import { toldIfFolderGone } from './folder-gone-error.ts';
 import { tidyStoppedRestores } from './stopped-restores.ts';
+import { restoreBusyError } from './restore-backup-exclusion.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { formerExcludesOf } from './former-excludes.ts';
 import { planBackup, type BackupPlan, type PlanRequest } from './backup-plan.ts';
@@ -114,15 +115,22 @@ export class SourceBackup {
     // The same folder by another path than before (a link, or `.`) is backed up as before: by
     // the same label, with the same file index.
     const sourceDir = knownPathOf(givenDir, indexedSourceDirs(this.parts.db, bucket.id));
-    const lock = BackupLock.tryAcquire(this.parts.deps.home, bucket.id);
+    const { home } = this.parts.deps;
+    const lock = BackupLock.tryAcquire(home, bucket.id);
     if (!lock) {
-      throw new EngineError(
-        'busy',
-        `another backup to bucket "${bucket.name}" is running; wait for it to finish`,
-        { retryable: true },
+      throw (
+        restoreBusyError(home, sourceDir) ??
+        new EngineError(
+          'busy',
+          `another backup to bucket "${bucket.name}" is running; wait for it to finish`,
+          { retryable: true },
+        )
       );
     }
     try {
+      // One into a folder this bucket never backed up before holds no lock of it.
+      const restoring = restoreBusyError(home, sourceDir);
+      if (restoring) throw restoring;
       // A restore killed part-way into this folder left the read-only folders it opened with
       // write permission added: given back first, the version records their own modes.
       this.tidyStoppedRestores();

@@ -28,6 +28,7 @@ import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { toldIfFolderGone } from './folder-gone-error.ts';
 import { tidyStoppedRestores } from './stopped-restores.ts';
+import { lockBackupsInto } from './restore-backup-exclusion.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import type { EngineParts } from './engine-parts.ts';
@@ -245,7 +246,14 @@ export class VersionRestorer {
   ): Promise<RestoredVersion> {
     const targetDir = this.targetOf(input, tree, asked);
     const leftoversRemoved = tidyStoppedRestores(this.parts.deps.home);
-    const mark = RestoreMark.start(this.parts.deps.home, targetDir);
+    const backups = lockBackupsInto(this.parts.deps.home, this.parts.db, targetDir);
+    let mark: RestoreMark;
+    try {
+      mark = RestoreMark.start(this.parts.deps.home, targetDir);
+    } catch (error) {
+      backups.release();
+      throw error;
+    }
     const notes = RestoredFilesNotes.forRestore(
       this.parts.db,
       bucketId,
@@ -299,8 +307,13 @@ export class VersionRestorer {
         this.parts.connection,
       );
     } finally {
-      if (finished) mark.end();
-      else this.endUnlessLeft(mark, targetDir);
+      try {
+        if (finished) mark.end();
+        else this.endUnlessLeft(mark, targetDir);
+      } finally {
+        // After the folders it opened have their modes back.
+        backups.release();
+      }
     }
   }
 

@@ -103,7 +103,7 @@ export class VersionRetention {
         'usage',
         `bucket "${bucket.name}" has no retention policy set here: give ${KEEP_OPTIONS}, or set one with canopy versions policy`,
       );
-    return whileNoBackupTo(this.home, bucket, 'prune the versions', () =>
+    return whileNoBackupTo(this.home, this.db, bucket, 'prune the versions', () =>
       this.pruneLocked(client, bucket, policy, input),
     );
   }

@@ -388,6 +388,15 @@ export function indexedSourceDirs(db: StateDb, bucketId: string): string[] {
     .all(bucketId);
 }
 
+/** Every folder a bucket was backed up from here, with the bucket's id. */
+export function everyIndexedSourceDir(db: StateDb): Array<{ bucketId: string; sourceDir: string }> {
+  return db
+    .prepare<[], { bucketId: string; sourceDir: string }>(
+      'SELECT DISTINCT bucket_id AS bucketId, source_dir AS sourceDir FROM file_index_sources ORDER BY bucket_id, source_dir',
+    )
+    .all();
+}
+
 /** The folder whose file index here describes version `versionId` of bucket `bucketId`. */
 export function sourceDirIndexing(
   db: StateDb,

@@ -104,6 +104,39 @@ export class RestoreMark {
   }
 
   /**
+   * The targets of the restores running now, in this process or another: those whose marks
+   * are held. A mark that cannot be read now is left out.
+   */
+  static runningTargets(home: string): string[] {
+    const dir = path.join(home, 'locks');
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    const targets: string[] = [];
+    for (const name of names) {
+      const token = MARK_NAME.exec(name)?.[1];
+      if (token === undefined) continue;
+      try {
+        const db = takeFileLock(path.join(dir, name));
+        // Taken: its restore stopped, which `stopped` tidies after; let go of at once.
+        if (db) {
+          db.close();
+          continue;
+        }
+        const target = targetOf(path.join(dir, `restore-${token}.json`));
+        if (target !== undefined) targets.push(target);
+      } catch {
+        // Gone meanwhile (its restore ended), or out of reach: not one to tell.
+      }
+    }
+    return targets;
+  }
+
+  /**
    * The mark of `token`, held here, with its target, if its restore stopped; undefined when it
    * stopped with no target to look in (the mark is gone then); 'unmarked' when it is left:
    * its restore is still running (it holds the mark), or the mark cannot be read now (its

@@ -1,10 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
+import { RestoreMark } from '../../main/state/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
@@ -81,6 +82,98 @@ describe('concurrent commands', () => {
       });
     } finally {
       resume();
+      await engine.close();
+    }
+  });
+
+  it('never backs up a folder while a restore writes into it, nor restores into one while it is backed up', async () => {
+    const source = path.join(scratch, 'restored-into');
+    mkdirSync(path.join(source, 'photos'), { recursive: true });
+    for (let i = 0; i < 6; i += 1)
+      writeSettled(path.join(source, 'photos', `p${i}.jpg`), randomBytes(3 << 20));
+    const elsewhere = path.join(scratch, 'elsewhere');
+    writeSettled(path.join(elsewhere, 'list.txt'), 'milk');
+    const home = path.join(scratch, 'home-restore');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+    // Backups by the engine stop at their first file read while `paused` is set.
+    let paused: Promise<void> | undefined;
+    let reachedFirstFile: () => void = () => undefined;
+    const engine = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      startLocalService,
+      afterFileRead: async () => {
+        reachedFirstFile();
+        await paused;
+      },
+    });
+    try {
+      await engine.loginLocal({ dataDir: path.join(scratch, 'restore-disk') });
+      for (const name of ['Photos', 'Again', 'Other'])
+        await engine.createBucket({ name, type: 'backup', storageClass: 'hot' });
+      await engine.backup({ dir: source, bucket: 'Photos' });
+
+      // The photos deleted by mistake, and restored where they were, slowly.
+      rmSync(path.join(source, 'photos'), { recursive: true });
+      const stop = new AbortController();
+      const restoring = engine.restore({
+        bucket: 'Photos',
+        overwrite: false,
+        downloadBytesPerSecond: 500_000,
+        signal: stop.signal,
+      });
+      while (RestoreMark.runningTargets(home).length === 0)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      const waits = `canopy: a restore into ${source} is running; wait for it to finish, then back up (a backup now would record ${source} half restored)\n`;
+      // Its bucket's backup, and another bucket's first backup of the same folder.
+      for (const bucket of ['Photos', 'Again']) {
+        const refused = await runCanopy(home, ['backup', source, '--bucket', bucket], env);
+        expect(refused.stderr).toBe(waits);
+        expect(refused.status).toBe(1);
+      }
+      // Nor are its versions pruned from under it.
+      const prune = await runCanopy(
+        home,
+        ['versions', 'prune', '--bucket', 'Photos', '--keep-last', '1'],
+        env,
+      );
+      expect(prune.stderr).toBe(
+        `canopy: a restore into ${source} is running; stop it or wait for it to finish, then prune the versions\n`,
+      );
+      expect(prune.status).toBe(1);
+      const other = await runCanopy(home, ['backup', elsewhere, '--bucket', 'Other'], env);
+      expect(other.status, other.stderr).toBe(0);
+      stop.abort();
+      await expect(restoring).rejects.toMatchObject({ code: 'stopped' });
+      const restored = await engine.restore({ bucket: 'Photos', overwrite: false });
+      // The files the stopped one finished stay, and it brings the rest.
+      expect(restored.files + restored.alreadyThere).toBe(6);
+      expect(readdirSync(path.join(source, 'photos')).sort()).toEqual(
+        [0, 1, 2, 3, 4, 5].map((i) => `p${i}.jpg`),
+      );
+
+      // And the other way: a backup of the folder runs (stopped at its first file).
+      writeSettled(path.join(source, 'new.txt'), 'new');
+      let resume: () => void = () => undefined;
+      paused = new Promise<void>((resolve) => (resume = resolve));
+      const firstFileRead = new Promise<void>((resolve) => (reachedFirstFile = resolve));
+      const backingUp = engine.backup({ dir: source, bucket: 'Photos' });
+      await firstFileRead;
+      const intoIt = await runCanopy(home, ['restore', '--bucket', 'Photos'], env);
+      expect(intoIt.stderr).toBe(
+        `canopy: a backup of ${source} to bucket "Photos" is running; wait for it to finish, then restore (a restore now would change the folder while it is read)\n`,
+      );
+      expect(intoIt.status).toBe(1);
+      const toOther = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Photos', '--to', path.join(scratch, 'copy-of-photos')],
+        env,
+      );
+      expect(toOther.status, toOther.stderr).toBe(0);
+      resume();
+      expect(await backingUp).toMatchObject({ files: 7 });
+    } finally {
+      paused = undefined;
       await engine.close();
     }
   });
