@@ -19,7 +19,13 @@ import {
 
 /** Whether the absolute paths `a` and `b` are one folder, or one holds the other (links too). */
 function overlapping(a: string, b: string): boolean {
-  return pathInsideByLinks(a, b) !== undefined || pathInsideByLinks(b, a) !== undefined;
+  try {
+    return pathInsideByLinks(a, b) !== undefined || pathInsideByLinks(b, a) !== undefined;
+  } catch {
+    // A folder that cannot be resolved now (a network disk that stopped answering): nothing can
+    // be backed up from it or restored into it meanwhile, and the one that tries says why.
+    return false;
+  }
 }
 
 /** The backup locks a restore holds; `release` lets go of them all. */
