@@ -26,7 +26,7 @@ export type { BackupPlan, PlanRequest } from './engine/backup-plan.ts';
 export type { BrowseRequest, BrowsedFolder } from './engine/version-browser.ts';
 export type {
   ItemChangeKind,
-  RestoredBefore,
+  RestoredAs,
   VersionChange,
   VersionChangeKind,
   VersionEntry,

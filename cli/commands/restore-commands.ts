@@ -1,6 +1,6 @@
 import { downloadLimitOf } from '../transfer-rate.ts';
 import { typedPath } from '../typed-path.ts';
-import type { RestoredBefore, RestoreRequest } from '../../main/index.ts';
+import type { RestoredAs, RestoreRequest } from '../../main/index.ts';
 import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
@@ -70,7 +70,7 @@ function listed(heading: string, paths: readonly string[]): string[] {
  * A line for each file or link a restore before put beside what kept its name, found there with
  * the same content: `left` says what becomes of it.
  */
-function restoredBeforeLines(items: readonly RestoredBefore[], left: string): string[] {
+function restoredBeforeLines(items: readonly RestoredAs[], left: string): string[] {
   return items.map(
     (item) => `${item.path} was restored before as ${item.as}, with the same content, and ${left}`,
   );
@@ -175,12 +175,11 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
               : `already there with the same content, and left as they were: ${result.alreadyThere} files and links`,
           ]),
       ...restoredBeforeLines(result.restoredBefore, 'left as it was'),
-      ...result.renamed.map((name) => {
-        const kept = name.replace(/ \(restored(?: \d+)?\)$/, '');
-        const reason = notReplaced.get(kept);
+      ...result.restoredBeside.map((item) => {
+        const reason = notReplaced.get(item.path);
         return reason === undefined
-          ? `kept ${kept}, which was there already (a file, folder or link); restored as ${name}`
-          : `kept ${kept}, ${reason}; restored as ${name}`;
+          ? `kept ${item.path}, which was there already (a file, folder or link); restored as ${item.as}`
+          : `kept ${item.path}, ${reason}; restored as ${item.as}`;
       }),
       ...(result.modesNotKept === 0
         ? []

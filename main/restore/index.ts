@@ -5,7 +5,7 @@ export type { RestoredFileOnDisk } from './file-as-left.ts';
 export * from './files-needing-blocks.ts';
 export * from './left-temporaries.ts';
 export { giveModesBack, type OpenedFolder } from './opened-folders.ts';
-export type { RestoredBefore } from './restored-copies.ts';
+export type { RestoredAs } from './restored-copies.ts';
 export * from './original-place.ts';
 export * from './restore-version.ts';
 export * from './browse-version.ts';

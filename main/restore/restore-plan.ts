@@ -11,7 +11,7 @@ import { notInVersion } from './not-in-version.ts';
 import { closedOnlyByItsMode } from './opened-folders.ts';
 import { lstatUnlessRefused } from './refused-entry.ts';
 import { mayReplace } from './replaceable.ts';
-import { FolderPlaces, restoredFolderCopy, type RestoredBefore } from './restored-copies.ts';
+import { FolderPlaces, restoredFolderCopy, type RestoredAs } from './restored-copies.ts';
 import { checkRoomForRestore } from './room-for-restore.ts';
 import { checkName } from './safe-name.ts';
 import { lookAtTarget } from './target-folder.ts';
@@ -45,7 +45,7 @@ export interface RestorePlan {
    * Files and links held already in a restored copy beside what kept their name (a restore
    * before put them there): left, and not fetched or copied again.
    */
-  readonly restoredBefore: readonly RestoredBefore[];
+  readonly restoredBefore: readonly RestoredAs[];
   /** Paths below the target holding something else, kept: the version's goes beside it. */
   readonly beside: readonly string[];
   /** Paths below the target holding a file or link the version's would replace (--overwrite). */
@@ -125,7 +125,7 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
       directories: 0,
       symlinks: 0,
       alreadyThere: 0,
-      restoredBefore: [] as RestoredBefore[],
+      restoredBefore: [] as RestoredAs[],
       beside: [] as string[],
       replaced: [] as string[],
       refusedBecause,

@@ -48,7 +48,7 @@ import { mayReplace, OTHERS_IN_STICKY_FOLDER, REPLACING_REFUSED } from './replac
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
-import { restoredFolderCopy, restoredName, type RestoredBefore } from './restored-copies.ts';
+import { restoredFolderCopy, restoredName, type RestoredAs } from './restored-copies.ts';
 import { targetFolderError } from './target-folder.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { notInVersion } from './not-in-version.ts';
@@ -181,6 +181,8 @@ export interface RestoreResult {
   readonly symlinks: number;
   readonly bytes: number;
   readonly renamed: readonly string[];
+  /** Each of `renamed` with the path of the entry it is, which something else kept in the target. */
+  readonly restoredBeside: readonly RestoredAs[];
   /**
    * With `overwrite`, what had the name of an entry restored beside it (in `renamed`) because
    * it may not be replaced, by path, with why (replaceable.ts).
@@ -196,7 +198,7 @@ export interface RestoreResult {
    * beside what kept their name (" (restored)"): left as they were, and not fetched or copied
    * again. Only without `overwrite`.
    */
-  readonly restoredBefore: readonly RestoredBefore[];
+  readonly restoredBefore: readonly RestoredAs[];
   /** By path; empty when everything was restored. */
   readonly notRestored: readonly NotRestored[];
   /**
@@ -434,9 +436,10 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     symlinks: 0,
     bytes: 0,
     renamed: [] as string[],
+    restoredBeside: [] as RestoredAs[],
     notReplaced: [] as NotReplaced[],
     alreadyThere: 0,
-    restoredBefore: [] as RestoredBefore[],
+    restoredBefore: [] as RestoredAs[],
     notRestored: [] as NotRestored[],
     wholeOnRetry: [] as string[],
     unavailable: [] as UnavailableBlockReport[],
@@ -444,6 +447,14 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     foldersOfOthers: 0,
     setIdBitsDropped: [] as string[],
     ownersFromFolders: 0,
+  };
+  /** Notes that the entry whose place is `kept` went to `free` instead, beside what has it. */
+  const noteRenamed = (kept: string, free: string): void => {
+    result.renamed.push(path.relative(input.targetDir, free));
+    result.restoredBeside.push({
+      path: path.relative(input.targetDir, kept),
+      as: path.relative(input.targetDir, free),
+    });
   };
   const owners =
     input.ownersFromFolders === true && process.getuid && process.getgid
@@ -521,7 +532,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         result.bytes += file.bytes;
         result.files += 1;
         // Its name taken while it was written: beside it, as one taken from the start is.
-        if (placedAt !== file.target) result.renamed.push(path.relative(input.targetDir, placedAt));
+        if (placedAt !== file.target) noteRenamed(file.target, placedAt);
         // As it is once renamed, which moves its ctime.
         const asLeft = file.asWritten && fileAsLeft(placedAt, file.asWritten, inodes);
         if (asLeft) input.onFileRestored?.(asLeft);
@@ -558,7 +569,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         throw refusalOf(error, target, 'symlink');
       }
       // Its name taken since it was looked at: beside it, as a file is.
-      if (linkAt !== target) result.renamed.push(path.relative(input.targetDir, linkAt));
+      if (linkAt !== target) noteRenamed(target, linkAt);
       owners?.giveItem(linkAt);
       if (mtimeNanoseconds !== undefined) {
         const time = fileTime(mtimeNanoseconds);
@@ -725,9 +736,16 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
    */
   const renamed = (destination: string, notReplacedBecause?: string): string => {
     const free = freeName(destination, nameTaken);
-    result.renamed.push(path.relative(input.targetDir, free));
+    noteRenamed(destination, free);
     if (notReplacedBecause !== undefined) placing.notReplaced(destination, notReplacedBecause);
     return free;
+  };
+  /** Takes back the rename `renamed` told of `free`, whose entry was not restored after all. */
+  const unlistRenamed = (free: string): void => {
+    const at = result.renamed.lastIndexOf(path.relative(input.targetDir, free));
+    if (at < 0) return;
+    result.renamed.splice(at, 1);
+    result.restoredBeside.splice(at, 1);
   };
   /**
    * Where a folder goes beside what has its name: into the folder a restore before made there
@@ -740,7 +758,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     const copy = restoredFolderCopy(destination);
     if (copy === undefined)
       return { folder: renamed(destination, notReplacedBecause), existed: false };
-    result.renamed.push(path.relative(input.targetDir, copy));
+    noteRenamed(destination, copy);
     if (notReplacedBecause !== undefined) placing.notReplaced(destination, notReplacedBecause);
     return { folder: copy, existed: true };
   };
@@ -843,13 +861,20 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     if (keeper !== undefined)
       target = renamed(destination, keeper === 'theirs' ? OTHERS_IN_STICKY_FOLDER : undefined);
     const folded = foldedName(target);
-    const written = restoreFile(entry, target, dag).then((file) => {
-      if (!file) return;
-      if (again) result.wholeOnRetry.push(again.damagedCid);
-      renames.add({ ...file, relative, folded });
-      filesWritten += 1;
-      input.afterFileWritten?.(filesWritten);
-    });
+    const written = restoreFile(entry, target, dag).then(
+      (file) => {
+        if (!file) return;
+        if (again) result.wholeOnRetry.push(again.damagedCid);
+        renames.add({ ...file, relative, folded });
+        filesWritten += 1;
+        input.afterFileWritten?.(filesWritten);
+      },
+      (error: unknown) => {
+        // Not restored beside what kept its name after all: it is told as not restored.
+        if (keeper !== undefined && error instanceof EntryNotRestoredError) unlistRenamed(target);
+        throw error;
+      },
+    );
     const writing = track(
       written,
       relative,
@@ -933,6 +958,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         } catch (error) {
           const refusal = relative === '' ? error : refusalOf(error, place.folder, 'name');
           if (refusal instanceof EntryNotRestoredError) {
+            if (place.folder !== destination && !place.existed) unlistRenamed(place.folder);
             refusedFolders.add(relative);
             result.notRestored.push({
               path: relative,

@@ -7,16 +7,48 @@ import { lstatUnlessRefused } from './refused-entry.ts';
 // before making another copy, so that it does not leave a " (restored 2)" beside each
 // " (restored)" it made the first time.
 
-/** A file or link held already in a restored copy beside what kept its name, by path below the target. */
-export interface RestoredBefore {
+/**
+ * An entry of the version restored under another name than its own, beside what kept its name
+ * in the target (or found so, by a restore before): both paths below the target.
+ */
+export interface RestoredAs {
   readonly path: string;
   /** The copy's path below the target. */
   readonly as: string;
 }
 
-/** The `index`th name beside `file` for a restored copy of it. */
+/** The longest name most file systems take, in bytes (Linux's NAME_MAX; exFAT and NTFS: more). */
+const NAME_MAX_BYTES = 255;
+/** The longest extension kept whole when a name is shortened for its suffix. */
+const EXTENSION_MAX_BYTES = 32;
+
+/** `text` cut to at most `bytes` bytes of UTF-8, between characters. */
+function cutTo(text: string, bytes: number): string {
+  let kept = '';
+  let used = 0;
+  for (const character of text) {
+    used += Buffer.byteLength(character);
+    if (used > bytes) break;
+    kept += character;
+  }
+  return kept;
+}
+
+/**
+ * The `index`th name beside `file` for a restored copy of it. A name too long to take the
+ * suffix is shortened before its extension ("long…name.txt (restored)"): else the copy of a
+ * file whose name is near the limit could not be written at all.
+ */
 export function restoredName(file: string, index: number): string {
-  return `${file} (restored${index === 1 ? '' : ` ${index}`})`;
+  const suffix = ` (restored${index === 1 ? '' : ` ${index}`})`;
+  const name = path.basename(file);
+  const room = NAME_MAX_BYTES - Buffer.byteLength(suffix);
+  if (Buffer.byteLength(name) <= room) return `${file}${suffix}`;
+  const found = path.extname(name);
+  const extension = Buffer.byteLength(found) <= EXTENSION_MAX_BYTES ? found : '';
+  const stem = name.slice(0, name.length - extension.length);
+  const shortened = `${cutTo(stem, room - Buffer.byteLength(extension))}${extension}`;
+  return path.join(path.dirname(file), `${shortened}${suffix}`);
 }
 
 /**

@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
+  existsSync,
   linkSync,
   lstatSync,
   mkdirSync,
@@ -853,6 +854,18 @@ describe('browse, snapshots and verify', () => {
     kept.forEach((bytes, index) =>
       expect(readFileSync(path.join(target, `c-kept-${index}.txt`)).equals(bytes)).toBe(true),
     );
+    // A file of the user's has the name meanwhile: the version's copy, which cannot be made,
+    // is not told as restored beside it.
+    writeFileSync(path.join(target, 'a-lost.bin'), 'mine');
+    const again = await engine.restore({ bucket: 'Lost', to: target, overwrite: false });
+    expect(again).toMatchObject({
+      notRestored: result.notRestored,
+      renamed: [],
+      restoredBeside: [],
+      alreadyThere: kept.length,
+    });
+    expect(existsSync(path.join(target, 'a-lost.bin (restored)'))).toBe(false);
+    rmSync(path.join(target, 'a-lost.bin'));
     // verify checks every other block too, and names the files a restore leaves out.
     const seen: VerifyProgress[] = [];
     const verified = await engine.verify({

@@ -26,6 +26,7 @@ import {
 import { loginWithBucket, runCanopy, runCanopyIn } from '../helpers/canopy-cli.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 import { accessTimesOf } from '../helpers/access-times.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
 
 // A restore run again into a folder that holds part of the version already (the first run was
 // stopped, or the files are restored to where they came from): what is there byte for byte is
@@ -339,6 +340,48 @@ describe('a restore to where the files came from', () => {
       message: `${folder}, where this version was backed up from, is not there: if it is on a disk, connect it; to restore it anyway, name it with --to ${folder}`,
     });
     expect(existsSync(folder)).toBe(false);
+  });
+});
+
+describe('a restore beside a file whose name is near the longest a disk takes', () => {
+  it("shortens the copy's name before its extension, names the file it kept in full, and finds the copy when run again", async () => {
+    const folder = path.join(scratch, 'long-names');
+    mkdirSync(folder);
+    // 254 bytes each: one of ASCII, one of two-byte characters, one whose extension is long.
+    const names = [
+      `${'n'.repeat(250)}.txt`,
+      `${'é'.repeat(125)}.jpg`,
+      `${'x'.repeat(100)}.${'e'.repeat(153)}`,
+    ];
+    for (const name of names) writeSettled(path.join(folder, name), `backed up ${name.length}`);
+    await engine.createBucket({ name: 'Long', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: folder, bucket: 'Long' });
+    for (const name of names) writeFileSync(path.join(folder, name), 'edited since');
+
+    const restored = await engine.restore({ bucket: 'Long', overwrite: false });
+    expect(restored).toMatchObject({ files: 3, notRestored: [] });
+    const copies = entriesBelow(folder).filter((name) => !names.includes(name));
+    expect(copies).toEqual([
+      `${'n'.repeat(240)}.txt (restored)`,
+      `${'x'.repeat(100)}.${'e'.repeat(153)}`.slice(0, 244) + ' (restored)',
+      `${'é'.repeat(120)}.jpg (restored)`,
+    ]);
+    for (const copy of copies) expect(Buffer.byteLength(copy)).toBeLessThanOrEqual(255);
+    expect([...restored.restoredBeside].sort((a, b) => (a.path < b.path ? -1 : 1))).toEqual(
+      names
+        .map((name, at) => ({ path: name, as: copies[[0, 2, 1][at] ?? 0] }))
+        .sort((a, b) => (a.path < b.path ? -1 : 1)),
+    );
+    expect(readFileSync(path.join(folder, copies[0] ?? ''), 'utf8')).toBe('backed up 254');
+
+    const again = await runCanopy(home, ['restore', '--bucket', 'Long', '--dry-run'], {
+      CANOPY_SECRET_STORE: 'file',
+    });
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toContain(
+      `${names[0]} was restored before as ${copies[0]}, with the same content, and would be left as it is\n`,
+    );
+    expect(again.stdout).toContain('would write 0 files (0 bytes)');
   });
 });
 
