@@ -35,6 +35,8 @@ import { fingerprintTree, type Fingerprint } from '../helpers/tree-fingerprint.t
 
 const MiB = 1 << 20;
 const RUNS = Number(process.env['ROUND_TRIP_RUNS'] ?? 200);
+/** Trees restored into a folder holding another made-up tree: each two restores and two plans. */
+const INTO_TREE_RUNS = Number(process.env['ROUND_TRIP_INTO_TREE_RUNS'] ?? 60);
 const SEED = Number(process.env['ROUND_TRIP_SEED'] ?? 20261128);
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-round-trip-'));
@@ -129,6 +131,13 @@ const symlink = fc.record({
   target: fc.constantFrom(...SYMLINK_TARGETS),
   mtimeNs,
 });
+/** Symbolic links in a target made up to restore into: none leads out of the scratch folder. */
+const targetSymlink = fc.record({
+  kind: fc.constant('symlink' as const),
+  name: fc.constantFrom(...NAMES),
+  target: fc.constantFrom(...SYMLINK_TARGETS.filter((target) => !path.isAbsolute(target))),
+  mtimeNs,
+});
 const { entries } = fc.letrec<{ entry: EntrySpec; folder: FolderSpec; entries: EntrySpec[] }>(
   (tie) => ({
     entry: fc.oneof(
@@ -147,6 +156,27 @@ const { entries } = fc.letrec<{ entry: EntrySpec; folder: FolderSpec; entries: E
     entries: fc.uniqueArray(tie('entry'), { selector: (entry) => entry.name, maxLength: 5 }),
   }),
 );
+
+const { entries: targetEntries } = fc.letrec<{
+  entry: EntrySpec;
+  folder: FolderSpec;
+  entries: EntrySpec[];
+}>((tie) => ({
+  entry: fc.oneof(
+    { maxDepth: 3, depthSize: 'small', withCrossShrink: true },
+    file,
+    targetSymlink,
+    tie('folder'),
+  ),
+  folder: fc.record({
+    kind: fc.constant('folder' as const),
+    name: fc.constantFrom(...NAMES),
+    mode: fc.constantFrom(...FOLDER_MODES),
+    mtimeNs,
+    entries: tie('entries'),
+  }),
+  entries: fc.uniqueArray(tie('entry'), { selector: (entry) => entry.name, maxLength: 5 }),
+}));
 
 /** `size` bytes from `seed` (xorshift32), or zeros. */
 function bytesOf(spec: FileSpec): Buffer {
@@ -258,5 +288,60 @@ describe('round trips of made-up trees', () => {
       { numRuns: RUNS, seed: SEED, endOnFailure: false },
     );
     // About a third of a second a tree here, more beside the other tests.
+  }, 900_000);
+});
+
+/** The files and links of a fingerprinted tree, which a restore without --overwrite leaves. */
+function filesAndLinksOf(tree: ReadonlyMap<string, Fingerprint>): Map<string, Fingerprint> {
+  return new Map([...tree].filter(([, print]) => print.type !== 'dir'));
+}
+
+describe('restores into a folder holding another made-up tree', () => {
+  it(`does what its dry run tells, keeps all that was there, and run again writes nothing: ${INTO_TREE_RUNS} pairs of trees`, async () => {
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(entries, targetEntries, async (tree, there) => {
+        run += 1;
+        const source = path.join(scratch, 'source');
+        const target = path.join(scratch, 'into-tree');
+        rmSync(source, { recursive: true, force: true });
+        rmSync(target, { recursive: true, force: true });
+        mkdirSync(source);
+        mkdirSync(target);
+        makeTree(source, tree);
+        makeTree(target, there);
+        const kept = filesAndLinksOf(fingerprintTree(target));
+        const bucket = `into-tree-${run}`;
+        await engine.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
+        await engine.backup({ dir: source, bucket, allowEmpty: true });
+
+        const plan = await engine.planRestore({ bucket, to: target, overwrite: false });
+        const restored = await engine.restore({ bucket, to: target, overwrite: false });
+        const told = (done: typeof plan | typeof restored) => ({
+          files: done.files,
+          bytes: done.bytes,
+          directories: done.directories,
+          symlinks: done.symlinks,
+          alreadyThere: done.alreadyThere,
+          restoredBefore: done.restoredBefore,
+        });
+        expect(told(restored)).toEqual(told(plan));
+        expect(restored.notRestored).toEqual([]);
+        expect(restored.restoredBeside.map((item) => item.path).sort()).toEqual(
+          [...plan.beside].sort(),
+        );
+        // Nothing that was there is replaced or lost.
+        const after = fingerprintTree(target);
+        for (const [relative, print] of kept) expect(after.get(relative)).toEqual(print);
+
+        // Run again, it finds all of the version there, under its names or beside them.
+        const planAgain = await engine.planRestore({ bucket, to: target, overwrite: false });
+        const again = await engine.restore({ bucket, to: target, overwrite: false });
+        expect(told(again)).toEqual(told(planAgain));
+        expect(again).toMatchObject({ files: 0, directories: 0, symlinks: 0 });
+        expect(fingerprintTree(target)).toEqual(after);
+      }),
+      { numRuns: INTO_TREE_RUNS, seed: SEED, endOnFailure: false },
+    );
   }, 900_000);
 });
