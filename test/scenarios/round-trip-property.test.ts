@@ -344,4 +344,43 @@ describe('restores into a folder holding another made-up tree', () => {
       { numRuns: INTO_TREE_RUNS, seed: SEED, endOnFailure: false },
     );
   }, 900_000);
+
+  it(`with --overwrite does what its dry run tells, and never replaces a folder: ${INTO_TREE_RUNS} pairs of trees`, async () => {
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(entries, targetEntries, async (tree, there) => {
+        run += 1;
+        const source = path.join(scratch, 'source');
+        const target = path.join(scratch, 'over-tree');
+        rmSync(source, { recursive: true, force: true });
+        rmSync(target, { recursive: true, force: true });
+        mkdirSync(source);
+        mkdirSync(target);
+        makeTree(source, tree);
+        makeTree(target, there);
+        const folders = [...fingerprintTree(target)].filter(([, print]) => print.type === 'dir');
+        const bucket = `over-tree-${run}`;
+        await engine.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
+        await engine.backup({ dir: source, bucket, allowEmpty: true });
+
+        const plan = await engine.planRestore({ bucket, to: target, overwrite: true });
+        const restored = await engine.restore({ bucket, to: target, overwrite: true });
+        expect({
+          files: restored.files,
+          bytes: restored.bytes,
+          symlinks: restored.symlinks,
+          beside: restored.restoredBeside.map((item) => item.path).sort(),
+        }).toEqual({
+          files: plan.files,
+          bytes: plan.bytes,
+          symlinks: plan.symlinks,
+          beside: [...plan.beside].sort(),
+        });
+        expect(restored.notRestored).toEqual([]);
+        const after = fingerprintTree(target);
+        for (const [relative] of folders) expect(after.get(relative)?.type).toBe('dir');
+      }),
+      { numRuns: INTO_TREE_RUNS, seed: SEED, endOnFailure: false },
+    );
+  }, 900_000);
 });
