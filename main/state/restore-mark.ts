@@ -76,13 +76,7 @@ export class RestoreMark {
    */
   static stopped(home: string): Array<{ mark: RestoreMark; target: string }> {
     const dir = path.join(home, 'locks');
-    let names: string[];
-    try {
-      names = readdirSync(dir);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw error;
-    }
+    const names = namesIn(dir);
     const stopped: Array<{ mark: RestoreMark; target: string }> = [];
     const made = new Set<string>();
     for (const name of names) {
@@ -109,13 +103,7 @@ export class RestoreMark {
    */
   static runningTargets(home: string): string[] {
     const dir = path.join(home, 'locks');
-    let names: string[];
-    try {
-      names = readdirSync(dir);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw error;
-    }
+    const names = namesIn(dir);
     const targets: string[] = [];
     for (const name of names) {
       const token = MARK_NAME.exec(name)?.[1];
@@ -214,6 +202,16 @@ export class RestoreMark {
     if (this.released) return;
     this.released = true;
     this.db.close();
+  }
+}
+
+/** The names in the home's folder of locks; none before it is made. */
+function namesIn(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
   }
 }
 

@@ -291,6 +291,32 @@ describe('round trips of made-up trees', () => {
   }, 900_000);
 });
 
+let pairsMade = 0;
+
+/**
+ * `tree` made and backed up to a bucket of its own, and `there` made in the folder `targetName`
+ * to restore it into: the bucket's name and the target's path.
+ */
+async function backedUpBeside(
+  tree: readonly EntrySpec[],
+  there: readonly EntrySpec[],
+  targetName: string,
+): Promise<{ bucket: string; target: string }> {
+  pairsMade += 1;
+  const source = path.join(scratch, 'source');
+  const target = path.join(scratch, targetName);
+  for (const dir of [source, target]) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir);
+  }
+  makeTree(source, tree);
+  makeTree(target, there);
+  const bucket = `${targetName}-${pairsMade}`;
+  await engine.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
+  await engine.backup({ dir: source, bucket, allowEmpty: true });
+  return { bucket, target };
+}
+
 /** The files and links of a fingerprinted tree, which a restore without --overwrite leaves. */
 function filesAndLinksOf(tree: ReadonlyMap<string, Fingerprint>): Map<string, Fingerprint> {
   return new Map([...tree].filter(([, print]) => print.type !== 'dir'));
@@ -298,22 +324,10 @@ function filesAndLinksOf(tree: ReadonlyMap<string, Fingerprint>): Map<string, Fi
 
 describe('restores into a folder holding another made-up tree', () => {
   it(`does what its dry run tells, keeps all that was there, and run again writes nothing: ${INTO_TREE_RUNS} pairs of trees`, async () => {
-    let run = 0;
     await fc.assert(
       fc.asyncProperty(entries, targetEntries, async (tree, there) => {
-        run += 1;
-        const source = path.join(scratch, 'source');
-        const target = path.join(scratch, 'into-tree');
-        rmSync(source, { recursive: true, force: true });
-        rmSync(target, { recursive: true, force: true });
-        mkdirSync(source);
-        mkdirSync(target);
-        makeTree(source, tree);
-        makeTree(target, there);
+        const { bucket, target } = await backedUpBeside(tree, there, 'into-tree');
         const kept = filesAndLinksOf(fingerprintTree(target));
-        const bucket = `into-tree-${run}`;
-        await engine.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
-        await engine.backup({ dir: source, bucket, allowEmpty: true });
 
         const plan = await engine.planRestore({ bucket, to: target, overwrite: false });
         const restored = await engine.restore({ bucket, to: target, overwrite: false });
@@ -346,22 +360,10 @@ describe('restores into a folder holding another made-up tree', () => {
   }, 900_000);
 
   it(`with --overwrite does what its dry run tells, and never replaces a folder: ${INTO_TREE_RUNS} pairs of trees`, async () => {
-    let run = 0;
     await fc.assert(
       fc.asyncProperty(entries, targetEntries, async (tree, there) => {
-        run += 1;
-        const source = path.join(scratch, 'source');
-        const target = path.join(scratch, 'over-tree');
-        rmSync(source, { recursive: true, force: true });
-        rmSync(target, { recursive: true, force: true });
-        mkdirSync(source);
-        mkdirSync(target);
-        makeTree(source, tree);
-        makeTree(target, there);
+        const { bucket, target } = await backedUpBeside(tree, there, 'over-tree');
         const folders = [...fingerprintTree(target)].filter(([, print]) => print.type === 'dir');
-        const bucket = `over-tree-${run}`;
-        await engine.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
-        await engine.backup({ dir: source, bucket, allowEmpty: true });
 
         const plan = await engine.planRestore({ bucket, to: target, overwrite: true });
         const restored = await engine.restore({ bucket, to: target, overwrite: true });
