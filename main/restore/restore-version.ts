@@ -435,7 +435,6 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     directories: 0,
     symlinks: 0,
     bytes: 0,
-    renamed: [] as string[],
     restoredBeside: [] as RestoredAs[],
     notReplaced: [] as NotReplaced[],
     alreadyThere: 0,
@@ -450,7 +449,6 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   };
   /** Notes that the entry whose place is `kept` went to `free` instead, beside what has it. */
   const noteRenamed = (kept: string, free: string): void => {
-    result.renamed.push(path.relative(input.targetDir, free));
     result.restoredBeside.push({
       path: path.relative(input.targetDir, kept),
       as: path.relative(input.targetDir, free),
@@ -674,7 +672,7 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
         ).catch((error: unknown) => {
           throw restoreError(error, input.targetDir);
         })
-      : new Map<string, string>();
+      : new Map<string, string | undefined>();
   /** Whether the target holds this file or link already, as the version has it. */
   const isThere = (entry: TreeEntry): boolean =>
     alreadyThere.size > 0 && entry.kind !== 'directory' && alreadyThere.has(relativeOf(entry));
@@ -742,10 +740,9 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   };
   /** Takes back the rename `renamed` told of `free`, whose entry was not restored after all. */
   const unlistRenamed = (free: string): void => {
-    const at = result.renamed.lastIndexOf(path.relative(input.targetDir, free));
-    if (at < 0) return;
-    result.renamed.splice(at, 1);
-    result.restoredBeside.splice(at, 1);
+    const as = path.relative(input.targetDir, free);
+    const at = result.restoredBeside.findLastIndex((item) => item.as === as);
+    if (at >= 0) result.restoredBeside.splice(at, 1);
   };
   /**
    * Where a folder goes beside what has its name: into the folder a restore before made there
@@ -1033,5 +1030,9 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
     }
     if (mtime !== undefined) await utimes(dir, fileTime(mtime), fileTime(mtime));
   }
-  return { ...result, ownersFromFolders: owners?.given ?? 0 };
+  return {
+    ...result,
+    renamed: result.restoredBeside.map((item) => item.as),
+    ownersFromFolders: owners?.given ?? 0,
+  };
 }

@@ -6,8 +6,12 @@ import Database from 'better-sqlite3';
 // SQLite refuses a second connection as it refuses another process.
 
 /** The open lock on `file`, until closed; null while someone else holds it. */
-export function takeFileLock(file: string): Database.Database | null {
-  const db = new Database(file, { timeout: 0 });
+export function takeFileLock(
+  file: string,
+  options: { readonly mustExist?: boolean } = {},
+): Database.Database | null {
+  // `mustExist`: one only looked at is not made anew when its owner removed it meanwhile.
+  const db = new Database(file, { timeout: 0, fileMustExist: options.mustExist === true });
   try {
     db.pragma('journal_mode = MEMORY');
     db.exec('BEGIN EXCLUSIVE');

@@ -109,7 +109,7 @@ export class RestoreMark {
       const token = MARK_NAME.exec(name)?.[1];
       if (token === undefined) continue;
       try {
-        const db = takeFileLock(path.join(dir, name));
+        const db = takeFileLock(path.join(dir, name), { mustExist: true });
         // Taken: its restore stopped, which `stopped` tidies after; let go of at once.
         if (db) {
           db.close();
