@@ -241,6 +241,23 @@ function expectedOf(source: ReadonlyMap<string, Fingerprint>): Map<string, Finge
   return expected;
 }
 
+/** The files `specs` make, and their bytes. */
+function totalsOf(specs: readonly EntrySpec[]): { files: number; bytes: number } {
+  let files = 0;
+  let bytes = 0;
+  for (const spec of specs) {
+    if (spec.kind === 'file') {
+      files += 1;
+      bytes += spec.size;
+    } else if (spec.kind === 'folder') {
+      const inner = totalsOf(spec.entries);
+      files += inner.files;
+      bytes += inner.bytes;
+    }
+  }
+  return { files, bytes };
+}
+
 /** What fingerprintTree tells of the folder `specs` make. */
 function madeOf(specs: readonly EntrySpec[], folder = '', made = new Map<string, Fingerprint>()) {
   for (const spec of specs) {
@@ -274,11 +291,24 @@ describe('round trips of made-up trees', () => {
         makeTree(source, tree);
         const bucket = `tree-${run}`;
         await engine.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
+        // Its dry run tells what it backs up, and what the rules leave out: the rest of the tree.
+        const plan = await engine.planBackup({ dir: source, bucket });
         const backup = await engine.backup({ dir: source, bucket, allowEmpty: true });
         expect(backup.skipped).toEqual([]);
+        expect({ files: plan.files, bytes: plan.bytes, skipped: plan.skipped }).toEqual({
+          files: backup.files,
+          bytes: backup.bytesScanned,
+          skipped: [],
+        });
+        const left = plan.excluded.reduce(
+          (sum, item) => ({ files: sum.files + item.files, bytes: sum.bytes + item.bytes }),
+          { files: plan.files, bytes: plan.bytes },
+        );
+        expect(left).toEqual(totalsOf(tree));
         const found = fingerprintTree(source);
         expect(found).toEqual(madeOf(tree));
         const expected = expectedOf(found);
+        for (const item of plan.excluded) expect(expected.has(item.path)).toBe(false);
         const restored = await engine.restore({ bucket, to: target, overwrite: false });
         expect(fingerprintTree(target)).toEqual(expected);
         expect(restored.files).toBe(
