@@ -4,9 +4,12 @@ import ignore from 'ignore';
 import { createHash } from 'node:crypto';
 import {
   chmodSync,
+  lstatSync,
   lutimesSync,
   mkdirSync,
   mkdtempSync,
+  readFileSync,
+  renameSync,
   rmSync,
   symlinkSync,
   utimesSync,
@@ -412,6 +415,130 @@ describe('restores into a folder holding another made-up tree', () => {
         const after = fingerprintTree(target);
         for (const [relative] of folders) expect(after.get(relative)?.type).toBe('dir');
       }),
+      { numRuns: INTO_TREE_RUNS, seed: SEED, endOnFailure: false },
+    );
+  }, 900_000);
+});
+
+/** A change a user makes to a folder between two backups, at the `pick`th place it can. */
+interface EditSpec {
+  readonly kind:
+    | 'rewrite-same-size-and-time'
+    | 'touch'
+    | 'chmod'
+    | 'delete'
+    | 'rename'
+    | 'move'
+    | 'add'
+    | 'file-to-folder';
+  readonly pick: number;
+}
+const edit = fc.record({
+  kind: fc.constantFrom(
+    'rewrite-same-size-and-time',
+    'touch',
+    'chmod',
+    'delete',
+    'rename',
+    'move',
+    'add',
+    'file-to-folder',
+  ),
+  pick: fc.nat(),
+}) as fc.Arbitrary<EditSpec>;
+
+/**
+ * Makes `change` in the folder `dir`: a file rewritten with other bytes of its size and given
+ * its mtime back (as npm, tar and cp -p leave files), only touched, its mode changed, deleted,
+ * renamed, moved to another folder, a file added, or a file made a folder of its name.
+ */
+function makeEdit(dir: string, change: EditSpec, at: number): void {
+  const entries = [...fingerprintTree(dir)];
+  const files = entries.filter(([, print]) => print.type === 'file').map(([relative]) => relative);
+  const folders = [
+    '',
+    ...entries.filter(([, print]) => print.type === 'dir').map(([relative]) => relative),
+  ];
+  const folder = folders[change.pick % folders.length] ?? '';
+  const file = files.length === 0 ? undefined : files[change.pick % files.length];
+  const full = (relative: string): string => path.join(dir, relative);
+  /** A new file, dated to the microsecond as the made-up ones are, for a rewrite to keep. */
+  const writeNew = (file: string, text: string): void => {
+    writeFileSync(file, text);
+    const now = fileTime(BigInt(Date.now()) * 1_000_000n);
+    utimesSync(file, now, now);
+  };
+  if (change.kind === 'add') {
+    writeNew(path.join(full(folder), `added-${at}`), `added ${at}`);
+    return;
+  }
+  if (file === undefined) return;
+  const stats = lstatSync(full(file), { bigint: true });
+  switch (change.kind) {
+    case 'rewrite-same-size-and-time': {
+      const bytes = readFileSync(full(file));
+      if (bytes.length === 0) return;
+      bytes[0] = (bytes[0] ?? 0) ^ 0xff;
+      writeFileSync(full(file), bytes);
+      const time = fileTime(stats.mtimeNs);
+      utimesSync(full(file), time, time);
+      // The size and mtime are as they were: only the ctime tells the backup it changed.
+      expect(lstatSync(full(file), { bigint: true }).mtimeNs).toBe(stats.mtimeNs);
+      break;
+    }
+    case 'touch':
+      utimesSync(full(file), 1_000_000_000 + at, 1_000_000_000 + at);
+      break;
+    case 'chmod':
+      chmodSync(full(file), Number(stats.mode & 0o7777n) ^ 0o100);
+      break;
+    case 'delete':
+      rmSync(full(file));
+      break;
+    case 'rename':
+      renameSync(full(file), path.join(path.dirname(full(file)), `renamed-${at}`));
+      break;
+    case 'move':
+      if (!folder.startsWith(`${file}/`))
+        renameSync(full(file), path.join(full(folder), `moved-${at}`));
+      break;
+    case 'file-to-folder':
+      rmSync(full(file));
+      mkdirSync(full(file));
+      writeNew(path.join(full(file), 'inside'), `was a file ${at}`);
+      break;
+  }
+}
+
+describe('backups of made-up trees changed since the last', () => {
+  it(`back up every change, however the file index could miss it: ${INTO_TREE_RUNS} trees`, async () => {
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        entries,
+        fc.array(edit, { minLength: 1, maxLength: 6 }),
+        async (tree, edits) => {
+          run += 1;
+          const source = path.join(scratch, 'source');
+          const target = path.join(scratch, 'changed-restored');
+          rmSync(source, { recursive: true, force: true });
+          rmSync(target, { recursive: true, force: true });
+          mkdirSync(source);
+          makeTree(source, tree);
+          const bucket = `changed-${run}`;
+          await engine.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
+          await engine.backup({ dir: source, bucket, allowEmpty: true });
+          edits.forEach((change, at) => makeEdit(source, change, at));
+          const expected = expectedOf(fingerprintTree(source));
+          await engine.backup({ dir: source, bucket, allowEmpty: true });
+          await engine.restore({ bucket, to: target, overwrite: false });
+          expect(fingerprintTree(target)).toEqual(expected);
+          // And once all is backed up, the next backup finds nothing to store.
+          expect(await engine.backup({ dir: source, bucket, allowEmpty: true })).toMatchObject({
+            unchanged: true,
+          });
+        },
+      ),
       { numRuns: INTO_TREE_RUNS, seed: SEED, endOnFailure: false },
     );
   }, 900_000);
