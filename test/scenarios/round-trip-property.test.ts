@@ -430,7 +430,10 @@ interface EditSpec {
     | 'rename'
     | 'move'
     | 'add'
-    | 'file-to-folder';
+    | 'file-to-folder'
+    | 'rename-folder'
+    | 'chmod-folder'
+    | 'retarget-link';
   readonly pick: number;
 }
 const edit = fc.record({
@@ -443,6 +446,9 @@ const edit = fc.record({
     'move',
     'add',
     'file-to-folder',
+    'rename-folder',
+    'chmod-folder',
+    'retarget-link',
   ),
   pick: fc.nat(),
 }) as fc.Arbitrary<EditSpec>;
@@ -450,7 +456,8 @@ const edit = fc.record({
 /**
  * Makes `change` in the folder `dir`: a file rewritten with other bytes of its size and given
  * its mtime back (as npm, tar and cp -p leave files), only touched, its mode changed, deleted,
- * renamed, moved to another folder, a file added, or a file made a folder of its name.
+ * renamed, moved to another folder, a file added, or a file made a folder of its name; a folder
+ * renamed or its mode changed; a link pointed elsewhere.
  */
 function makeEdit(dir: string, change: EditSpec, at: number): void {
   const entries = [...fingerprintTree(dir)];
@@ -470,6 +477,22 @@ function makeEdit(dir: string, change: EditSpec, at: number): void {
   };
   if (change.kind === 'add') {
     writeNew(path.join(full(folder), `added-${at}`), `added ${at}`);
+    return;
+  }
+  if (change.kind === 'rename-folder' || change.kind === 'chmod-folder') {
+    // Not the folder backed up itself.
+    if (folder === '') return;
+    if (change.kind === 'chmod-folder')
+      chmodSync(full(folder), Number(lstatSync(full(folder)).mode & 0o7777) ^ 0o020);
+    else renameSync(full(folder), path.join(path.dirname(full(folder)), `folder-renamed-${at}`));
+    return;
+  }
+  if (change.kind === 'retarget-link') {
+    const links = entries.filter(([, print]) => print.type === 'symlink');
+    const [link] = links[change.pick % Math.max(1, links.length)] ?? [];
+    if (link === undefined) return;
+    rmSync(full(link));
+    symlinkSync(`elsewhere-${at}`, full(link));
     return;
   }
   if (file === undefined) return;
