@@ -141,12 +141,13 @@ const targetSymlink = fc.record({
   target: fc.constantFrom(...SYMLINK_TARGETS.filter((target) => !path.isAbsolute(target))),
   mtimeNs,
 });
-const { entries } = fc.letrec<{ entry: EntrySpec; folder: FolderSpec; entries: EntrySpec[] }>(
-  (tie) => ({
+/** The entries of a made-up folder, its symbolic links made by `link`. */
+function entriesWith(link: fc.Arbitrary<SymlinkSpec>): fc.Arbitrary<EntrySpec[]> {
+  return fc.letrec<{ entry: EntrySpec; folder: FolderSpec; entries: EntrySpec[] }>((tie) => ({
     entry: fc.oneof(
       { maxDepth: 3, depthSize: 'small', withCrossShrink: true },
       file,
-      symlink,
+      link,
       tie('folder'),
     ),
     folder: fc.record({
@@ -157,29 +158,10 @@ const { entries } = fc.letrec<{ entry: EntrySpec; folder: FolderSpec; entries: E
       entries: tie('entries'),
     }),
     entries: fc.uniqueArray(tie('entry'), { selector: (entry) => entry.name, maxLength: 5 }),
-  }),
-);
-
-const { entries: targetEntries } = fc.letrec<{
-  entry: EntrySpec;
-  folder: FolderSpec;
-  entries: EntrySpec[];
-}>((tie) => ({
-  entry: fc.oneof(
-    { maxDepth: 3, depthSize: 'small', withCrossShrink: true },
-    file,
-    targetSymlink,
-    tie('folder'),
-  ),
-  folder: fc.record({
-    kind: fc.constant('folder' as const),
-    name: fc.constantFrom(...NAMES),
-    mode: fc.constantFrom(...FOLDER_MODES),
-    mtimeNs,
-    entries: tie('entries'),
-  }),
-  entries: fc.uniqueArray(tie('entry'), { selector: (entry) => entry.name, maxLength: 5 }),
-}));
+  })).entries;
+}
+const entries = entriesWith(symlink);
+const targetEntries = entriesWith(targetSymlink);
 
 /** `size` bytes from `seed` (xorshift32), or zeros. */
 function bytesOf(spec: FileSpec): Buffer {
