@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine } from '../../main/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
 import { RestoreMark } from '../../main/state/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
@@ -18,6 +18,42 @@ import { writeSettled } from '../helpers/settled-file.ts';
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-concurrent-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
+/** A backup stopped at its first file read: `firstFileRead` once it is there; `resume` lets it go. */
+interface PausedBackup {
+  readonly firstFileRead: Promise<void>;
+  readonly resume: () => void;
+}
+
+/** An engine on `home` whose backups stop at their first file read once `pause` is called. */
+function pausingEngine(home: string): { engine: Engine; pause: () => PausedBackup } {
+  let gate: { reached: () => void; resumed: Promise<void> } | undefined;
+  const engine = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    startLocalService,
+    afterFileRead: async () => {
+      if (!gate) return;
+      gate.reached();
+      await gate.resumed;
+    },
+  });
+  const pause = (): PausedBackup => {
+    let reached: () => void = () => undefined;
+    const firstFileRead = new Promise<void>((resolve) => (reached = resolve));
+    let release: () => void = () => undefined;
+    const resumed = new Promise<void>((resolve) => (release = resolve));
+    gate = { reached, resumed };
+    return {
+      firstFileRead,
+      resume: () => {
+        gate = undefined;
+        release();
+      },
+    };
+  };
+  return { engine, pause };
+}
+
 describe('concurrent commands', () => {
   it('refuses a second backup to a bucket while one runs, and lets other commands run beside it', async () => {
     const source = path.join(scratch, 'source');
@@ -29,19 +65,8 @@ describe('concurrent commands', () => {
     const env = { CANOPY_SECRET_STORE: 'file' };
 
     // The running backup stops after its first file until the other commands are done.
-    let reachedFirstFile: () => void = () => undefined;
-    const firstFileRead = new Promise<void>((resolve) => (reachedFirstFile = resolve));
-    let resume: () => void = () => undefined;
-    const resumed = new Promise<void>((resolve) => (resume = resolve));
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService,
-      afterFileRead: async () => {
-        reachedFirstFile();
-        await resumed;
-      },
-    });
+    const { engine, pause } = pausingEngine(home);
+    const { firstFileRead, resume } = pause();
     try {
       await engine.loginLocal({ dataDir: path.join(scratch, 'backup-disk') });
       await engine.createBucket({ name: 'Photos', type: 'backup', storageClass: 'hot' });
@@ -95,18 +120,8 @@ describe('concurrent commands', () => {
     writeSettled(path.join(elsewhere, 'list.txt'), 'milk');
     const home = path.join(scratch, 'home-restore');
     const env = { CANOPY_SECRET_STORE: 'file' };
-    // Backups by the engine stop at their first file read while `paused` is set.
-    let paused: Promise<void> | undefined;
-    let reachedFirstFile: () => void = () => undefined;
-    const engine = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      startLocalService,
-      afterFileRead: async () => {
-        reachedFirstFile();
-        await paused;
-      },
-    });
+    const { engine, pause } = pausingEngine(home);
+    let paused: PausedBackup | undefined;
     try {
       await engine.loginLocal({ dataDir: path.join(scratch, 'restore-disk') });
       for (const name of ['Photos', 'Again', 'Other'])
@@ -154,11 +169,9 @@ describe('concurrent commands', () => {
 
       // And the other way: a backup of the folder runs (stopped at its first file).
       writeSettled(path.join(source, 'new.txt'), 'new');
-      let resume: () => void = () => undefined;
-      paused = new Promise<void>((resolve) => (resume = resolve));
-      const firstFileRead = new Promise<void>((resolve) => (reachedFirstFile = resolve));
+      paused = pause();
       const backingUp = engine.backup({ dir: source, bucket: 'Photos' });
-      await firstFileRead;
+      await paused.firstFileRead;
       const intoIt = await runCanopy(home, ['restore', '--bucket', 'Photos'], env);
       expect(intoIt.stderr).toBe(
         `canopy: a backup of ${source} to bucket "Photos" is running; wait for it to finish, then restore (a restore now would change the folder while it is read)\n`,
@@ -170,10 +183,10 @@ describe('concurrent commands', () => {
         env,
       );
       expect(toOther.status, toOther.stderr).toBe(0);
-      resume();
+      paused.resume();
       expect(await backingUp).toMatchObject({ files: 7 });
     } finally {
-      paused = undefined;
+      paused?.resume();
       await engine.close();
     }
   });
