@@ -19,6 +19,7 @@ import type { ServiceClient } from '../service/index.ts';
 import { PhaseProgress, type RestoreProgress, type TreeIndex } from '../uploader/index.ts';
 import { fileBytes, Hole, type FileDag } from './file-bytes.ts';
 import { fileLeaves } from './file-leaves.ts';
+import { stoppedPartWay } from './stopped-part-way.ts';
 import { isZeroChunk, zeroChunkCid } from './zero-chunk.ts';
 import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { fileTime } from './file-time.ts';
@@ -380,24 +381,55 @@ function totalsOfEntries(
   return { files, bytes };
 }
 
+/** What a restore did so far, counted as it goes. */
+function emptyTally() {
+  return {
+    files: 0,
+    directories: 0,
+    symlinks: 0,
+    bytes: 0,
+    restoredBeside: [] as RestoredAs[],
+    notReplaced: [] as NotReplaced[],
+    alreadyThere: 0,
+    restoredBefore: [] as RestoredAs[],
+    notRestored: [] as NotRestored[],
+    wholeOnRetry: [] as string[],
+    unavailable: [] as UnavailableBlockReport[],
+    modesNotKept: 0,
+    foldersOfOthers: 0,
+    setIdBitsDropped: [] as string[],
+    ownersFromFolders: 0,
+  };
+}
+
+type RestoreTally = ReturnType<typeof emptyTally>;
+
 export async function restoreVersion(input: RestoreInput): Promise<RestoreResult> {
   const opened = new OpenedFolders(input.onFolderOpening);
+  const tally = emptyTally();
   let result: RestoreResult;
   try {
-    result = await restoreInto(input, opened);
+    result = await restoreInto(input, opened, tally);
   } catch (error) {
     // That failure is what is told: a folder that cannot have its mode back then (its disk
     // gone, say) is part of it.
     opened.close();
-    throw error;
+    throw stoppedPartWay(error, tally, input.targetDir);
   }
   const [notGivenBack] = opened.close();
   if (notGivenBack !== undefined) throw restoreError(notGivenBack, input.targetDir);
   return result;
 }
 
-/** restoreVersion, with the user's read-only folders it writes into opened in `opened`. */
-async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<RestoreResult> {
+/**
+ * restoreVersion, with the user's read-only folders it writes into opened in `opened`, counting
+ * what it does in `result`.
+ */
+async function restoreInto(
+  input: RestoreInput,
+  opened: OpenedFolders,
+  result: RestoreTally,
+): Promise<RestoreResult> {
   const index = input.tree;
   const root = CID.asCID(index.manifest['root']);
   if (!root) throw new EngineError('protocol', 'the manifest names no root');
@@ -430,23 +462,6 @@ async function restoreInto(input: RestoreInput, opened: OpenedFolders): Promise<
   const wanted = versionPathParts(input.subPath, index.manifest['source_label']);
   // Before the tree is walked: a hostile one could stand for more paths than any disk holds.
   const wantedTotals = checkedTreeTotals(index.manifest, root, index.nodes, wanted, 'restored');
-  const result = {
-    files: 0,
-    directories: 0,
-    symlinks: 0,
-    bytes: 0,
-    restoredBeside: [] as RestoredAs[],
-    notReplaced: [] as NotReplaced[],
-    alreadyThere: 0,
-    restoredBefore: [] as RestoredAs[],
-    notRestored: [] as NotRestored[],
-    wholeOnRetry: [] as string[],
-    unavailable: [] as UnavailableBlockReport[],
-    modesNotKept: 0,
-    foldersOfOthers: 0,
-    setIdBitsDropped: [] as string[],
-    ownersFromFolders: 0,
-  };
   /** Notes that the entry whose place is `kept` went to `free` instead, beside what has it. */
   const noteRenamed = (kept: string, free: string): void => {
     result.restoredBeside.push({

@@ -283,6 +283,60 @@ describe('backup through a faulty network', () => {
     proxy.schedule([]);
   });
 
+  it('says which files a restore the network stopped part way left in place, and run again brings the rest', async () => {
+    proxy.randomFaults(0, 1);
+    await engine.createBucket({ name: 'PartWay', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, 'source-part-way');
+    mkdirSync(source);
+    // 5 MiB each: blocks/car answers of 8 MiB at most hold the first file and part of the next.
+    const photos = ['a.jpg', 'b.jpg', 'c.jpg', 'd.jpg'].map((name) => ({
+      name,
+      bytes: randomBytes(5 * 1024 * 1024),
+    }));
+    for (const photo of photos) writeFileSync(path.join(source, photo.name), photo.bytes);
+    await engine.backup({ dir: source, bucket: 'PartWay' });
+    const target = path.join(scratch, 'restored-part-way');
+    // The first answer comes whole; every one after it breaks off until the retries give up.
+    proxy.schedule(['pass', ...Array<'cut'>(12).fill('cut')], /\/blocks\/car$/);
+    const failure = await engine.restore({ bucket: 'PartWay', to: target, overwrite: false }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    proxy.schedule([]);
+    const inPlace = readdirSync(target);
+    expect(inPlace.length).toBeGreaterThan(0);
+    expect(inPlace.length).toBeLessThan(photos.length);
+    expect(failure).toMatchObject({ code: 'network', retryable: true });
+    const files = inPlace.length === 1 ? 'the file' : `the ${inPlace.length} files`;
+    expect((failure as Error).message).toMatch(/broke part-way/);
+    expect((failure as Error).message).toContain(
+      `; the restore stopped part way: ${files} it restored ${inPlace.length === 1 ? 'is' : 'are'} in place in ${target}, and running it again brings the rest`,
+    );
+    for (const name of inPlace) {
+      const photo = photos.find((each) => each.name === name);
+      expect(photo && readFileSync(path.join(target, name)).equals(photo.bytes)).toBe(true);
+    }
+    const again = await engine.restore({ bucket: 'PartWay', to: target, overwrite: false });
+    expect(again.alreadyThere).toBe(inPlace.length);
+    expect(again.files).toBe(photos.length - inPlace.length);
+    for (const photo of photos)
+      expect(readFileSync(path.join(target, photo.name)).equals(photo.bytes)).toBe(true);
+  });
+
+  it('tells a restore stopped before it wrote anything as it came', async () => {
+    proxy.randomFaults(0, 1);
+    proxy.schedule(Array<'cut'>(12).fill('cut'), /\/blocks\/car$/);
+    const failure = await engine
+      .restore({ bucket: 'PartWay', to: path.join(scratch, 'restored-none'), overwrite: false })
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    proxy.schedule([]);
+    expect(failure).toMatchObject({ code: 'network' });
+    expect((failure as Error).message).not.toMatch(/part way/);
+  });
+
   it('completes when the answers to its push and completion break off, leaving no version pending', async () => {
     proxy.randomFaults(0, 1);
     await engine.createBucket({ name: 'Cut', type: 'backup', storageClass: 'hot' });
