@@ -5,6 +5,7 @@ export * from './engine-error.ts';
 export * from './bytes-for-people.ts';
 export * from './disk-full.ts';
 export * from './disk-gone.ts';
+export * from './passing-failure.ts';
 export * from './state-repair.ts';
 export * from './stopped.ts';
 export * from './system-error-code.ts';

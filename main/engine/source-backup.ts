@@ -50,6 +50,7 @@ import type { EngineParts } from './engine-parts.ts';
 import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
 import type { VersionVerifier } from './version-verifier.ts';
 import { absolutePath } from './absolute-path.ts';
+import { backupStoppedPartWay } from './backup-stopped-part-way.ts';
 
 // Backing up a folder into a bucket: one backup per bucket at a time (BackupLock), each
 // building on the bucket's active version and the folder's file index; its dry run is
@@ -152,12 +153,16 @@ export class SourceBackup {
           'the backup was stopped: run it again to finish it (what it stored stays, and only what is missing is sent)',
           { cause: error },
         );
-      throw toldAsLocalDisk(
-        // A disk that stopped answering is told as such first: its folder may be gone with it.
-        toldIfFolderGone(diskGoneError(error, sourceDir, 'backup'), sourceDir, 'backup'),
-        'backup',
+      throw backupStoppedPartWay(
+        toldAsLocalDisk(
+          // A disk that stopped answering is told as such first: its folder may be gone with it.
+          toldIfFolderGone(diskGoneError(error, sourceDir, 'backup'), sourceDir, 'backup'),
+          'backup',
+          this.parts.db,
+          this.parts.connection,
+        ),
         this.parts.db,
-        this.parts.connection,
+        bucket.id,
       );
     } finally {
       lock.release();

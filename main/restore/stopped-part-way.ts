@@ -1,18 +1,10 @@
-import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
+import { isPassingFailure, withMoreSaid } from '../api/index.ts';
 
 // A restore the network or the server stopped part way (the link gone, the server down past
 // the retries) keeps every file it finished, and run again it leaves those as they are and
 // brings the rest (already-there.ts). Told only "cannot reach …", a user who watched half of a
 // large restore arrive could not know whether to start over elsewhere, or what became of the
 // files already there: the failure says so.
-
-/** Failures after which the same restore, run again later, goes on where this one stopped. */
-const GOES_ON_WHEN_RUN_AGAIN: ReadonlySet<EngineErrorCode> = new Set([
-  'network',
-  'timeout',
-  'server_error',
-  'rate_limited',
-]);
 
 /**
  * `error`, which stopped a restore into `targetDir` after it wrote `files` files and `symlinks`
@@ -25,8 +17,7 @@ export function stoppedPartWay(
   targetDir: string,
 ): unknown {
   const items = written.files + written.symlinks;
-  if (items === 0 || !(isEngineError(error) && GOES_ON_WHEN_RUN_AGAIN.has(error.code)))
-    return error;
+  if (items === 0 || !isPassingFailure(error)) return error;
   const what =
     written.symlinks === 0
       ? written.files === 1
@@ -35,9 +26,8 @@ export function stoppedPartWay(
       : items === 1
         ? 'the link'
         : `the ${items} files and links`;
-  return new EngineError(
-    error.code,
-    `${error.message}; the restore stopped part way: ${what} it restored ${items === 1 ? 'is' : 'are'} in place in ${targetDir}, and running it again brings the rest`,
-    { retryable: error.retryable, cause: error },
+  return withMoreSaid(
+    error,
+    `the restore stopped part way: ${what} it restored ${items === 1 ? 'is' : 'are'} in place in ${targetDir}, and running it again brings the rest`,
   );
 }

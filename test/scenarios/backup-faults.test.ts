@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Database from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import {
   existsSync,
@@ -12,6 +13,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { formatBytes } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
@@ -321,6 +323,59 @@ describe('backup through a faulty network', () => {
     expect(again.files).toBe(photos.length - inPlace.length);
     for (const photo of photos)
       expect(readFileSync(path.join(target, photo.name)).equals(photo.bytes)).toBe(true);
+  });
+
+  it('says what a backup the network stopped part way sent, and run again sends only the rest', async () => {
+    proxy.randomFaults(0, 1);
+    const source = path.join(scratch, 'source-sent-part-way');
+    mkdirSync(source);
+    for (const name of ['a.bin', 'b.bin', 'c.bin'])
+      writeFileSync(path.join(source, name), randomBytes(1_200_000));
+    const home = path.join(scratch, 'home-sent-part-way');
+    let cutOff = false;
+    const sending = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      retry: { attempts: 3, baseDelayMs: 10, maxDelayMs: 50 },
+      shardTargetBytes: 1_500_000,
+      // Once a shard is in, the link goes: every shard sent after it is reset.
+      afterShardConfirmed: (confirmedSoFar) => {
+        if (cutOff || confirmedSoFar === 0) return;
+        cutOff = true;
+        proxy.schedule(Array<'reset'>(40).fill('reset'), /\/upload\/[^/]+\/[^/]+$/);
+      },
+    });
+    try {
+      const { code } = service.addUser('sam@example.org');
+      await sending.login({ server: proxy.url, code });
+      await sending.createBucket({ name: 'SentPartWay', type: 'backup', storageClass: 'hot' });
+      const failure = await sending.backup({ dir: source, bucket: 'SentPartWay' }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      proxy.schedule([]);
+      expect(failure).toMatchObject({ code: 'network', retryable: true });
+      // What the message tells is what the queue holds: the shards confirmed, of all needed.
+      const state = new Database(path.join(home, 'state.sqlite'), { readonly: true });
+      const shards = state
+        .prepare('SELECT bytes, confirmed FROM upload_shards WHERE needed = 1')
+        .all() as Array<{ bytes: number; confirmed: number }>;
+      state.close();
+      const total = shards.reduce((sum, shard) => sum + shard.bytes, 0);
+      const sent = shards.reduce((sum, shard) => sum + shard.confirmed * shard.bytes, 0);
+      expect(sent).toBeGreaterThan(0);
+      expect(sent).toBeLessThan(total);
+      expect((failure as Error).message).toMatch(
+        new RegExp(
+          `; the backup stopped part way: ${formatBytes(sent)} of its ${formatBytes(total)} of data were sent and stay with the server; running it again sends only the rest$`,
+        ),
+      );
+      const again = await sending.backup({ dir: source, bucket: 'SentPartWay' });
+      expect(again.resumedVersionId).not.toBeNull();
+      expect(again.bytesUploaded).toBe(total - sent);
+    } finally {
+      await sending.close();
+    }
   });
 
   it('tells a restore stopped before it wrote anything as it came', async () => {
