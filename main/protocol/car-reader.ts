@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import * as dagCbor from '@ipld/dag-cbor';
 import { CID } from 'multiformats/cid';
 import { Digest } from 'multiformats/hashes/digest';
 import { cidText, isProtocolCid, PROTOCOL_CID_BYTES, RAW_CODEC } from './cid.ts';
+import { sha256OfPieces } from './sha256-of.ts';
 
 // A streaming CAR reader that treats every CAR as hostile (§16.8). @ipld/car's decoder reads a
 // section's full length before it can be judged, so a lying varint would make it buffer up to
@@ -109,9 +109,7 @@ function checkedBlock(
   length: number,
   offset: number,
 ): CarBlock {
-  const hash = createHash('sha256');
-  for (const piece of pieces) hash.update(piece);
-  if (!Buffer.from(cid.multihash.digest).equals(hash.digest())) throw mismatchedBlock(cid);
+  if (!Buffer.from(cid.multihash.digest).equals(sha256OfPieces(pieces))) throw mismatchedBlock(cid);
   return new CarBlock(cid, pieces, length, offset);
 }
 

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { base32 } from 'multiformats/bases/base32';
 import * as Digest from 'multiformats/hashes/digest';
+import { sha256Of } from './sha256-of.ts';
 
 // §3: CIDv1, multihash sha2-256 with a 32-byte digest, codec raw, dag-pb or dag-cbor, written in
 // multibase base32 lower case. Everything else is not a CID as far as the protocol is concerned.
@@ -59,7 +59,7 @@ export function cidFromSha256(codec: number, digest: Uint8Array): CID {
 
 /** The CID of `bytes` as a block of `codec`, hashed at once: no promise for a few microseconds. */
 export function sha256CidOf(codec: number, bytes: Uint8Array): CID {
-  return cidFromSha256(codec, createHash('sha256').update(bytes).digest());
+  return cidFromSha256(codec, sha256Of(bytes));
 }
 
 const BASE32_ALPHABET = Buffer.from('abcdefghijklmnopqrstuvwxyz234567', 'latin1');

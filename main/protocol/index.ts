@@ -6,6 +6,7 @@ export * from './byte-pieces.ts';
 export * from './car-reader.ts';
 export * from './car-writer.ts';
 export * from './cid.ts';
+export * from './sha256-of.ts';
 export * from './cid-table.ts';
 export * from './dag-pb-links.ts';
 export * from './compact-jws.ts';

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import { closeSync, openSync, readSync } from 'node:fs';
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import { CidTable, cidText, DAG_PB_CODEC } from '../protocol/index.ts';
+import { CidTable, cidText, DAG_PB_CODEC, sha256Of } from '../protocol/index.ts';
 
 // The dag-pb nodes of a version's tree, read from its metadata CAR file as they are asked for,
 // by where each one lies in the file. Held in memory instead (MetadataNodes), their bytes were
@@ -100,10 +99,7 @@ export class CarFileNodes {
       within + length <= CHUNK_BYTES
         ? Buffer.from(this.chunk(chunk, index).subarray(within, within + length))
         : this.read(offset, length, index);
-    if (
-      this.checkReads &&
-      !createHash('sha256').update(bytes).digest().equals(this.cids.digestAt(index))
-    ) {
+    if (this.checkReads && !sha256Of(bytes).equals(this.cids.digestAt(index))) {
       throw new EngineError(
         'protocol',
         `the metadata in ${this.file} is damaged: node ${cidText(this.cids.cidAt(index))} does not match its CID`,

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { closeSync, readSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
@@ -8,7 +7,12 @@ import type { ChunkHasher } from '../packer/chunk-hasher.ts';
 import { CHUNK_BYTES } from '../packer/unixfs-settings.ts';
 import { SMALL_FILE_BYTES } from '../packer/small-file.ts';
 import { openSourceFile, openSourceHandle } from '../scanner/index.ts';
-import { cidBytesOfText, encodeCarHeader, encodeCarSectionHead } from '../protocol/index.ts';
+import {
+  cidBytesOfText,
+  encodeCarHeader,
+  encodeCarSectionHead,
+  sha256Of,
+} from '../protocol/index.ts';
 import type { PlannedBlock } from './shard-planner.ts';
 
 // The body of a planned shard: its CAR, made as the connection takes it from the source files
@@ -123,7 +127,7 @@ export function plannedShardBody(
   };
 
   const check = (block: PlannedBlock, cid: Buffer, bytes: Uint8Array): void => {
-    checkRead(block, cid, bytes.length, createHash('sha256').update(bytes).digest());
+    checkRead(block, cid, bytes.length, sha256Of(bytes));
   };
 
   /** Reads a large block and checks it against `cid`. */
