@@ -1,3 +1,4 @@
+import { readlinkSync } from 'node:fs';
 import path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { EngineError } from '../api/index.ts';
@@ -82,6 +83,18 @@ export function faultInExcludeRule(rule: string): string | undefined {
   return undefined;
 }
 
+/** Where `file` links to, when it is a symbolic link; undefined when it is not there at all. */
+function danglingLinkTarget(file: string): string | undefined {
+  try {
+    return readlinkSync(file);
+  } catch (error) {
+    // ENOENT: nothing there; EINVAL: not a link, gone between the open and here.
+    const { code } = error as NodeJS.ErrnoException;
+    if (code === 'ENOENT' || code === 'EINVAL') return undefined;
+    throw error;
+  }
+}
+
 /**
  * The source's own rules ('' when it has no `.canopyignore`). One that cannot be read stops the
  * backup with a clear error rather than back up what it would have excluded.
@@ -97,14 +110,22 @@ export async function readIgnoreFile(sourceDir: string): Promise<string> {
     }
   } catch (error) {
     const { code, message } = error as NodeJS.ErrnoException;
-    if (code === 'ENOENT') return '';
     const denied = code === 'EACCES' || code === 'EPERM';
-    // "It is now …" suits a file that changed under the walk, not the user's own rules file.
-    const reason = denied
-      ? 'permission denied'
-      : error instanceof NotRegularFileError
-        ? `it is ${error.kind}, not a file`
-        : message;
+    let reason: string;
+    if (code === 'ENOENT') {
+      // A link to rules kept elsewhere that are gone (a dotfiles folder moved, a disk not
+      // mounted) stands for rules all the same: without them, what they exclude would be sent.
+      const target = danglingLinkTarget(file);
+      if (target === undefined) return '';
+      reason = `it links to ${target}, which is not there`;
+    } else {
+      // "It is now …" suits a file that changed under the walk, not the user's own rules file.
+      reason = denied
+        ? 'permission denied'
+        : error instanceof NotRegularFileError
+          ? `it is ${error.kind}, not a file`
+          : message;
+    }
     throw new EngineError(
       denied ? 'permission_denied' : 'usage',
       `cannot read the rules in ${file}: ${reason}; fix or remove it and back up again`,

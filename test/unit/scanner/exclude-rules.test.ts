@@ -174,6 +174,20 @@ describe('exclude rules', () => {
     });
   });
 
+  it('refuse a .canopyignore that links to rules no longer there, rather than back up without them', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'canopy-rules-'));
+    dirs.push(dir);
+    const rules = path.join(dir, '.canopyignore');
+    symlinkSync('../dotfiles/canopyignore', rules);
+    await expect(loadExcludeRules(dir)).rejects.toMatchObject({
+      code: 'usage',
+      message: `cannot read the rules in ${rules}: it links to ../dotfiles/canopyignore, which is not there; fix or remove it and back up again`,
+    });
+    // With no .canopyignore at all, only the defaults and the kept rules apply.
+    rmSync(rules);
+    expect((await loadExcludeRules(dir, ['*.iso'])).excludes('disk.iso', false)).toBe(true);
+  });
+
   it('give the same verdicts all through a walk of many thousand paths', async () => {
     // The matcher is replaced every TESTS_PER_MATCHER paths, so that it does not keep a verdict
     // for every file; the source's own rules must come with each new one.
