@@ -82,7 +82,7 @@ export class Enrollment {
         account.mode === 'local' ? `this computer (${account.local_data_dir})` : account.server_url;
       throw new EngineError(
         'already_logged_in',
-        `this Canopy home is already enrolled with ${where}`,
+        `this Canopy home is already enrolled with ${where}; run \`canopy logout\` first to enroll it anew`,
       );
     }
   }

@@ -47,7 +47,9 @@ export function errorFromResponse(
       break;
     case 401:
       code = 'not_authorized';
-      message = 'the server did not accept this device (the key may have been revoked)';
+      // A revoked key stays revoked: what gets the device going again is a new enrollment.
+      message =
+        'the server did not accept this device (the key may have been revoked); `canopy logout`, then `canopy login` or `canopy link`, enrolls it again, with its backups where they are';
       break;
     case 404:
       code = 'not_found';

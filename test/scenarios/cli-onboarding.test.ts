@@ -120,7 +120,9 @@ describe('canopy onboarding', () => {
     expect(who).toMatchObject({ email: 'ann@example.org', mode: 'remote' });
     const again = await runCanopy(home, ['login', '--server', server.url, '--code', code]);
     expect(again.status).toBe(1);
-    expect(again.stderr).toMatch(/^canopy: this Canopy home is already enrolled with http/);
+    expect(again.stderr).toBe(
+      `canopy: this Canopy home is already enrolled with ${server.url}; run \`canopy logout\` first to enroll it anew\n`,
+    );
     const notLoggedIn = await runCanopy(newHome('nobody'), ['buckets']);
     expect(notLoggedIn.stderr).toBe(
       'canopy: this device is not logged in; run `canopy login` first\n',
@@ -191,8 +193,17 @@ describe('canopy onboarding', () => {
     const locked = await runCanopy(second, ['buckets']);
     expect(locked.status).toBe(1);
     expect(locked.stderr).toBe(
-      'canopy: the server did not accept this device (the key may have been revoked)\n',
+      'canopy: the server did not accept this device (the key may have been revoked); `canopy logout`, then `canopy login` or `canopy link`, enrolls it again, with its backups where they are\n',
     );
+    // As the message says: logged out, then in with a code from the other device, it finds the
+    // account's buckets.
+    expect((await runCanopy(second, ['logout'])).status).toBe(0);
+    const { code } = JSON.parse((await runCanopy(first, ['devices', 'code', '--json'])).stdout) as {
+      code: string;
+    };
+    const renewed = await runCanopy(second, ['login', '--server', server.url, '--code', code]);
+    expect(renewed.status, renewed.stderr).toBe(0);
+    expect((await runCanopy(second, ['buckets'])).stdout).toContain('Shared');
   });
 
   it('manages buckets, the account and notifications', async () => {
