@@ -9,6 +9,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import os from 'node:os';
@@ -189,6 +190,16 @@ describe('canopy onboarding', () => {
     expect(devices).toHaveLength(2);
     expect((await runCanopy(second, ['buckets', 'create', 'Shared'])).status).toBe(0);
     expect((await runCanopy(first, ['buckets'])).stdout).toContain('Shared');
+    const notes = path.join(scratch, 'laptop-notes');
+    mkdirSync(notes);
+    writeFileSync(path.join(notes, 'todo.txt'), 'call the bank\n');
+    // Dated back: a file written just before a backup is read again by the next one.
+    utimesSync(
+      path.join(notes, 'todo.txt'),
+      new Date(Date.now() - 60_000),
+      new Date(Date.now() - 60_000),
+    );
+    expect((await runCanopy(second, ['backup', notes, '--bucket', 'Shared'])).status).toBe(0);
     expect((await runCanopy(first, ['devices', 'revoke', account.keyId])).status).toBe(0);
     const locked = await runCanopy(second, ['buckets']);
     expect(locked.status).toBe(1);
@@ -204,6 +215,9 @@ describe('canopy onboarding', () => {
     const renewed = await runCanopy(second, ['login', '--server', server.url, '--code', code]);
     expect(renewed.status, renewed.stderr).toBe(0);
     expect((await runCanopy(second, ['buckets'])).stdout).toContain('Shared');
+    const again = await runCanopy(second, ['backup', notes, '--bucket', 'Shared', '--json']);
+    expect(again.status, again.stderr).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ filesUnchanged: 1, bytesRead: 0 });
   });
 
   it('manages buckets, the account and notifications', async () => {
