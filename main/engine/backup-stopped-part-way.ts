@@ -13,15 +13,21 @@ import { uploadQueue, type StateDb } from '../state/index.ts';
  */
 export function backupStoppedPartWay(error: unknown, db: StateDb, bucketId: string): unknown {
   if (!isPassingFailure(error)) return error;
-  const queue = uploadQueue(db);
-  const upload = queue.pendingFor(bucketId);
-  if (!upload) return error;
   let sent = 0;
   let total = 0;
-  for (const shard of queue.shardsOf(upload.version_id)) {
-    if (shard.needed === 0) continue;
-    total += shard.bytes;
-    if (shard.confirmed === 1) sent += shard.bytes;
+  try {
+    const queue = uploadQueue(db);
+    const upload = queue.pendingFor(bucketId);
+    if (!upload) return error;
+    for (const shard of queue.shardsOf(upload.version_id)) {
+      if (shard.needed === 0) continue;
+      total += shard.bytes;
+      if (shard.confirmed === 1) sent += shard.bytes;
+    }
+  } catch {
+    // The state cannot be read now (its disk failing too): the failure is told as it came,
+    // rather than replaced by this one.
+    return error;
   }
   return withMoreSaid(
     error,
