@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { EngineError } from '../../../main/api/index.ts';
 import { backupStoppedPartWay } from '../../../main/engine/backup-stopped-part-way.ts';
 import { openStateDatabase, uploadQueue, type StateDb } from '../../../main/state/index.ts';
+import { queuedUpload } from '../../helpers/queued-upload.ts';
 
 // What a backup's failure says of the upload it leaves queued: how much of its data the host
 // confirmed, of all it needs, for a failure of the link or the server; nothing for other
@@ -22,20 +23,7 @@ function stateWithQueuedUpload(): StateDb {
   const db = openStateDatabase(path.join(mkdtempSync(path.join(scratch, 'db-')), 'state.sqlite'));
   const queue = uploadQueue(db);
   queue.record(
-    {
-      version_id: 'v1',
-      bucket_id: 'bucket-1',
-      storage_host: 'http://127.0.0.1:1',
-      storage_authorization: 'token',
-      staging_dir: '',
-      source_dir: '/src',
-      files: 3,
-      bytes_scanned: 13_000_000,
-      new_bytes: 8_000_000,
-      created_at: 0,
-      metadata_file: null,
-      pushed_as: null,
-    },
+    queuedUpload({ files: 3, bytes_scanned: 13_000_000, new_bytes: 8_000_000 }),
     [
       { shardCid: 'shard-a', file: '', bytes: 3_000_000, needed: true },
       { shardCid: 'shard-b', file: '', bytes: 5_000_000, needed: true },

@@ -9,6 +9,7 @@ import {
   type QueuedUpload,
   type StateDb,
 } from '../../../main/state/index.ts';
+import { queuedUpload } from '../../helpers/queued-upload.ts';
 
 // A backup writes its planned shards' blocks into the state database as it plans them; the
 // upload queue takes those of the shards the host needs, and nothing of a plan outlives it.
@@ -32,20 +33,13 @@ function plannedRows(db: StateDb): number {
 }
 
 function upload(versionId: string, bucketId: string): QueuedUpload {
-  return {
+  return queuedUpload({
     version_id: versionId,
     bucket_id: bucketId,
-    storage_host: 'http://127.0.0.1:1',
-    storage_authorization: 'token',
-    staging_dir: '',
-    source_dir: '/src',
     files: 3,
     bytes_scanned: 30,
     new_bytes: 30,
-    created_at: 0,
-    metadata_file: null,
-    pushed_as: null,
-  };
+  });
 }
 
 const block = (name: string): QueuedBlock => ({

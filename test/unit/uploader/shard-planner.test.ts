@@ -19,6 +19,7 @@ import { ShardWriter } from '../../../main/uploader/shard-writer.ts';
 import { dropStrayLeaves } from '../../../main/uploader/stray-leaves.ts';
 import { LeafSizes } from '../../../main/packer/index.ts';
 import { MAX_SHARD_BLOCKS } from '../../../main/uploader/shard-target.ts';
+import { queuedUpload } from '../../helpers/queued-upload.ts';
 
 // A planned shard must be byte for byte the shard staging would have written: same layout,
 // same CID, and a body read back from the source that hashes to it, whether its large blocks
@@ -60,24 +61,7 @@ function plannerIn(dir: string, target: number) {
         bytes: shard.bytes,
         needed: true,
       }));
-      queue.record(
-        {
-          version_id: 'v1',
-          bucket_id: 'bucket-1',
-          storage_host: 'http://127.0.0.1:1',
-          storage_authorization: 'token',
-          staging_dir: '',
-          source_dir: dir,
-          files: 0,
-          bytes_scanned: 0,
-          new_bytes: 0,
-          created_at: 0,
-          metadata_file: null,
-          pushed_as: null,
-        },
-        shards,
-        plan,
-      );
+      queue.record(queuedUpload({ source_dir: dir }), shards, plan);
       return shards.map(
         ({ shardCid }) =>
           (from, count) =>
