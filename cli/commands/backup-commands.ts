@@ -1,5 +1,6 @@
 import { formatBytes } from '../../main/api/index.ts';
 import {
+  CACHE_TAG_NAME,
   IGNORE_FILE,
   type BackupRetention,
   type ExcludedItem,
@@ -42,6 +43,7 @@ function describeExcludes(rules: SourceExcludeRules): string {
   return [
     `exclude rules for ${rules.dir}, in the order they apply (a later rule wins; "!" includes again):`,
     `Canopy's defaults: ${rules.defaults.join(' ')}`,
+    `  and every folder its program tags as a cache (one holding a ${CACHE_TAG_NAME}), unless a rule includes it again`,
     'kept by Canopy for this folder (canopy excludes DIR --add RULE | --remove RULE | --clear):',
     ...lines(rules.kept),
     `${rules.ignoreFile}:`,
@@ -59,7 +61,9 @@ function describeExcluded(item: ExcludedItem): string {
   const why =
     by.from === 'canopy'
       ? "Canopy's own folder, never backed up"
-      : `by "${by.rule}" ${by.from === 'defaults' ? "in Canopy's defaults" : by.from === 'kept' ? 'kept for this folder' : `in ${IGNORE_FILE}`}`;
+      : by.from === 'cache-tag'
+        ? `a cache: its ${CACHE_TAG_NAME} says the program that made it makes it again (the rule "!/${item.path}/" keeps it)`
+        : `by "${by.rule}" ${by.from === 'defaults' ? "in Canopy's defaults" : by.from === 'kept' ? 'kept for this folder' : `in ${IGNORE_FILE}`}`;
   return `excluded by rules: ${item.path}${folder ? '/' : ''} (${size}), ${why}`;
 }
 

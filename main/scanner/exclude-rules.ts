@@ -2,6 +2,7 @@ import { readlinkSync } from 'node:fs';
 import path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { EngineError } from '../api/index.ts';
+import { excludingCaches } from './cache-folders.ts';
 import { namePrefilter } from './name-prefilter.ts';
 import { NotRegularFileError, openSourceHandle } from './source-file.ts';
 
@@ -47,7 +48,9 @@ export const IGNORE_FILE = '.canopyignore';
 export type ExcludedBy =
   | { readonly from: 'defaults' | 'kept' | 'ignore-file'; readonly rule: string }
   /** Canopy's own folder (own-folders.ts). */
-  | { readonly from: 'canopy' };
+  | { readonly from: 'canopy' }
+  /** A folder its program tags as a cache (cache-folders.ts). */
+  | { readonly from: 'cache-tag' };
 
 export interface ExcludeRules {
   /**
@@ -61,6 +64,12 @@ export interface ExcludeRules {
    * user which line to change. Asked in the same order as `excludes`.
    */
   excludedBy(relativePath: string, isDirectory: boolean): ExcludedBy | undefined;
+}
+
+/** The rules as written, which can also tell a path a rule includes again (`!pattern`). */
+export interface MatchedRules extends ExcludeRules {
+  /** True when the last rule matching `relativePath` includes it again. */
+  includesAgain(relativePath: string, isDirectory: boolean): boolean;
 }
 
 type RuleMark = 'defaults' | 'kept';
@@ -134,16 +143,19 @@ export async function readIgnoreFile(sourceDir: string): Promise<string> {
   }
 }
 
-/** The rules for `sourceDir`: the defaults, then `kept` (the user's, kept in Canopy), then its file. */
+/**
+ * The rules for `sourceDir`: the defaults, then `kept` (the user's, kept in Canopy), then its
+ * file; and the folders in it tagged as caches (cache-folders.ts).
+ */
 export async function loadExcludeRules(
   sourceDir: string,
   kept: readonly string[] = [],
 ): Promise<ExcludeRules> {
-  return excludeRulesOf(kept, await readIgnoreFile(sourceDir));
+  return excludingCaches(excludeRulesOf(kept, await readIgnoreFile(sourceDir)), sourceDir);
 }
 
 /** The defaults, then `kept` (each one rule), then `own` (a `.canopyignore`'s text). */
-export function excludeRulesOf(kept: readonly string[], own: string): ExcludeRules {
+export function excludeRulesOf(kept: readonly string[], own: string): MatchedRules {
   // Separate calls: `add` splits a string into lines, but takes each item of an array as one
   // rule. The marks tell `excludedBy` where a rule came from; the file's rules carry none.
   const marked = (rules: readonly string[], mark: RuleMark) =>
@@ -179,6 +191,12 @@ export function excludeRulesOf(kept: readonly string[], own: string): ExcludeRul
       if (rule === undefined) return undefined;
       const from = rule.mark === 'defaults' || rule.mark === 'kept' ? rule.mark : 'ignore-file';
       return { from, rule: rule.pattern };
+    },
+    includesAgain(relativePath, isDirectory) {
+      return (
+        matcherFor(relativePath)?.test(isDirectory ? `${relativePath}/` : relativePath)
+          .unignored === true
+      );
     },
   };
 }

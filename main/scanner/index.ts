@@ -4,6 +4,7 @@ export * from './walk-source.ts';
 export * from './skipped-item.ts';
 export * from './exclude-rules.ts';
 export * from './own-folders.ts';
+export * from './cache-folders.ts';
 export * from './source-folder.ts';
 export * from './source-file.ts';
 export * from './same-folder.ts';

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
+import { CACHE_TAG_NAME, CACHE_TAG_SIGNATURE } from '../../main/scanner/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
@@ -156,6 +157,54 @@ describe('exclude rules kept for a source', () => {
     expect(JSON.parse(removed.stdout)).toMatchObject({ kept: ['build/'] });
     const cleared = await canopy(['excludes', source, '--clear', '--json']);
     expect(JSON.parse(cleared.stdout)).toMatchObject({ kept: [] });
+  });
+
+  it('leave out folders tagged as caches (CACHEDIR.TAG), named by a dry run, unless a rule includes one again', async () => {
+    const home = path.join(scratch, 'caches-home');
+    const source = path.join(scratch, 'caches');
+    const tag = `${CACHE_TAG_SIGNATURE}\n# This file is a cache directory tag created by cargo.\n`;
+    writeSettled(path.join(source, 'project', 'main.rs'), 'fn main() {}');
+    writeSettled(path.join(source, 'project', 'target', CACHE_TAG_NAME), tag);
+    writeSettled(path.join(source, 'project', 'target', 'debug', 'app'), 'x'.repeat(3000));
+    writeSettled(path.join(source, 'notes', 'todo.txt'), 'back up the caches? no');
+    writeSettled(path.join(source, 'notes', 'thumbnails', 'one.png'), 'y'.repeat(800));
+    const canopy = async (...args: string[]) => {
+      const run = await runCanopy(home, args, { CANOPY_SECRET_STORE: 'file' });
+      expect(run.status, run.stderr).toBe(0);
+      return run.stdout;
+    };
+    const names = async () =>
+      (await canopy('ls', '--bucket', 'Caches', '-R'))
+        .trimEnd()
+        .split('\n')
+        .map((line) => line.split('  ').at(-1));
+    await canopy('login', '--local');
+    await canopy('buckets', 'create', 'Caches', '--type', 'backup', '--class', 'hot');
+    expect(await canopy('backup', source, '--bucket', 'Caches', '--dry-run')).toContain(
+      [
+        'would leave out 1 item, holding 2 files, 3.1 kB (canopy excludes DIR shows the rules):',
+        `excluded by rules: project/target/ (2 files, 3.1 kB), a cache: its ${CACHE_TAG_NAME} says the program that made it makes it again (the rule "!/project/target/" keeps it)`,
+      ].join('\n'),
+    );
+    expect(await canopy('backup', source, '--bucket', 'Caches')).toMatch(/^3 files \(0 unchanged/m);
+    expect(await names()).toEqual([
+      'notes',
+      'notes/thumbnails',
+      'notes/thumbnails/one.png',
+      'notes/todo.txt',
+      'project',
+      'project/main.rs',
+    ]);
+    // A folder backed up before, tagged since: the next version leaves it out, and reads
+    // none of the files it keeps.
+    writeSettled(path.join(source, 'notes', 'thumbnails', CACHE_TAG_NAME), tag);
+    expect(await canopy('backup', source, '--bucket', 'Caches')).toMatch(/^2 files \(2 unchanged/m);
+    expect(await names()).not.toContain('notes/thumbnails');
+    // Included again by name, a cache is backed up like any folder.
+    await canopy('excludes', source, '--add', '!/project/target/');
+    expect(await canopy('backup', source, '--bucket', 'Caches')).toMatch(/^4 files \(2 unchanged/m);
+    expect(await names()).toContain('project/target/debug/app');
+    expect(await names()).not.toContain('notes/thumbnails');
   });
 
   it("are measured by a dry run: what an excluded folder holds, what in it could not be read, and Canopy's own folder", async () => {
