@@ -20,7 +20,7 @@ export type { AccountSummary, LinkWaiting } from './engine/enrollment.ts';
 export type { EngineDeps, LocalService } from './engine/engine-deps.ts';
 export type { SourceExcludeRules } from './engine/source-exclude-rules.ts';
 export type { ExcludedItem } from './engine/excluded-items.ts';
-export { CACHE_TAG_NAME, IGNORE_FILE } from './scanner/index.ts';
+export { CACHE_TAG_NAME, IGNORE_FILE, ruleIncludingAgain } from './scanner/index.ts';
 export type { BackupRequest, BackupRetention, StoredBackup } from './engine/source-backup.ts';
 export type { BackupPlan, PlanRequest } from './engine/backup-plan.ts';
 export type { BrowseRequest, BrowsedFolder } from './engine/version-browser.ts';

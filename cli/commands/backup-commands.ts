@@ -2,6 +2,7 @@ import { formatBytes } from '../../main/api/index.ts';
 import {
   CACHE_TAG_NAME,
   IGNORE_FILE,
+  ruleIncludingAgain,
   type BackupRetention,
   type ExcludedItem,
   type SourceExcludeRules,
@@ -51,6 +52,14 @@ function describeExcludes(rules: SourceExcludeRules): string {
   ].join('\n');
 }
 
+/** How to keep a cache folder all the same. */
+function keptBy(folder: string): string {
+  const rule = ruleIncludingAgain(folder, true);
+  return rule === undefined
+    ? 'a rule that includes it again keeps it'
+    : `the rule "${rule}" keeps it`;
+}
+
 /** One excluded item, with what it holds and what excludes it, for a dry run. */
 function describeExcluded(item: ExcludedItem): string {
   const folder = item.type === 'directory';
@@ -62,7 +71,7 @@ function describeExcluded(item: ExcludedItem): string {
     by.from === 'canopy'
       ? "Canopy's own folder, never backed up"
       : by.from === 'cache-tag'
-        ? `a cache: its ${CACHE_TAG_NAME} says the program that made it makes it again (the rule "!/${item.path}/" keeps it)`
+        ? `a cache: its ${CACHE_TAG_NAME} says the program that made it makes it again (${keptBy(item.path)})`
         : `by "${by.rule}" ${by.from === 'defaults' ? "in Canopy's defaults" : by.from === 'kept' ? 'kept for this folder' : `in ${IGNORE_FILE}`}`;
   return `excluded by rules: ${item.path}${folder ? '/' : ''} (${size}), ${why}`;
 }

@@ -154,6 +154,18 @@ export async function loadExcludeRules(
   return excludingCaches(excludeRulesOf(kept, await readIgnoreFile(sourceDir)), sourceDir);
 }
 
+/**
+ * The rule that includes again exactly `relativePath` ('/' separators), for a message telling
+ * the user how to keep it: anchored to the source folder, with gitignore's wildcards and
+ * escapes escaped. Undefined for a name a one-line rule cannot hold (it has a line break).
+ */
+export function ruleIncludingAgain(relativePath: string, isDirectory: boolean): string | undefined {
+  if (/[\r\n]/.test(relativePath)) return undefined;
+  const escaped = relativePath.replace(/[\\[\]*?]/g, '\\$&');
+  // A trailing space is dropped from a rule unless escaped; a folder's rule ends in '/'.
+  return `!/${isDirectory ? `${escaped}/` : escaped.replace(/ $/, '\\ ')}`;
+}
+
 /** The defaults, then `kept` (each one rule), then `own` (a `.canopyignore`'s text). */
 export function excludeRulesOf(kept: readonly string[], own: string): MatchedRules {
   // Separate calls: `add` splits a string into lines, but takes each item of an array as one

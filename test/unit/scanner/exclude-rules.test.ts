@@ -8,6 +8,7 @@ import {
   excludingFolders,
   faultInExcludeRule,
   loadExcludeRules,
+  ruleIncludingAgain,
   TESTS_PER_MATCHER,
   walkSource,
   type SkippedItem,
@@ -136,6 +137,25 @@ describe('exclude rules', () => {
     });
     expect(rules.excludedBy('home/ann/.canopy', true)).toEqual({ from: 'canopy' });
     expect(rules.excludedBy('photos/beach.jpg', false)).toBeUndefined();
+  });
+
+  it('give the rule that includes again exactly one path, whatever its name holds', () => {
+    const names = ['target', 'a[1]', 'x*y', 'q?', 'b\\c', 'sp ace', 'trailing  ', '#hash', '!bang'];
+    for (const name of names) {
+      for (const isDirectory of [true, false]) {
+        const at = `deep/${name}`;
+        const rule = ruleIncludingAgain(at, isDirectory);
+        expect(rule, name).toBeDefined();
+        // All in deep/ excluded, then the one rule: it includes the path, and no look-alike.
+        const rules = excludeRulesOf(['deep/*', rule ?? ''], '');
+        expect(rules.includesAgain(at, isDirectory), `${rule} for ${at}`).toBe(true);
+        expect(rules.excludes(at, isDirectory), `${rule} for ${at}`).toBe(false);
+        for (const other of [`other/${name}`, `deep/${name}x`, 'deep/a1', 'deep/xzy', 'deep/qq'])
+          expect(rules.includesAgain(other, isDirectory), `${rule} for ${other}`).toBe(false);
+      }
+    }
+    // A name holding a line break cannot be named by a one-line rule.
+    expect(ruleIncludingAgain('two\nlines', true)).toBeUndefined();
   });
 
   it('keep a rule only when it is one line that says something', () => {
