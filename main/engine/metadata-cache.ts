@@ -14,6 +14,7 @@ import {
   versionTotalsOf,
   type StateDb,
 } from '../state/index.ts';
+import { tagAsCache } from './cache-tag-file.ts';
 import { keptUnlessDiskFull } from './kept-unless-disk-full.ts';
 import { METADATA_CACHE_BUDGET_BYTES, trimMetadataCache } from './metadata-cache-trim.ts';
 
@@ -145,6 +146,7 @@ export class MetadataCache {
     }
     const cached = this.fileOf(versionId);
     mkdirSync(path.dirname(cached), { recursive: true, mode: 0o700 });
+    tagAsCache(path.dirname(cached));
     await rename(carFile, cached);
     // The index of its nodes, where the CAR's writer made one: it names the CAR's length, so
     // a crash between the two renames leaves a CAR that is indexed when first browsed. An

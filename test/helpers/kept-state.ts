@@ -51,3 +51,10 @@ export function bucketKeyAccountOf(home: string, id: string): string | null {
 export function cachedCarsOf(home: string): string[] {
   return readdirSync(path.join(home, 'metadata')).filter((name) => name.endsWith('.car'));
 }
+
+/** What the metadata cache of `home` holds (CARs, the indexes of their nodes), its tag aside. */
+export function cachedFilesOf(home: string): string[] {
+  return readdirSync(path.join(home, 'metadata'))
+    .filter((name) => name !== 'CACHEDIR.TAG')
+    .sort();
+}

@@ -26,7 +26,7 @@ import { backupWithReadsFailing } from '../helpers/failing-reads.ts';
 import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
-import { keptRowsOf } from '../helpers/kept-state.ts';
+import { cachedFilesOf, keptRowsOf } from '../helpers/kept-state.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { damageStoredCar } from '../helpers/stored-blocks.ts';
 
@@ -699,10 +699,7 @@ open("deep.txt", "w").write("deep")`,
     );
     expect(full.status).toBe(1);
     expect(stagedLeftovers(home)).toEqual([]);
-    expect(readdirSync(path.join(home, 'metadata')).sort()).toEqual([
-      `${firstVersion}.car`,
-      `${firstVersion}.car.nodes`,
-    ]);
+    expect(cachedFilesOf(home)).toEqual([`${firstVersion}.car`, `${firstVersion}.car.nodes`]);
     const versions = await runCanopy(home, ['versions', '--bucket', 'Notes'], fileStore);
     expect(versions.stdout).toMatch(new RegExp(`^${firstVersion} .* active `, 'm'));
 
@@ -713,7 +710,7 @@ open("deep.txt", "w").write("deep")`,
     fill('more-filler');
     const browse = await runCanopy(home, ['ls', '--bucket', 'Notes'], fileStore);
     expect(browse.stderr).toBe(full.stderr);
-    expect(readdirSync(path.join(home, 'metadata'))).toEqual([]);
+    expect(cachedFilesOf(home)).toEqual([]);
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
     // Not a byte left: the state database cannot even open (no room for its WAL index).
     fill('last-filler', 0);
@@ -796,7 +793,7 @@ open("deep.txt", "w").write("deep")`,
       rmSync(path.join(home, 'filler'));
       expect(await engine.listBuckets()).toEqual([]);
       expect(indexedSources()).toBe(0);
-      expect(readdirSync(path.join(home, 'metadata'))).toEqual([]);
+      expect(cachedFilesOf(home)).toEqual([]);
     } finally {
       await engine.close();
     }

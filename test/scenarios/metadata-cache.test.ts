@@ -21,8 +21,10 @@ import {
 } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
+import { cachedFilesOf } from '../helpers/kept-state.ts';
 import * as dagCbor from '@ipld/dag-cbor';
 import { type CarBlock, readCar } from '../../main/protocol/index.ts';
+import { CACHE_TAG_NAME, isTaggedCache } from '../../main/scanner/index.ts';
 
 // A version's metadata CAR is kept in the home's metadata cache, for browsing offline. One
 // missing there is pulled into it (written to a staging file as it arrives, never held whole,
@@ -61,6 +63,35 @@ afterAll(async () => {
 });
 
 describe('the metadata cache', () => {
+  it('is tagged as a cache (CACHEDIR.TAG), which backup tools that honour tags leave out', async () => {
+    expect(isTaggedCache(cacheDir)).toBe(true);
+    const taggedHome = path.join(scratch, 'tagged-home');
+    const tagged = createEngine({
+      home: taggedHome,
+      secrets: new FileSecretStore(taggedHome),
+      startLocalService,
+    });
+    const tag = path.join(taggedHome, 'metadata', CACHE_TAG_NAME);
+    const notes = path.join(scratch, 'tagged-source');
+    mkdirSync(notes);
+    writeFileSync(path.join(notes, 'todo.txt'), 'water the plants');
+    try {
+      await firstBackup(tagged, notes, 'Tagged');
+      // A tag removed is written again with the next version kept; one there is left as it is.
+      rmSync(tag);
+      writeFileSync(path.join(notes, 'todo.txt'), 'water the plants today');
+      await tagged.backup({ dir: notes, bucket: 'Tagged' });
+      expect(isTaggedCache(path.dirname(tag))).toBe(true);
+      const signatureAlone = 'Signature: 8a477f597d28d172789f06886806bc55';
+      writeFileSync(tag, signatureAlone);
+      writeFileSync(path.join(notes, 'todo.txt'), 'water the plants tomorrow');
+      await tagged.backup({ dir: notes, bucket: 'Tagged' });
+      expect(readFileSync(tag, 'utf8')).toBe(signatureAlone);
+    } finally {
+      await tagged.close();
+    }
+  });
+
   it('pulls a version it lacks for browsing, telling the fetch as it goes, and keeps it', async () => {
     rmSync(cached);
     const seen: RestoreProgress[] = [];
@@ -93,7 +124,7 @@ describe('the metadata cache', () => {
       'Dear reader, number 7',
     );
     expect(readFileSync(cached).equals(whole)).toBe(true);
-    expect(readdirSync(cacheDir)).toEqual([`${versionId}.car`]);
+    expect(cachedFilesOf(home)).toEqual([`${versionId}.car`]);
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
@@ -102,7 +133,7 @@ describe('the metadata cache', () => {
     const listed = await engine.ls({ bucket: 'Cached' });
     expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);
     expect(readFileSync(cached).equals(whole)).toBe(true);
-    expect(readdirSync(cacheDir).sort()).toEqual([`${versionId}.car`, `${versionId}.car.nodes`]);
+    expect(cachedFilesOf(home)).toEqual([`${versionId}.car`, `${versionId}.car.nodes`]);
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
@@ -142,7 +173,7 @@ describe('the metadata cache', () => {
       metadataCacheBytes: 1,
     });
     const smallCache = path.join(smallHome, 'metadata');
-    const cars = () => readdirSync(smallCache).sort();
+    const cars = () => cachedFilesOf(smallHome);
     try {
       const first = await firstBackup(small, source, 'Small');
       writeFileSync(path.join(source, 'todo.txt'), 'water the plants twice');
@@ -165,6 +196,8 @@ describe('the metadata cache', () => {
       writeFileSync(path.join(source, 'todo.txt'), 'water the plants, thrice');
       const third = await small.backup({ dir: source, bucket: 'Small' });
       expect(cars()).toEqual([`${third.versionId}.car`, `${third.versionId}.car.nodes`]);
+      // Trimming leaves the tag, which is no CAR.
+      expect(isTaggedCache(smallCache)).toBe(true);
       // The active version's tree is still there to build on: the next backup reads nothing
       // it need not, and browsing it needs no pull.
       const fourth = await small.backup({ dir: source, bucket: 'Small' });
