@@ -66,7 +66,8 @@ export class Enrollment {
       fingerprint: account.fingerprint,
       email: account.email,
       deviceName: account.device_name,
-      secretStore: this.deps.secrets.kind,
+      secretStore:
+        this.deps.secrets.kindHolding?.(account.device_key_account) ?? this.deps.secrets.kind,
     };
   }
 

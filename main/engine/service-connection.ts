@@ -9,6 +9,7 @@ import {
 } from '../service/index.ts';
 import { readAccount, type AccountRecord, type StateDb } from '../state/index.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
+import { missingDeviceKey } from './missing-device-key.ts';
 import { unusableFolderError } from './unusable-folder.ts';
 
 // How the engine reaches the service its device is enrolled with: a client signed with the
@@ -170,12 +171,7 @@ export class ServiceConnection {
       return { client: stoppedBy(client, options.signal), account, server };
     }
     const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
-    if (!key) {
-      throw new EngineError(
-        'secret_store',
-        `this device's key is missing from ${this.deps.secrets.location}: log in again to enroll this device anew; its backups are untouched`,
-      );
-    }
+    if (!key) throw missingDeviceKey(this.deps.secrets);
     this.connected = { client: this.client(server, key, account.user_id), account, server, key };
     const client = options.retry
       ? this.client(server, key, account.user_id, options.retry)

@@ -23,14 +23,23 @@ const SECRETS_LOCK_FILE = 'secrets.lock';
 export class FileSecretStore implements SecretStore {
   readonly kind = 'file';
   readonly location: string;
+  readonly keychainUnanswered?: string;
   private readonly lockFile: string;
   private readonly lockWaitMs: number;
 
-  /** `lockWaitMs`: how long a change waits for another process changing the file. */
-  constructor(home: string, options: { readonly lockWaitMs?: number } = {}) {
+  /**
+   * `lockWaitMs`: how long a change waits for another process changing the file;
+   * `keychainUnanswered`: why this file stands in for a keychain (SecretStore).
+   */
+  constructor(
+    home: string,
+    options: { readonly lockWaitMs?: number; readonly keychainUnanswered?: string } = {},
+  ) {
     this.location = path.join(home, SECRETS_FILE);
     this.lockFile = path.join(home, SECRETS_LOCK_FILE);
     this.lockWaitMs = options.lockWaitMs ?? SECRETS_LOCK_WAIT_MS;
+    if (options.keychainUnanswered !== undefined)
+      this.keychainUnanswered = options.keychainUnanswered;
   }
 
   private read(): Record<string, string> {

@@ -1,4 +1,5 @@
 import { EngineError } from '../api/index.ts';
+import { EitherSecretStore } from './either-secret-store.ts';
 import { FileSecretStore } from './file-secret-store.ts';
 import { KeychainSecretStore } from './keychain-secret-store.ts';
 import type { SecretStore } from './secret-store.ts';
@@ -21,8 +22,9 @@ export function secretStoreChoice(value: string | undefined): SecretStoreChoice 
 }
 
 /**
- * The keychain when one answers; otherwise the 0600 file, with a warning that says where the
- * key is and why. `CANOPY_SECRET_STORE` forces either.
+ * The keychain when one answers (reading keys from the 0600 file too, where they were put while
+ * none did); otherwise the file, with a warning that says where the key is and why.
+ * `CANOPY_SECRET_STORE` forces either, alone.
  */
 export async function openSecretStore(
   home: string,
@@ -37,14 +39,19 @@ export async function openSecretStore(
     if (choice === 'keychain') throw error;
     reason = 'the keychain module could not be loaded';
   }
-  if (keychain && (await keychain.probe())) return { store: keychain, warning: null };
+  if (keychain && (await keychain.probe())) {
+    // Forced, the keychain alone; else the file too, for keys put there while none answered.
+    const store =
+      choice === 'keychain' ? keychain : new EitherSecretStore(keychain, new FileSecretStore(home));
+    return { store, warning: null };
+  }
   if (choice === 'keychain') {
     throw new EngineError(
       'secret_store',
       'the OS keychain is not available (is a Secret Service running and unlocked?)',
     );
   }
-  const file = new FileSecretStore(home);
+  const file = new FileSecretStore(home, { keychainUnanswered: reason });
   return {
     store: file,
     warning: `warning: ${reason}, so Canopy keeps its private keys in ${file.location} (readable only by you). Set CANOPY_SECRET_STORE=keychain once a keychain is available.`,

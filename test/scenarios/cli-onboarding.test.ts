@@ -295,6 +295,41 @@ describe('canopy onboarding', () => {
     ).toBe('canopy: CANOPY_SECRET_STORE must be "keychain" or "file", not "vault"\n');
   });
 
+  it('finds a key put in the secrets file once a keychain answers, and tells where a key is when its keychain does not', async () => {
+    const noBus = { DBUS_SESSION_BUS_ADDRESS: 'unix:path=/nonexistent' };
+    // Enrolled where no keychain answered (over ssh, say): the key went to the secrets file.
+    const home = newHome('keychain-came-later');
+    expect((await runCanopy(home, ['login', '--local'], noBus)).status).toBe(0);
+    // A keychain answers now: the key is still found there, and a backup is made with it.
+    const who = await runCanopy(home, ['whoami', '--json']);
+    expect(JSON.parse(who.stdout)).toMatchObject({ secretStore: 'file' });
+    const source = path.join(scratch, 'keychain-came-later-files');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'notes.txt'), 'still this device');
+    expect(
+      (await runCanopy(home, ['buckets', 'create', 'Notes', '--type', 'backup', '--class', 'hot']))
+        .status,
+    ).toBe(0);
+    const backup = await runCanopy(home, ['backup', source, '--bucket', 'Notes']);
+    expect(backup.stderr).toBe('');
+    expect(backup.status).toBe(0);
+    // Logged out, the key goes from the file, where it was.
+    expect((await runCanopy(home, ['logout'])).status).toBe(0);
+    expect(readFileSync(path.join(home, 'secrets.json'), 'utf8')).not.toContain('PRIVATE KEY');
+
+    // Enrolled with the keychain, then run where none answers (cron): told where the key is.
+    const keychained = newHome('keychain-unanswered');
+    expect((await runCanopy(keychained, ['login', '--local'])).stdout).toContain(
+      'in the OS keychain',
+    );
+    const unanswered = await runCanopy(keychained, ['buckets', 'list'], noBus);
+    expect(unanswered.status).toBe(1);
+    expect(unanswered.stderr.trimEnd().split('\n').at(-1)).toBe(
+      `canopy: this device's key is not in ${path.join(keychained, 'secrets.json')}, and no OS keychain answered, where Canopy keeps it when one answers at login: run Canopy where your keychain answers (within your desktop session; cron and ssh reach none, a systemd user timer does), or else log in again to enroll this device anew; its backups are untouched`,
+    );
+    expect((await runCanopy(keychained, ['buckets', 'list'])).status).toBe(0);
+  });
+
   it('tells a home that is not a folder, or that it may not write in, in one line', async () => {
     const file = path.join(scratch, 'home-is-a-file');
     writeFileSync(file, 'keep me');

@@ -56,6 +56,29 @@ describe('KeychainSecretStore (real Secret Service)', () => {
   });
 });
 
+describe('openSecretStore with a keychain answering', () => {
+  it('finds keys put in the secrets file while none answered, puts new ones in the keychain, and deletes from both', async () => {
+    const home = newHome();
+    const account = `device-${randomUUID()}`;
+    const key = await loadOrCreateKeyPair(new FileSecretStore(home), account);
+    const { store } = await openSecretStore(home, 'auto');
+    expect(store.kind).toBe('keychain');
+    expect((await loadOrCreateKeyPair(store, account)).fingerprint).toBe(key.fingerprint);
+    expect(store.kindHolding?.(account)).toBe('file');
+    const bucketKey = `bucket-${randomUUID()}`;
+    await store.set(bucketKey, 'a bucket key');
+    expect(await new KeychainSecretStore().get(bucketKey)).toBe('a bucket key');
+    expect(store.kindHolding?.(bucketKey)).toBe('keychain');
+    expect(await store.delete(account)).toBe(true);
+    expect(await new FileSecretStore(home).get(account)).toBeNull();
+    expect(await store.delete(bucketKey)).toBe(true);
+    expect(await new KeychainSecretStore().get(bucketKey)).toBeNull();
+    // Forced, the keychain is looked in alone.
+    await loadOrCreateKeyPair(new FileSecretStore(home), account);
+    expect(await (await openSecretStore(home, 'keychain')).store.get(account)).toBeNull();
+  });
+});
+
 describe('FileSecretStore', () => {
   it('keeps secrets in a 0600 file and survives a reopen', async () => {
     const home = newHome();
