@@ -54,6 +54,8 @@ export async function openSecretStore(
   const file = new FileSecretStore(home, { keychainUnanswered: reason });
   return {
     store: file,
-    warning: `warning: ${reason}, so Canopy keeps its private keys in ${file.location} (readable only by you). Set CANOPY_SECRET_STORE=keychain once a keychain is available.`,
+    // Not "forces the keychain once one answers": forced, it is looked in alone, and the keys
+    // made meanwhile, in the file, would not be found.
+    warning: `warning: ${reason}, so Canopy keeps the private keys it makes here in ${file.location} (readable only by you); once a keychain answers, it keeps new ones there and still finds these.`,
   };
 }

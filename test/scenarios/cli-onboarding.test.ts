@@ -286,7 +286,7 @@ describe('canopy onboarding', () => {
     const first = await runCanopy(fallback, ['login', '--local'], noBus);
     expect(first.status).toBe(0);
     expect(first.stderr).toMatch(
-      /^warning: no OS keychain answered, so Canopy keeps its private keys in .*secrets\.json/,
+      /^warning: no OS keychain answered, so Canopy keeps the private keys it makes here in .*secrets\.json \(readable only by you\); once a keychain answers, it keeps new ones there and still finds these\.\n/,
     );
     const second = await runCanopy(fallback, ['buckets'], noBus);
     expect(second.stderr).toBe('');
