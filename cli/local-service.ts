@@ -147,7 +147,7 @@ export async function startLocalService(
   if (!options.create && !holdsServiceData(dataDir)) {
     throw new EngineError(
       'local_data_missing',
-      `the backups of this device are not in ${dataDir}: if they are on an external disk, connect it and try again`,
+      `the backups of this device are not in ${dataDir}: if they are on an external disk, connect it and try again (mounted at another place now, they are found there after \`canopy logout\` and \`canopy login --local --data\` that place)`,
     );
   }
   const readOnly = onReadOnlyDisk(dataDir);

@@ -6,6 +6,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   utimesSync,
   writeFileSync,
@@ -19,6 +20,7 @@ import { walkSource } from '../../main/scanner/index.ts';
 import { READ_ONLY_MSG } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
 
 // External exFAT disks (USB sticks), through FUSE on loop devices. Backing one up: its inode
 // numbers are made up at each mount, so the file index cannot know a file by them: after the
@@ -275,6 +277,39 @@ describe('backups kept on an external exFAT disk', () => {
   });
 });
 
+describe('backups kept on a disk mounted at another place', () => {
+  it('are found there, every file recognised unchanged, once logged in again with that place', async () => {
+    const home = path.join(scratch, 'home-moved-disk');
+    const first = path.join(scratch, 'moved-disk-first-place');
+    const source = path.join(scratch, 'moved-disk-files');
+    writeSettled(path.join(source, 'letter.txt'), 'dear reader');
+    writeSettled(path.join(source, 'photos', 'beach.jpg'), 'sand and sea');
+    const canopy = (...args: string[]) => runCanopy(home, args, fileStore);
+    expect((await canopy('login', '--local', '--data', first)).status).toBe(0);
+    expect((await canopy('buckets', 'create', 'Moved')).status).toBe(0);
+    expect((await canopy('backup', source, '--bucket', 'Moved')).status).toBe(0);
+    const versions = (await canopy('versions', '--bucket', 'Moved')).stdout;
+    // The disk's label taken by another disk: the system mounts it at another place.
+    const second = path.join(scratch, 'moved-disk-second-place');
+    renameSync(first, second);
+    const refused = await canopy('backup', source, '--bucket', 'Moved');
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe(
+      `canopy: the backups of this device are not in ${first}: if they are on an external disk, connect it and try again (mounted at another place now, they are found there after \`canopy logout\` and \`canopy login --local --data\` that place)\n`,
+    );
+    expect((await canopy('logout')).status).toBe(0);
+    expect((await canopy('login', '--local', '--data', second)).status).toBe(0);
+    expect((await canopy('versions', '--bucket', 'Moved')).stdout).toBe(versions);
+    const again = await canopy('backup', source, '--bucket', 'Moved');
+    expect(again.stderr).toBe('');
+    expect(again.stdout).toMatch(/^nothing changed since version /);
+    expect(again.stdout).toContain('2 files (2 unchanged, not read again)');
+    const restored = path.join(scratch, 'moved-disk-restored');
+    expect((await canopy('restore', '--bucket', 'Moved', '--to', restored)).status).toBe(0);
+    expect(readFileSync(path.join(restored, 'photos', 'beach.jpg'), 'utf8')).toBe('sand and sea');
+  });
+});
+
 describe('a disk pulled out while in use', () => {
   /**
    * Runs `use` with an engine on `home` (the embedded service, the given test seams), closed
@@ -382,7 +417,7 @@ describe('a disk pulled out while in use', () => {
           writeFileSync(path.join(source, 'notes.txt'), 'second');
           await expect(engine.backup({ dir: source, bucket: 'Notes' })).rejects.toMatchObject({
             code: 'local_data_missing',
-            message: `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again`,
+            message: `the backups of this device are not in ${data}: if they are on an external disk, connect it and try again (mounted at another place now, they are found there after \`canopy logout\` and \`canopy login --local --data\` that place)`,
           });
           // Back, as another mount: the same engine backs up and restores again.
           backupDisk.plugIn();
