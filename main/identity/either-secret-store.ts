@@ -44,6 +44,9 @@ export class EitherSecretStore implements SecretStore {
 
   async delete(account: string): Promise<boolean> {
     const fromFirst = await this.first.delete(account);
+    // Looked at first: a home whose keys are all in the keychain has its file left untouched
+    // (deleting takes the file's lock, which makes one).
+    if ((await this.second.get(account)) === null) return fromFirst;
     const fromSecond = await this.second.delete(account);
     return fromFirst || fromSecond;
   }

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -52,7 +52,9 @@ describe('KeychainSecretStore (real Secret Service)', () => {
     const again = await loadOrCreateKeyPair(opened.store, account);
     expect(again.fingerprint).toBe(key.fingerprint);
     expect(() => statSync(path.join(home, 'secrets.json'))).toThrow();
-    await opened.store.delete(account);
+    expect(await opened.store.delete(account)).toBe(true);
+    // Deleted from the keychain, it leaves the home as it was: no file of secrets, no lock.
+    expect(readdirSync(home)).toEqual([]);
   });
 });
 
