@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -44,6 +45,10 @@ describe('cache folders', () => {
     const folderTag = folderWith('folder-tag');
     mkdirSync(path.join(folderTag, CACHE_TAG_NAME));
     expect(isTaggedCache(folderTag)).toBe(false);
+    // A named pipe of the name is not waited on: opened without blocking, it is no tag.
+    const pipeTag = folderWith('pipe-tag');
+    expect(spawnSync('mkfifo', [path.join(pipeTag, CACHE_TAG_NAME)]).status).toBe(0);
+    expect(isTaggedCache(pipeTag)).toBe(false);
     expect(isTaggedCache(path.join(scratch, 'not-there'))).toBe(false);
   });
 
