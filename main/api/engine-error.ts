@@ -21,6 +21,11 @@ export type EngineErrorCode =
   | 'network'
   | 'timeout'
   | 'insecure_url'
+  /**
+   * The server's TLS certificate is not one this computer trusts (self-signed, expired, for
+   * another name): asking again does not change it.
+   */
+  | 'untrusted_server'
   | 'protocol'
   | 'secret_store'
   | 'local_server'

@@ -1,3 +1,4 @@
+import { certificateAdvice, certificateProblemOf } from './untrusted-certificate.ts';
 import { EngineError, type EngineErrorCode } from '../api/index.ts';
 import { DAMAGED_DATABASE_MSG, READ_ONLY_MSG } from '../protocol/index.ts';
 
@@ -103,13 +104,21 @@ export function errorFromResponse(
 }
 
 export function networkError(url: string, cause: unknown): EngineError {
+  const origin = new URL(url).origin;
+  const problem = certificateProblemOf(cause);
+  if (problem !== undefined)
+    return new EngineError(
+      'untrusted_server',
+      `cannot trust ${origin}: ${problem}; ${certificateAdvice(problem)}`,
+      { cause },
+    );
   const detail =
     cause instanceof Error
       ? cause.cause instanceof Error
         ? cause.cause.message
         : cause.message
       : String(cause);
-  return new EngineError('network', `cannot reach ${new URL(url).origin} (${detail})`, {
+  return new EngineError('network', `cannot reach ${origin} (${detail})`, {
     retryable: true,
     cause,
   });

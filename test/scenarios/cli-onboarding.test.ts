@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
+import { startTlsFront } from '../helpers/tls-front.ts';
 import {
   addUserCode,
   startServerProcess,
@@ -328,6 +329,40 @@ describe('canopy onboarding', () => {
       `canopy: this device's key is not in ${path.join(keychained, 'secrets.json')}, and no OS keychain answered, where Canopy keeps it when one answers at login: run Canopy where your keychain answers (within your desktop session; cron and ssh reach none, a systemd user timer does), or else log in again to enroll this device anew; its backups are untouched`,
     );
     expect((await runCanopy(keychained, ['buckets', 'list'])).status).toBe(0);
+  });
+
+  it('tells a server whose certificate it does not trust at once, and how to trust one of your own', async () => {
+    const front = await startTlsFront(scratch, server.url);
+    try {
+      const home = newHome('self-signed');
+      const code = enrollmentCode('self-hosted@example.org');
+      const refused = await runCanopy(home, [
+        'login',
+        '--server',
+        front.url,
+        '--code',
+        code,
+        '--json',
+      ]);
+      expect(refused.status).toBe(1);
+      // Asked once: no retry makes a certificate trusted.
+      expect(front.handshakesRefused()).toBe(1);
+      expect(JSON.parse(refused.stderr)).toEqual({
+        error: {
+          code: 'untrusted_server',
+          message: `cannot trust ${front.url}: its certificate is self-signed; if the server is your own, with a certificate of its own, set NODE_EXTRA_CA_CERTS to that certificate's file (or its authority's) and run the command again`,
+          retryable: false,
+        },
+      });
+      // Trusted by the user's word, the same code enrolls the device: the refusal used none of it.
+      const trusted = await runCanopy(home, ['login', '--server', front.url, '--code', code], {
+        NODE_EXTRA_CA_CERTS: front.certificate,
+      });
+      expect(trusted.stderr).toBe('');
+      expect(trusted.stdout).toContain(`logged in to ${front.url}`);
+    } finally {
+      await front.close();
+    }
   });
 
   it('tells a home that is not a folder, or that it may not write in, in one line', async () => {
