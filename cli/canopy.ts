@@ -126,12 +126,18 @@ export async function main(argv: readonly string[]): Promise<number> {
         words[0],
         Object.keys(values).filter((option) => values[option as keyof typeof values] !== undefined),
       );
-    const [{ openSecretStore, secretStoreChoice }, { createEngine }, { canopyHome }] =
-      await Promise.all([
-        import('../main/identity/index.ts'),
-        import('../main/index.ts'),
-        import('../main/state/index.ts'),
-      ]);
+    const [
+      { openSecretStore, secretStoreChoice },
+      { createEngine },
+      { canopyHome },
+      { useProxyFromEnvironment },
+    ] = await Promise.all([
+      import('../main/identity/index.ts'),
+      import('../main/index.ts'),
+      import('../main/state/index.ts'),
+      import('../main/service/index.ts'),
+    ]);
+    useProxyFromEnvironment();
     const home = canopyHome();
     const { store, warning } = await openSecretStore(
       home,

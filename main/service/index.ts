@@ -9,3 +9,4 @@ export * from './service-client.ts';
 export { socketDispatcher } from './socket-dispatcher.ts';
 export * from './transfer-rate-limit.ts';
 export type { AnswerBody } from './streamed-answer.ts';
+export { useProxyFromEnvironment } from './proxy-from-environment.ts';

@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
+import { startConnectProxy } from '../helpers/connect-proxy.ts';
 import { startTlsFront } from '../helpers/tls-front.ts';
 import {
   addUserCode,
@@ -362,6 +363,46 @@ describe('canopy onboarding', () => {
       expect(trusted.stdout).toContain(`logged in to ${front.url}`);
     } finally {
       await front.close();
+    }
+  });
+
+  it('reaches its server through the HTTP proxy the environment names, and directly when NO_PROXY names the server', async () => {
+    const proxy = await startConnectProxy();
+    try {
+      const home = newHome('behind-a-proxy');
+      const through = { HTTP_PROXY: proxy.url, HTTPS_PROXY: proxy.url, NO_PROXY: '' };
+      const canopy = (env: Record<string, string>, ...args: string[]) =>
+        runCanopy(home, args, { CANOPY_SECRET_STORE: 'file', ...env });
+      const code = enrollmentCode('behind-a-proxy@example.org');
+      const login = await canopy(through, 'login', '--server', server.url, '--code', code);
+      expect(login.stderr).toBe('');
+      expect(login.status).toBe(0);
+      const source = path.join(scratch, 'behind-a-proxy-files');
+      mkdirSync(source);
+      writeFileSync(path.join(source, 'plan.txt'), 'sent through the proxy');
+      expect((await canopy(through, 'buckets', 'create', 'Work')).status).toBe(0);
+      const backup = await canopy(through, 'backup', source, '--bucket', 'Work');
+      expect(backup.stderr).toBe('');
+      expect(backup.status).toBe(0);
+      const restored = path.join(scratch, 'behind-a-proxy-restored');
+      expect((await canopy(through, 'restore', '--bucket', 'Work', '--to', restored)).status).toBe(
+        0,
+      );
+      expect(readFileSync(path.join(restored, 'plan.txt'), 'utf8')).toBe('sent through the proxy');
+      const host = new URL(server.url).host;
+      expect(proxy.tunnels.length).toBeGreaterThan(0);
+      expect(new Set(proxy.tunnels)).toEqual(new Set([host]));
+      // The server named in NO_PROXY is reached directly.
+      const before = proxy.tunnels.length;
+      const direct = await canopy(
+        { ...through, NO_PROXY: new URL(server.url).hostname },
+        'buckets',
+      );
+      expect(direct.status).toBe(0);
+      expect(direct.stdout).toContain('Work');
+      expect(proxy.tunnels.length).toBe(before);
+    } finally {
+      await proxy.close();
     }
   });
 

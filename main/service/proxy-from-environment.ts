@@ -1,0 +1,16 @@
+import { EnvHttpProxyAgent, setGlobalDispatcher } from 'undici';
+
+// A workstation whose network reaches other servers only through an HTTP proxy names it in
+// HTTPS_PROXY or HTTP_PROXY (and NO_PROXY for the hosts reached directly), as curl, git and npm
+// read them. Node's fetch ignores them, so Canopy reached no server there. With one set, every
+// request to a server goes through undici's agent for them, the one both Node's fetch and
+// undici's own requests use. The embedded service is reached through its socket, never a proxy.
+
+const PROXY_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy'];
+
+/** Sends requests through the proxy the environment names, if it names one; whether it does. */
+export function useProxyFromEnvironment(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (!PROXY_VARIABLES.some((name) => (env[name] ?? '') !== '')) return false;
+  setGlobalDispatcher(new EnvHttpProxyAgent());
+  return true;
+}
