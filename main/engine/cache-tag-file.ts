@@ -5,7 +5,7 @@ import { CACHE_TAG_NAME, CACHE_TAG_SIGNATURE } from '../scanner/index.ts';
 
 // Canopy's metadata cache is a cache by the Cache Directory Tagging convention: every CAR in it
 // is pulled again from the storage service when it is needed. So it carries the tag, and other
-// backup tools that honour tags (kopia by default; restic, borg and tar when asked) leave its
+// backup tools that honour tags (tar, restic, borg and kopia, when asked) leave its
 // up to 2 GiB out of their backups, as Canopy leaves out theirs (main/scanner/cache-folders.ts).
 
 const TAG_TEXT = `${CACHE_TAG_SIGNATURE}

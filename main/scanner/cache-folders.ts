@@ -7,11 +7,12 @@ import { openSourceFile } from './source-file.ts';
 // Folders a program marks as its cache, by the Cache Directory Tagging convention
 // (https://bford.info/cachedir/): a file named CACHEDIR.TAG in the folder, beginning with a
 // fixed signature. Cargo tags every `target/` folder so, pytest and mypy their caches, and
-// Chromium, ccache, restic and others theirs: gigabytes a program makes again by itself, which a
-// backup would send and keep for nothing, and send anew each time they change. Such a folder is
-// left out like one a rule excludes (kopia does the same, and tar, restic and borg offer it),
-// and a dry run names it. A user who wants one kept anyway says so with a rule that includes it
-// again (`!target/`), as for any of Canopy's default excludes.
+// ccache, restic and others theirs: gigabytes a program makes again by itself, which a backup
+// would send and keep for nothing, and send anew each time they change. Such a folder is left
+// out like one a rule excludes (tar, restic, borg and kopia offer the same, when asked), and a
+// dry run names it: a tag put where it should not be (the convention warns that any program can
+// write one) hides nothing from the user who looks. A user who wants one kept anyway says so
+// with a rule that includes it again (`!target/`), as for any of Canopy's default excludes.
 
 export const CACHE_TAG_NAME = 'CACHEDIR.TAG';
 

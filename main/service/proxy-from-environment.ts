@@ -8,9 +8,12 @@ import { EnvHttpProxyAgent, setGlobalDispatcher } from 'undici';
 
 const PROXY_VARIABLES = ['HTTPS_PROXY', 'https_proxy', 'HTTP_PROXY', 'http_proxy'];
 
-/** Sends requests through the proxy the environment names, if it names one; whether it does. */
-export function useProxyFromEnvironment(env: NodeJS.ProcessEnv = process.env): boolean {
-  if (!PROXY_VARIABLES.some((name) => (env[name] ?? '') !== '')) return false;
+/**
+ * Sends this process's requests through the proxy its environment names, if it names one;
+ * whether it does. The agent reads the variables itself, NO_PROXY at each request.
+ */
+export function useProxyFromEnvironment(): boolean {
+  if (!PROXY_VARIABLES.some((name) => (process.env[name] ?? '') !== '')) return false;
   setGlobalDispatcher(new EnvHttpProxyAgent());
   return true;
 }
