@@ -26,6 +26,8 @@ export type EngineErrorCode =
    * another name): asking again does not change it.
    */
   | 'untrusted_server'
+  /** The HTTP proxy of the environment would not open the way to the server (a 407, a 403). */
+  | 'proxy_refused'
   | 'protocol'
   | 'secret_store'
   | 'local_server'

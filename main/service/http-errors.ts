@@ -1,3 +1,4 @@
+import { proxyRefusalAdvice, proxyRefusalOf } from './proxy-refusal.ts';
 import { certificateAdvice, certificateProblemOf } from './untrusted-certificate.ts';
 import { EngineError, type EngineErrorCode } from '../api/index.ts';
 import { DAMAGED_DATABASE_MSG, READ_ONLY_MSG } from '../protocol/index.ts';
@@ -110,6 +111,13 @@ export function networkError(url: string, cause: unknown): EngineError {
     return new EngineError(
       'untrusted_server',
       `cannot trust ${origin}: ${problem}; ${certificateAdvice(problem)}`,
+      { cause },
+    );
+  const refusal = proxyRefusalOf(cause);
+  if (refusal !== undefined)
+    return new EngineError(
+      'proxy_refused',
+      `the proxy would not reach ${origin}: ${proxyRefusalAdvice(refusal)}`,
       { cause },
     );
   const detail =

@@ -307,7 +307,8 @@ export class ServiceClient {
         )
           throw caught.cause;
         error = caught instanceof EngineError ? caught : networkError(url, caught);
-        // A server whose certificate is not trusted stays so however often it is asked.
+        // A server whose certificate is not trusted, or a proxy that refuses the way to it,
+        // stays so however often it is asked.
         if (!error.retryable) throw error;
       }
       if (count >= this.retry.attempts) throw error;

@@ -12,7 +12,8 @@ export interface ConnectProxy {
   close(): Promise<void>;
 }
 
-export async function startConnectProxy(): Promise<ConnectProxy> {
+/** `refuseWith`: a status the proxy answers every CONNECT with instead (407: a login needed). */
+export async function startConnectProxy(refuseWith?: number): Promise<ConnectProxy> {
   const tunnels: string[] = [];
   const sockets = new Set<Socket>();
   const server: Server = createServer((_request, answer) => {
@@ -22,6 +23,10 @@ export async function startConnectProxy(): Promise<ConnectProxy> {
   server.on('connect', (request, client: Socket, head: Buffer) => {
     const target = request.url ?? '';
     tunnels.push(target);
+    if (refuseWith !== undefined) {
+      client.end(`HTTP/1.1 ${refuseWith} Refused\r\nContent-Length: 0\r\n\r\n`);
+      return;
+    }
     const [host, port] = [
       target.slice(0, target.lastIndexOf(':')),
       target.slice(target.lastIndexOf(':') + 1),

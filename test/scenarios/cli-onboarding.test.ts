@@ -404,6 +404,22 @@ describe('canopy onboarding', () => {
     } finally {
       await proxy.close();
     }
+    // A proxy that wants a login: told at once, and asked once.
+    const guarded = await startConnectProxy(407);
+    try {
+      const refused = await runCanopy(
+        newHome('behind-a-guarded-proxy'),
+        ['login', '--server', server.url, '--code', enrollmentCode('guarded@example.org')],
+        { CANOPY_SECRET_STORE: 'file', HTTP_PROXY: guarded.url, HTTPS_PROXY: guarded.url },
+      );
+      expect(refused.status).toBe(1);
+      expect(refused.stderr).toBe(
+        `canopy: the proxy would not reach ${server.url}: it asks for a login: put yours in its address in HTTPS_PROXY (http://user:password@proxy:port)\n`,
+      );
+      expect(guarded.tunnels).toHaveLength(1);
+    } finally {
+      await guarded.close();
+    }
   });
 
   it('tells a home that is not a folder, or that it may not write in, in one line', async () => {
