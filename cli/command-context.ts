@@ -69,9 +69,16 @@ export function oneOf<T extends string>(
 
 /** Why a listing shows what was seen last rather than the service's answer. */
 export function offlineReason(code: EngineErrorCode | null): string {
-  return code === 'local_data_missing'
-    ? 'the disk holding the backups is not connected'
-    : 'the server cannot be reached';
+  switch (code) {
+    case 'local_data_missing':
+      return 'the disk holding the backups is not connected';
+    case 'untrusted_server':
+      return "this computer does not trust the server's certificate (canopy buckets says why)";
+    case 'proxy_refused':
+      return 'the proxy would not reach the server (canopy buckets says why)';
+    default:
+      return 'the server cannot be reached';
+  }
 }
 
 /** Rows as columns padded to their widest cell. */

@@ -17,4 +17,7 @@ export const UNREACHABLE: ReadonlySet<string> = new Set([
   'local_server',
   'local_data_missing',
   'server_error',
+  // Not reached from here for a reason that asking again does not change: still unreachable.
+  'untrusted_server',
+  'proxy_refused',
 ]);

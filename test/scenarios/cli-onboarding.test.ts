@@ -361,6 +361,17 @@ describe('canopy onboarding', () => {
       });
       expect(trusted.stderr).toBe('');
       expect(trusted.stdout).toContain(`logged in to ${front.url}`);
+      const trust = { NODE_EXTRA_CA_CERTS: front.certificate };
+      expect((await runCanopy(home, ['buckets', 'create', 'Own'], trust)).status).toBe(0);
+      const listed = await runCanopy(home, ['versions', '--bucket', 'Own'], trust);
+      expect(listed.status).toBe(0);
+      // Without the trust, what this computer keeps is still shown, and why it is all.
+      const kept = await runCanopy(home, ['versions', '--bucket', 'Own']);
+      expect(kept.status).toBe(0);
+      expect(kept.stdout).toBe(listed.stdout);
+      expect(kept.stderr).toMatch(
+        /^canopy: this computer does not trust the server's certificate \(canopy buckets says why\); showing the versions as of \d{4}-/,
+      );
     } finally {
       await front.close();
     }
