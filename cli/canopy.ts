@@ -7,6 +7,7 @@ import { progressPrinter } from './progress-printer.ts';
 import { stateRepairNotice } from './state-repair-notice.ts';
 import { localDatabaseNotice } from './local-database-notice.ts';
 import { runOnWhenReaderGoes } from './closed-output.ts';
+import { closeHungUpTerminalOnExit } from './terminal-hang-up.ts';
 import { UsageError, unexpectedWords, type Command, type Output } from './command-context.ts';
 import { OPTIONS, refuseOptionsNotTaken } from './command-options.ts';
 import { commandFailure, failureJson, failureText } from './command-failure.ts';
@@ -89,6 +90,7 @@ async function run(
 export async function main(argv: readonly string[]): Promise<number> {
   runOnWhenReaderGoes(process.stdout);
   runOnWhenReaderGoes(process.stderr);
+  closeHungUpTerminalOnExit();
   const out: Output = {
     json: argv.includes('--json'),
     print(human, data) {

@@ -1,9 +1,12 @@
 import { isEngineError, type EngineError } from '../main/api/index.ts';
 
-// Ctrl-C (SIGINT) or a service manager's SIGTERM during a backup, a restore or a verify stops
-// it through the engine's AbortSignal, so it ends as any failure ends: nothing half-written,
-// its temporaries removed, and a line saying what to run next. A second signal quits at once,
-// for a user who will not wait (a kill, which the backup and restore also survive).
+// Ctrl-C (SIGINT), a service manager's SIGTERM or a closed terminal's SIGHUP (an ssh session
+// dropped, a terminal window closed) during a backup, a restore or a verify stops it through
+// the engine's AbortSignal, so it ends as any failure ends: nothing half-written, its
+// temporaries removed, and a line saying what to run next. Node's default for SIGHUP would end
+// the process where it stood, leaving a restore's temporary copies in the user's folder until
+// the next restore there. A second signal quits at once, for a user who will not wait (a kill,
+// which the backup and restore also survive).
 
 /** A stopped operation, with the exit code of the signal that stopped it (128 + its number). */
 export class StoppedBySignal extends Error {
@@ -16,10 +19,10 @@ export class StoppedBySignal extends Error {
   }
 }
 
-const EXIT_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
+const EXIT_CODES = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 } as const;
 type StopSignal = keyof typeof EXIT_CODES;
 
-/** Runs `work` with a signal that SIGINT or SIGTERM fires; throws StoppedBySignal if one did. */
+/** Runs `work` with a signal that SIGHUP, SIGINT or SIGTERM fires; throws StoppedBySignal if one did. */
 export async function untilSignalled<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
   let received: StopSignal | undefined;

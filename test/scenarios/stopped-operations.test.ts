@@ -10,6 +10,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
+import { onTerminal } from '../helpers/hung-up-terminal.ts';
 import { startFaultProxy } from '../helpers/fault-proxy.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
@@ -244,6 +245,131 @@ describe('a stopped operation', () => {
       expect(again.status, again.stderr).toBe(0);
       expect(again.stdout).toMatch(/^finished the interrupted upload of version /m);
       expect(again.stdout).toMatch(/^6 files \(6 unchanged, not read again\), /m);
+    } finally {
+      await proxy.close();
+      await service.close();
+    }
+  });
+
+  it('a closed terminal (SIGHUP) stops `canopy backup` and `canopy restore` cleanly, though they stalled, and the next runs finish them', async () => {
+    const service = await startTestService({ limits: DEFAULT_LIMITS });
+    const proxy = await startFaultProxy(service.url);
+    // The storage host the service announces is the proxy too, so shard uploads stall there.
+    service.service.ctx.storageHost = proxy.url;
+    try {
+      const source = sixFiles('terminal');
+      const home = path.join(scratch, 'terminal', 'home');
+      const env = { CANOPY_SECRET_STORE: 'file' };
+      const { code } = service.addUser('ann@example.org');
+      const login = await runCanopy(home, ['login', '--server', proxy.url, '--code', code], env);
+      expect(login.status, login.stderr).toBe(0);
+      const created = await runCanopy(home, ['buckets', 'create', 'Hangup'], env);
+      expect(created.status, created.stderr).toBe(0);
+      const requests = (pattern: RegExp): number =>
+        proxy.seen.filter((request) => pattern.test(request.path)).length;
+      /** Runs `canopy ARGS` on a terminal, and hangs it up once a request to `stall` is seen. */
+      const hungUpDuring = async (stall: RegExp, ...args: string[]) => {
+        proxy.schedule(
+          Array.from({ length: 16 }, () => ({ delayMs: 60_000 })),
+          stall,
+        );
+        const before = requests(stall);
+        const canopy = canopyProcess(args, { ...process.env, CANOPY_HOME: home, ...env });
+        const terminal = onTerminal(canopy.command, canopy.args, canopy.env);
+        while (requests(stall) === before) await new Promise((resolve) => setTimeout(resolve, 20));
+        const ended = await terminal.hangUp();
+        proxy.schedule([]);
+        return ended;
+      };
+
+      // An ssh session dropped during the backup's upload: it stops as a Ctrl-C stops it.
+      const backup = await hungUpDuring(
+        /\/upload\/.*\/[a-z0-9]+$/,
+        'backup',
+        source,
+        '--bucket',
+        'Hangup',
+      );
+      expect(backup, backup.shown).toMatchObject({ code: 129, signal: null });
+      const finished = await runCanopy(home, ['backup', source, '--bucket', 'Hangup'], env);
+      expect(finished.status, finished.stderr).toBe(0);
+      expect(finished.stdout).toMatch(/^finished the interrupted upload of version /m);
+      expect(finished.stdout).toMatch(/^6 files \(6 unchanged, not read again\), /m);
+      expect(stagedLeftovers(home)).toEqual([]);
+
+      // A terminal window closed during a restore: no temporary copy is left in the folder.
+      const target = path.join(scratch, 'terminal', 'restored');
+      mkdirSync(target);
+      const restore = await hungUpDuring(
+        /\/blocks\/car/,
+        'restore',
+        '--bucket',
+        'Hangup',
+        '--to',
+        target,
+      );
+      expect(restore, restore.shown).toMatchObject({ code: 129, signal: null });
+      expect(readdirSync(target)).toEqual([]);
+      const restored = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Hangup', '--to', target],
+        env,
+      );
+      expect(restored.status, restored.stderr).toBe(0);
+      expect(filesBelow(target)).toEqual(filesBelow(source));
+      expectSameFiles(target, source, filesBelow(source));
+    } finally {
+      await proxy.close();
+      await service.close();
+    }
+  });
+
+  it('a backup left running in the background when its terminal closes finishes, and stores its version', async () => {
+    const service = await startTestService({ limits: DEFAULT_LIMITS });
+    const proxy = await startFaultProxy(service.url);
+    service.service.ctx.storageHost = proxy.url;
+    try {
+      const source = sixFiles('background');
+      const home = path.join(scratch, 'background', 'home');
+      const env = { CANOPY_SECRET_STORE: 'file' };
+      const { code } = service.addUser('ann@example.org');
+      const login = await runCanopy(home, ['login', '--server', proxy.url, '--code', code], env);
+      expect(login.status, login.stderr).toBe(0);
+      const created = await runCanopy(home, ['buckets', 'create', 'Disowned'], env);
+      expect(created.status, created.stderr).toBe(0);
+
+      // The first uploads are slow, so the backup is still running, showing its progress on the
+      // terminal, when the terminal closes; it writes more progress after, and its summary.
+      const upload = /\/upload\/.*\/[a-z0-9]+$/;
+      proxy.schedule(
+        Array.from({ length: 3 }, () => ({ delayMs: 1500 })),
+        upload,
+      );
+      const canopy = canopyProcess(['backup', source, '--bucket', 'Disowned'], {
+        ...process.env,
+        CANOPY_HOME: home,
+        ...env,
+      });
+      const terminal = onTerminal(canopy.command, canopy.args, canopy.env, { background: true });
+      while (!proxy.seen.some((request) => upload.test(request.path)))
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      const ended = await terminal.hangUp();
+      expect(ended, ended.shown).toMatchObject({ code: 0, signal: null });
+
+      const versions = await runCanopy(home, ['versions', '--bucket', 'Disowned', '--json'], env);
+      expect(versions.status, versions.stderr).toBe(0);
+      expect(
+        (JSON.parse(versions.stdout) as { state: string }[]).map((version) => version.state),
+      ).toEqual(['active']);
+      const target = path.join(scratch, 'background', 'restored');
+      const restored = await runCanopy(
+        home,
+        ['restore', '--bucket', 'Disowned', '--to', target],
+        env,
+      );
+      expect(restored.status, restored.stderr).toBe(0);
+      expectSameFiles(target, source, filesBelow(source));
+      expect(filesBelow(target)).toEqual(filesBelow(source));
     } finally {
       await proxy.close();
       await service.close();
