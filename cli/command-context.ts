@@ -76,6 +76,8 @@ export function offlineReason(code: EngineErrorCode | null): string {
       return "this computer does not trust the server's certificate (canopy buckets says why)";
     case 'proxy_refused':
       return 'the proxy would not reach the server (canopy buckets says why)';
+    case 'redirected':
+      return 'the server sends Canopy elsewhere (canopy buckets says where)';
     default:
       return 'the server cannot be reached';
   }

@@ -28,6 +28,12 @@ export type EngineErrorCode =
   | 'untrusted_server'
   /** The HTTP proxy of the environment would not open the way to the server (a 407, a 403). */
   | 'proxy_refused'
+  /**
+   * The server's address answered with a redirect rather than as the service (a server moved, a
+   * network that wants a sign-in first): not followed, since a device's signed request is for
+   * that address alone.
+   */
+  | 'redirected'
   | 'protocol'
   | 'secret_store'
   | 'local_server'

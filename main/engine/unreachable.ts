@@ -20,4 +20,5 @@ export const UNREACHABLE: ReadonlySet<string> = new Set([
   // Not reached from here for a reason that asking again does not change: still unreachable.
   'untrusted_server',
   'proxy_refused',
+  'redirected',
 ]);

@@ -32,6 +32,7 @@ import { pushBody } from './push-body.ts';
 import { outgoingBody } from './outgoing-body.ts';
 import type { TransferRateLimit } from './transfer-rate-limit.ts';
 import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
+import { redirectedError } from './redirected-answer.ts';
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
 import { socketDispatcher } from './socket-dispatcher.ts';
@@ -88,6 +89,8 @@ type Attempt<T> =
       readonly status: number;
       readonly text: string;
       readonly retryAfter: string | null;
+      /** The Location header of a redirect (3xx). */
+      readonly location: string | null;
       /** Whether the answer's `Date` moved the service's clock as known (ServerClock.observe). */
       readonly clockMoved: boolean;
     };
@@ -267,7 +270,11 @@ export class ServiceClient {
    * Runs `attempt` under the retry policy: a retryable status or a network failure is tried
    * again after a delay, anything else fails at once; the last error once the budget is spent.
    */
-  private async withRetries<T>(url: string, attempt: () => Promise<Attempt<T>>): Promise<T> {
+  private async withRetries<T>(
+    url: string,
+    spec: RequestSpec,
+    attempt: () => Promise<Attempt<T>>,
+  ): Promise<T> {
     const { signal } = this.options;
     let signedAgain = false;
     for (let count = 1; ; count += 1) {
@@ -277,6 +284,14 @@ export class ServiceClient {
       try {
         const outcome = await attempt();
         if (outcome.ok) return outcome.value;
+        if (outcome.status >= 300 && outcome.status < 400)
+          throw redirectedError({
+            url,
+            apiPath: `${API_PREFIX}${spec.path}`,
+            enrolled: spec.auth.kind !== 'none',
+            status: outcome.status,
+            location: outcome.location,
+          });
         let parsed: { msg?: unknown; code?: unknown } | undefined;
         try {
           parsed = JSON.parse(outcome.text) as { msg?: unknown; code?: unknown };
@@ -349,9 +364,11 @@ export class ServiceClient {
       method: spec.method,
       headers,
       ...(body === undefined ? {} : { body }),
-      // A redirect could not replay a stream anyway, and with 'follow' Node's fetch tees the
-      // body to keep a copy for one, holding the whole shard in memory until it is sent.
-      ...(body instanceof ReadableStream ? { duplex: 'half', redirect: 'error' } : {}),
+      // A redirect is told, not followed (redirected-answer.ts). With 'follow', Node's fetch
+      // would also tee a streamed body to keep a copy for one, holding the whole shard in
+      // memory until it is sent.
+      redirect: 'manual',
+      ...(body instanceof ReadableStream ? { duplex: 'half' } : {}),
       // Node's fetch takes an undici dispatcher (its own extension of RequestInit).
       ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
       ...(this.options.signal ? { signal: this.options.signal } : {}),
@@ -383,6 +400,7 @@ export class ServiceClient {
       status: response.status,
       text: await response.text(),
       retryAfter: response.headers.get('retry-after'),
+      location: response.headers.get('location'),
       clockMoved: this.observeClock(response.headers.get('date')),
     };
   }
@@ -396,7 +414,7 @@ export class ServiceClient {
     const url = this.urlOf(spec);
     const repeatable = spec.repeatable ?? spec.method !== 'POST';
     let attempted = false;
-    return this.withRetries(url, async () => {
+    return this.withRetries(url, spec, async () => {
       if (attempted) await spec.beforeRetry?.();
       attempted = true;
       const { response, end } = await this.fetchOnce(url, spec);
@@ -429,7 +447,7 @@ export class ServiceClient {
   private stream(spec: RequestSpec): Promise<AnswerBody> {
     if (spec.body !== undefined) throw new Error('a streamed answer takes a JSON request or none');
     const url = this.urlOf(spec);
-    return this.withRetries(url, async () => {
+    return this.withRetries(url, spec, async () => {
       const { headers, body } = this.prepare(spec);
       const answer = await streamedRequest({
         method: spec.method,
@@ -447,6 +465,7 @@ export class ServiceClient {
         status: answer.status,
         text: await answer.text(),
         retryAfter: answer.header('retry-after'),
+        location: answer.header('location'),
         clockMoved,
       };
     });

@@ -65,6 +65,40 @@ describe('client retries', () => {
     expect(proxy.seen).toHaveLength(1);
   });
 
+  it('tells a redirect where it points, follows it nowhere, and asks once', async () => {
+    // The server moved, and its old address sends every request to the new one.
+    const moved = { redirectTo: service.url };
+    const told = `${proxy.url} sent Canopy on to ${service.url}/api/v1/buckets (HTTP 301) rather than answering as a Canopy server: if the server has moved there, log in at its new address (canopy logout, then canopy login --server ${service.url}); a network that wants you to sign in first (a hotel's or café's Wi-Fi) answers so too: sign in from a web browser, then try again`;
+    const bucketsBefore = await client().listBuckets();
+    proxy.seen.length = 0;
+    proxy.schedule([moved]);
+    await expect(client().listBuckets()).rejects.toMatchObject({
+      code: 'redirected',
+      retryable: false,
+      message: told,
+    });
+    // A POST is not sent again elsewhere (fetch would have made it a GET there).
+    proxy.schedule([{ ...moved, status: 302 }]);
+    await expect(
+      client().createBucket({
+        name: 'redirected',
+        type: 'backup',
+        storageClass: 'hot',
+        bucketKeyPem: ann.pem,
+      }),
+    ).rejects.toMatchObject({ code: 'redirected', message: expect.stringContaining('HTTP 302') });
+    expect(await client().listBuckets()).toEqual(bucketsBefore);
+    // A streamed answer too, sent to a Wi-Fi's sign-in page.
+    proxy.schedule([{ redirectTo: 'https://portal.example/login?from=' }]);
+    await expect(client().blocksCar(proxy.url, [])).rejects.toMatchObject({
+      code: 'redirected',
+      message: expect.stringMatching(
+        /^http:\/\/127\.0\.0\.1:\d+ sent Canopy on to https:\/\/portal\.example\/login\?from=\/api\/v1\/blocks\/car \(HTTP 301\) rather than answering as a Canopy server: if the server has moved there, log in at its new address \(canopy logout, then canopy login --server https:\/\/portal\.example\); /,
+      ),
+    });
+    expect(proxy.seen.map((request) => request.method)).toEqual(['GET', 'POST', 'GET', 'POST']);
+  });
+
   it('gives up after the attempt budget with the last error', async () => {
     proxy.seen.length = 0;
     proxy.schedule([{ status: 502 }, { status: 502 }, { status: 502 }]);

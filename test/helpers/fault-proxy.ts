@@ -11,9 +11,9 @@ import { seededRandom } from './seeded-random.ts';
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
 // answer, the real answer cut off part-way through its body, or with its last byte flipped (bytes
 // damaged on the way: the end of a CAR is its last block's data), or passing the request through to
-// the real server, at once or after a stall (a slow link). It records when each request
-// arrived, so tests can check the backoff. It can also refuse large bodies as a reverse proxy
-// with a body size limit does.
+// the real server, at once or after a stall (a slow link), or a redirect elsewhere. It records
+// when each request arrived, so tests can check the backoff. It can also refuse large bodies as
+// a reverse proxy with a body size limit does.
 
 export type Fault =
   | 'pass'
@@ -33,7 +33,12 @@ export type Fault =
   /** Passed through after this long, as over a link that stalls; not counted as injected. */
   | { delayMs: number }
   /** An answer of the service's own error shape (§6): 'injected fault' unless `msg` is given. */
-  | { status: number; retryAfter?: number; msg?: string };
+  | { status: number; retryAfter?: number; msg?: string }
+  /**
+   * A redirect (301 unless `status` is given) to the request's own path below `to`, as a server
+   * that moved and left its old address pointing to the new one.
+   */
+  | { redirectTo: string; status?: number };
 
 const CUT_AFTER_BYTES = 100;
 
@@ -172,6 +177,14 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     incoming.resume();
     if (fault === 'reset') {
       incoming.socket.destroy();
+      return;
+    }
+    if ('redirectTo' in fault) {
+      outgoing.writeHead(fault.status ?? 301, {
+        location: `${fault.redirectTo}${incoming.url ?? ''}`,
+        'content-type': 'text/html',
+      });
+      outgoing.end('<html><body>Moved</body></html>\n');
       return;
     }
     const headers: Record<string, string> = { 'content-type': 'application/json' };
