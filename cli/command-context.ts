@@ -78,6 +78,8 @@ export function offlineReason(code: EngineErrorCode | null): string {
       return 'the proxy would not reach the server (canopy buckets says why)';
     case 'redirected':
       return 'the server sends Canopy elsewhere (canopy buckets says where)';
+    case 'not_canopy_server':
+      return 'the server does not answer as a Canopy server (canopy buckets says how)';
     default:
       return 'the server cannot be reached';
   }

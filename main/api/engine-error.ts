@@ -34,6 +34,11 @@ export type EngineErrorCode =
    * that address alone.
    */
   | 'redirected'
+  /**
+   * The server's address answered, but not as the service does (§6): another web server there,
+   * or something in front of the service stopping the request.
+   */
+  | 'not_canopy_server'
   | 'protocol'
   | 'secret_store'
   | 'local_server'

@@ -21,4 +21,5 @@ export const UNREACHABLE: ReadonlySet<string> = new Set([
   'untrusted_server',
   'proxy_refused',
   'redirected',
+  'not_canopy_server',
 ]);

@@ -33,6 +33,13 @@ import { outgoingBody } from './outgoing-body.ts';
 import type { TransferRateLimit } from './transfer-rate-limit.ts';
 import { answerCut, errorFromResponse, networkError } from './http-errors.ts';
 import { redirectedError } from './redirected-answer.ts';
+import {
+  isJsonType,
+  isServiceErrorBody,
+  noServiceAt,
+  notTheService,
+  refusalNotTheService,
+} from './not-the-service.ts';
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
 import { socketDispatcher } from './socket-dispatcher.ts';
@@ -91,6 +98,7 @@ type Attempt<T> =
       readonly retryAfter: string | null;
       /** The Location header of a redirect (3xx). */
       readonly location: string | null;
+      readonly contentType: string | null;
       /** Whether the answer's `Date` moved the service's clock as known (ServerClock.observe). */
       readonly clockMoved: boolean;
     };
@@ -298,6 +306,8 @@ export class ServiceClient {
         } catch {
           parsed = undefined;
         }
+        if (!isServiceErrorBody(parsed) && refusalNotTheService(outcome.status))
+          throw notTheService(url, outcome.status, outcome.contentType, outcome.text);
         error = errorFromResponse(outcome.status, parsed);
         // Refused for a token this device's wrong clock dated: signed again by the service's
         // time, at once and once (a refused request did nothing on the server).
@@ -401,6 +411,7 @@ export class ServiceClient {
       text: await response.text(),
       retryAfter: response.headers.get('retry-after'),
       location: response.headers.get('location'),
+      contentType: response.headers.get('content-type'),
       clockMoved: this.observeClock(response.headers.get('date')),
     };
   }
@@ -466,6 +477,7 @@ export class ServiceClient {
         text: await answer.text(),
         retryAfter: answer.header('retry-after'),
         location: answer.header('location'),
+        contentType: answer.header('content-type'),
         clockMoved,
       };
     });
@@ -480,11 +492,19 @@ export class ServiceClient {
   }
 
   private async json<T>(spec: RequestSpec, check: (value: unknown) => T): Promise<T> {
-    const text = await this.sendAndRead(spec, (response) => response.text());
+    const url = this.urlOf(spec);
+    const answer = await this.sendAndRead(spec, async (response) => ({
+      status: response.status,
+      contentType: response.headers.get('content-type'),
+      text: await response.text(),
+    }));
     let value: unknown;
     try {
-      value = JSON.parse(text);
+      value = JSON.parse(answer.text);
     } catch (error) {
+      // Not JSON, nor said to be: another web server's answer (a web app's page).
+      if (!isJsonType(answer.contentType))
+        throw notTheService(url, answer.status, answer.contentType, answer.text);
       throw new EngineError('protocol', 'the server sent a body that is not JSON', {
         cause: error,
       });
@@ -498,15 +518,28 @@ export class ServiceClient {
 
   // §8 enrollment and device keys
 
+  /** `request`, a route every Canopy server has: its 404 means none answers at this address. */
+  private async ofEveryServer<T>(request: Promise<T>): Promise<T> {
+    try {
+      return await request;
+    } catch (error) {
+      if (error instanceof EngineError && error.code === 'not_found')
+        throw noServiceAt(this.baseUrl, error);
+      throw error;
+    }
+  }
+
   enroll(input: { code: string; pem: string; deviceName?: string }): Promise<EnrollResult> {
     const json = {
       code: input.code,
       pem: input.pem,
       ...(input.deviceName === undefined ? {} : { device_name: input.deviceName }),
     };
-    return this.json(
-      { method: 'POST', path: '/auth/enroll', auth: { kind: 'none' }, json },
-      parse.enrollResult,
+    return this.ofEveryServer(
+      this.json(
+        { method: 'POST', path: '/auth/enroll', auth: { kind: 'none' }, json },
+        parse.enrollResult,
+      ),
     );
   }
 
@@ -557,13 +590,15 @@ export class ServiceClient {
   /** One regwait poll: the user id once the key is registered, null when the hold ran out. */
   async pollRegistration(fingerprint: string): Promise<string | null> {
     try {
-      const answer = await this.json(
-        {
-          method: 'GET',
-          path: `/auth/device_api_key/start_regwait/${encodeURIComponent(fingerprint)}`,
-          auth: { kind: 'none' },
-        },
-        parse.regwait,
+      const answer = await this.ofEveryServer(
+        this.json(
+          {
+            method: 'GET',
+            path: `/auth/device_api_key/start_regwait/${encodeURIComponent(fingerprint)}`,
+            auth: { kind: 'none' },
+          },
+          parse.regwait,
+        ),
       );
       return answer.user_id;
     } catch (error) {

@@ -99,6 +99,36 @@ describe('client retries', () => {
     expect(proxy.seen.map((request) => request.method)).toEqual(['GET', 'POST', 'GET', 'POST']);
   });
 
+  it("tells a web page where the service's answer should be, at once, and keeps a proxy's 502 page a failure to retry", async () => {
+    const page = '<!DOCTYPE html><html><body>Welcome</body></html>';
+    const address = `check the server's address, as its administrator gave it (a service under a path, such as https://example.org/canopy, needs that path)`;
+    proxy.seen.length = 0;
+    // A web app at the address, whose every path answers its page.
+    proxy.schedule([{ status: 200, page }]);
+    await expect(client().listBuckets()).rejects.toMatchObject({
+      code: 'not_canopy_server',
+      retryable: false,
+      message: `${proxy.url} answered, but not as a Canopy server does (HTTP 200, a web page): ${address}`,
+    });
+    // Another web server's own 404 page, not the service's "not found".
+    proxy.schedule([{ status: 404, page }]);
+    await expect(client().getBucket('0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d')).rejects.toMatchObject({
+      code: 'not_canopy_server',
+      message: `${proxy.url} answered, but not as a Canopy server does (HTTP 404, a web page): ${address}`,
+    });
+    // A login page in front of the service: not "the key may have been revoked".
+    proxy.schedule([{ status: 401, page }]);
+    await expect(client().listBuckets()).rejects.toMatchObject({
+      code: 'not_canopy_server',
+      message: `${proxy.url} answered, but not as a Canopy server does (HTTP 401, a web page): something in front of the server (a login page, an access rule of a proxy) stopped the request: its administrator can let Canopy through`,
+    });
+    expect(proxy.seen).toHaveLength(3);
+    // The server restarting behind its proxy: asked again, and answered.
+    proxy.schedule([{ status: 502, page: '<html><body>502 Bad Gateway</body></html>' }]);
+    expect(await client().listBuckets()).toEqual(expect.any(Array));
+    expect(proxy.seen).toHaveLength(5);
+  });
+
   it('gives up after the attempt budget with the last error', async () => {
     proxy.seen.length = 0;
     proxy.schedule([{ status: 502 }, { status: 502 }, { status: 502 }]);

@@ -9,11 +9,12 @@ import { seededRandom } from './seeded-random.ts';
 
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
-// answer, the real answer cut off part-way through its body, or with its last byte flipped (bytes
-// damaged on the way: the end of a CAR is its last block's data), or passing the request through to
-// the real server, at once or after a stall (a slow link), or a redirect elsewhere. It records
-// when each request arrived, so tests can check the backoff. It can also refuse large bodies as
-// a reverse proxy with a body size limit does.
+// answer, the real answer cut off part-way through its body, or with its last byte flipped
+// (bytes damaged on the way: the end of a CAR is its last block's data), or passing the request
+// through to the real server, at once or after a stall (a slow link); or, as what is not the
+// service answers, a redirect elsewhere or a web page. It records when each request arrived, so
+// tests can check the backoff. It can also refuse large bodies as a reverse proxy with a body
+// size limit does.
 
 export type Fault =
   | 'pass'
@@ -34,6 +35,8 @@ export type Fault =
   | { delayMs: number }
   /** An answer of the service's own error shape (§6): 'injected fault' unless `msg` is given. */
   | { status: number; retryAfter?: number; msg?: string }
+  /** A web page with this status, as another web server, or a proxy in front, answers. */
+  | { status: number; page: string }
   /**
    * A redirect (301 unless `status` is given) to the request's own path below `to`, as a server
    * that moved and left its old address pointing to the new one.
@@ -185,6 +188,11 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         'content-type': 'text/html',
       });
       outgoing.end('<html><body>Moved</body></html>\n');
+      return;
+    }
+    if ('page' in fault) {
+      outgoing.writeHead(fault.status, { 'content-type': 'text/html; charset=utf-8' });
+      outgoing.end(fault.page);
       return;
     }
     const headers: Record<string, string> = { 'content-type': 'application/json' };

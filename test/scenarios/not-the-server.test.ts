@@ -1,17 +1,20 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { startFaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService } from '../helpers/test-service.ts';
 
-// A server that moved and left its old address redirecting to the new one (or a network that
-// sends every request to its sign-in page): Canopy tells where it is sent, and follows nowhere.
-// Followed, the device's token did not reach the new address, whose 401 told the user their
-// key may have been revoked and to enroll again.
+// An address that does not answer as the service does. A server that moved and left its old
+// address redirecting to the new one (or a network that sends every request to its sign-in
+// page): Canopy tells where it is sent, and follows nowhere. Followed, the device's token did
+// not reach the new address, whose 401 told the user their key may have been revoked and to
+// enroll again. Another web server at the address (a wrong one, or a path left off): told as
+// such, rather than as "not found on the server" or "a body that is not JSON".
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-moved-'));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-not-the-server-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('a server whose address redirects', () => {
@@ -72,6 +75,46 @@ describe('a server whose address redirects', () => {
     } finally {
       await proxy.close();
       await service.close();
+    }
+  });
+});
+
+describe('an address that is not a Canopy server', () => {
+  it('is told as such at login, for a web app there and for a path left off', async () => {
+    // A web app whose every path answers its page, as a single-page app's server does.
+    const webApp = createServer((request, response) => {
+      request.resume();
+      response.writeHead(200, { 'content-type': 'text/html' });
+      response.end('<!doctype html><html><body><div id="app"></div></body></html>');
+    });
+    await new Promise<void>((resolve) => webApp.listen(0, '127.0.0.1', resolve));
+    const address = webApp.address();
+    const webAppUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+    const service = await startTestService();
+    try {
+      const env = { CANOPY_SECRET_STORE: 'file' };
+      const { code } = service.addUser('ann@example.org');
+      const home = path.join(scratch, 'web-app-home');
+      const atWebApp = await runCanopy(home, ['login', '--server', webAppUrl, '--code', code], env);
+      expect(atWebApp.status).toBe(1);
+      expect(atWebApp.stderr).toBe(
+        `canopy: ${webAppUrl} answered, but not as a Canopy server does (HTTP 200, a web page): check the server's address, as its administrator gave it (a service under a path, such as https://example.org/canopy, needs that path)\n`,
+      );
+      const wrongPath = await runCanopy(
+        home,
+        ['login', '--server', `${service.url}/canopy`, '--code', code],
+        env,
+      );
+      expect(wrongPath.status).toBe(1);
+      expect(wrongPath.stderr).toBe(
+        `canopy: no Canopy server answers at ${service.url}/canopy (its enrollment is not found there, HTTP 404): check the server's address, as its administrator gave it (a service under a path, such as https://example.org/canopy, needs that path)\n`,
+      );
+      // The code was not spent: at the right address, it enrolls the device.
+      const right = await runCanopy(home, ['login', '--server', service.url, '--code', code], env);
+      expect(right.status, right.stderr).toBe(0);
+    } finally {
+      await service.close();
+      await new Promise((resolve) => webApp.close(resolve));
     }
   });
 });
