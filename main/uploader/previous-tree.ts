@@ -30,7 +30,6 @@ export interface TreeNodes {
   getByText(text: string): Uint8Array | undefined;
 }
 
-/** What a backup needs of the version it builds on: its manifest, and every leaf it holds. */
 /** Whether `error` says a version's metadata CAR is damaged (readTreeLeaves and the like). */
 export function isDamagedMetadata(
   error: unknown,
@@ -42,6 +41,7 @@ export function isDamagedMetadata(
   );
 }
 
+/** What a backup needs of the version it builds on: its manifest, and every leaf it holds. */
 export interface TreeLeaves {
   readonly manifest: Record<string, unknown>;
   /** Every leaf the File nodes link to, with its size. */
