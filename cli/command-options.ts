@@ -25,6 +25,7 @@ export const OPTIONS = {
   to: { type: 'string' },
   overwrite: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
+  yes: { type: 'boolean' },
   'keep-last': { type: 'string' },
   'keep-hourly': { type: 'string' },
   'keep-daily': { type: 'string' },
@@ -77,7 +78,7 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['account', ['display-name', 'locale']],
   ['invoices', []],
   ['notifications', []],
-  ['buckets', ['type', 'class']],
+  ['buckets', ['type', 'class', 'yes']],
   [
     'backup',
     [
@@ -124,7 +125,7 @@ export const TAKEN_BY_SUBCOMMAND: ReadonlyMap<
   string,
   { readonly unnamed: string; readonly by: Readonly<Record<string, readonly string[]>> }
 > = new Map([
-  ['buckets', { unnamed: 'list', by: { create: ['type', 'class'] } }],
+  ['buckets', { unnamed: 'list', by: { create: ['type', 'class'], delete: ['yes'] } }],
   ['devices', { unnamed: 'list', by: { approve: ['name'] } }],
   ['account', { unnamed: 'show', by: { set: ['display-name', 'locale'] } }],
   [

@@ -11,7 +11,9 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   whoami | logout
   devices [list | approve PEMFILE [--name N] | revoke ID | code]
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
-           | rename NAME NEWNAME | delete NAME]
+           | rename NAME NEWNAME | delete NAME [--yes]]
+                                                    delete asks for the bucket's name when it
+                                                    holds versions; --yes does not ask
   backup DIR --bucket NAME [--dry-run] [--progress] [--allow-empty] [--replace-source] [--skip-check]
          [--limit-upload RATE]
   excludes DIR [--add RULE]... [--remove RULE]... [--clear]

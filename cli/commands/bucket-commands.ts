@@ -4,9 +4,11 @@ import {
   type BucketType,
   type StorageClass,
 } from '../../main/protocol/index.ts';
+import { consentToDeleteBucket } from '../bucket-deletion-consent.ts';
 import { UsageError, need, oneOf, table, type CommandContext } from '../command-context.ts';
 
-// `canopy buckets`: list, create, rename and delete buckets.
+// `canopy buckets`: list, create, rename and delete buckets (deleting one that holds versions
+// asks first: bucket-deletion-consent.ts).
 
 export async function bucketsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, rest, out, str } = command;
@@ -50,6 +52,10 @@ export async function bucketsCommand(command: CommandContext): Promise<number | 
     case 'delete': {
       command.takesWords(2);
       const name = need(rest[0], 'NAME');
+      await consentToDeleteBucket(engine, name, {
+        yes: command.values['yes'] === true,
+        canAsk: !out.json && process.stdin.isTTY && process.stderr.isTTY,
+      });
       await engine.deleteBucket({ name });
       out.print(`deleted bucket "${name}"`, { deleted: name });
       return;

@@ -56,7 +56,7 @@ describe('space freed by the command line', () => {
     const databaseBefore = statSync(database).size;
     expect(databaseBefore).toBeGreaterThan(2_000_000);
 
-    await canopy(home, 'buckets', 'delete', 'Notes');
+    await canopy(home, 'buckets', 'delete', 'Notes', '--yes');
     expect(storedDataBytes(data)).toBe(0);
     // The rows' pages went back to the disk too, and the kept copy is made from what is left.
     expect(statSync(database).size).toBeLessThan(databaseBefore / 4);
@@ -138,7 +138,7 @@ describe('space freed by the command line', () => {
 
     const backupRunning = BackupLock.tryAcquire(home, bucketId);
     try {
-      expect(await canopyFails(home, 'buckets', 'delete', 'Gone')).toContain(
+      expect(await canopyFails(home, 'buckets', 'delete', 'Gone', '--yes')).toContain(
         'a backup to bucket "Gone" is running',
       );
     } finally {
@@ -146,7 +146,7 @@ describe('space freed by the command line', () => {
     }
     expect(await canopy(home, 'buckets')).toContain('Gone');
 
-    await canopy(home, 'buckets', 'delete', 'Gone');
+    await canopy(home, 'buckets', 'delete', 'Gone', '--yes');
     expect(cachedCars()).toEqual([]);
     expect(keptRows()).toEqual({ buckets: 0, fileIndex: 0, versions: 0, active: 0 });
     expect(await new FileSecretStore(home).get(keyAccount)).toBeNull();

@@ -10,7 +10,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
-import { onTerminal } from '../helpers/hung-up-terminal.ts';
+import { onTerminal } from '../helpers/on-terminal.ts';
 import { startFaultProxy } from '../helpers/fault-proxy.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
