@@ -1,7 +1,7 @@
-import { createInterface } from 'node:readline';
 import { EngineError, formatBytes } from '../main/api/index.ts';
 import type { Engine } from '../main/index.ts';
 import { UsageError } from './command-context.ts';
+import { askLine, type GoAhead } from './terminal-question.ts';
 
 // Deleting a bucket deletes every version in it, and its snapshots, for good: the one
 // command that can take all of a user's backups at once, and a name mistyped or a line from
@@ -9,14 +9,6 @@ import { UsageError } from './command-context.ts';
 // user types its name back at the terminal, or with --yes (a script, which has no terminal to
 // ask at); an empty one, which holds nothing to lose, at once. A name that does not match, or
 // the end of the input (Ctrl-D), deletes nothing.
-
-/** How a deletion of a bucket was asked for. */
-export interface DeletionAsked {
-  /** --yes: deleted without asking. */
-  readonly yes: boolean;
-  /** Whether the user can be asked: stdin and stderr are a terminal, and the output not JSON. */
-  readonly canAsk: boolean;
-}
 
 /** What the bucket holds, in words, for the question and the refusal. */
 function holdings(name: string, versions: Awaited<ReturnType<Engine['listVersions']>>): string {
@@ -26,22 +18,6 @@ function holdings(name: string, versions: Awaited<ReturnType<Engine['listVersion
   return `bucket "${name}" holds ${count}, the newest made ${new Date(newest * 1000).toISOString()} (${formatBytes(bytes)} of data in all)`;
 }
 
-/** One line typed at the terminal after `question`; null when the input ends first. */
-function askLine(question: string): Promise<string | null> {
-  const reader = createInterface({ input: process.stdin, output: process.stderr });
-  return new Promise((resolve) => {
-    let answered = false;
-    reader.on('close', () => {
-      if (!answered) resolve(null);
-    });
-    reader.question(question, (line) => {
-      answered = true;
-      reader.close();
-      resolve(line);
-    });
-  });
-}
-
 /**
  * Returns once the deletion of bucket `name` may go ahead; throws when it may not: a usage
  * error when --yes is needed and was not given, `stopped` when the user did not confirm.
@@ -49,7 +25,7 @@ function askLine(question: string): Promise<string | null> {
 export async function consentToDeleteBucket(
   engine: Engine,
   name: string,
-  asked: DeletionAsked,
+  asked: GoAhead,
 ): Promise<void> {
   if (asked.yes) return;
   // Also tells a name no bucket has, before anything is asked.

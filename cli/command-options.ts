@@ -74,7 +74,7 @@ export const TAKEN: ReadonlyMap<string, readonly string[]> = new Map([
   ['link', ['server', 'name']],
   ['whoami', []],
   ['logout', []],
-  ['devices', ['name']],
+  ['devices', ['name', 'yes']],
   ['account', ['display-name', 'locale']],
   ['invoices', []],
   ['notifications', []],
@@ -126,7 +126,7 @@ export const TAKEN_BY_SUBCOMMAND: ReadonlyMap<
   { readonly unnamed: string; readonly by: Readonly<Record<string, readonly string[]>> }
 > = new Map([
   ['buckets', { unnamed: 'list', by: { create: ['type', 'class'], delete: ['yes'] } }],
-  ['devices', { unnamed: 'list', by: { approve: ['name'] } }],
+  ['devices', { unnamed: 'list', by: { approve: ['name'], revoke: ['yes'] } }],
   ['account', { unnamed: 'show', by: { set: ['display-name', 'locale'] } }],
   [
     'versions',

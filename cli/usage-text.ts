@@ -9,7 +9,9 @@ export const USAGE = `usage: canopy <command> [options]   (every command takes -
   login --local [--data DIR] [--name DEVICE]        back up to this computer or a disk
   link --server URL [--name DEVICE]                 wait until another device approves this one
   whoami | logout
-  devices [list | approve PEMFILE [--name N] | revoke ID | code]
+  devices [list | approve PEMFILE [--name N] | revoke ID [--yes] | code]
+                                                    revoking this device asks first; --yes
+                                                    does not ask
   buckets [list | create NAME --type backup|interactive --class hot|warm|cold
            | rename NAME NEWNAME | delete NAME [--yes]]
                                                     delete asks for the bucket's name when it

@@ -1,3 +1,5 @@
+import { consentToRevokeDevice } from '../device-revocation-consent.ts';
+import { canAsk } from '../terminal-question.ts';
 import { readFileSync } from 'node:fs';
 import type { AccountSummary } from '../../main/index.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
@@ -125,8 +127,21 @@ export async function devicesCommand(command: CommandContext): Promise<number | 
     case 'revoke': {
       command.takesWords(2);
       const id = need(rest[0], 'ID');
+      const { thisDevice } = await consentToRevokeDevice(engine, id, {
+        yes: command.values['yes'] === true,
+        canAsk: canAsk(out.json),
+      });
       await engine.revokeDevice(id);
-      out.print(`revoked device ${id}`, { revoked: id });
+      if (!thisDevice) {
+        out.print(`revoked device ${id}`, { revoked: id });
+        return;
+      }
+      // Its key refused from now on, this device is logged out, as after `canopy logout`.
+      await engine.logout();
+      out.print(`revoked device ${id}, this device, and logged it out`, {
+        revoked: id,
+        loggedOut: true,
+      });
       return;
     }
     case 'code': {

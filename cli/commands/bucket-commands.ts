@@ -5,6 +5,7 @@ import {
   type StorageClass,
 } from '../../main/protocol/index.ts';
 import { consentToDeleteBucket } from '../bucket-deletion-consent.ts';
+import { canAsk } from '../terminal-question.ts';
 import { UsageError, need, oneOf, table, type CommandContext } from '../command-context.ts';
 
 // `canopy buckets`: list, create, rename and delete buckets (deleting one that holds versions
@@ -54,7 +55,7 @@ export async function bucketsCommand(command: CommandContext): Promise<number | 
       const name = need(rest[0], 'NAME');
       await consentToDeleteBucket(engine, name, {
         yes: command.values['yes'] === true,
-        canAsk: !out.json && process.stdin.isTTY && process.stderr.isTTY,
+        canAsk: canAsk(out.json),
       });
       await engine.deleteBucket({ name });
       out.print(`deleted bucket "${name}"`, { deleted: name });

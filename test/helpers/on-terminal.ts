@@ -140,7 +140,12 @@ export function onTerminal(
         watchers.push({ text, resolve });
         showing();
         void ended.then(
-          () => reject(new Error(`the command ended without showing ${JSON.stringify(text)}`)),
+          (end) =>
+            reject(
+              new Error(
+                `the command ended (${JSON.stringify(end)}) without showing ${JSON.stringify(text)}`,
+              ),
+            ),
           reject,
         );
       }),

@@ -17,6 +17,7 @@ import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import { startConnectProxy } from '../helpers/connect-proxy.ts';
+import { onTerminal } from '../helpers/on-terminal.ts';
 import { startTlsFront } from '../helpers/tls-front.ts';
 import {
   addUserCode,
@@ -150,7 +151,7 @@ describe('canopy onboarding', () => {
     expect(ftp.status).toBe(2);
   });
 
-  it('links a second home by regwait, approved from the first; revoking it locks it out', async () => {
+  it('links a second home by regwait, approved from the first; revoking it locks it out, and revoking itself asks first', async () => {
     const first = newHome('first');
     const second = newHome('second');
     expect(
@@ -220,6 +221,49 @@ describe('canopy onboarding', () => {
     const again = await runCanopy(second, ['backup', notes, '--bucket', 'Shared', '--json']);
     expect(again.status, again.stderr).toBe(0);
     expect(JSON.parse(again.stdout)).toMatchObject({ filesUnchanged: 1, bytesRead: 0 });
+
+    // Revoking this very device is asked about first: on a terminal, yes typed; --yes in a script.
+    const ownId = (
+      JSON.parse((await runCanopy(second, ['whoami', '--json'])).stdout) as {
+        keyId: string;
+      }
+    ).keyId;
+    const scripted = await runCanopy(second, ['devices', 'revoke', ownId]);
+    expect(scripted).toMatchObject({ status: 2, stdout: '' });
+    expect(scripted.stderr).toBe(
+      `canopy: device ${ownId} is this device, and once it is revoked, it reaches the account again only with a new enrollment code (canopy devices code, on another device): add --yes to revoke it without being asked\n`,
+    );
+    const canopy = canopyProcess(['devices', 'revoke', ownId], {
+      ...process.env,
+      CANOPY_HOME: second,
+    });
+    const terminal = onTerminal(canopy.command, canopy.args, canopy.env);
+    await terminal.shows('Type yes to revoke it: ');
+    terminal.type('no');
+    const declined = await terminal.ended;
+    expect(declined, declined.shown).toMatchObject({ code: 1 });
+    expect(declined.shown).toContain('canopy: this device was not revoked: yes was not typed');
+    expect((await runCanopy(second, ['buckets'])).status).toBe(0);
+    const revoked = await runCanopy(second, ['devices', 'revoke', ownId, '--yes']);
+    expect(revoked).toMatchObject({
+      status: 0,
+      stdout: `revoked device ${ownId}, this device, and logged it out\n`,
+    });
+    expect((await runCanopy(second, ['whoami'])).stderr).toMatch(
+      /^canopy: this device is not logged in/,
+    );
+    // The account's last device: only the server's administrator could let it in again.
+    const firstId = (
+      JSON.parse((await runCanopy(first, ['whoami', '--json'])).stdout) as {
+        keyId: string;
+      }
+    ).keyId;
+    const last = await runCanopy(first, ['devices', 'revoke', firstId]);
+    expect(last.status).toBe(2);
+    expect(last.stderr).toContain(
+      "is this device, and it is the account's only device: once it is revoked, only the server's administrator can let you in again",
+    );
+    expect((await runCanopy(first, ['devices'])).status).toBe(0);
   });
 
   it('manages buckets, the account and notifications', async () => {
