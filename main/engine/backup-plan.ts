@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { isEngineError } from '../api/index.ts';
 import {
   checkSourceFolder,
@@ -100,7 +99,7 @@ export async function planBackup(
     active &&
     otherSourceRefusal(
       await activeSourceLabel(parts, active),
-      `${os.hostname()}:${knownPathOf(sourceDir, indexedSourceDirs(db, active.bucket_id))}`,
+      `${parts.computer()}:${knownPathOf(sourceDir, indexedSourceDirs(db, active.bucket_id))}`,
       input.replaceSource === true,
     );
   const plan: BackupPlan = {
@@ -173,7 +172,7 @@ async function activeSourceLabel(parts: EngineParts, active: KnownActiveVersion)
     if (!isEngineError(error, 'protocol')) throw error;
   }
   const dir = sourceDirIndexing(parts.db, active.bucket_id, active.version_id);
-  return dir === undefined ? undefined : `${os.hostname()}:${dir}`;
+  return dir === undefined ? undefined : `${parts.computer()}:${dir}`;
 }
 
 /**

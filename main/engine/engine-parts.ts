@@ -20,4 +20,6 @@ export interface EngineParts {
   readonly versions: BucketVersions;
   readonly retention: VersionRetention;
   readonly now: () => number;
+  /** This computer's name in source labels (computer-name.ts). */
+  readonly computer: () => string;
 }

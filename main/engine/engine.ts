@@ -13,6 +13,7 @@ import type {
 } from '../protocol/index.ts';
 import type { VersionEntry } from '../restore/index.ts';
 import {
+  computerName,
   HomeLock,
   openStateDatabaseRepairing,
   readAccount,
@@ -119,6 +120,7 @@ export class Engine {
         versions: this.versions,
         retention: this.retention,
         now: () => this.now(),
+        computer: () => computerName(this.db),
       };
     } catch (error) {
       this.homeLock.release();

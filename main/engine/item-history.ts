@@ -110,11 +110,13 @@ export class ItemHistoryReader {
           (tree) => {
             const label = tree.manifest['source_label'];
             const fromThere =
-              typedThere === undefined ? undefined : pathInSource(typedThere, label);
+              typedThere === undefined
+                ? undefined
+                : pathInSource(typedThere, label, this.parts.computer());
             if (fromThere !== undefined) {
               asked = fromThere;
               typedThere = undefined;
-            } else asked = pathInSource(asked, label) ?? asked;
+            } else asked = pathInSource(asked, label, this.parts.computer()) ?? asked;
             return itemLookAt(tree, asked);
           },
         );

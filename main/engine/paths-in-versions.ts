@@ -68,18 +68,20 @@ export class PathsInVersions {
       // Where it lies from the folder it was typed in, from that folder's top when that is in
       // the version's folder (or the bucket's now); from the version's top otherwise.
       const there = path.resolve(this.typedIn, given);
-      const inOwn = pathInSource(there, ownLabel);
+      const inOwn = pathInSource(there, ownLabel, this.browser.computer());
       if (inOwn !== undefined) return { path: inOwn, sourceLabel: ownLabel };
       return (this.named ? await this.inFolderNow(there, ownLabel) : undefined) ?? asGiven;
     }
-    if (!this.named || pathInSource(given, ownLabel) !== undefined) return asGiven;
+    if (!this.named || pathInSource(given, ownLabel, this.browser.computer()) !== undefined)
+      return asGiven;
     return (await this.inFolderNow(given, ownLabel)) ?? asGiven;
   }
 
   /** The absolute path `there` from the top of the bucket's folder now, when it lies in it. */
   private async inFolderNow(there: string, ownLabel: unknown): Promise<PathInVersion | undefined> {
     const labelNow = await this.bucketsFolderNow();
-    const inFolderNow = labelNow === ownLabel ? undefined : pathInSource(there, labelNow);
+    const inFolderNow =
+      labelNow === ownLabel ? undefined : pathInSource(there, labelNow, this.browser.computer());
     return inFolderNow === undefined ? undefined : { path: inFolderNow, sourceLabel: labelNow };
   }
 

@@ -1,8 +1,7 @@
-import os from 'node:os';
 import path from 'node:path';
 import { sourcePlace } from '../protocol/index.ts';
 import type { RestoredFileOnDisk } from '../restore/index.ts';
-import { RestoredFiles, type RestoredFile, type StateDb } from '../state/index.ts';
+import { computerName, RestoredFiles, type RestoredFile, type StateDb } from '../state/index.ts';
 import { isDiskFull } from '../api/index.ts';
 
 // Notes the files a restore writes into the folder its bucket backs up from, on this computer,
@@ -40,7 +39,7 @@ export class RestoredFilesNotes {
     whole: boolean,
   ): RestoredFilesNotes | undefined {
     const source = sourcePlace(sourceLabel);
-    const sourceHere = source?.host === os.hostname() ? source.folder : undefined;
+    const sourceHere = source?.host === computerName(db) ? source.folder : undefined;
     if (sourceHere !== undefined && isInside(targetDir, sourceHere))
       return new RestoredFilesNotes(RestoredFiles.of(db, bucketId, sourceHere), sourceHere);
     if (!whole) return undefined;

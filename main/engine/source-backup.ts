@@ -1,4 +1,3 @@
-import os from 'node:os';
 import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
@@ -252,7 +251,7 @@ export class SourceBackup {
         client,
         bucketId: bucket.id,
         sourceDir,
-        sourceLabel: `${os.hostname()}:${sourceDir}`,
+        sourceLabel: `${this.parts.computer()}:${sourceDir}`,
         ownFolders: this.ownFolders(account),
         deviceFingerprint: account.fingerprint,
         stagingRoot: this.parts.metadata.stagingRoot,

@@ -65,6 +65,11 @@ type BrowsedTree = Pick<BrowsableTree, 'manifest' | 'nodes'>;
 export class VersionBrowser {
   constructor(private readonly parts: EngineParts) {}
 
+  /** This computer's name in source labels (computer-name.ts). */
+  computer(): string {
+    return this.parts.computer();
+  }
+
   /**
    * A folder of a version, from the local metadata cache when it holds the version. When the
    * service cannot be reached, the bucket's active version as last seen is shown from the cache

@@ -1,5 +1,4 @@
 import { statSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { EngineError, isDiskGone } from '../api/index.ts';
 import { sourcePlace } from '../protocol/index.ts';
@@ -218,7 +217,7 @@ export class VersionRestorer {
   private targetOf(input: RestoreRequest, tree: TreeIndex, asked: PathInVersion): string {
     return input.to === undefined
       ? originalPlace(asked.sourceLabel ?? tree.manifest['source_label'], asked.path, {
-          hostname: os.hostname(),
+          hostname: this.parts.computer(),
           isFolder: isFolderHere,
         })
       : absolutePath(input.to);

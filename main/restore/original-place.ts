@@ -34,7 +34,7 @@ export function originalPlace(
     );
   }
   // Refuses one that leads above the version's top, which joined would lead out of the folder.
-  const parts = versionPathParts(subPath, sourceLabel);
+  const parts = versionPathParts(subPath, sourceLabel, host.hostname);
   if (!host.isFolder(source.folder)) {
     throw new EngineError(
       'not_found',

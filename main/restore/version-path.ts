@@ -1,4 +1,3 @@
-import os from 'node:os';
 import path from 'node:path';
 import { EngineError } from '../api/index.ts';
 import { sourcePlace } from '../protocol/index.ts';
@@ -15,9 +14,14 @@ import { pathInsideByLinks } from '../scanner/index.ts';
  * taken from it; any other is taken from the version's top (`/2019` is `2019`). `.` and `..`
  * are resolved as the names are read, as a shell would; none leads above the top.
  */
-export function versionPathParts(given: string | undefined, sourceLabel: unknown): string[] {
+export function versionPathParts(
+  given: string | undefined,
+  sourceLabel: unknown,
+  /** This computer's name in source labels (computer-name.ts); undefined: links not followed. */
+  computer?: string,
+): string[] {
   if (given === undefined) return [];
-  const fromTop = pathInSource(given, sourceLabel) ?? given;
+  const fromTop = pathInSource(given, sourceLabel, computer) ?? given;
   const parts: string[] = [];
   for (const name of fromTop.split('/')) {
     if (name === '' || name === '.') continue;
@@ -33,15 +37,21 @@ export function versionPathParts(given: string | undefined, sourceLabel: unknown
 
 /**
  * The absolute path `given` as a path from the top of a version backed up from the folder
- * `sourceLabel` names (`2019/beach.jpg`), when it lies in that folder, by its path or another
- * (same-folder.ts); undefined for a relative path, or one that lies elsewhere.
+ * `sourceLabel` names (`2019/beach.jpg`), when it lies in that folder, by its path or, on the
+ * computer it was backed up from, another (same-folder.ts); undefined for a relative path, or
+ * one that lies elsewhere.
  */
-export function pathInSource(given: string, sourceLabel: unknown): string | undefined {
+export function pathInSource(
+  given: string,
+  sourceLabel: unknown,
+  /** This computer's name in source labels (computer-name.ts); undefined: links not followed. */
+  computer: string | undefined,
+): string | undefined {
   const source = sourcePlace(sourceLabel);
   if (source === undefined || !path.isAbsolute(given)) return undefined;
   let inside: string | undefined = path.relative(source.folder, given);
   if (inside === '..' || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside))
     // The folder by another path, on the computer it was backed up from (same-folder.ts).
-    inside = source.host === os.hostname() ? pathInsideByLinks(given, source.folder) : undefined;
+    inside = source.host === computer ? pathInsideByLinks(given, source.folder) : undefined;
   return inside?.split(path.sep).join('/');
 }

@@ -6,6 +6,7 @@ export * from './account-state.ts';
 export * from './backup-lock.ts';
 export * from './blocks-to-resend.ts';
 export * from './canopy-home.ts';
+export * from './computer-name.ts';
 export * from './database.ts';
 export * from './file-index.ts';
 export * from './home-lock.ts';

@@ -30,7 +30,7 @@ export function runCanopyIn(
   env: Record<string, string> = {},
   onStdout?: (text: string) => void,
 ): Promise<CliResult> {
-  return runCanopyAs(cwd, home, args, env, onStdout, false);
+  return runCanopyAs(cwd, home, args, env, onStdout);
 }
 
 /**
@@ -44,7 +44,27 @@ export function runCanopyInDeletedFolder(
   env: Record<string, string> = {},
 ): Promise<CliResult> {
   mkdirSync(cwd, { recursive: true });
-  return runCanopyAs(cwd, home, args, env, undefined, true);
+  return runCanopyAs(cwd, home, args, env, undefined, (command, commandArgs) => [
+    '/bin/sh',
+    ['-c', 'rmdir "$PWD" && exec "$@"', 'sh', command, ...commandArgs],
+  ]);
+}
+
+/**
+ * runCanopy on this computer under another host name (as after a rename, or on a network whose
+ * DHCP names the computer): in a UTS namespace of its own (`unshare --uts`, as root), whose
+ * host name is `hostName`.
+ */
+export function runCanopyAsHost(
+  hostName: string,
+  home: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<CliResult> {
+  return runCanopyAs(undefined, home, args, env, undefined, (command, commandArgs) => [
+    'unshare',
+    ['--uts', '/bin/sh', '-c', 'hostname "$0" && exec "$@"', hostName, command, ...commandArgs],
+  ]);
 }
 
 function runCanopyAs(
@@ -53,12 +73,13 @@ function runCanopyAs(
   args: readonly string[],
   env: Record<string, string>,
   onStdout: ((text: string) => void) | undefined,
-  deleteCwd: boolean,
+  /** What runs `canopy` (its command and arguments given), when not `canopy` itself. */
+  wrap?: (command: string, args: readonly string[]) => [string, string[]],
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const canopy = canopyProcess(args, { ...process.env, CANOPY_HOME: home, ...env });
-    const [command, commandArgs] = deleteCwd
-      ? ['/bin/sh', ['-c', 'rmdir "$PWD" && exec "$@"', 'sh', canopy.command, ...canopy.args]]
+    const [command, commandArgs] = wrap
+      ? wrap(canopy.command, canopy.args)
       : [canopy.command, canopy.args];
     const child = spawn(command, commandArgs, {
       env: canopy.env,

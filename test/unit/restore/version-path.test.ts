@@ -69,19 +69,26 @@ describe('versionPathParts', () => {
     mkdirSync(path.join(real, '2019'), { recursive: true });
     const link = path.join(scratch, 'Pictures');
     symlinkSync(real, link);
-    const throughLink = `${os.hostname()}:${link}`;
+    // This computer, as its backups' labels name it (computer-name.ts).
+    const here = 'studio';
+    const throughLink = `${here}:${link}`;
     // A file deleted from it, to be restored, by the path without the link; and the other way.
-    expect(versionPathParts(path.join(real, '2019', 'gone.jpg'), throughLink)).toEqual([
+    expect(versionPathParts(path.join(real, '2019', 'gone.jpg'), throughLink, here)).toEqual([
       '2019',
       'gone.jpg',
     ]);
-    expect(versionPathParts(path.join(link, '2019'), `${os.hostname()}:${real}`)).toEqual(['2019']);
+    expect(versionPathParts(path.join(link, '2019'), `${here}:${real}`, here)).toEqual(['2019']);
     // Elsewhere, or a folder of another computer, it is a path from the top.
-    expect(versionPathParts(path.join(scratch, 'disk', 'x'), throughLink)).toEqual(
-      [...path.join(scratch, 'disk', 'x').split('/')].filter((name) => name !== ''),
+    const fromTop = (given: string): string[] => given.split('/').filter((name) => name !== '');
+    expect(versionPathParts(path.join(scratch, 'disk', 'x'), throughLink, here)).toEqual(
+      fromTop(path.join(scratch, 'disk', 'x')),
     );
-    expect(versionPathParts(path.join(real, '2019'), `elsewhere:${link}`)).toEqual(
-      [...path.join(real, '2019').split('/')].filter((name) => name !== ''),
+    expect(versionPathParts(path.join(real, '2019'), `elsewhere:${link}`, here)).toEqual(
+      fromTop(path.join(real, '2019')),
+    );
+    // Not told which computer this is: no link is followed.
+    expect(versionPathParts(path.join(real, '2019'), throughLink)).toEqual(
+      fromTop(path.join(real, '2019')),
     );
   });
 
