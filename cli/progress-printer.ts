@@ -24,6 +24,18 @@ export interface ProgressPrinter<Progress> {
   done(): void;
 }
 
+/**
+ * `line` cut to fit one row of a terminal `columns` wide (undefined or 0: unknown, as it is
+ * left). A line longer than its row wraps onto the next, which the next report's carriage
+ * return does not reach: each report then added a row, and the terminal scrolled with them. The
+ * last column stays empty, as some terminals wrap on filling it. The lines are ASCII: a char is
+ * a column.
+ */
+export function fitted(line: string, columns: number | undefined): string {
+  if (columns === undefined || columns < 2 || line.length < columns) return line;
+  return `${line.slice(0, columns - 2)}…`;
+}
+
 export function progressPrinter<Progress>(
   terminal: boolean,
   asked: boolean,
@@ -42,7 +54,7 @@ export function progressPrinter<Progress>(
     onProgress: (progress) => {
       const line = view.line(progress);
       if (terminal) {
-        process.stderr.write(`\r${line}\x1b[K`);
+        process.stderr.write(`\r${fitted(line, process.stderr.columns)}\x1b[K`);
         shown = true;
         return;
       }

@@ -16,11 +16,14 @@ import { spawn } from 'node:child_process';
 
 const DRIVER = String.raw`
 import json, os, pty, select, sys
-import signal
+import fcntl, signal, struct, termios
 background = sys.argv[1] == 'background'
-command = sys.argv[2:]
+columns = int(sys.argv[2])
+command = sys.argv[3:]
 pid, master = pty.fork()
 if pid == 0:
+    if columns > 0:
+        fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack('HHHH', 24, columns, 0, 0))
     if not background:
         os.execvpe(command[0], command, os.environ)
     job = os.fork()
@@ -91,10 +94,15 @@ export function onTerminal(
   command: string,
   args: readonly string[],
   env: NodeJS.ProcessEnv,
-  options: { background?: boolean } = {},
+  options: {
+    background?: boolean;
+    /** The terminal's width; pty's own (0: unknown) unless given. */
+    columns?: number;
+  } = {},
 ): TerminalCommand {
   const mode = options.background === true ? 'background' : 'foreground';
-  const driver = spawn('python3', ['-c', DRIVER, mode, command, ...args], {
+  const columns = String(options.columns ?? 0);
+  const driver = spawn('python3', ['-c', DRIVER, mode, columns, command, ...args], {
     env,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
