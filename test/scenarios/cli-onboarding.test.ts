@@ -395,7 +395,7 @@ describe('canopy onboarding', () => {
       expect(JSON.parse(refused.stderr)).toEqual({
         error: {
           code: 'untrusted_server',
-          message: `cannot trust ${front.url}: its certificate is self-signed; if the server is your own, with a certificate of its own, set NODE_EXTRA_CA_CERTS to that certificate's file (or its authority's) and run the command again`,
+          message: `cannot trust ${front.url}: its certificate is self-signed; on a network that wants you to sign in first (a hotel's or café's Wi-Fi), sign in from a web browser, then try again; if the server is your own, with a certificate of its own, set NODE_EXTRA_CA_CERTS to that certificate's file (or its authority's) and run the command again`,
           retryable: false,
         },
       });

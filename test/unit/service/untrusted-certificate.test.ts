@@ -27,7 +27,7 @@ describe('a server certificate this computer does not trust', () => {
       ),
     );
     expect(otherName.message).toBe(
-      "cannot trust https://backup.example.org: its certificate is made out for another name; the server's administrator can renew or correct it",
+      "cannot trust https://backup.example.org: its certificate is made out for another name; on a network that wants you to sign in first (a hotel's or café's Wi-Fi), sign in from a web browser, then try again; otherwise the server's administrator can correct it",
     );
     expect(
       networkError(
