@@ -31,9 +31,12 @@ describe('progress on a narrow terminal', () => {
     const terminal = onTerminal(canopy.command, canopy.args, canopy.env, { columns: 40 });
     const ended = await terminal.ended;
     expect(ended, ended.shown).toMatchObject({ code: 0 });
-    const reports = [...ended.shown.matchAll(/\r([^\r\n\x1b]+)\x1b\[K/g)].map(
-      (match) => match[1] ?? '',
-    );
+    // Each report is a carriage return, the line, then an erase to the end of the row (ESC [K).
+    const reports = ended.shown
+      .split('\r')
+      .filter((part) => part.includes('\u001b[K'))
+      .map((part) => part.slice(0, part.indexOf('\u001b[K')))
+      .filter((report) => report !== '');
     expect(reports.length).toBeGreaterThan(2);
     expect(reports.filter((report) => report.length > 39)).toEqual([]);
     // The long ones, cut: what they begin with is still there.
