@@ -16,6 +16,14 @@ export function closeHungUpTerminalOnExit(): void {
   const onTerminal = [0, 1, 2].filter((fd) => isatty(fd));
   if (onTerminal.length === 0) return;
   process.on('exit', () => {
-    for (const fd of onTerminal) if (!isatty(fd)) closeSync(fd);
+    for (const fd of onTerminal) {
+      if (isatty(fd)) continue;
+      try {
+        closeSync(fd);
+      } catch (error) {
+        // Closed already (isatty says no to a closed descriptor too): Node skips it as well.
+        if ((error as NodeJS.ErrnoException).code !== 'EBADF') throw error;
+      }
+    }
   });
 }
