@@ -8,7 +8,7 @@ import {
   stateFileOf,
 } from '../state/index.ts';
 import type { Engine } from './engine.ts';
-import { unusableFolderError } from './unusable-folder.ts';
+import { isSqliteWriteRefusal, unusableFolderError } from './unusable-folder.ts';
 
 // The Canopy home holds the state database, the staging folder and the metadata cache; any
 // request may write there, and read the state database. Its failures would otherwise reach the
@@ -70,6 +70,13 @@ export function homeError(error: unknown, home: string, engine?: Engine): unknow
       `another process kept Canopy's data in ${home} busy for more than ${STATE_BUSY_TIMEOUT_MS / 1000} s; run this again once it is done`,
       { retryable: true, cause: error },
     );
+  // The state database refused, its disk made read-only while Canopy runs: told as at the
+  // opening. Only SQLite's refusals, which come from the state: any other EROFS is another
+  // folder's (a restore's target), told by what wrote there.
+  if (isSqliteWriteRefusal(error)) {
+    const unwritable = unusableFolderError(error, home, 'where Canopy keeps its state');
+    if (unwritable !== error) return unwritable;
+  }
   if (isDamageError(error)) {
     const file = stateFileOf(home);
     let damaged: boolean;

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,6 +13,38 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-home-errors-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('homeError', () => {
+  it("tells SQLite's refusal to write as the read-only disk of the home, and only when it is one", () => {
+    const home = path.join(scratch, 'read-only');
+    mkdirSync(home);
+    openStateDatabase(stateFileOf(home)).close();
+    /** SQLite's own refusal to write the state database (SQLITE_READONLY). */
+    const refusal = (): unknown => {
+      const db = new Database(stateFileOf(home), { readonly: true });
+      try {
+        db.prepare("INSERT INTO source_excludes VALUES ('/a', '[]')").run();
+      } catch (error) {
+        return error;
+      } finally {
+        db.close();
+      }
+      throw new Error('the write was not refused');
+    };
+    // A writable home: SQLite's words stand, for what else refused.
+    const writable = refusal();
+    expect(homeError(writable, home)).toBe(writable);
+    // The home's disk made read-only (a bind mount remounted so, as root).
+    execFileSync('mount', ['--bind', home, home]);
+    try {
+      execFileSync('mount', ['-o', 'remount,bind,ro', home]);
+      expect(homeError(refusal(), home)).toMatchObject({
+        code: 'permission_denied',
+        message: `cannot write in ${home}, where Canopy keeps its state: the disk is read-only (one the system made read-only after errors may be failing: to restore from your backups meanwhile, set CANOPY_HOME to a folder on another disk and log in there)`,
+      });
+    } finally {
+      execFileSync('umount', [home]);
+    }
+  });
+
   it('tells a state database another process keeps writing to as busy, and opening it waits for no write', () => {
     const home = path.join(scratch, 'busy');
     mkdirSync(home);
