@@ -14,7 +14,9 @@ import type { SecretStore } from './secret-store.ts';
 import { SECRETS_LOCK_WAIT_MS, whileLocked } from './secrets-file-lock.ts';
 
 // A 0600 JSON file in the Canopy home, for machines with no keychain. It protects secrets
-// only as well as the account's file permissions do, which is why choosing it is loud.
+// only as well as the account's file permissions do, which is why choosing it is loud. One
+// found damaged on its disk is set aside, as a damaged state database is, and told: left in
+// place, it refused every command, `canopy login` and `canopy logout` too, with "cannot read".
 
 export const SECRETS_FILE = 'secrets.json';
 /** Held while the secrets file changes (secrets-file-lock.ts). */
@@ -42,18 +44,57 @@ export class FileSecretStore implements SecretStore {
       this.keychainUnanswered = options.keychainUnanswered;
   }
 
+  /** The file's secrets: none when it is absent; throws when it cannot be read or is damaged. */
   private read(): Record<string, string> {
+    const secrets = this.parsed();
+    if (secrets !== 'damaged') return secrets;
+    // Set aside under the lock, and only if it is still damaged then: another process may have
+    // written it whole meanwhile, which must not go aside.
+    const aside = whileLocked(
+      this.lockFile,
+      () => {
+        if (this.parsed() !== 'damaged') return undefined;
+        const kept = `${this.location}.damaged-${new Date().toISOString().replaceAll(':', '-')}`;
+        renameSync(this.location, kept);
+        return kept;
+      },
+      this.lockWaitMs,
+    );
+    if (aside === undefined) return this.read();
+    throw new EngineError(
+      'secret_store',
+      `${this.location} was damaged (it does not read as the secrets file Canopy writes) and is kept aside as ${aside}: the device key it held is lost with it; log in again to enroll this device anew; its backups are untouched`,
+    );
+  }
+
+  /**
+   * The file's secrets as written; {} when it is absent; 'damaged' when it is not the JSON object
+   * this store writes (whole files are renamed into place, so a reader never sees one half
+   * written: only the disk damages one). Throws when it cannot be read at all.
+   */
+  private parsed(): Record<string, string> | 'damaged' {
+    let text: string;
     try {
-      const parsed: unknown = JSON.parse(readFileSync(this.location, 'utf8'));
-      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-        throw new EngineError('secret_store', `${this.location} is not a secrets file`);
-      }
-      return parsed as Record<string, string>;
+      text = readFileSync(this.location, 'utf8');
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return {};
-      if (error instanceof EngineError) throw error;
-      throw new EngineError('secret_store', `cannot read ${this.location}`, { cause: error });
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return {};
+      throw new EngineError(
+        'secret_store',
+        `cannot read ${this.location} (${code ?? String(error)})`,
+        {
+          cause: error,
+        },
+      );
     }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      return 'damaged';
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return 'damaged';
+    return parsed as Record<string, string>;
   }
 
   private write(secrets: Record<string, string>): void {

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -80,6 +80,40 @@ describe('the device key', () => {
       expect(await restore()).toMatchObject({ files: 1 });
       // Enrolled anew, the home is enrolled: a second login is refused as before.
       await expect(engine.loginLocal({})).rejects.toMatchObject({ code: 'already_logged_in' });
+    } finally {
+      await engine.close();
+    }
+  });
+
+  it('in a secrets file damaged on its disk: the file is set aside and told, and logging in again finds the backups', async () => {
+    const source = path.join(scratch, 'damaged-source');
+    writeSettled(path.join(source, 'notes.txt'), 'notes');
+    const home = path.join(scratch, 'damaged-home');
+    const setup = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    await setup.loginLocal({});
+    await setup.createBucket({ name: 'Keys', type: 'backup', storageClass: 'hot' });
+    await setup.backup({ dir: source, bucket: 'Keys' });
+    await setup.close();
+    // Cut short, as a disk that lost its last write leaves it.
+    const secrets = path.join(home, 'secrets.json');
+    writeFileSync(secrets, readFileSync(secrets, 'utf8').slice(0, 80));
+
+    const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+    try {
+      await expect(engine.listBuckets()).rejects.toMatchObject({
+        code: 'secret_store',
+        message: expect.stringMatching(
+          /was damaged \(it does not read as the secrets file Canopy writes\) and is kept aside as .*secrets\.json\.damaged-.*: the device key it held is lost with it; log in again to enroll this device anew; its backups are untouched$/,
+        ),
+      });
+      await engine.loginLocal({});
+      expect(
+        await engine.restore({
+          bucket: 'Keys',
+          to: path.join(scratch, 'damaged-restored'),
+          overwrite: false,
+        }),
+      ).toMatchObject({ files: 1 });
     } finally {
       await engine.close();
     }

@@ -1,5 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -94,6 +102,26 @@ describe('FileSecretStore', () => {
     );
     expect(await store.delete('device')).toBe(true);
     expect(await store.get('device')).toBeNull();
+  });
+
+  it('sets a file damaged on its disk aside, says so once, and works on without it', async () => {
+    const home = newHome();
+    const store = new FileSecretStore(home);
+    await store.set('device', 'the key');
+    writeFileSync(store.location, '{"device": "the k');
+    const refused = store.get('device');
+    await expect(refused).rejects.toMatchObject({ code: 'secret_store' });
+    const { message } = (await refused.catch((error: unknown) => error)) as Error;
+    const aside = readdirSync(home).filter((name) => name.startsWith('secrets.json.damaged-'));
+    expect(aside).toHaveLength(1);
+    expect(message).toBe(
+      `${store.location} was damaged (it does not read as the secrets file Canopy writes) and is kept aside as ${path.join(home, aside[0] ?? '')}: the device key it held is lost with it; log in again to enroll this device anew; its backups are untouched`,
+    );
+    // Kept as it was, for whoever can mend it by hand.
+    expect(readFileSync(path.join(home, aside[0] ?? ''), 'utf8')).toBe('{"device": "the k');
+    expect(await store.get('device')).toBeNull();
+    await store.set('device', 'a new key');
+    expect(await new FileSecretStore(home).get('device')).toBe('a new key');
   });
 
   it('keeps every secret that processes store at once, none written over', async () => {
