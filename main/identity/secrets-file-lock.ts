@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { EngineError } from '../api/index.ts';
@@ -13,6 +13,25 @@ import { EngineError } from '../api/index.ts';
 export const SECRETS_LOCK_WAIT_MS = 10_000;
 
 /**
+ * `lockFile` opened as main/state/file-lock.ts opens a lock (this module may not import it):
+ * one damaged on its disk, which holds nothing, is emptied in place and opened again.
+ */
+function openLock(lockFile: string, waitMs: number): Database.Database {
+  for (let attempt = 1; ; attempt += 1) {
+    const db = new Database(lockFile, { timeout: waitMs });
+    try {
+      db.pragma('journal_mode = MEMORY');
+      return db;
+    } catch (error) {
+      db.close();
+      const code = (error as { code?: unknown }).code;
+      if (attempt > 1 || (code !== 'SQLITE_NOTADB' && code !== 'SQLITE_CORRUPT')) throw error;
+      truncateSync(lockFile, 0);
+    }
+  }
+}
+
+/**
  * Runs `change` with `lockFile` held by this process alone, and returns what it returns; waits
  * up to `waitMs` for another process holding it.
  */
@@ -24,8 +43,7 @@ export function whileLocked<T>(
   let db: Database.Database | undefined;
   try {
     mkdirSync(path.dirname(lockFile), { recursive: true, mode: 0o700 });
-    db = new Database(lockFile, { timeout: waitMs });
-    db.pragma('journal_mode = MEMORY');
+    db = openLock(lockFile, waitMs);
     db.exec('BEGIN EXCLUSIVE');
   } catch (error) {
     db?.close();

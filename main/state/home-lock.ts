@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { EngineError } from '../api/index.ts';
+import { openLockDatabase } from './file-lock.ts';
 
 // Every engine on a Canopy home holds it shared for as long as it is open, so that what must
 // have the home alone (rebuilding a damaged state database, which moves the file away from
@@ -20,13 +21,13 @@ export class HomeLock {
   static share(home: string): HomeLock {
     const dir = path.join(home, 'locks');
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const db = new Database(path.join(dir, 'home.lock'), { timeout: WAIT_MS });
-    const lock = new HomeLock(db);
+    let lock: HomeLock | undefined;
     try {
-      db.pragma('journal_mode = MEMORY');
+      // Its journal mode is read under a shared lock: it waits for one who has the home alone.
+      lock = new HomeLock(openLockDatabase(path.join(dir, 'home.lock'), { timeout: WAIT_MS }));
       lock.holdShared();
     } catch (error) {
-      db.close();
+      lock?.db.close();
       if ((error as { code?: unknown }).code === 'SQLITE_BUSY')
         throw new EngineError(
           'busy',

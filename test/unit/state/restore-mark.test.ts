@@ -94,7 +94,7 @@ describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => 
     running.end();
   });
 
-  it('leaves a mark whose target or lock cannot be read, and still finds the others', () => {
+  it('leaves a mark whose target cannot be read, mends a damaged lock, and still finds the others', () => {
     const home = path.join(scratch, 'unreadable');
     const unreadable = RestoreMark.start(home, '/media/disk/restored');
     const readable = RestoreMark.start(home, '/home/me/restored');
@@ -104,7 +104,8 @@ describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => 
     const targetFile = path.join(home, 'locks', `restore-${unreadable.token}.json`);
     rmSync(targetFile);
     mkdirSync(targetFile);
-    // A lock file SQLite cannot open as a database.
+    // A lock file damaged on its disk, with no target beside it: mended, taken, and tidied
+    // away, as a lock holds nothing (file-lock.ts).
     const garbled = path.join(home, 'locks', 'restore-0000000e.lock');
     writeFileSync(garbled, 'not a database, '.repeat(64));
 
@@ -116,11 +117,7 @@ describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => 
     // Not held by the run that could not read it: the next run looks at it again.
     expect(() => RestoreMark.stopped(home)).not.toThrow();
     expect(readdirSync(path.join(home, 'locks')).sort()).toEqual(
-      [
-        'restore-0000000e.lock',
-        `restore-${unreadable.token}.json`,
-        `restore-${unreadable.token}.lock`,
-      ].sort(),
+      [`restore-${unreadable.token}.json`, `restore-${unreadable.token}.lock`].sort(),
     );
   });
 });
