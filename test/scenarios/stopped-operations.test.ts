@@ -11,7 +11,7 @@ import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import { onTerminal } from '../helpers/on-terminal.ts';
-import { startFaultProxy } from '../helpers/fault-proxy.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { startTestService } from '../helpers/test-service.ts';
@@ -29,6 +29,43 @@ function sixFiles(name: string): string {
   for (let i = 0; i < 6; i += 1)
     writeSettled(path.join(source, `part-${i}.bin`), randomBytes(1 << 20));
   return source;
+}
+
+/** A home logged in to the service through a fault proxy (behindProxy). */
+interface BehindProxy {
+  readonly proxy: FaultProxy;
+  /** Six settled files to back up. */
+  readonly source: string;
+  readonly home: string;
+  readonly env: Record<string, string>;
+}
+
+/**
+ * Runs `work` with the service behind a fault proxy, which is its storage host too (so shard
+ * uploads can stall there), and a home named `name` logged in through it, with bucket `bucket`.
+ */
+async function behindProxy(
+  name: string,
+  bucket: string,
+  work: (setup: BehindProxy) => Promise<void>,
+): Promise<void> {
+  const service = await startTestService({ limits: DEFAULT_LIMITS });
+  const proxy = await startFaultProxy(service.url);
+  service.service.ctx.storageHost = proxy.url;
+  try {
+    const source = sixFiles(name);
+    const home = path.join(scratch, name, 'home');
+    const env = { CANOPY_SECRET_STORE: 'file' };
+    const { code } = service.addUser('ann@example.org');
+    const login = await runCanopy(home, ['login', '--server', proxy.url, '--code', code], env);
+    expect(login.status, login.stderr).toBe(0);
+    const created = await runCanopy(home, ['buckets', 'create', bucket], env);
+    expect(created.status, created.stderr).toBe(0);
+    await work({ proxy, source, home, env });
+  } finally {
+    await proxy.close();
+    await service.close();
+  }
 }
 
 /** Every file below `dir`, by its path below it. */
@@ -179,20 +216,7 @@ describe('a stopped operation', () => {
   });
 
   it('Ctrl-C or SIGTERM stops `canopy backup` at once, though its upload has stalled, told in JSON with --json, and the next run finishes it', async () => {
-    const service = await startTestService({ limits: DEFAULT_LIMITS });
-    const proxy = await startFaultProxy(service.url);
-    // The storage host the service announces is the proxy too, so shard uploads stall there.
-    service.service.ctx.storageHost = proxy.url;
-    try {
-      const source = sixFiles('cli');
-      const home = path.join(scratch, 'cli', 'home');
-      const env = { CANOPY_SECRET_STORE: 'file' };
-      const { code } = service.addUser('ann@example.org');
-      const login = await runCanopy(home, ['login', '--server', proxy.url, '--code', code], env);
-      expect(login.status, login.stderr).toBe(0);
-      const created = await runCanopy(home, ['buckets', 'create', 'Stop'], env);
-      expect(created.status, created.stderr).toBe(0);
-
+    await behindProxy('cli', 'Stop', async ({ proxy, source, home, env }) => {
       // Every shard upload stalls for a minute: the backup waits in its upload.
       proxy.schedule(
         Array.from({ length: 16 }, () => ({ delayMs: 60_000 })),
@@ -245,26 +269,11 @@ describe('a stopped operation', () => {
       expect(again.status, again.stderr).toBe(0);
       expect(again.stdout).toMatch(/^finished the interrupted upload of version /m);
       expect(again.stdout).toMatch(/^6 files \(6 unchanged, not read again\), /m);
-    } finally {
-      await proxy.close();
-      await service.close();
-    }
+    });
   });
 
   it('a closed terminal (SIGHUP) stops `canopy backup` and `canopy restore` cleanly, though they stalled, and the next runs finish them', async () => {
-    const service = await startTestService({ limits: DEFAULT_LIMITS });
-    const proxy = await startFaultProxy(service.url);
-    // The storage host the service announces is the proxy too, so shard uploads stall there.
-    service.service.ctx.storageHost = proxy.url;
-    try {
-      const source = sixFiles('terminal');
-      const home = path.join(scratch, 'terminal', 'home');
-      const env = { CANOPY_SECRET_STORE: 'file' };
-      const { code } = service.addUser('ann@example.org');
-      const login = await runCanopy(home, ['login', '--server', proxy.url, '--code', code], env);
-      expect(login.status, login.stderr).toBe(0);
-      const created = await runCanopy(home, ['buckets', 'create', 'Hangup'], env);
-      expect(created.status, created.stderr).toBe(0);
+    await behindProxy('terminal', 'Hangup', async ({ proxy, source, home, env }) => {
       const requests = (pattern: RegExp): number =>
         proxy.seen.filter((request) => pattern.test(request.path)).length;
       /** Runs `canopy ARGS` on a terminal, and hangs it up once a request to `stall` is seen. */
@@ -318,26 +327,11 @@ describe('a stopped operation', () => {
       expect(restored.status, restored.stderr).toBe(0);
       expect(filesBelow(target)).toEqual(filesBelow(source));
       expectSameFiles(target, source, filesBelow(source));
-    } finally {
-      await proxy.close();
-      await service.close();
-    }
+    });
   });
 
   it('a backup left running in the background when its terminal closes finishes, and stores its version', async () => {
-    const service = await startTestService({ limits: DEFAULT_LIMITS });
-    const proxy = await startFaultProxy(service.url);
-    service.service.ctx.storageHost = proxy.url;
-    try {
-      const source = sixFiles('background');
-      const home = path.join(scratch, 'background', 'home');
-      const env = { CANOPY_SECRET_STORE: 'file' };
-      const { code } = service.addUser('ann@example.org');
-      const login = await runCanopy(home, ['login', '--server', proxy.url, '--code', code], env);
-      expect(login.status, login.stderr).toBe(0);
-      const created = await runCanopy(home, ['buckets', 'create', 'Disowned'], env);
-      expect(created.status, created.stderr).toBe(0);
-
+    await behindProxy('background', 'Disowned', async ({ proxy, source, home, env }) => {
       // The first uploads are slow, so the backup is still running, showing its progress on the
       // terminal, when the terminal closes; it writes more progress after, and its summary.
       const upload = /\/upload\/.*\/[a-z0-9]+$/;
@@ -370,9 +364,6 @@ describe('a stopped operation', () => {
       expect(restored.status, restored.stderr).toBe(0);
       expectSameFiles(target, source, filesBelow(source));
       expect(filesBelow(target)).toEqual(filesBelow(source));
-    } finally {
-      await proxy.close();
-      await service.close();
-    }
+    });
   });
 });
