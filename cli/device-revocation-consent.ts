@@ -10,7 +10,11 @@ import { askLine, type GoAhead } from './terminal-question.ts';
 // typed at the terminal, or --yes from a script. Another device's key is revoked at once: this
 // one can still enroll it again.
 
-/** Whether revoking the key `id` may go ahead; throws when it may not. Whether it is this device's. */
+/**
+ * Returns once revoking the key `id` may go ahead, saying whether it is this device's; throws
+ * when it may not: a usage error when --yes is needed and was not given, `stopped` when the
+ * user did not confirm.
+ */
 export async function consentToRevokeDevice(
   engine: Engine,
   id: string,
