@@ -23,6 +23,22 @@ class CountingSecretStore extends FileSecretStore {
   }
 }
 
+/** A home named `name` logged in to the embedded service, one file backed up to bucket Keys. */
+async function backedUpHome(name: string): Promise<string> {
+  const source = path.join(scratch, `${name}-source`);
+  writeSettled(path.join(source, 'notes.txt'), 'notes');
+  const home = path.join(scratch, `${name}-home`);
+  const setup = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+  try {
+    await setup.loginLocal({});
+    await setup.createBucket({ name: 'Keys', type: 'backup', storageClass: 'hot' });
+    await setup.backup({ dir: source, bucket: 'Keys' });
+  } finally {
+    await setup.close();
+  }
+  return home;
+}
+
 describe('the device key', () => {
   it('is read once for a backup, a listing, a browse, a restore and a verify in one engine', async () => {
     const source = path.join(scratch, 'source');
@@ -53,14 +69,7 @@ describe('the device key', () => {
   });
 
   it('gone from the secret store: a request says to log in again, which enrolls the device anew and finds its backups', async () => {
-    const source = path.join(scratch, 'gone-source');
-    writeSettled(path.join(source, 'notes.txt'), 'notes');
-    const home = path.join(scratch, 'gone-home');
-    const setup = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
-    await setup.loginLocal({});
-    await setup.createBucket({ name: 'Keys', type: 'backup', storageClass: 'hot' });
-    await setup.backup({ dir: source, bucket: 'Keys' });
-    await setup.close();
+    const home = await backedUpHome('gone');
     // As a user clearing the keychain would.
     rmSync(path.join(home, 'secrets.json'));
 
@@ -86,14 +95,7 @@ describe('the device key', () => {
   });
 
   it('in a secrets file damaged on its disk: the file is set aside and told, and logging in again finds the backups', async () => {
-    const source = path.join(scratch, 'damaged-source');
-    writeSettled(path.join(source, 'notes.txt'), 'notes');
-    const home = path.join(scratch, 'damaged-home');
-    const setup = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
-    await setup.loginLocal({});
-    await setup.createBucket({ name: 'Keys', type: 'backup', storageClass: 'hot' });
-    await setup.backup({ dir: source, bucket: 'Keys' });
-    await setup.close();
+    const home = await backedUpHome('damaged');
     // Cut short, as a disk that lost its last write leaves it.
     const secrets = path.join(home, 'secrets.json');
     writeFileSync(secrets, readFileSync(secrets, 'utf8').slice(0, 80));
