@@ -13,6 +13,22 @@ describe('RateMeter', () => {
     expect(meter.etaSeconds(0)).toBe(0);
   });
 
+  it('does not count the wait before the first byte as slowness', () => {
+    // A phase starts; the host takes 3 s before the first shard moves, and its first 59 bytes
+    // (a CAR header) go at once; then 1 MB a second of the 37 MB.
+    let now = 0;
+    const meter = new RateMeter(() => now);
+    meter.sample(0);
+    now = 3000;
+    meter.sample(59);
+    expect(meter.etaSeconds(37_000_000 - 59)).toBeNull();
+    for (let second = 1; second <= 5; second += 1) {
+      now = 3000 + second * 1000;
+      meter.sample(59 + second * 1_000_000);
+    }
+    expect(meter.etaSeconds(32_000_000)).toBeCloseTo(32);
+  });
+
   it('gives the exact ETA at a steady rate', () => {
     let now = 0;
     const meter = new RateMeter(() => now);
