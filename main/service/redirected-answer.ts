@@ -26,9 +26,23 @@ export interface RedirectedRequest {
   readonly apiPath: string;
   /** Whether the device is enrolled there (else the request enrolls it, or waits to be). */
   readonly enrolled: boolean;
-  readonly status: number;
-  /** Its Location header; null when it gave none. */
+  /** The answer's status; null when fetch refused the redirect without telling it. */
+  readonly status: number | null;
+  /** Its Location header; null when it gave none, or fetch did not tell it. */
   readonly location: string | null;
+}
+
+/**
+ * Whether fetch failed because the answer was a redirect it was told to refuse (`redirect:
+ * 'error'`, for a streamed body): a TypeError whose cause says so, in the words of Node 20's
+ * undici (6.x) and of undici 7 alike.
+ */
+export function isRefusedRedirect(error: unknown): boolean {
+  return (
+    error instanceof TypeError &&
+    error.cause instanceof Error &&
+    error.cause.message === 'unexpected redirect'
+  );
 }
 
 /** The error for a redirect, telling where it points and what to do about it. */
@@ -41,9 +55,11 @@ export function redirectedError(request: RedirectedRequest): EngineError {
     target = undefined;
   }
   const where =
-    target === undefined
-      ? `redirected its request (HTTP ${request.status}) without saying where to`
-      : `sent Canopy on to ${target.href} (HTTP ${request.status})`;
+    request.status === null
+      ? 'redirected its request'
+      : target === undefined
+        ? `redirected its request (HTTP ${request.status}) without saying where to`
+        : `sent Canopy on to ${target.href} (HTTP ${request.status})`;
   const root = target === undefined ? undefined : movedRoot(target, request.apiPath);
   const moved =
     root === undefined

@@ -67,6 +67,17 @@ describe('a server whose address redirects', () => {
         `canopy: ${proxy.url} sent Canopy on to ${service.url}/api/v1/auth/enroll (HTTP 301) rather than answering as a Canopy server: if the server has moved there, use its new address, ${service.url}; a network that wants you to sign in first (a hotel's or café's Wi-Fi) answers so too: sign in from a web browser, then try again\n`,
       );
 
+      // A redirect of the push itself, whose body (the metadata CAR) is streamed: fetch refuses
+      // it without telling where it pointed, rather than keep a copy of all it sent for one.
+      proxy.schedule([{ redirectTo: service.url }], /\/buckets\/metadata$/);
+      proxy.seen.length = 0;
+      const pushed = await runCanopy(home, ['backup', source, '--bucket', 'Plans'], env);
+      expect(pushed.status).toBe(1);
+      expect(pushed.stderr).toBe(
+        `canopy: ${proxy.url} redirected its request rather than answering as a Canopy server: a network that wants you to sign in first (a hotel's or café's Wi-Fi) answers so too: sign in from a web browser, then try again\n`,
+      );
+      expect(proxy.seen.filter((seen) => seen.path.endsWith('/buckets/metadata'))).toHaveLength(1);
+
       // Its address answering again, the backup goes on as before.
       proxy.schedule([]);
       const again = await runCanopy(home, ['backup', source, '--bucket', 'Plans'], env);
