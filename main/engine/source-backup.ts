@@ -138,7 +138,13 @@ export class SourceBackup {
       const sampleCheck =
         input.checkBlocks === undefined || input.checkBlocks <= 0
           ? undefined
-          : await this.verifier.checkSample(client, bucket.id, result.versionId, input.checkBlocks);
+          : await this.verifier.checkSample(
+              client,
+              bucket.id,
+              result.versionId,
+              input.checkBlocks,
+              { index: sourceFileIndex(this.parts.db, bucket.id, sourceDir), files: result.files },
+            );
       const retention = await this.applyRetention(client, bucket, result);
       return {
         ...result,

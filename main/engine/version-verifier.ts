@@ -1,3 +1,4 @@
+import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import type { ServiceClient } from '../service/index.ts';
 import {
@@ -16,12 +17,14 @@ import {
   type TreeLeaves,
   type VerifyProgress,
 } from '../uploader/index.ts';
-import { noteMetadataToStoreAgain } from '../state/index.ts';
+import { LeafSizes } from '../packer/index.ts';
+import { noteMetadataToStoreAgain, type SourceFileIndex } from '../state/index.ts';
 import type { TreeReader } from './metadata-cache.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { noteUnavailableBlocks } from './unavailable-blocks.ts';
 import { usingTree } from './using-tree.ts';
+import { sampleIndexLeaves } from './index-leaf-sample.ts';
 
 // Checking that a version can be restored: its blocks fetched again from the storage host and
 // checked against their CIDs, a sample or all of them (`canopy verify`, and the few a backup
@@ -56,6 +59,13 @@ export type VerifiedVersion = VerifyResult & {
   readonly unrestorable: UnrestorableFile[];
 };
 
+/** `leaves` as a version's leaf set. */
+function leafSizesOf(leaves: ReadonlyArray<{ cid: CID; size: number }>): LeafSizes {
+  const sizes = new LeafSizes();
+  for (const { cid, size } of leaves) sizes.add(cid, size);
+  return sizes;
+}
+
 export class VersionVerifier {
   constructor(private readonly parts: EngineParts) {}
 
@@ -77,16 +87,25 @@ export class VersionVerifier {
    * Fetches `blocks` random blocks of version `versionId` again and checks them: a block the
    * host sent damaged twice, or lost, is noted for the next backup to send again. A failure to
    * check (the link went, the backup was stopped) is told, not thrown: the backup is stored.
+   * They are taken from the file index of the folder backed up when it describes that version,
+   * of `indexed.files` files, whole (index-leaf-sample.ts); else from the version's tree.
    */
   async checkSample(
     client: ServiceClient,
     bucketId: string,
     versionId: string,
     blocks: number,
+    indexed?: { readonly index: SourceFileIndex; readonly files: number },
   ): Promise<SampleCheck> {
     try {
       const who = await client.whoAmI();
-      const tree = await this.parts.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
+      const picked =
+        indexed?.index.versionId === versionId
+          ? sampleIndexLeaves(indexed.index, blocks, indexed.files)
+          : undefined;
+      const tree: TreeLeaves = picked
+        ? { manifest: {}, leaves: leafSizesOf(picked) }
+        : await this.parts.metadata.versionTree(client, versionId, readTreeLeavesOfFile);
       const { checked, verifiedAt, unavailable, wholeOnRetry } = await verifyVersion({
         client,
         storageHost: who.storage_host,

@@ -116,6 +116,8 @@ export interface SourceFileIndex {
   entriesIn(folder: string): number;
   /** The files the index holds anywhere under `folder`. */
   filesUnder(folder: string): FilesUnder;
+  /** Every file of the index, as its path and size (a sample's leaves). */
+  files(): IterableIterator<[path: string, size: number]>;
   /**
    * A new stage for this source's next entries. A stage of this source still there was left by
    * a backup that never ended (a killed process): it is dropped.
@@ -261,6 +263,11 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
        WHERE source_id = ? AND dir = ? LIMIT ?`,
     )
     .raw();
+  const selectFiles = db
+    .prepare<[number], [string, number]>(
+      "SELECT path, size FROM file_index WHERE source_id = ? AND kind = 'file'",
+    )
+    .raw();
   const countFolder = db
     .prepare<[number, string], number>(
       'SELECT count(*) FROM file_index INDEXED BY file_index_by_dir WHERE source_id = ? AND dir = ?',
@@ -353,6 +360,9 @@ export function sourceFileIndex(db: StateDb, bucketId: string, sourceDir: string
     filesUnder(folder) {
       if (!source || folder === '') throw new Error('filesUnder takes a folder of the index');
       return sumUnder.get(source.id, ...pathsUnder(folder)) ?? { files: 0, bytes: 0 };
+    },
+    files() {
+      return source ? selectFiles.iterate(source.id) : [][Symbol.iterator]();
     },
     stage() {
       return stageEntries(db, bucketId, sourceDir, source?.id ?? null, reload);
