@@ -4,6 +4,7 @@ export { backupSource } from './backup-source.ts';
 export * from './browsable-tree.ts';
 export * from './previous-tree.ts';
 export * from './progress-meter.ts';
+export * from './work-meter.ts';
 export * from './shard-target.ts';
 export * from './shard-writer.ts';
 export * from './unchanged-source.ts';

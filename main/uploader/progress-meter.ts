@@ -1,12 +1,7 @@
 // Progress of a backup or a restore in bytes and files (of a verify, in bytes and blocks), with
-// an ETA from a smoothed rate of bytes. The rate is an exponentially weighted average over time
-// (a half-life of a few seconds), so one slow or fast moment does not swing the estimate, and
-// samples closer than SAMPLE_MS apart are merged.
-//
-// The rate is measured from the first sample that moved, not from the phase's start: the wait
-// before a phase's first byte is no measure of its speed. A backup of 750 000 small files
-// waited half a second for its first shard's first 59 bytes (the CAR header), and the rate
-// taken over that wait said "about 96 h 41 min left" for a phase that took 50 s.
+// an ETA from what the phase's files and bytes have cost so far (work-meter.ts).
+
+import { WorkMeter } from './work-meter.ts';
 
 /** One phase's files and bytes, done and due. */
 export interface CountedProgress<Phase extends string> {
@@ -20,7 +15,7 @@ export interface CountedProgress<Phase extends string> {
    */
   readonly bytesDone: number;
   readonly bytesTotal: number;
-  /** Seconds until this phase ends at the smoothed rate; null until a rate is known. */
+  /** Seconds until this phase ends at the costs measured so far; null until they are known. */
   readonly etaSeconds: number | null;
 }
 
@@ -56,62 +51,13 @@ export interface VerifyProgress {
   /** Bytes of the blocks that came back whole, and of all the blocks asked for. */
   readonly bytesDone: number;
   readonly bytesTotal: number;
-  /** Seconds until the check ends at the smoothed rate; null until a rate is known. */
+  /** Seconds until the check ends at the costs measured so far; null until they are known. */
   readonly etaSeconds: number | null;
-}
-
-const SAMPLE_MS = 250;
-
-export class RateMeter {
-  private readonly now: () => number;
-  private readonly halfLifeMs: number;
-  private last: { at: number; done: number } | undefined;
-  /** Whether a sample has moved from the first: the rate is measured from the one that did. */
-  private moving = false;
-  private rate: number | undefined;
-
-  constructor(now: () => number, halfLifeMs = 5000) {
-    this.now = now;
-    this.halfLifeMs = halfLifeMs;
-  }
-
-  /** Records that `done` units are done by now. */
-  sample(done: number): void {
-    const at = this.now();
-    if (!this.last) {
-      this.last = { at, done };
-      return;
-    }
-    if (!this.moving) {
-      // Still waiting for the first unit, or the first to move: it starts the measure.
-      if (done !== this.last.done) this.moving = true;
-      this.last = { at, done };
-      return;
-    }
-    const elapsed = at - this.last.at;
-    if (elapsed < SAMPLE_MS) return;
-    const instant = (done - this.last.done) / elapsed;
-    const weight = 1 - Math.pow(0.5, elapsed / this.halfLifeMs);
-    this.rate = this.rate === undefined ? instant : this.rate + weight * (instant - this.rate);
-    this.last = { at, done };
-  }
-
-  /** Units per second, smoothed; undefined before two samples far enough apart. */
-  get perSecond(): number | undefined {
-    return this.rate === undefined ? undefined : this.rate * 1000;
-  }
-
-  /** Seconds to do `remaining` more units at the smoothed rate. */
-  etaSeconds(remaining: number): number | null {
-    if (remaining <= 0) return 0;
-    if (this.rate === undefined || this.rate <= 0) return null;
-    return remaining / this.rate / 1000;
-  }
 }
 
 /** Counts one phase's files and bytes and reports them, at most every REPORT_MS and at its end. */
 export class PhaseProgress<Phase extends string> {
-  private readonly meter: RateMeter;
+  private readonly meter: WorkMeter;
   private filesDone: number;
   private bytesDone = 0;
   private lastReport = -Infinity;
@@ -125,14 +71,14 @@ export class PhaseProgress<Phase extends string> {
     filesAlreadyDone = 0,
   ) {
     this.filesDone = filesAlreadyDone;
-    this.meter = new RateMeter(now);
-    this.meter.sample(0);
+    this.meter = new WorkMeter(now, filesTotal - filesAlreadyDone, bytesTotal);
+    this.meter.sample(this.filesDone, 0);
   }
 
   /** Adds to the bytes done (a negative amount takes back bytes of a failed attempt). */
   addBytes(count: number): void {
     this.bytesDone += count;
-    this.meter.sample(this.bytesDone);
+    this.meter.sample(this.filesDone, this.bytesDone);
     this.maybeReport();
   }
 
@@ -147,6 +93,7 @@ export class PhaseProgress<Phase extends string> {
 
   addFiles(count: number): void {
     this.filesDone += count;
+    this.meter.sample(this.filesDone, this.bytesDone);
     this.maybeReport();
   }
 
@@ -166,7 +113,10 @@ export class PhaseProgress<Phase extends string> {
       filesTotal: this.filesTotal,
       bytesDone: this.bytesDone,
       bytesTotal: this.bytesTotal,
-      etaSeconds: this.meter.etaSeconds(this.bytesTotal - this.bytesDone),
+      etaSeconds: this.meter.etaSeconds(
+        this.filesTotal - this.filesDone,
+        this.bytesTotal - this.bytesDone,
+      ),
     });
   }
 }
