@@ -33,6 +33,8 @@ export function progressLine(progress: BackupProgress | RestoreProgress): string
     return `sending the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   if (progress.phase === 'pulling')
     return `fetching the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
+  if (progress.phase === 'opening')
+    return `reading the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   const files = `${progress.filesDone}/${progress.filesTotal} files`;
   return `${progress.phase}: ${files}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
 }

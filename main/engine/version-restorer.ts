@@ -17,7 +17,9 @@ import {
 } from '../restore/index.ts';
 import {
   openBrowsableTree,
+  openingPhase,
   pullPhase,
+  type CarFileReading,
   readTreeIndexOfFile,
   type RestoreProgress,
   type TreeIndex,
@@ -194,11 +196,14 @@ export class VersionRestorer {
     // One file or folder needs only its part of the tree, read through the CAR's node index.
     const paths = PathsInVersions.of(this.browser, input);
     let asked: PathInVersion = { path: undefined, sourceLabel: undefined };
+    // Reading the list kept on this computer is told too: a tree of many files takes seconds.
+    const onOpen = (): CarFileReading | undefined =>
+      input.onProgress ? openingPhase(input.onProgress, () => this.parts.now()) : undefined;
     const readTree =
       input.path === undefined
-        ? readTreeIndexOfFile
+        ? (file: string) => readTreeIndexOfFile(file, onOpen())
         : async (file: string) => {
-            const tree = await openBrowsableTree(file);
+            const tree = await openBrowsableTree(file, onOpen());
             try {
               asked = await paths.in(tree.manifest['source_label']);
             } catch (error) {

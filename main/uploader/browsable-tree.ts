@@ -4,7 +4,7 @@ import { open, stat } from 'node:fs/promises';
 import { EngineError } from '../api/index.ts';
 import { DAG_CBOR_CODEC, SHA2_256_CODE } from '../protocol/index.ts';
 import { CarFileNodes } from './car-file-nodes.ts';
-import type { TreeNodes } from './previous-tree.ts';
+import type { CarFileReading, TreeNodes } from './previous-tree.ts';
 import { readTree, metadataCarStream } from './previous-tree.ts';
 import { type CarRange, readNodeIndex, writeNodeIndex } from './tree-node-index.ts';
 
@@ -22,7 +22,11 @@ export interface BrowsableTree {
   close(): void;
 }
 
-export async function openBrowsableTree(file: string): Promise<BrowsableTree> {
+/** Opens the tree of the metadata CAR `file`; `onRead` is told of a read of it whole. */
+export async function openBrowsableTree(
+  file: string,
+  onRead?: CarFileReading,
+): Promise<BrowsableTree> {
   const carBytes = (await stat(file)).size;
   const index = await readNodeIndex(file, carBytes);
   // Without the index, every node is checked as the CAR is read below.
@@ -42,7 +46,7 @@ export async function openBrowsableTree(file: string): Promise<BrowsableTree> {
       const manifest = await readManifest(file, index.manifest);
       return { manifest, nodes, close: () => nodes.close() };
     }
-    const tree = await readTree(metadataCarStream(file), {
+    const tree = await readTree(metadataCarStream(file, onRead), {
       keepNode: (block) => nodes.put(block.cid, block.offset, block.length),
       leaves: false,
     });

@@ -1,6 +1,7 @@
 // Progress of a backup or a restore in bytes and files (of a verify, in bytes and blocks), with
 // an ETA from what the phase's files and bytes have cost so far (work-meter.ts).
 
+import type { CarFileReading } from './previous-tree.ts';
 import { WorkMeter } from './work-meter.ts';
 
 /** One phase's files and bytes, done and due. */
@@ -33,10 +34,12 @@ export type BackupProgress = CountedProgress<
 
 /**
  * 'pulling': the version's metadata CAR (its list of files) is fetched, when this computer
- * keeps no copy of it; no file is known yet (0 of 0). 'restoring': the files a restore writes
- * (not those the target holds already) and their bytes, counted as they are written.
+ * keeps no copy of it; no file is known yet (0 of 0). 'opening': that CAR is read from this
+ * computer's copy and checked, its bytes read of its size, when that takes long enough to be
+ * seen (openingPhase). 'restoring': the files a restore writes (not those the target holds
+ * already) and their bytes, counted as they are written.
  */
-export type RestoreProgress = CountedProgress<'pulling' | 'restoring'>;
+export type RestoreProgress = CountedProgress<'pulling' | 'opening' | 'restoring'>;
 
 /**
  * The blocks a verify fetches and checks, and their bytes as the version's tree states them;
@@ -141,6 +144,44 @@ export function pullPhase(
     if (total === null) phase.addToTotal(more);
     phase.addBytes(more);
     if (received === total) phase.finish();
+  };
+}
+
+/**
+ * How long reading a version's list of files takes before it is told: a small tree's is read
+ * before anyone could read a line about it, and a log would hold one for every restore.
+ */
+const OPENING_SHOWN_AFTER_MS = 500;
+
+/**
+ * Reports the read of a version's metadata CAR from this computer's copy (readTreeIndexOfFile)
+ * as the 'opening' phase of a restore: no file known yet, the CAR's bytes read of its size.
+ * Told from OPENING_SHOWN_AFTER_MS on: a restore of 300 000 files read its list for over 2 s,
+ * and then counted what it was to write, before its first line.
+ */
+export function openingPhase(
+  report: (progress: CountedProgress<'opening'>) => void,
+  now: () => number,
+): CarFileReading {
+  const startedAt = now();
+  let shown = false;
+  const told = (progress: CountedProgress<'opening'>): void => {
+    shown ||= now() - startedAt >= OPENING_SHOWN_AFTER_MS;
+    if (shown) report(progress);
+  };
+  let phase: PhaseProgress<'opening'> | undefined;
+  let readBefore = 0;
+  let totalBefore = 0;
+  return (bytesRead, carBytes) => {
+    if (!phase) {
+      phase = new PhaseProgress('opening', 0, carBytes, told, now);
+      totalBefore = carBytes;
+    }
+    phase.addToTotal(carBytes - totalBefore);
+    totalBefore = carBytes;
+    phase.addBytes(bytesRead - readBefore);
+    readBefore = bytesRead;
+    if (bytesRead === carBytes) phase.finish();
   };
 }
 

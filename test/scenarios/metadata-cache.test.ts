@@ -128,6 +128,55 @@ describe('the metadata cache', () => {
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
+  it('tells the read of the list of files it keeps as a phase of a restore, once it takes long enough to be seen', async () => {
+    // A clock that moves on 0.3 s at each read while the restore reads its list: as a tree of
+    // hundreds of thousands of files, whose list takes seconds.
+    const slowHome = path.join(scratch, 'slow-home');
+    let offset = 0;
+    let slow = false;
+    const slowEngine = createEngine({
+      home: slowHome,
+      secrets: new FileSecretStore(slowHome),
+      startLocalService,
+      clock: () => {
+        if (slow) offset += 300;
+        return Date.now() + offset;
+      },
+    });
+    try {
+      const { versionId: slowVersion } = await firstBackup(slowEngine, source, 'Slow');
+      const carBytes = readFileSync(path.join(slowHome, 'metadata', `${slowVersion}.car`)).length;
+      const restoreWith = async (into: string): Promise<RestoreProgress[]> => {
+        const seen: RestoreProgress[] = [];
+        await slowEngine.restore({
+          bucket: 'Slow',
+          to: path.join(scratch, into),
+          overwrite: false,
+          onProgress: (progress) => seen.push(progress),
+        });
+        return seen;
+      };
+      const phasesOf = (seen: RestoreProgress[]): string[] =>
+        seen.map((progress) => progress.phase).filter((phase, at, all) => phase !== all[at - 1]);
+      // Read at once, it is not told.
+      expect(phasesOf(await restoreWith('quick'))).toEqual(['restoring']);
+      slow = true;
+      const seen = await restoreWith('slow');
+      slow = false;
+      expect(phasesOf(seen)).toEqual(['opening', 'restoring']);
+      expect(seen.filter((progress) => progress.phase === 'opening').at(-1)).toEqual({
+        phase: 'opening',
+        filesDone: 0,
+        filesTotal: 0,
+        bytesDone: carBytes,
+        bytesTotal: carBytes,
+        etaSeconds: 0,
+      });
+    } finally {
+      await slowEngine.close();
+    }
+  });
+
   it('pulls again, and replaces, a cached version cut short', async () => {
     truncateSync(cached, Math.floor(whole.length / 2));
     const listed = await engine.ls({ bucket: 'Cached' });

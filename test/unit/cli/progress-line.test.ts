@@ -71,6 +71,16 @@ describe('the progress line', () => {
         etaSeconds: null,
       }),
     ).toBe('fetching the list of files: 700 kB of 16 MB, estimating time left');
+    expect(
+      progressLine({
+        phase: 'opening',
+        filesDone: 0,
+        filesTotal: 0,
+        bytesDone: 20_000_000,
+        bytesTotal: 49_000_000,
+        etaSeconds: 1.2,
+      }),
+    ).toBe('reading the list of files: 20 MB of 49 MB, about 1 s left');
     // A scan knows no total until it ends: what it found so far, and no time left.
     expect(
       progressLine({
