@@ -12,7 +12,7 @@ import { askLine, type GoAhead } from './terminal-question.ts';
 
 /** What the bucket holds, in words, for the question and the refusal. */
 function holdings(name: string, versions: Awaited<ReturnType<Engine['listVersions']>>): string {
-  const newest = Math.max(...versions.map((version) => version.created_at));
+  const newest = versions.reduce((most, version) => Math.max(most, version.created_at), 0);
   const bytes = versions.reduce((sum, version) => sum + version.data_size, 0);
   const count = versions.length === 1 ? '1 version' : `${versions.length} versions`;
   return `bucket "${name}" holds ${count}, the newest made ${new Date(newest * 1000).toISOString()} (${formatBytes(bytes)} of data in all)`;

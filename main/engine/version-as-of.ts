@@ -40,7 +40,7 @@ export async function versionAsOf(
   const version = versionMadeBy(listed.versions, input.atMs);
   if (!version) {
     const stored = listed.versions.filter(isStored);
-    const oldest = Math.min(...stored.map((kept) => kept.created_at));
+    const oldest = stored.reduce((least, kept) => Math.min(least, kept.created_at), Infinity);
     throw new EngineError(
       'not_found',
       stored.length === 0

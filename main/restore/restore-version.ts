@@ -1028,8 +1028,12 @@ async function restoreInto(
   if (failure !== undefined) throw failure instanceof Error ? failure : new Error(String(failure));
   if (!matched) throw notInVersion(input.subPath ?? '', wanted, root, index.nodes);
   progress?.finish();
-  result.wholeOnRetry.push(...leaves.wholeOnRetry, ...(leavesAgain?.wholeOnRetry ?? []));
-  result.unavailable.push(...leaves.unavailable, ...(leavesAgain?.unavailable ?? []));
+  // One by one, not spread into push: a version whose blocks the host lost lists one for each
+  // of them, and hundreds of thousands of arguments overflow the stack.
+  for (const fetcher of [leaves, leavesAgain]) {
+    for (const cid of fetcher?.wholeOnRetry ?? []) result.wholeOnRetry.push(cid);
+    for (const report of fetcher?.unavailable ?? []) result.unavailable.push(report);
+  }
   result.notRestored.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
   // Deepest first, after their contents, so writing files does not change them again.
   for (const { dir, mode, mtime } of directoryTimes.reverse()) {
