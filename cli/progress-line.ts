@@ -49,8 +49,10 @@ export function isPhaseEnd(progress: BackupProgress | RestoreProgress): boolean 
 }
 
 export function verifyProgressLine(progress: VerifyProgress): string {
-  if (progress.phase === 'pulling')
-    return `fetching the list of files: ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}, ${formatEta(progress.etaSeconds)}`;
+  if (progress.phase === 'pulling' || progress.phase === 'opening') {
+    const doing = progress.phase === 'pulling' ? 'fetching' : 'reading';
+    return `${doing} the list of files: ${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}, ${formatEta(progress.etaSeconds)}`;
+  }
   const blocks = `${progress.blocksDone}/${progress.blocksTotal} blocks`;
   const bytes = `${formatBytes(progress.bytesDone)} of ${formatBytes(progress.bytesTotal)}`;
   return `verifying: ${blocks}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
@@ -58,7 +60,7 @@ export function verifyProgressLine(progress: VerifyProgress): string {
 
 /** Whether `progress` is a verify's last report. */
 export function isVerifyEnd(progress: VerifyProgress): boolean {
-  if (progress.phase === 'pulling') return progress.bytesDone === progress.bytesTotal;
+  if (progress.phase !== 'verifying') return progress.bytesDone === progress.bytesTotal;
   return progress.blocksDone === progress.blocksTotal;
 }
 

@@ -11,7 +11,9 @@ import {
 } from '../restore/index.ts';
 import {
   isDamagedMetadata,
+  openingPhase,
   pullPhase,
+  type CarFileReading,
   readTreeIndexOfFile,
   readTreeLeavesOfFile,
   type TreeLeaves,
@@ -141,6 +143,22 @@ export class VersionVerifier {
           () => this.parts.now(),
         )
       : undefined;
+    // Its read, once pulled, is told as a restore's is.
+    const onOpen = (): CarFileReading | undefined =>
+      onProgress
+        ? openingPhase(
+            ({ bytesDone, bytesTotal, etaSeconds }) =>
+              onProgress({
+                phase: 'opening',
+                blocksDone: 0,
+                blocksTotal: 0,
+                bytesDone,
+                bytesTotal,
+                etaSeconds,
+              }),
+            () => this.parts.now(),
+          )
+        : undefined;
     const pulled = async <Tree extends TreeLeaves>(read: TreeReader<Tree>): Promise<Tree> => {
       try {
         return await this.parts.metadata.pulledTree(client, versionId, read, false, onPull);
@@ -148,8 +166,10 @@ export class VersionVerifier {
         throw this.damagedMetadata(error, { bucketId, versionId, active });
       }
     };
-    const withNodes = input.all ? await pulled(readTreeIndexOfFile) : undefined;
-    const tree = withNodes ?? (await pulled(readTreeLeavesOfFile));
+    const withNodes = input.all
+      ? await pulled((file) => readTreeIndexOfFile(file, onOpen()))
+      : undefined;
+    const tree = withNodes ?? (await pulled((file) => readTreeLeavesOfFile(file, onOpen())));
     let result: VerifyResult;
     try {
       const who = await client.whoAmI();

@@ -102,9 +102,9 @@ export async function readTreeLeaves(
   return { manifest, leaves };
 }
 
-/** readTreeLeaves for a metadata CAR in a file. */
-export function readTreeLeavesOfFile(file: string): Promise<TreeLeaves> {
-  return readTreeLeaves(metadataCarStream(file));
+/** readTreeLeaves for a metadata CAR in a file; `onRead` is told of its reads. */
+export function readTreeLeavesOfFile(file: string, onRead?: CarFileReading): Promise<TreeLeaves> {
+  return readTreeLeaves(metadataCarStream(file, onRead));
 }
 
 /**

@@ -47,7 +47,8 @@ export type RestoreProgress = CountedProgress<'pulling' | 'opening' | 'restoring
  * its size, no block known yet (0 of 0).
  */
 export interface VerifyProgress {
-  readonly phase: 'pulling' | 'verifying';
+  /** 'opening': the pulled CAR read and checked, as a restore's (RestoreProgress). */
+  readonly phase: 'pulling' | 'opening' | 'verifying';
   /** Blocks answered so far, whole or not, and how many are asked for in all. */
   readonly blocksDone: number;
   readonly blocksTotal: number;

@@ -18,6 +18,7 @@ import {
   type BackupProgress,
   type Engine,
   type RestoreProgress,
+  type VerifyProgress,
 } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
@@ -128,7 +129,7 @@ describe('the metadata cache', () => {
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
-  it('tells the read of the list of files it keeps as a phase of a restore, once it takes long enough to be seen', async () => {
+  it("tells the read of a version's list of files as a phase of a restore and a verify, once it takes long enough to be seen", async () => {
     // A clock that moves on 0.3 s at each read while the restore reads its list: as a tree of
     // hundreds of thousands of files, whose list takes seconds.
     const slowHome = path.join(scratch, 'slow-home');
@@ -171,6 +172,24 @@ describe('the metadata cache', () => {
         bytesDone: carBytes,
         bytesTotal: carBytes,
         etaSeconds: 0,
+      });
+      // A verify reads the list it fetched afresh the same way.
+      const verifying: VerifyProgress[] = [];
+      slow = true;
+      await slowEngine.verify({
+        bucket: 'Slow',
+        all: true,
+        onProgress: (progress) => verifying.push(progress),
+      });
+      slow = false;
+      expect(
+        verifying
+          .map((progress) => progress.phase)
+          .filter((phase, at, all) => phase !== all[at - 1]),
+      ).toEqual(['pulling', 'opening', 'verifying']);
+      expect(verifying.filter((progress) => progress.phase === 'opening').at(-1)).toMatchObject({
+        bytesDone: carBytes,
+        bytesTotal: carBytes,
       });
     } finally {
       await slowEngine.close();

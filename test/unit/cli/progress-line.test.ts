@@ -133,6 +133,17 @@ describe('the progress line', () => {
         etaSeconds: 30,
       }),
     ).toBe('fetching the list of files: 4.0 MB of 60 MB, about 30 s left');
+    // Then reads and checks it.
+    expect(
+      verifyProgressLine({
+        phase: 'opening',
+        blocksDone: 0,
+        blocksTotal: 0,
+        bytesDone: 60_000_000,
+        bytesTotal: 60_000_000,
+        etaSeconds: 0,
+      }),
+    ).toBe('reading the list of files: 60 MB of 60 MB, almost done');
   });
 
   it("shows a history's versions read, and the fetch of the next one's list of files", () => {
