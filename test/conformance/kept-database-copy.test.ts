@@ -181,6 +181,36 @@ describe('the kept copy of the database', () => {
     }
   });
 
+  it('is made again once the pages a large deletion freed are given back, and shrinks with the database', async () => {
+    const dataDir = path.join(scratch, 'shrunk');
+    const copy = path.join(dataDir, 'service.sqlite.copy');
+    // A bucket of 40 000 blocks: rows of a few megabytes, freed when it is deleted.
+    let service = await startTestService({ dataDir });
+    const ann = await enrolledDevice(service, 'ann@example.org');
+    const bucket = await createBucket(service, ann, 'ann');
+    const blocks = await Promise.all(
+      Array.from({ length: 40_000 }, (_, at) => rawBlock(Buffer.from(`block ${at}`))),
+    );
+    await storeVersion(service, ann, bucket, null, blocks);
+    expect(
+      (await call('DELETE', `${service.api}/buckets/${bucket}`, { token: ann.token() })).status,
+    ).toBe(204);
+    while (service.service.ctx.collectGarbage() > 0);
+    await service.close();
+    const large = statSync(copy);
+
+    // A later run gives the free pages back (a command's tidy, the server's sweep) and changes
+    // nothing else: the copy kept follows the database down.
+    service = await startTestService({ dataDir });
+    service.service.ctx.releaseFreePages(() => true);
+    await service.close();
+    const database = statSync(path.join(dataDir, 'service.sqlite'));
+    const shrunk = statSync(copy);
+    expect(shrunk.ino).not.toBe(large.ino);
+    expect(shrunk.size).toBeLessThan(large.size / 4);
+    expect(shrunk.size).toBeLessThanOrEqual(database.size);
+  });
+
   it('keeps retired packs until a copy is kept that no longer names them', async () => {
     const dataDir = path.join(scratch, 'kept-until-copied');
     const service = await withRetiredPack(dataDir);
