@@ -7,6 +7,7 @@ import {
   bucketIdsKept,
   forgetBucket,
   homeId,
+  releaseFreeSpace,
   removeAbandonedStaging,
   renameKnownBucket,
   upsertBucket,
@@ -191,6 +192,8 @@ export class BucketCatalog {
     for (const version of versions) await this.metadata.forget(version);
     await removeAbandonedStaging(this.metadata.stagingRoot, uploadQueue(this.db).stagingDirs());
     if (record?.bucket_key_account) await this.deps.secrets.delete(record.bucket_key_account);
+    // Its records' room goes back to the disk too, as its metadata copies' did.
+    releaseFreeSpace(this.db);
     return true;
   }
 }

@@ -26,3 +26,4 @@ export * from './upload-queue.ts';
 export * from './upload-speeds.ts';
 export * from './version-totals.ts';
 export * from './retention-policies.ts';
+export * from './free-space.ts';
