@@ -42,6 +42,9 @@ export class DagPbLinks {
   readonly nameLength: number[] = [];
   /** The UnixFS type of the node read last (UNIXFS_TYPES), -1 when its Data names none. */
   unixfsType = -1;
+  /** Where the UnixFS Data of the node read last lies in its bytes; length -1 with none. */
+  dataAt = 0;
+  dataLength = -1;
   private bytes: Uint8Array = new Uint8Array(0);
   private at = 0;
 
@@ -58,14 +61,23 @@ export class DagPbLinks {
     this.nameAt.length = 0;
     this.nameLength.length = 0;
     this.unixfsType = -1;
+    this.dataAt = 0;
+    this.dataLength = -1;
+    let linksBeforeData = false;
     while (this.at < bytes.length) {
       const tag = this.varint();
       const length = this.varint();
       const end = this.at + length;
       if (length < 0 || end > bytes.length) return -1;
       if (tag === NODE_LINK_TAG) {
-        if (!this.link(end)) return -1;
+        // Links on both sides of the Data are no node, for @ipld/dag-pb as here.
+        if (linksBeforeData || !this.link(end)) return -1;
       } else if (tag === NODE_DATA_TAG) {
+        // Nor is a second Data.
+        if (this.dataLength >= 0) return -1;
+        linksBeforeData = this.codecs.length > 0;
+        this.dataAt = this.at;
+        this.dataLength = length;
         this.unixfsType = this.typeIn(end);
       } else {
         return -1;

@@ -2,6 +2,7 @@ import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { cidText } from '../protocol/index.ts';
 import { BLOCK_SIZES, roomOfFile } from './disk-blocks.ts';
+import { shapeOfNodeQuickly } from './quick-shape.ts';
 import { cidAt, shapeOfNode, type NodeLookup, type NodeShape } from './walk-tree.ts';
 
 // What a part of a version's tree holds once walked: its files, their bytes, and its other
@@ -107,9 +108,9 @@ export function treeTotals(
       if (parent) add(parent.sum, folder.sum);
       continue;
     }
-    // Decoded before it is looked up, as most entries are files, which are not kept; a folder's
-    // entries are read only when it is not known already.
-    const shape = shapeOfNode(child.cid, nodes);
+    // Read before it is looked up, as most entries are files, which are not kept (and read
+    // straight from their bytes); a folder's entries are read only when it is not known already.
+    const shape = shapeOfNodeQuickly(child.cid, nodes);
     if (shape.kind !== 'directory') {
       add(folder.sum, totalsOfLeaf(shape));
       continue;

@@ -48,10 +48,11 @@ function damaged(cid: CID, why: string, cause?: unknown): EngineError {
   );
 }
 
-function decodeNode(cid: CID, nodes: NodeLookup): DecodedNode {
+/** The node `cid`, decoded from `read` when its bytes were read already. */
+function decodeNode(cid: CID, nodes: NodeLookup, read?: Uint8Array): DecodedNode {
   if (cid.code !== DAG_PB_CODEC)
     throw damaged(cid, 'an entry that is not a dag-pb node; every file must be a File node');
-  const bytes = nodes.get(cid);
+  const bytes = read ?? nodes.get(cid);
   if (!bytes) throw new EngineError('protocol', `the metadata lacks node ${cidText(cid)}`);
   try {
     const node = dagPb.decode(bytes);
@@ -206,10 +207,11 @@ export type NodeShape =
 
 /**
  * The node `cid` as a file and its size, a link, or a folder and the entries it holds itself
- * (as directoryLinks gives them, none of them decoded); damaged as walkTree finds it.
+ * (as directoryLinks gives them, none of them decoded); damaged as walkTree finds it. `read`:
+ * its bytes, when they were read already.
  */
-export function shapeOfNode(cid: CID, nodes: NodeLookup): NodeShape {
-  const decoded = decodeNode(cid, nodes);
+export function shapeOfNode(cid: CID, nodes: NodeLookup, read?: Uint8Array): NodeShape {
+  const decoded = decodeNode(cid, nodes, read);
   const { type } = decoded.unixfs;
   if (type === 'file' || type === 'raw') return { kind: 'file', size: decoded.unixfs.fileSize() };
   if (type === 'symlink') return { kind: 'symlink' };

@@ -87,4 +87,19 @@ describe('DagPbLinks', () => {
       expect(read(whole.subarray(0, end)), `cut at ${end}`).toBeUndefined();
     expect(read(Uint8Array.from([0x08, 0x01]))).toBeUndefined();
   });
+
+  it('does not read a node @ipld/dag-pb refuses for its Data: given twice, or between links', () => {
+    const link = dagPb.encode(
+      dagPb.prepare({ Links: [{ Name: 'x', Hash: cidFromSha256(RAW_CODEC, digestOf('x')) }] }),
+    );
+    const data = dagPb.encode(dagPb.prepare({ Data: new UnixFS({ type: 'file' }).marshal() }));
+    const joined = (...parts: Uint8Array[]): Uint8Array => Uint8Array.from(Buffer.concat(parts));
+    // Data first, then links: read by both.
+    const dataThenLink = joined(data, link);
+    expect(read(dataThenLink)).toEqual(decoded(dataThenLink));
+    for (const node of [joined(data, data), joined(link, data, link)]) {
+      expect(() => dagPb.decode(node)).toThrow();
+      expect(read(node)).toBeUndefined();
+    }
+  });
 });
