@@ -12,10 +12,13 @@
 // less, halving every `halfLifeMs`, so the fit follows a link or a disk that becomes faster or
 // slower, as the single rate it replaces did.
 //
-// Where the stretches cannot tell the two costs apart (files of much the same size all along,
-// or only bytes moving, as in an upload of shards), a light ridge term pulls the two costs
-// together: the time left is then in proportion to the share of the phase left, as a single
-// rate would say. It weighs little against stretches that do tell them apart.
+// Where the stretches cannot tell the two costs apart (files of much the same size all along),
+// a light ridge term pulls the two costs together: the time left is then in proportion to the
+// share of the phase left, as a single rate would say. It weighs little against stretches that
+// do tell them apart. Until a file has ended, nothing is known of what one costs, and the
+// bytes alone are gone by (an upload of shards, whose files were all done before, or a file of
+// 4 GiB, which ends with its last byte); until a byte has moved, there is no time left to say
+// while bytes are left.
 //
 // A wait with nothing moving is counted in the stretch that ends when something moves again,
 // so that a slow host or a retry's backoff counts as slowness. A count that goes back (bytes
@@ -96,12 +99,20 @@ export class WorkMeter {
    */
   etaSeconds(filesLeft: number, bytesLeft: number): number | null {
     if (filesLeft <= 0 && bytesLeft <= 0) return 0;
-    const costs = this.costs();
-    if (!costs) return null;
-    return (
-      costs.fileCost * (Math.max(filesLeft, 0) / this.filesScale) +
-      costs.byteCost * (Math.max(bytesLeft, 0) / this.bytesScale)
-    );
+    const filesShare = Math.max(filesLeft, 0) / this.filesScale;
+    const bytesShare = Math.max(bytesLeft, 0) / this.bytesScale;
+    const { ff, bb, ft, bt } = this.sums;
+    if (bb <= 0) {
+      // No byte has moved: what the bytes left cost is not known yet.
+      if (bytesShare > 0 || ff <= 0) return null;
+      return (ft / ff) * filesShare;
+    }
+    // No file has ended: a file's cost is not known, and its bytes are all there is to go by.
+    // A file of 4 GiB ends only with its last byte; a cost of files made up meanwhile (the
+    // ridge's, as much as bytes) added as much again to its time left.
+    if (ff <= 0) return (bt / bb) * bytesShare;
+    const { fileCost, byteCost } = this.costs();
+    return fileCost * filesShare + byteCost * bytesShare;
   }
 
   private addStretch(elapsedMs: number, filesShare: number, bytesShare: number): void {
@@ -119,10 +130,12 @@ export class WorkMeter {
     sums.bt = sums.bt * keep + weight * bytesShare * seconds;
   }
 
-  /** The seconds all the phase's files, and all its bytes, take: the fit's solution. */
-  private costs(): { fileCost: number; byteCost: number } | undefined {
+  /**
+   * The seconds all the phase's files, and all its bytes, take: the fit's solution, once some
+   * of both have moved.
+   */
+  private costs(): { fileCost: number; byteCost: number } {
     const { ff, fb, bb, ft, bt } = this.sums;
-    if (ff + bb <= 0) return undefined;
     // Minimises Σ w (t − fileCost·f − byteCost·b)² + ridge·(fileCost − byteCost)².
     const ridge = RIDGE * (ff + bb);
     const a = ff + ridge;
@@ -134,10 +147,10 @@ export class WorkMeter {
     // A negative cost is a fit to noise: the other share then explains the time alone.
     if (fileCost < 0) {
       fileCost = 0;
-      byteCost = bb > 0 ? bt / bb : 0;
+      byteCost = bt / bb;
     } else if (byteCost < 0) {
       byteCost = 0;
-      fileCost = ff > 0 ? ft / ff : 0;
+      fileCost = ft / ff;
     }
     return { fileCost, byteCost };
   }

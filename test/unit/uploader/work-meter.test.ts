@@ -159,6 +159,38 @@ describe('WorkMeter', () => {
     expect(point.eta!).toBeGreaterThan(point.left * 0.5);
   });
 
+  it('goes by the bytes alone until a file ends, and then by what it found a file costs', () => {
+    // Three files of 4 GiB, 5 ms a MiB: a file's count moves only at its end.
+    const large = 4096 * 1024 * 1024;
+    let now = 0;
+    const meter = new WorkMeter(() => now, 3, 3 * large);
+    meter.sample(0, 0);
+    for (let mib = 1; mib <= 2048; mib += 1) {
+      now += 5;
+      meter.sample(0, mib * 1024 * 1024);
+    }
+    // Half the first in 10.24 s: five halves left, not the files' count taken for as much again.
+    expect(meter.etaSeconds(3, 2.5 * large)).toBeCloseTo(5 * 10.24, 1);
+    // Once the first has ended, with what a file costs beside its bytes (0.5 ms).
+    const afterFirst = simulate(Array(3).fill(large), 0.5, 5)[0]!;
+    expect(afterFirst.eta!).toBeGreaterThan(afterFirst.left * 0.9);
+    expect(afterFirst.eta!).toBeLessThan(afterFirst.left * 1.1);
+  });
+
+  it('has no ETA while only files move and bytes are left, whose cost is not known yet', () => {
+    // A backup walking unchanged files, none read yet, with a changed file of 1 GB to read.
+    let now = 0;
+    const meter = new WorkMeter(() => now, 10_000, 1_000_000_000);
+    meter.sample(0, 0);
+    for (let step = 1; step <= 10; step += 1) {
+      now += 500;
+      meter.sample(step * 500, 0);
+    }
+    expect(meter.etaSeconds(5_000, 1_000_000_000)).toBeNull();
+    // With no bytes to read, the files left take what those walked took.
+    expect(meter.etaSeconds(5_000, 0)).toBeCloseTo(5);
+  });
+
   it('says what its share left takes, when its files are of one size all along', () => {
     const sizes = Array(2_000).fill(512 * 1024);
     const timeline = simulate(sizes, 1, 10);
