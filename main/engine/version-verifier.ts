@@ -14,6 +14,7 @@ import {
   openingPhase,
   pullPhase,
   type CarFileReading,
+  type CountedProgress,
   readTreeIndexOfFile,
   readTreeLeavesOfFile,
   type TreeLeaves,
@@ -129,36 +130,16 @@ export class VersionVerifier {
     // the blocks are asked for in the order a restore reads them, which needs the tree's nodes
     // (read from the pulled file, open until the verify ends).
     const { onProgress } = input;
-    const onPull = onProgress
-      ? pullPhase(
-          ({ bytesDone, bytesTotal, etaSeconds }) =>
-            onProgress({
-              phase: 'pulling',
-              blocksDone: 0,
-              blocksTotal: 0,
-              bytesDone,
-              bytesTotal,
-              etaSeconds,
-            }),
-          () => this.parts.now(),
-        )
-      : undefined;
+    const now = (): number => this.parts.now();
+    /** The fetch or the read of the list of files, told in `phase`: no block is known yet. */
+    const listPhase =
+      (phase: 'pulling' | 'opening') =>
+      ({ bytesDone, bytesTotal, etaSeconds }: CountedProgress<string>): void =>
+        onProgress?.({ phase, blocksDone: 0, blocksTotal: 0, bytesDone, bytesTotal, etaSeconds });
+    const onPull = onProgress ? pullPhase(listPhase('pulling'), now) : undefined;
     // Its read, once pulled, is told as a restore's is.
     const onOpen = (): CarFileReading | undefined =>
-      onProgress
-        ? openingPhase(
-            ({ bytesDone, bytesTotal, etaSeconds }) =>
-              onProgress({
-                phase: 'opening',
-                blocksDone: 0,
-                blocksTotal: 0,
-                bytesDone,
-                bytesTotal,
-                etaSeconds,
-              }),
-            () => this.parts.now(),
-          )
-        : undefined;
+      onProgress ? openingPhase(listPhase('opening'), now) : undefined;
     const pulled = async <Tree extends TreeLeaves>(read: TreeReader<Tree>): Promise<Tree> => {
       try {
         return await this.parts.metadata.pulledTree(client, versionId, read, false, onPull);
