@@ -130,17 +130,20 @@ describe('the metadata cache', () => {
   });
 
   it("tells the read of a version's list of files as a phase of a restore and a verify, once it takes long enough to be seen", async () => {
-    // A clock that moves on 0.3 s at each read while the restore reads its list: as a tree of
-    // hundreds of thousands of files, whose list takes seconds.
+    // A clock that moves on 0.3 s at each read ('slow'), as for a tree of hundreds of thousands
+    // of files, whose list takes seconds to read; or that stands still ('still'), as for a
+    // list read at once, however busy the machine running the test.
     const slowHome = path.join(scratch, 'slow-home');
     let offset = 0;
-    let slow = false;
+    let clock: 'real' | 'still' | 'slow' = 'real';
+    let stoodAt = 0;
     const slowEngine = createEngine({
       home: slowHome,
       secrets: new FileSecretStore(slowHome),
       startLocalService,
       clock: () => {
-        if (slow) offset += 300;
+        if (clock === 'still') return stoodAt;
+        if (clock === 'slow') offset += 300;
         return Date.now() + offset;
       },
     });
@@ -160,10 +163,14 @@ describe('the metadata cache', () => {
       const phasesOf = (seen: RestoreProgress[]): string[] =>
         seen.map((progress) => progress.phase).filter((phase, at, all) => phase !== all[at - 1]);
       // Read at once, it is not told.
-      expect(phasesOf(await restoreWith('quick'))).toEqual(['restoring']);
-      slow = true;
+      stoodAt = Date.now();
+      clock = 'still';
+      const quick = await restoreWith('quick');
+      clock = 'real';
+      expect(phasesOf(quick)).toEqual(['restoring']);
+      clock = 'slow';
       const seen = await restoreWith('slow');
-      slow = false;
+      clock = 'real';
       expect(phasesOf(seen)).toEqual(['opening', 'restoring']);
       expect(seen.filter((progress) => progress.phase === 'opening').at(-1)).toEqual({
         phase: 'opening',
@@ -175,13 +182,13 @@ describe('the metadata cache', () => {
       });
       // A verify reads the list it fetched afresh the same way.
       const verifying: VerifyProgress[] = [];
-      slow = true;
+      clock = 'slow';
       await slowEngine.verify({
         bucket: 'Slow',
         all: true,
         onProgress: (progress) => verifying.push(progress),
       });
-      slow = false;
+      clock = 'real';
       expect(
         verifying
           .map((progress) => progress.phase)
