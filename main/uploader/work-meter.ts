@@ -33,7 +33,7 @@ const SAMPLE_MS = 250;
 /** The ridge term's weight, as a share of the fit's own weight on the two shares. */
 const RIDGE = 0.05;
 
-/** Sums of the fit, each row weighted by its age. */
+/** Sums of the fit, each row weighted by its age and by its time over its work (addStretch). */
 interface FitSums {
   /** Files share squared, files share × bytes share, bytes share squared. */
   ff: number;
@@ -94,8 +94,9 @@ export class WorkMeter {
   }
 
   /**
-   * Seconds to do `filesLeft` more files and `bytesLeft` more bytes at the costs learned; null
-   * until a stretch was measured, and 0 when nothing is left.
+   * Seconds to do `filesLeft` more files and `bytesLeft` more bytes at the costs learned; 0 when
+   * nothing is left, and null until what is left can be costed: before any stretch, and while
+   * bytes are left of which none has moved yet.
    */
   etaSeconds(filesLeft: number, bytesLeft: number): number | null {
     if (filesLeft <= 0 && bytesLeft <= 0) return 0;
