@@ -1,4 +1,4 @@
-import { EngineError, formatBytes } from '../main/api/index.ts';
+import { EngineError, formatBytes, formatTime } from '../main/api/index.ts';
 import type { Engine } from '../main/index.ts';
 import { UsageError } from './command-context.ts';
 import { askLine, type GoAhead } from './terminal-question.ts';
@@ -15,7 +15,7 @@ function holdings(name: string, versions: Awaited<ReturnType<Engine['listVersion
   const newest = versions.reduce((most, version) => Math.max(most, version.created_at), 0);
   const bytes = versions.reduce((sum, version) => sum + version.data_size, 0);
   const count = versions.length === 1 ? '1 version' : `${versions.length} versions`;
-  return `bucket "${name}" holds ${count}, the newest made ${new Date(newest * 1000).toISOString()} (${formatBytes(bytes)} of data in all)`;
+  return `bucket "${name}" holds ${count}, the newest made ${formatTime(newest * 1000)} (${formatBytes(bytes)} of data in all)`;
 }
 
 /**

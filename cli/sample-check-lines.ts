@@ -1,3 +1,4 @@
+import { formatTime } from '../main/api/index.ts';
 import type { SampleCheck } from '../main/restore/index.ts';
 import { counted } from './counted.ts';
 import { wholeOnRetryLines } from './whole-on-retry-line.ts';
@@ -15,7 +16,7 @@ export function sampleCheckLines(check: SampleCheck | undefined): string[] {
   const checked = `fetched ${counted(check.checked, 'random block')} of it again`;
   return [
     lost === 0
-      ? `${checked}, each whole: restorable as of ${new Date(check.verifiedAt).toISOString()}`
+      ? `${checked}, each whole: restorable as of ${formatTime(check.verifiedAt)}`
       : `${checked}: ${lost} did not come back whole; the next backup sends again what this folder still holds of ${lost === 1 ? 'it' : 'them'}`,
     ...wholeOnRetryLines(check.wholeOnRetry.length),
   ];

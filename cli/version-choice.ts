@@ -1,3 +1,4 @@
+import { formatTime } from '../main/api/index.ts';
 import { offlineReason, UsageError, type CommandContext } from './command-context.ts';
 import { atTime } from './at-time.ts';
 
@@ -30,13 +31,13 @@ export async function versionChoice(
     );
   const atMs = atTime(at);
   const chosen = await command.engine.versionAsOf({ bucket, atMs });
-  const madeAt = new Date(chosen.version.created_at * 1000).toISOString();
+  const madeAt = formatTime(chosen.version.created_at * 1000);
   const listed =
     chosen.offlineSince === null
       ? ''
-      : ` (${offlineReason(chosen.offlineBecause)}: chosen among the bucket's versions as seen at ${new Date(chosen.offlineSince).toISOString()})`;
+      : ` (${offlineReason(chosen.offlineBecause)}: chosen among the bucket's versions as seen at ${formatTime(chosen.offlineSince)})`;
   process.stderr.write(
-    `canopy: version ${chosen.version.id}, made ${madeAt}, the newest at ${new Date(atMs).toISOString()}${listed}\n`,
+    `canopy: version ${chosen.version.id}, made ${madeAt}, the newest at ${formatTime(atMs)}${listed}\n`,
   );
   return { version: chosen.version.id };
 }

@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import { consentToRevokeDevice } from '../device-revocation-consent.ts';
 import { canAsk } from '../terminal-question.ts';
 import { readFileSync } from 'node:fs';
@@ -100,7 +101,7 @@ export async function devicesCommand(command: CommandContext): Promise<number | 
             d.id,
             `${d.name ?? '-'}${d.current ? ' (this device)' : ''}`,
             d.fingerprint,
-            d.last_seen_at === null ? 'never' : new Date(d.last_seen_at * 1000).toISOString(),
+            d.last_seen_at === null ? 'never' : formatTime(d.last_seen_at * 1000),
           ]),
         ]),
         devices,
@@ -148,7 +149,7 @@ export async function devicesCommand(command: CommandContext): Promise<number | 
       command.takesWords(1);
       const issued = await engine.newEnrollmentCode();
       out.print(
-        `enrollment code ${issued.code} (valid until ${new Date(issued.expiresAt * 1000).toISOString()})`,
+        `enrollment code ${issued.code} (valid until ${formatTime(issued.expiresAt * 1000)})`,
         issued,
       );
       return;

@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import {
   BUCKET_TYPES,
   STORAGE_CLASSES,
@@ -11,6 +12,12 @@ import { UsageError, need, oneOf, table, type CommandContext } from '../command-
 // `canopy buckets`: list, create, rename and delete buckets (deleting one that holds versions
 // asks first: bucket-deletion-consent.ts).
 
+/** The service's RFC 3339 time on this computer's clock, as the other lists tell times. */
+function updatedAt(text: string): string {
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? text : formatTime(at);
+}
+
 export async function bucketsCommand(command: CommandContext): Promise<number | undefined> {
   const { engine, sub, rest, out, str } = command;
   switch (sub ?? 'list') {
@@ -22,7 +29,7 @@ export async function bucketsCommand(command: CommandContext): Promise<number | 
           ? 'no buckets yet'
           : table([
               ['NAME', 'TYPE', 'CLASS', 'UPDATED'],
-              ...buckets.map((b) => [b.name, b.type, b.storage_class, b.updated_at]),
+              ...buckets.map((b) => [b.name, b.type, b.storage_class, updatedAt(b.updated_at)]),
             ]),
         buckets,
       );

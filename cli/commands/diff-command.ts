@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import { typedPath } from '../typed-path.ts';
 import type { VersionChange } from '../../main/index.ts';
 import { need, offlineReason, type CommandContext } from '../command-context.ts';
@@ -45,7 +46,7 @@ function summaryOf(changes: readonly VersionChange[]): string {
 }
 
 function when(createdAt: number): string {
-  return new Date(createdAt * 1000).toISOString();
+  return formatTime(createdAt * 1000);
 }
 
 export async function diffCommand(command: CommandContext): Promise<number | undefined> {
@@ -66,7 +67,7 @@ export async function diffCommand(command: CommandContext): Promise<number | und
     .finally(() => progress.done());
   if (compared.offlineSince !== null)
     process.stderr.write(
-      `canopy: ${offlineReason(compared.offlineBecause)}; comparing the versions as of ${new Date(compared.offlineSince).toISOString()}\n`,
+      `canopy: ${offlineReason(compared.offlineBecause)}; comparing the versions as of ${formatTime(compared.offlineSince)}\n`,
     );
   const heading = `from version ${compared.from.id} (${when(compared.from.createdAt)}) to version ${compared.to.id} (${when(compared.to.createdAt)})`;
   out.print(

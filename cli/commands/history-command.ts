@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import { typedPath } from '../typed-path.ts';
 import type { ItemChangeKind, ItemVersion } from '../../main/index.ts';
 import { need, offlineReason, table, type CommandContext } from '../command-context.ts';
@@ -21,11 +22,11 @@ function row(version: ItemVersion): string[] {
   const { entry } = version;
   return [
     version.versionId,
-    new Date(version.createdAt * 1000).toISOString(),
+    formatTime(version.createdAt * 1000),
     CHANGE_WORDS[version.change],
     entry === null ? '' : entry.type === 'directory' ? 'dir' : entry.type,
     entry === null || entry.type === 'directory' ? '' : String(entry.size),
-    entry?.mtime == null ? '' : new Date(entry.mtime * 1000).toISOString(),
+    entry?.mtime == null ? '' : formatTime(entry.mtime * 1000),
   ];
 }
 
@@ -44,7 +45,7 @@ export async function historyCommand(command: CommandContext): Promise<number | 
     .finally(() => progress.done());
   if (history.offlineSince !== null)
     process.stderr.write(
-      `canopy: ${offlineReason(history.offlineBecause)}; reading the versions as of ${new Date(history.offlineSince).toISOString()} that this computer keeps\n`,
+      `canopy: ${offlineReason(history.offlineBecause)}; reading the versions as of ${formatTime(history.offlineSince)} that this computer keeps\n`,
     );
   const shown = JSON.stringify(path).slice(1, -1);
   const restorable = history.changes.find((change) => change.entry !== null);

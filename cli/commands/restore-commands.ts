@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import { downloadLimitOf } from '../transfer-rate.ts';
 import { typedPath } from '../typed-path.ts';
 import type { RestoredAs, RestoreRequest } from '../../main/index.ts';
@@ -29,7 +30,7 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
     .finally(() => progress.done());
   if (offlineSince !== null) {
     process.stderr.write(
-      `canopy: ${offlineReason(offlineBecause)}; showing version ${versionId}, the active one as of ${new Date(offlineSince).toISOString()}\n`,
+      `canopy: ${offlineReason(offlineBecause)}; showing version ${versionId}, the active one as of ${formatTime(offlineSince)}\n`,
     );
   }
   out.print(
@@ -38,7 +39,7 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
         e.type === 'directory' ? 'dir' : e.type,
         e.mode === null ? '-' : e.mode.toString(8).padStart(4, '0'),
         String(e.size),
-        e.mtime === null ? '-' : new Date(e.mtime * 1000).toISOString(),
+        e.mtime === null ? '-' : formatTime(e.mtime * 1000),
         e.target === null
           ? JSON.stringify(e.path ?? e.name).slice(1, -1)
           : `${JSON.stringify(e.path ?? e.name).slice(1, -1)} -> ${e.target}`,

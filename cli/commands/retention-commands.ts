@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import {
   RETENTION_RULES,
   policyOptions,
@@ -54,7 +55,7 @@ export async function pruneCommand(command: CommandContext): Promise<undefined> 
   command.takesWords(1);
   const bucket = need(str('bucket'), '--bucket');
   const dryRun = values['dry-run'] === true;
-  const created = (at: number) => new Date(at * 1000).toISOString();
+  const created = (at: number) => formatTime(at * 1000);
   const given = policyOf(str);
   const pruned = await engine.pruneVersions({
     bucket,

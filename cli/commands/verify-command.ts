@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import { need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { VERIFY_PROGRESS, withLimitShown } from '../progress-line.ts';
@@ -27,7 +28,7 @@ export async function verifyCommand(command: CommandContext): Promise<number | u
       signal,
     }),
   ).finally(() => progress.done());
-  const asOf = new Date(result.verifiedAt).toISOString();
+  const asOf = formatTime(result.verifiedAt);
   const lost = result.unavailable.length;
   out.print(
     [

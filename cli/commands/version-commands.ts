@@ -1,3 +1,4 @@
+import { formatTime } from '../../main/api/index.ts';
 import { canopyHome } from '../../main/state/index.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
 import { policyCommand, pruneCommand } from './retention-commands.ts';
@@ -35,7 +36,7 @@ export async function versionsCommand(command: CommandContext): Promise<number |
     await engine.versionsOrLastSeen({ bucket: need(str('bucket'), '--bucket') });
   if (offlineSince !== null)
     process.stderr.write(
-      `canopy: ${offlineReason(offlineBecause)}; showing the versions as of ${new Date(offlineSince).toISOString()}\n`,
+      `canopy: ${offlineReason(offlineBecause)}; showing the versions as of ${formatTime(offlineSince)}\n`,
     );
   if (!keptForOffline)
     process.stderr.write(
@@ -54,7 +55,7 @@ export async function versionsCommand(command: CommandContext): Promise<number |
             ...versions.map((v) => [
               v.id,
               v.state,
-              new Date(v.created_at * 1000).toISOString(),
+              formatTime(v.created_at * 1000),
               String(totals.get(v.id)?.files ?? '-'),
               String(totals.get(v.id)?.bytes ?? '-'),
               String(v.data_size),
@@ -124,7 +125,7 @@ export async function snapshotsCommand(command: CommandContext): Promise<number 
             s.id,
             s.metadata_id,
             s.state,
-            new Date(s.created_at * 1000).toISOString(),
+            formatTime(s.created_at * 1000),
             String(s.size),
           ]),
         ]),

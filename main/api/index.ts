@@ -3,6 +3,7 @@
 
 export * from './engine-error.ts';
 export * from './bytes-for-people.ts';
+export * from './time-for-people.ts';
 export * from './disk-full.ts';
 export * from './disk-gone.ts';
 export * from './passing-failure.ts';

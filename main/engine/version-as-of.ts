@@ -1,4 +1,4 @@
-import { EngineError, type EngineErrorCode } from '../api/index.ts';
+import { EngineError, formatTime, type EngineErrorCode } from '../api/index.ts';
 import type { Metadata } from '../protocol/index.ts';
 import type { BucketVersions } from './bucket-versions.ts';
 import { isStored } from './version-comparison.ts';
@@ -15,10 +15,6 @@ export interface VersionAsOf {
   /** When the list it was chosen from was seen; null when the service listed it now. */
   readonly offlineSince: number | null;
   readonly offlineBecause: EngineErrorCode | null;
-}
-
-function when(ms: number): string {
-  return new Date(ms).toISOString();
 }
 
 /** The newest of `versions` stored whole and made at `atMs` or before; undefined for none. */
@@ -45,7 +41,7 @@ export async function versionAsOf(
       'not_found',
       stored.length === 0
         ? `bucket "${input.bucket}" has no version yet`
-        : `bucket "${input.bucket}" has no version from ${when(input.atMs)} or before: its oldest is from ${when(oldest * 1000)}`,
+        : `bucket "${input.bucket}" has no version from ${formatTime(input.atMs)} or before: its oldest is from ${formatTime(oldest * 1000)}`,
     );
   }
   return { version, offlineSince: listed.offlineSince, offlineBecause: listed.offlineBecause };

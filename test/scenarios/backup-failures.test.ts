@@ -570,7 +570,7 @@ open("deep.txt", "w").write("deep")`,
     const first = await runCanopy(home, ['backup', source, '--bucket', 'Checked'], fileStore);
     expect(first.status, first.stderr).toBe(0);
     expect(first.stdout).toMatch(
-      /\nfetched 2 random blocks of it again, each whole: restorable as of \d{4}-\S+\n/,
+      /\nfetched 2 random blocks of it again, each whole: restorable as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n/,
     );
     // The backup disk loses the photo's only chunk.
     await loseBlock(localData, photo);

@@ -35,7 +35,7 @@ describe('deleting a bucket', () => {
         }[]
       ).map((bucket) => bucket.name);
     const holds =
-      /bucket "Photos" holds 2 versions, the newest made \d{4}-\d\d-\d\dT[\d:.]+Z \(\d+ B of data in all\); deleting the bucket deletes them all, for good/;
+      /bucket "Photos" holds 2 versions, the newest made \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(\d+ B of data in all\); deleting the bucket deletes them all, for good/;
 
     // From a script (no terminal to ask at): refused, with what it holds, and how to go on.
     const scripted = await runCanopy(home, ['buckets', 'delete', 'Photos'], env);

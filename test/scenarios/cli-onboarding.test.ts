@@ -77,7 +77,9 @@ describe('canopy onboarding', () => {
         .status,
     ).toBe(0);
     const list = await runCanopy(home, ['buckets']);
-    expect(list.stdout).toMatch(/^NAME\s+TYPE\s+CLASS\s+UPDATED\nPhotos\s+backup\s+hot\s+\d{4}-/);
+    expect(list.stdout).toMatch(
+      /^NAME\s+TYPE\s+CLASS\s+UPDATED\nPhotos\s+backup\s+hot\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n$/,
+    );
     const json = JSON.parse((await runCanopy(home, ['buckets', '--json'])).stdout) as Array<{
       name: string;
     }>;

@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { canopyFails, canopySucceeds, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // `canopy history PATH`: a user looking for the copy of a file to restore (the report before
 // an edit went wrong) gets the versions in which it differs from the version before, newest
@@ -101,12 +102,12 @@ describe('the history of one item', () => {
     const lines = run.stdout.trimEnd().split('\n');
     expect(lines[0]).toBe(`${report} in bucket "Docs": 5 changes in 6 versions read, newest first`);
     expect(lines[1]).toMatch(/^VERSION\s+CREATED\s+CHANGE\s+TYPE\s+SIZE\s+MODIFIED$/);
-    expect(lines[2]).toMatch(new RegExp(`^${versions[4] ?? ''}\\s+\\S+\\s+removed$`));
+    expect(lines[2]).toMatch(new RegExp(`^${versions[4] ?? ''}\\s+${TOLD_TIME}\\s+removed$`));
     expect(lines[3]).toMatch(
-      new RegExp(`^${versions[3] ?? ''}\\s+\\S+\\s+another type\\s+dir\\s+\\S+$`),
+      new RegExp(`^${versions[3] ?? ''}\\s+${TOLD_TIME}\\s+another type\\s+dir\\s+${TOLD_TIME}$`),
     );
     expect(lines[4]).toMatch(
-      new RegExp(`^${versions[2] ?? ''}\\s+\\S+\\s+mode or time\\s+file\\s+20\\s`),
+      new RegExp(`^${versions[2] ?? ''}\\s+${TOLD_TIME}\\s+mode or time\\s+file\\s+20\\s`),
     );
     expect(lines.at(-1)).toBe(
       `to restore a copy: canopy restore --bucket Docs --version ID --to DIR ${report}`,
@@ -179,7 +180,9 @@ describe('the history of one item', () => {
       });
       expect(run.status, run.stderr).toBe(0);
       expect(run.stderr).toMatch(
-        /^canopy: the disk holding the backups is not connected; reading the versions as of \S+ that this computer keeps\n$/,
+        new RegExp(
+          `^canopy: the disk holding the backups is not connected; reading the versions as of ${TOLD_TIME} that this computer keeps\n$`,
+        ),
       );
       const history = JSON.parse(run.stdout) as HistoryJson;
       expect(history.versionsRead).toBe(5);

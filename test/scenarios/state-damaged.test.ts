@@ -116,7 +116,7 @@ describe('a damaged state database', () => {
       'canopy: the database of the backups (service.sqlite) was found damaged on its disk; putting the copy Canopy keeps of it in its place, then running the command again',
     );
     expect(lines[1]).toMatch(
-      /^canopy: the database of the backups was damaged: it is kept as .*\/local\/service\.sqlite\.damaged-\S+, and the copy Canopy made of it at \d{4}-\S+ is in its place; anything backed up after then is not in it, and the next backup of each folder sends it again$/,
+      /^canopy: the database of the backups was damaged: it is kept as .*\/local\/service\.sqlite\.damaged-\S+, and the copy Canopy made of it at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d is in its place; anything backed up after then is not in it, and the next backup of each folder sends it again$/,
     );
     // The copy holds the version the backup made: nothing changed since.
     expect(again.stdout).toContain('nothing changed since version');

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { canopyFails, canopySucceeds, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { canopySucceeds, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // `--at TIME`: a user remembers when a file was still right, not a version's id. `canopy ls`,
@@ -14,7 +14,10 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-version-at-'));
 const source = path.join(scratch, 'source');
 const home = path.join(scratch, 'home');
 const data = path.join(scratch, 'local');
-const env = { CANOPY_SECRET_STORE: 'file' };
+// Half an hour off any whole-hour zone: a time told in UTC, or in the zone the tests run in,
+// cannot pass for one told on this computer's clock.
+const ZONE = 'Asia/Kolkata';
+const env = { CANOPY_SECRET_STORE: 'file', TZ: ZONE };
 
 interface Version {
   id: string;
@@ -25,6 +28,13 @@ interface Version {
 let versions: Version[] = [];
 
 const iso = (seconds: number): string => new Date(seconds * 1000).toISOString();
+/** A time as canopy tells it: on the computer's clock (ZONE), to the second. */
+const shown = (seconds: number): string =>
+  new Intl.DateTimeFormat('sv-SE', {
+    timeZone: ZONE,
+    ...{ year: 'numeric', month: '2-digit', day: '2-digit' },
+    ...{ hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' },
+  }).format(new Date(seconds * 1000));
 
 beforeAll(async () => {
   await loginWithBucket(home, data, 'Docs');
@@ -45,11 +55,13 @@ describe('a version chosen by a time', () => {
   it('is the newest made by then, for ls, restore and verify, each saying which', async () => {
     const [first, second] = versions;
     if (!first || !second) throw new Error('two versions were made');
-    const told = `canopy: version ${first.id}, made ${iso(first.created_at)}, the newest at ${iso(first.created_at)}\n`;
+    const told = `canopy: version ${first.id}, made ${shown(first.created_at)}, the newest at ${shown(first.created_at)}\n`;
+    expect(shown(first.created_at)).not.toContain(iso(first.created_at).slice(11, 16));
 
+    // The time told, typed back on the same computer, names the same version.
     const listed = await runCanopy(
       home,
-      ['ls', '--bucket', 'Docs', '--at', iso(first.created_at), '--json'],
+      ['ls', '--bucket', 'Docs', '--at', shown(first.created_at), '--json'],
       env,
     );
     expect(listed.stderr).toBe(told);
@@ -72,12 +84,14 @@ describe('a version chosen by a time', () => {
     expect(verified.stdout).toContain(`of version ${first.id}: restorable as of`);
 
     // A day alone is all of it: today's latest version.
-    const now = new Date();
-    const today = [now.getFullYear(), now.getMonth() + 1, now.getDate()]
-      .map((part) => String(part).padStart(2, '0'))
-      .join('-');
+    const today = shown(Date.now() / 1000).slice(0, 10);
     const latest = path.join(scratch, 'latest');
-    await canopySucceeds(home, 'restore', '--bucket', 'Docs', '--at', today, '--to', latest);
+    const restoredToday = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Docs', '--at', today, '--to', latest],
+      env,
+    );
+    expect(restoredToday.status, restoredToday.stderr).toBe(0);
     expect(readFileSync(path.join(latest, 'note.txt'), 'utf8')).toBe('second draft');
   });
 
@@ -94,7 +108,7 @@ describe('a version chosen by a time', () => {
       expect(listed.status, listed.stderr).toBe(0);
       expect(listed.stderr).toMatch(
         new RegExp(
-          `^canopy: version ${first.id}, made ${iso(first.created_at)}, the newest at ${iso(first.created_at)} \\(the disk holding the backups is not connected: chosen among the bucket's versions as seen at \\d{4}-[^)]+\\)\n$`,
+          `^canopy: version ${first.id}, made ${shown(first.created_at)}, the newest at ${shown(first.created_at)} \\(the disk holding the backups is not connected: chosen among the bucket's versions as seen at \\d{4}-[^)]+\\)\n$`,
         ),
       );
       expect(JSON.parse(listed.stdout)).toMatchObject([{ name: 'note.txt', size: 5 }]);
@@ -116,8 +130,10 @@ describe('a version chosen by a time', () => {
     const [first] = versions;
     if (!first) throw new Error('a version was made');
     const before = iso(first.created_at - 1);
-    expect(await canopyFails(home, 'ls', '--bucket', 'Docs', '--at', before)).toBe(
-      `canopy: bucket "Docs" has no version from ${new Date((first.created_at - 1) * 1000).toISOString()} or before: its oldest is from ${iso(first.created_at)}\n`,
+    const refused = await runCanopy(home, ['ls', '--bucket', 'Docs', '--at', before], env);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe(
+      `canopy: bucket "Docs" has no version from ${shown(first.created_at - 1)} or before: its oldest is from ${shown(first.created_at)}\n`,
     );
     const wrong = await runCanopy(home, ['restore', '--bucket', 'Docs', '--at', '30/11/2026'], env);
     expect(wrong.status).toBe(2);

@@ -19,6 +19,7 @@ import { createEngine, type ComparedVersions, type Engine } from '../../main/ind
 import { startLocalService } from '../../cli/local-service.ts';
 import { canopyFails, canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // `canopy diff`: what changed from one version of a bucket to another, told from the two
 // versions' trees: each entry added, removed, with other bytes, with only another mode or time,
@@ -188,7 +189,9 @@ describe('canopy diff', () => {
     const printed = (await canopySucceeds(home, 'diff', '--bucket', 'Home')).split('\n');
     expect(printed).toEqual([
       expect.stringMatching(
-        new RegExp(`^from version ${older} \\(\\d{4}-.+Z\\) to version ${newer} \\(\\d{4}-.+Z\\)$`),
+        new RegExp(
+          `^from version ${older} \\(${TOLD_TIME}\\) to version ${newer} \\(${TOLD_TIME}\\)$`,
+        ),
       ),
       'M notes.txt',
       '+ photos/2026\\nnew line/',

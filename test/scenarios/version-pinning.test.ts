@@ -8,6 +8,7 @@ import { canopyFails, canopySucceeds as canopy, versionsListed } from '../helper
 import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // A user keeps a version they care about ("the draft before I rewrote it") in an interactive
 // bucket, where the service prunes outdated versions past the few it keeps: `canopy snapshots
@@ -106,7 +107,7 @@ describe('pinning a version with a snapshot', () => {
         '1',
         '--dry-run',
       ),
-    ).toMatch(new RegExp(`^keep +${first.id} +\\S+ +pinned$`, 'm'));
+    ).toMatch(new RegExp(`^keep +${first.id} +${TOLD_TIME} +pinned$`, 'm'));
 
     // Unpinned, it is past the one the service keeps, and goes.
     expect(await canopy(home, 'snapshots', 'delete', snapshot, '--bucket', 'Drafts')).toContain(

@@ -19,6 +19,7 @@ import { writeSettled } from '../helpers/settled-file.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
 import { backupWithReadsFailing } from '../helpers/failing-reads.ts';
 import { startTestService } from '../helpers/test-service.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // A user whose backup bucket keeps every version (each pinned by its snapshot) frees room with
 // a retention policy, as restic's `forget --keep-*` does: `canopy versions prune` removes every
@@ -58,10 +59,10 @@ describe('pruning versions by a retention policy', () => {
       new RegExp(
         [
           '^would keep 2 and remove 2 of the 4 versions of bucket "Photos" stored whole:',
-          `keep +${fourth.id} +\\S+ +active, last`,
-          `keep +${third.id} +\\S+ +last`,
-          `remove +${second.id} +\\S+`,
-          `remove +${first.id} +\\S+\n$`,
+          `keep +${fourth.id} +${TOLD_TIME} +active, last`,
+          `keep +${third.id} +${TOLD_TIME} +last`,
+          `remove +${second.id} +${TOLD_TIME}`,
+          `remove +${first.id} +${TOLD_TIME}\n$`,
         ].join('\n'),
       ),
     );
@@ -73,7 +74,7 @@ describe('pruning versions by a retention policy', () => {
     // Oldest first, each as it goes.
     expect(said).toMatch(
       new RegExp(
-        `^removed version ${first.id} \\(\\S+\\)\nremoved version ${second.id} \\(\\S+\\)\nkept 2 versions of bucket "Photos" and removed 2: their data no other version holds is freed\n$`,
+        `^removed version ${first.id} \\(${TOLD_TIME}\\)\nremoved version ${second.id} \\(${TOLD_TIME}\\)\nkept 2 versions of bucket "Photos" and removed 2: their data no other version holds is freed\n$`,
       ),
     );
     expect((await versionsListed(home, 'Photos')).map((version) => version.id)).toEqual([
@@ -93,7 +94,7 @@ describe('pruning versions by a retention policy', () => {
       ),
     ).toMatch(
       new RegExp(
-        `^would keep 2 and remove 0 of the 2 versions .*\nkeep +${fourth.id} +\\S+ +active, within\nkeep +${third.id} +\\S+ +within\n$`,
+        `^would keep 2 and remove 0 of the 2 versions .*\nkeep +${fourth.id} +${TOLD_TIME} +active, within\nkeep +${third.id} +${TOLD_TIME} +within\n$`,
       ),
     );
     // The same policy again keeps what it kept.

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // `canopy versions` tells what each version holds, its files and their bytes, as its manifest
 // states them: known for each version this computer stored, and for another computer's once it
@@ -42,8 +43,12 @@ describe('the versions listed', () => {
     expect(second).toMatchObject({ file_count: 3, total_bytes: 21 });
     const table = await canopySucceeds(home, 'versions', '--bucket', 'Docs');
     expect(table).toMatch(/^ID +STATE +CREATED +FILES +BYTES +NEW BYTES +PINNED\n/);
-    expect(table).toMatch(new RegExp(`^${second?.id ?? ''} +active +\\S+ +3 +21 +6 +yes$`, 'm'));
-    expect(table).toMatch(new RegExp(`^${first?.id ?? ''} +outdated +\\S+ +2 +15 +15 +yes$`, 'm'));
+    expect(table).toMatch(
+      new RegExp(`^${second?.id ?? ''} +active +${TOLD_TIME} +3 +21 +6 +yes$`, 'm'),
+    );
+    expect(table).toMatch(
+      new RegExp(`^${first?.id ?? ''} +outdated +${TOLD_TIME} +2 +15 +15 +yes$`, 'm'),
+    );
 
     // A home from before these notes were kept knows them from the versions it keeps cached.
     const state = new Database(path.join(home, 'state.sqlite'));
@@ -74,7 +79,9 @@ describe('the versions listed', () => {
       { id: first?.id, file_count: null, total_bytes: null },
     ]);
     const unknown = await canopySucceeds(other, 'versions', '--bucket', 'Docs');
-    expect(unknown).toMatch(new RegExp(`^${first?.id ?? ''} +outdated +\\S+ +- +- +15 +yes$`, 'm'));
+    expect(unknown).toMatch(
+      new RegExp(`^${first?.id ?? ''} +outdated +${TOLD_TIME} +- +- +15 +yes$`, 'm'),
+    );
     expect(unknown).toContain(
       '\n-: versions this computer has not read the list of files of yet (canopy ls --version ID reads it)\n',
     );
