@@ -12,7 +12,9 @@ import { walkTree, type TreeEntry } from './walk-tree.ts';
 // walk a restore uses, so that a listing shows what a restore would bring back, node by node:
 // `canopy ls` of a top folder of 5 000 folders took 1.9 s through ipfs-unixfs-exporter, and
 // takes 1.5 s so; `canopy ls -R` of all 105 000 entries of that version, 3.3 s, sorting
-// included.
+// included. Each folder is sorted as the walk opens it, not every path at the end: of 300 000
+// files, 6.7 s and 222 MB in all, where sorting at the end and printing it whole took 8.2 s and
+// 389 MB.
 
 /** What browsing needs of a version's tree: no leaf. */
 type BrowsedTree = Pick<TreeIndex, 'manifest' | 'nodes'>;
@@ -67,22 +69,20 @@ export function listVersionPath(
   const depth = recursive ? Number.POSITIVE_INFINITY : 1;
   // Listed whole, a hostile tree could stand for more paths than memory holds.
   if (recursive) checkedTreeTotals(tree.manifest, root, tree.nodes, parts, 'listed');
-  const listed: Array<{ readonly parts: readonly string[]; readonly entry: VersionEntry }> = [];
+  const listed: VersionEntry[] = [];
   let found = false;
-  for (const entry of walkTree(root, tree.nodes, parts, depth)) {
+  // By name, folder by folder, so already in the order of the paths: sorted at the end, the
+  // paths of `canopy ls -R` over 300 000 files held as many arrays of their names.
+  for (const entry of walkTree(root, tree.nodes, parts, depth, 'names')) {
     if (!found) {
       found = true;
       if (entry.kind === 'directory') continue;
       return [versionEntryOf(entry, recursive ? entry.parts.at(-1) : undefined)];
     }
-    const below = entry.parts.slice(parts.length);
-    listed.push({
-      parts: below,
-      entry: versionEntryOf(entry, recursive ? below.join('/') : undefined),
-    });
+    listed.push(
+      versionEntryOf(entry, recursive ? entry.parts.slice(parts.length).join('/') : undefined),
+    );
   }
   if (!found) throw notInVersion(subPath, parts, root, tree.nodes);
-  // A large folder is a HAMT (§17.1), whose entries come in the order of their names' hashes.
-  listed.sort((a, b) => comparePaths(a.parts, b.parts));
-  return listed.map(({ entry }) => entry);
+  return listed;
 }

@@ -72,6 +72,36 @@ describe('walkTree', () => {
     });
   });
 
+  it('in name order goes path by path as their names sort in UTF-8, name by name, sharded folders too', async () => {
+    // UTF-16 sorts U+FF61 after the surrogates of U+1F600, UTF-8 before; "a-b" sorts before
+    // "a/x" as text, after it name by name; a folder of 60 is sharded, in the order of hashes.
+    const names = ['a', 'a-b', 'Z', 'é', '\uff61', '\u{1f600}', 'a b'];
+    const candidates: ImportCandidate[] = [{ path: 'root' }, { path: 'root/a' }];
+    for (const name of names.slice(1))
+      candidates.push({ path: `root/${name}`, content: Buffer.from(name) });
+    for (const name of names)
+      candidates.push({ path: `root/a/${name}.txt`, content: Buffer.from(name) });
+    for (let index = 0; index < 60; index += 1)
+      candidates.push({ path: `root/a-b.d/f${index}`, content: Buffer.from(`file ${index}`) });
+    const { root, nodes } = await importTree(candidates);
+    const walked = [...walkTree(root, nodes, [], Number.POSITIVE_INFINITY, 'names')].map(
+      (entry) => entry.parts,
+    );
+    const byNames = (a: readonly string[], b: readonly string[]): number => {
+      for (let index = 0; index < Math.min(a.length, b.length); index += 1) {
+        const order = Buffer.compare(Buffer.from(a[index] ?? ''), Buffer.from(b[index] ?? ''));
+        if (order !== 0) return order;
+      }
+      return a.length - b.length;
+    };
+    expect(walked).toHaveLength(1 + names.length * 2 + 1 + 60);
+    expect(walked).toEqual([...walked].sort(byNames));
+    expect(walked.slice(0, 4).map((parts) => parts.join('/'))).toEqual(['', 'Z', 'a', 'a/Z.txt']);
+    // In link order, the sharded folder's entries come as their hashes fall.
+    const inLinkOrder = [...walkTree(root, nodes)].map((entry) => entry.parts);
+    expect(inLinkOrder).not.toEqual([...inLinkOrder].sort(byNames));
+  });
+
   it("reads a sharded folder's sub-shards only as the walk comes to them", async () => {
     const candidates: ImportCandidate[] = [{ path: 'root' }, { path: 'root/many' }];
     for (let index = 0; index < 400; index += 1)
