@@ -9,6 +9,7 @@ import { localDatabaseNotice } from './local-database-notice.ts';
 import { runOnWhenReaderGoes } from './closed-output.ts';
 import { closeHungUpTerminalOnExit } from './terminal-hang-up.ts';
 import { UsageError, unexpectedWords, type Command, type Output } from './command-context.ts';
+import { jsonArrayInParts, linesInParts } from './listing-output.ts';
 import { OPTIONS, refuseOptionsNotTaken } from './command-options.ts';
 import { commandFailure, failureJson, failureText } from './command-failure.ts';
 import { helpOf } from './usage-text.ts';
@@ -95,6 +96,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     json: argv.includes('--json'),
     print(human, data) {
       process.stdout.write(this.json ? `${JSON.stringify(data)}\n` : `${human}\n`);
+    },
+    printEach(lines, items) {
+      for (const part of this.json ? jsonArrayInParts(items) : linesInParts(lines))
+        process.stdout.write(part);
     },
   };
   let engine: Engine | undefined;

@@ -15,6 +15,11 @@ export class MissingArgument extends UsageError {}
 export interface Output {
   json: boolean;
   print(human: string, data: unknown): void;
+  /**
+   * A long listing: `lines` (each without its newline), or with --json `items` as one JSON
+   * array; written a part at a time (listing-output.ts). `lines` is read only for the text.
+   */
+  printEach(lines: Iterable<string>, items: readonly unknown[]): void;
 }
 
 export interface CommandContext {

@@ -2,8 +2,9 @@ import { formatTime } from '../../main/api/index.ts';
 import { downloadLimitOf } from '../transfer-rate.ts';
 import { typedPath } from '../typed-path.ts';
 import type { RestoredAs, RestoreRequest } from '../../main/index.ts';
-import { need, offlineReason, table, UsageError, type CommandContext } from '../command-context.ts';
+import { need, offlineReason, UsageError, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
+import { tableLines } from '../listing-output.ts';
 import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { versionChoice } from '../version-choice.ts';
@@ -33,18 +34,16 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
       `canopy: ${offlineReason(offlineBecause)}; showing version ${versionId}, the active one as of ${formatTime(offlineSince)}\n`,
     );
   }
-  out.print(
-    table(
-      entries.map((e) => [
-        e.type === 'directory' ? 'dir' : e.type,
-        e.mode === null ? '-' : e.mode.toString(8).padStart(4, '0'),
-        String(e.size),
-        e.mtime === null ? '-' : formatTime(e.mtime * 1000),
-        e.target === null
-          ? JSON.stringify(e.path ?? e.name).slice(1, -1)
-          : `${JSON.stringify(e.path ?? e.name).slice(1, -1)} -> ${e.target}`,
-      ]),
-    ),
+  out.printEach(
+    tableLines(entries, (e) => [
+      e.type === 'directory' ? 'dir' : e.type,
+      e.mode === null ? '-' : e.mode.toString(8).padStart(4, '0'),
+      String(e.size),
+      e.mtime === null ? '-' : formatTime(e.mtime * 1000),
+      e.target === null
+        ? JSON.stringify(e.path ?? e.name).slice(1, -1)
+        : `${JSON.stringify(e.path ?? e.name).slice(1, -1)} -> ${e.target}`,
+    ]),
     entries,
   );
   return;
