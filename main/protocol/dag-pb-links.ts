@@ -1,4 +1,5 @@
 import { SHA2_256_CODE } from './cid.ts';
+import { protobufVarintAt } from './protobuf-varint.ts';
 
 // The links of a dag-pb node, read straight from its bytes: each link's codec, where its
 // SHA-256 digest lies, and its Tsize. @ipld/dag-pb's decode makes a CID, a link object and a
@@ -46,7 +47,8 @@ export class DagPbLinks {
   dataAt = 0;
   dataLength = -1;
   private bytes: Uint8Array = new Uint8Array(0);
-  private at = 0;
+  /** The read position. */
+  private readonly cursor = { at: 0 };
 
   /**
    * Reads the links of the node `bytes` into this reader's arrays, replacing those of the node
@@ -54,7 +56,7 @@ export class DagPbLinks {
    */
   read(bytes: Uint8Array): number {
     this.bytes = bytes;
-    this.at = 0;
+    this.cursor.at = 0;
     this.codecs.length = 0;
     this.digestAt.length = 0;
     this.tsizes.length = 0;
@@ -64,10 +66,10 @@ export class DagPbLinks {
     this.dataAt = 0;
     this.dataLength = -1;
     let linksBeforeData = false;
-    while (this.at < bytes.length) {
+    while (this.cursor.at < bytes.length) {
       const tag = this.varint();
       const length = this.varint();
-      const end = this.at + length;
+      const end = this.cursor.at + length;
       if (length < 0 || end > bytes.length) return -1;
       if (tag === NODE_LINK_TAG) {
         // Links on both sides of the Data are no node, for @ipld/dag-pb as here.
@@ -76,13 +78,13 @@ export class DagPbLinks {
         // Nor is a second Data.
         if (this.dataLength >= 0) return -1;
         linksBeforeData = this.codecs.length > 0;
-        this.dataAt = this.at;
+        this.dataAt = this.cursor.at;
         this.dataLength = length;
         this.unixfsType = this.typeIn(end);
       } else {
         return -1;
       }
-      this.at = end;
+      this.cursor.at = end;
     }
     return this.codecs.length;
   }
@@ -101,10 +103,10 @@ export class DagPbLinks {
 
   /** The Type of the UnixFS Data at the read position (its first field), or -1. */
   private typeIn(end: number): number {
-    if (this.at >= end || this.bytes[this.at] !== UNIXFS_TYPE_TAG) return -1;
-    this.at += 1;
+    if (this.cursor.at >= end || this.bytes[this.cursor.at] !== UNIXFS_TYPE_TAG) return -1;
+    this.cursor.at += 1;
     const type = this.varint();
-    return this.at <= end ? type : -1;
+    return this.cursor.at <= end ? type : -1;
   }
 
   private link(end: number): boolean {
@@ -113,7 +115,7 @@ export class DagPbLinks {
     let tsize = 0;
     let nameAt = 0;
     let nameLength = 0;
-    while (this.at < end) {
+    while (this.cursor.at < end) {
       const tag = this.varint();
       if (tag === LINK_TSIZE_TAG) {
         tsize = this.varint();
@@ -121,9 +123,9 @@ export class DagPbLinks {
         continue;
       }
       const length = this.varint();
-      if (length < 0 || this.at + length > end) return false;
+      if (length < 0 || this.cursor.at + length > end) return false;
       if (tag === LINK_HASH_TAG) {
-        const at = this.at;
+        const at = this.cursor.at;
         const b = this.bytes;
         if (
           length !== CID_BYTES ||
@@ -136,14 +138,14 @@ export class DagPbLinks {
         codec = b[at + 1] ?? -1;
         digestAt = at + 4;
       } else if (tag === LINK_NAME_TAG) {
-        nameAt = this.at;
+        nameAt = this.cursor.at;
         nameLength = length;
       } else {
         return false;
       }
-      this.at += length;
+      this.cursor.at += length;
     }
-    if (digestAt < 0 || this.at !== end) return false;
+    if (digestAt < 0 || this.cursor.at !== end) return false;
     this.codecs.push(codec);
     this.digestAt.push(digestAt);
     this.tsizes.push(tsize);
@@ -154,15 +156,6 @@ export class DagPbLinks {
 
   /** A varint at the read position, moved past; -1 when cut short or past 2^53. */
   private varint(): number {
-    let value = 0;
-    let scale = 1;
-    for (;;) {
-      const byte = this.bytes[this.at];
-      if (byte === undefined || scale > 2 ** 49) return -1;
-      this.at += 1;
-      value += (byte & 0x7f) * scale;
-      if (byte < 0x80) return value;
-      scale *= 128;
-    }
+    return protobufVarintAt(this.bytes, this.cursor, this.bytes.length);
   }
 }

@@ -9,6 +9,7 @@ export * from './cid.ts';
 export * from './sha256-of.ts';
 export * from './cid-table.ts';
 export * from './dag-pb-links.ts';
+export * from './protobuf-varint.ts';
 export * from './compact-jws.ts';
 export * from './device-jwt.ts';
 export * from './enrollment-code.ts';

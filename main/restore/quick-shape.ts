@@ -1,5 +1,5 @@
 import type { CID } from 'multiformats/cid';
-import { DAG_PB_CODEC, DagPbLinks, UNIXFS_TYPES } from '../protocol/index.ts';
+import { DAG_PB_CODEC, DagPbLinks, protobufVarintAt, UNIXFS_TYPES } from '../protocol/index.ts';
 import { shapeOfNode, type NodeLookup, type NodeShape } from './walk-tree.ts';
 
 // A file's or a link's node read for what counting a tree needs (tree-totals.ts), straight from
@@ -53,17 +53,17 @@ function fileSizeIn(bytes: Uint8Array, start: number, end: number): number | und
   let size = 0;
   let hasData = false;
   while (cursor.at < end) {
-    const tag = varintAt(bytes, cursor, end);
+    const tag = protobufVarintAt(bytes, cursor, end);
     if (tag < 0) return undefined;
     const field = Math.floor(tag / 8);
     const wire = tag % 8;
     if (wire === VARINT) {
-      const value = varintAt(bytes, cursor, end);
+      const value = protobufVarintAt(bytes, cursor, end);
       if (value < 0) return undefined;
       if (field === BLOCKSIZES_FIELD) size += value;
       else if (field === DATA_FIELD) return undefined;
     } else if (wire === LENGTH_DELIMITED) {
-      const length = varintAt(bytes, cursor, end);
+      const length = protobufVarintAt(bytes, cursor, end);
       if (length < 0 || field === BLOCKSIZES_FIELD) return undefined;
       if (field === DATA_FIELD) {
         if (hasData) return undefined;
@@ -80,18 +80,4 @@ function fileSizeIn(bytes: Uint8Array, start: number, end: number): number | und
     if (cursor.at > end || size > Number.MAX_SAFE_INTEGER) return undefined;
   }
   return size;
-}
-
-/** The varint at `cursor.at`, moved past it; -1 when cut short before `end` or past 2^53. */
-function varintAt(bytes: Uint8Array, cursor: { at: number }, end: number): number {
-  let value = 0;
-  let scale = 1;
-  for (;;) {
-    const byte = cursor.at < end ? bytes[cursor.at] : undefined;
-    if (byte === undefined || scale > 2 ** 49) return -1;
-    cursor.at += 1;
-    value += (byte & 0x7f) * scale;
-    if (byte < 0x80) return value;
-    scale *= 128;
-  }
 }
