@@ -25,6 +25,23 @@ describe('a time told to people', () => {
     expect(formatTime(Date.UTC(2026, 6, 1, 12, 0, 0))).toBe('2026-07-01 08:00:00');
   });
 
+  it('gives the offset from UTC of a time the clock shows twice, as summer time ends, and only then', () => {
+    inZone('America/New_York');
+    // 2026-11-01: at 02:00 EDT the clock goes back to 01:00 EST.
+    expect(formatTime(Date.UTC(2026, 10, 1, 4, 59, 59))).toBe('2026-11-01 00:59:59');
+    expect(formatTime(Date.UTC(2026, 10, 1, 5, 0, 0))).toBe('2026-11-01 01:00:00 -04:00');
+    expect(formatTime(Date.UTC(2026, 10, 1, 5, 30, 0))).toBe('2026-11-01 01:30:00 -04:00');
+    expect(formatTime(Date.UTC(2026, 10, 1, 6, 30, 0))).toBe('2026-11-01 01:30:00 -05:00');
+    expect(formatTime(Date.UTC(2026, 10, 1, 6, 59, 59))).toBe('2026-11-01 01:59:59 -05:00');
+    expect(formatTime(Date.UTC(2026, 10, 1, 7, 0, 0))).toBe('2026-11-01 02:00:00');
+    // Set forward, the clock skips an hour and shows none twice.
+    expect(formatTime(Date.UTC(2026, 2, 8, 7, 30, 0))).toBe('2026-03-08 03:30:00');
+    // Half an hour set back, east of Greenwich.
+    inZone('Australia/Lord_Howe');
+    expect(formatTime(Date.UTC(2026, 3, 4, 14, 45, 0))).toBe('2026-04-05 01:45:00 +11:00');
+    expect(formatTime(Date.UTC(2026, 3, 4, 15, 15, 0))).toBe('2026-04-05 01:45:00 +10:30');
+  });
+
   it('drops the part of a second rather than round into the next minute or day', () => {
     inZone('UTC');
     expect(formatTime(Date.UTC(1999, 11, 31, 23, 59, 59, 999))).toBe('1999-12-31 23:59:59');

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { atTime } from '../../../cli/at-time.ts';
+import { formatTime } from '../../../main/api/index.ts';
 import { UsageError } from '../../../cli/command-context.ts';
 
 // `--at TIME` as people write it: a day stands for all of it, on this computer's clock, and a
@@ -16,6 +17,20 @@ describe('the time --at names', () => {
     expect(atTime('2026-11-20 14:30:05')).toBe(new Date(2026, 10, 20, 14, 30, 5).getTime());
     expect(atTime('2026-11-20T14:30:05.250Z')).toBe(Date.UTC(2026, 10, 20, 14, 30, 5, 250));
     expect(atTime('2026-11-20T14:30+01:00')).toBe(Date.UTC(2026, 10, 20, 13, 30));
+  });
+
+  it('takes back each time Canopy tells, the hour the clock shows twice too', () => {
+    const zoneBefore = process.env.TZ;
+    process.env.TZ = 'America/New_York';
+    try {
+      expect(atTime('2026-11-01 01:30:00 -05:00')).toBe(Date.UTC(2026, 10, 1, 6, 30));
+      // Every 7 minutes and 3 seconds over the day summer time ends, to the second as told.
+      for (let ms = Date.UTC(2026, 10, 1, 0); ms < Date.UTC(2026, 10, 2, 0); ms += 423_000)
+        expect(atTime(formatTime(ms)), formatTime(ms)).toBe(ms);
+    } finally {
+      if (zoneBefore === undefined) delete process.env.TZ;
+      else process.env.TZ = zoneBefore;
+    }
   });
 
   it('refuses what names no moment, saying what it takes', () => {
