@@ -29,6 +29,7 @@ import { writeSparseFile } from '../helpers/sparse-file.ts';
 import { cachedFilesOf, keptRowsOf } from '../helpers/kept-state.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { damageStoredCar } from '../helpers/stored-blocks.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
@@ -570,7 +571,9 @@ open("deep.txt", "w").write("deep")`,
     const first = await runCanopy(home, ['backup', source, '--bucket', 'Checked'], fileStore);
     expect(first.status, first.stderr).toBe(0);
     expect(first.stdout).toMatch(
-      /\nfetched 2 random blocks of it again, each whole: restorable as of \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n/,
+      new RegExp(
+        `\\nfetched 2 random blocks of it again, each whole: restorable as of ${TOLD_TIME}\\n`,
+      ),
     );
     // The backup disk loses the photo's only chunk.
     await loseBlock(localData, photo);

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import { onTerminal, type TerminalEnd } from '../helpers/on-terminal.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // `canopy buckets delete NAME` deletes every version in the bucket, for good. One that holds
 // versions goes only once the user types its name back at the terminal, or with --yes; from a
@@ -34,8 +35,9 @@ describe('deleting a bucket', () => {
           name: string;
         }[]
       ).map((bucket) => bucket.name);
-    const holds =
-      /bucket "Photos" holds 2 versions, the newest made \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(\d+ B of data in all\); deleting the bucket deletes them all, for good/;
+    const holds = new RegExp(
+      `bucket "Photos" holds 2 versions, the newest made ${TOLD_TIME} \\(\\d+ B of data in all\\); deleting the bucket deletes them all, for good`,
+    );
 
     // From a script (no terminal to ask at): refused, with what it holds, and how to go on.
     const scripted = await runCanopy(home, ['buckets', 'delete', 'Photos'], env);

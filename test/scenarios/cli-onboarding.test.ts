@@ -25,6 +25,7 @@ import {
   stopServerProcess,
   type ServerProcess,
 } from '../helpers/server-process.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // `canopy` end to end, as a person runs it: real CLI processes, a real `canopy-server`, the
 // real keychain (gnome-keyring set up by test/with-keyring.sh) and real Canopy homes.
@@ -78,7 +79,7 @@ describe('canopy onboarding', () => {
     ).toBe(0);
     const list = await runCanopy(home, ['buckets']);
     expect(list.stdout).toMatch(
-      /^NAME\s+TYPE\s+CLASS\s+UPDATED\nPhotos\s+backup\s+hot\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n$/,
+      new RegExp(`^NAME\\s+TYPE\\s+CLASS\\s+UPDATED\\nPhotos\\s+backup\\s+hot\\s+${TOLD_TIME}\\n$`),
     );
     const json = JSON.parse((await runCanopy(home, ['buckets', '--json'])).stdout) as Array<{
       name: string;

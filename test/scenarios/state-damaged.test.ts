@@ -6,6 +6,7 @@ import path from 'node:path';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { damageHeader, damageTable } from '../helpers/damaged-database.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // Canopy's own state database damaged on its disk (a failing disk, a power cut on a disk that
 // lied about its writes), as `canopy` meets it: the command that reads the damaged page sets
@@ -116,7 +117,9 @@ describe('a damaged state database', () => {
       'canopy: the database of the backups (service.sqlite) was found damaged on its disk; putting the copy Canopy keeps of it in its place, then running the command again',
     );
     expect(lines[1]).toMatch(
-      /^canopy: the database of the backups was damaged: it is kept as .*\/local\/service\.sqlite\.damaged-\S+, and the copy Canopy made of it at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d is in its place; anything backed up after then is not in it, and the next backup of each folder sends it again$/,
+      new RegExp(
+        `^canopy: the database of the backups was damaged: it is kept as .*\\/local\\/service\\.sqlite\\.damaged-\\S+, and the copy Canopy made of it at ${TOLD_TIME} is in its place; anything backed up after then is not in it, and the next backup of each folder sends it again$`,
+      ),
     );
     // The copy holds the version the backup made: nothing changed since.
     expect(again.stdout).toContain('nothing changed since version');
