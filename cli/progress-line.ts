@@ -35,6 +35,9 @@ export function progressLine(progress: BackupProgress | RestoreProgress): string
     return `fetching the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   if (progress.phase === 'opening')
     return `reading the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
+  // A listing reads no file's bytes: its entries are what it goes through.
+  if (progress.phase === 'listing')
+    return `listing: ${progress.filesDone}/${progress.filesTotal} entries, ${formatEta(progress.etaSeconds)}`;
   const files = `${progress.filesDone}/${progress.filesTotal} files`;
   return `${progress.phase}: ${files}, ${bytes}, ${formatEta(progress.etaSeconds)}`;
 }

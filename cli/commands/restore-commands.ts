@@ -18,7 +18,8 @@ export async function lsCommand(command: CommandContext): Promise<number | undef
   command.takesWords(1);
   const bucket = need(str('bucket'), '--bucket');
   const chosen = await versionChoice(command, bucket);
-  // Shown only while a version this computer keeps no copy of is fetched.
+  // Shown while a version this computer keeps no copy of is fetched, and while a long listing
+  // (`-R`) is made: it is printed once made, in columns as wide as its widest entry.
   const progress = progressShown(PHASE_PROGRESS);
   const { entries, versionId, offlineSince, offlineBecause } = await engine
     .browse({

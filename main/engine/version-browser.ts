@@ -1,6 +1,7 @@
 import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
 import { listVersionPath, type VersionEntry } from '../restore/index.ts';
 import {
+  listingPhase,
   openBrowsableTree,
   pullPhase,
   type BrowsableTree,
@@ -31,7 +32,8 @@ export interface VersionRequest {
   readonly snapshot?: string;
   /**
    * Told the fetch of the version's metadata CAR (the 'pulling' phase, as a restore's), when
-   * this computer keeps no copy of it: browsing is instant only once it is kept.
+   * this computer keeps no copy of it: browsing is instant only once it is kept. A listing of
+   * everything below a folder is told too, once it takes long enough to be seen ('listing').
    */
   readonly onProgress?: (progress: RestoreProgress) => void;
 }
@@ -78,9 +80,11 @@ export class VersionBrowser {
    */
   async browse(input: BrowseRequest): Promise<BrowsedFolder> {
     const paths = PathsInVersions.of(this, input);
+    const { onProgress } = input;
     const { value, ...shown } = await this.reading(input, async (open) => {
       const { path } = await paths.in(open.manifest['source_label']);
-      return listVersionPath(open, path ?? '', input.recursive === true);
+      const onListed = onProgress ? listingPhase(onProgress, () => this.parts.now()) : undefined;
+      return listVersionPath(open, path ?? '', input.recursive === true, onListed);
     });
     return { ...shown, entries: value };
   }

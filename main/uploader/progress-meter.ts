@@ -37,9 +37,11 @@ export type BackupProgress = CountedProgress<
  * keeps no copy of it; no file is known yet (0 of 0). 'opening': that CAR is read from this
  * computer's copy and checked, its bytes read of its size, when that takes long enough to be
  * seen (openingPhase). 'restoring': the files a restore writes (not those the target holds
- * already) and their bytes, counted as they are written.
+ * already) and their bytes, counted as they are written. 'listing', a listing's instead
+ * (`canopy ls -R`): the entries it goes through, files, folders and links, as files, and no
+ * byte (listingPhase).
  */
-export type RestoreProgress = CountedProgress<'pulling' | 'opening' | 'restoring'>;
+export type RestoreProgress = CountedProgress<'pulling' | 'opening' | 'listing' | 'restoring'>;
 
 /**
  * The blocks a verify fetches and checks, and their bytes as the version's tree states them;
@@ -149,27 +151,36 @@ export function pullPhase(
 }
 
 /**
- * How long reading a version's list of files takes before it is told: a small tree's is read
- * before anyone could read a line about it, and a log would hold one for every restore.
+ * How long reading a version's list of files, or listing it, takes before it is told: a small
+ * tree's is read before anyone could read a line about it, and a log would hold one for every
+ * restore.
  */
-const OPENING_SHOWN_AFTER_MS = 500;
+const SHOWN_AFTER_MS = 500;
+
+/** `report`, from SHOWN_AFTER_MS after now on. */
+function toldOnceLong<Progress>(
+  report: (progress: Progress) => void,
+  now: () => number,
+): (progress: Progress) => void {
+  const startedAt = now();
+  let shown = false;
+  return (progress) => {
+    shown ||= now() - startedAt >= SHOWN_AFTER_MS;
+    if (shown) report(progress);
+  };
+}
 
 /**
  * Reports the read of a version's metadata CAR from this computer's copy (readTreeIndexOfFile)
  * as the 'opening' phase of a restore: no file known yet, the CAR's bytes read of its size.
- * Told from OPENING_SHOWN_AFTER_MS on: a restore of 300 000 files read its list for over 2 s,
+ * Told from SHOWN_AFTER_MS on: a restore of 300 000 files read its list for over 2 s,
  * and then counted what it was to write, before its first line.
  */
 export function openingPhase(
   report: (progress: CountedProgress<'opening'>) => void,
   now: () => number,
 ): CarFileReading {
-  const startedAt = now();
-  let shown = false;
-  const told = (progress: CountedProgress<'opening'>): void => {
-    shown ||= now() - startedAt >= OPENING_SHOWN_AFTER_MS;
-    if (shown) report(progress);
-  };
+  const told = toldOnceLong(report, now);
   let phase: PhaseProgress<'opening'> | undefined;
   let readBefore = 0;
   let totalBefore = 0;
@@ -223,4 +234,25 @@ export class ScanProgress {
       etaSeconds: null,
     });
   }
+}
+
+/**
+ * Reports a listing of everything below a folder of a version (`canopy ls -R`) as its
+ * 'listing' phase: given the entries it holds, takes how many were listed so far. Told from
+ * SHOWN_AFTER_MS on: listing 300 000 files took 5 s, with nothing to show until the end, as
+ * a listing is laid out in columns as wide as its widest entry.
+ */
+export function listingPhase(
+  report: (progress: CountedProgress<'listing'>) => void,
+  now: () => number,
+): (listed: number, entries: number) => void {
+  const told = toldOnceLong(report, now);
+  let phase: PhaseProgress<'listing'> | undefined;
+  let listedBefore = 0;
+  return (listed, entries) => {
+    phase ??= new PhaseProgress('listing', entries, 0, told, now);
+    phase.addFiles(listed - listedBefore);
+    listedBefore = listed;
+    if (listed === entries) phase.finish();
+  };
 }

@@ -129,7 +129,7 @@ describe('the metadata cache', () => {
     expect(readdirSync(path.join(home, 'staging'))).toEqual([]);
   });
 
-  it("tells the read of a version's list of files as a phase of a restore and a verify, once it takes long enough to be seen", async () => {
+  it("tells the read of a version's list of files as a phase of a restore and a verify, and a listing of it, once it takes long enough to be seen", async () => {
     // A clock that moves on 0.3 s at each read ('slow'), as for a tree of hundreds of thousands
     // of files, whose list takes seconds to read; or that stands still ('still'), as for a
     // list read at once, however busy the machine running the test.
@@ -198,6 +198,33 @@ describe('the metadata cache', () => {
         bytesDone: carBytes,
         bytesTotal: carBytes,
       });
+      // A listing of everything below a folder is told as it goes, once it takes that long.
+      const listWith = async (): Promise<{ seen: RestoreProgress[]; entries: number }> => {
+        const seen: RestoreProgress[] = [];
+        const { entries } = await slowEngine.browse({
+          bucket: 'Slow',
+          recursive: true,
+          onProgress: (progress) => seen.push(progress),
+        });
+        return { seen, entries: entries.length };
+      };
+      stoodAt = Date.now();
+      clock = 'still';
+      const listedAtOnce = await listWith();
+      clock = 'slow';
+      const listedSlowly = await listWith();
+      clock = 'real';
+      expect(listedAtOnce.seen).toEqual([]);
+      expect(phasesOf(listedSlowly.seen)).toEqual(['listing']);
+      expect(listedSlowly.seen.at(-1)).toEqual({
+        phase: 'listing',
+        filesDone: listedSlowly.entries,
+        filesTotal: listedSlowly.entries,
+        bytesDone: 0,
+        bytesTotal: 0,
+        etaSeconds: 0,
+      });
+      expect(listedSlowly.entries).toBeGreaterThan(200);
     } finally {
       await slowEngine.close();
     }

@@ -81,6 +81,17 @@ describe('the progress line', () => {
         etaSeconds: 1.2,
       }),
     ).toBe('reading the list of files: 20 MB of 49 MB, about 1 s left');
+    // A listing goes through entries, and reads no bytes.
+    expect(
+      progressLine({
+        phase: 'listing',
+        filesDone: 120_000,
+        filesTotal: 300_300,
+        bytesDone: 0,
+        bytesTotal: 0,
+        etaSeconds: 4,
+      }),
+    ).toBe('listing: 120000/300300 entries, about 4 s left');
     // A scan knows no total until it ends: what it found so far, and no time left.
     expect(
       progressLine({
