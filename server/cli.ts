@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { formatTime } from '../main/api/index.ts';
 import { isParseError, parseErrorMessage } from '../main/command-line/index.ts';
 import {
   AdminError,
@@ -190,7 +191,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         const quota = values.quota === undefined ? null : parseBytes(values.quota, '--quota');
         const result = withContext(dataDir, (ctx) => addUser(ctx, email, quota));
         print(
-          `user ${result.userId}\nenrollment code ${result.code} (valid until ${new Date(result.expiresAt).toISOString()})`,
+          `user ${result.userId}\nenrollment code ${result.code} (valid until ${formatTime(result.expiresAt)})`,
           {
             user_id: result.userId,
             code: result.code,
@@ -212,14 +213,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       case 'enroll-code': {
         const email = requireString(values.email, '--email');
         const result = withContext(dataDir, (ctx) => newEnrollmentCode(ctx, email));
-        print(
-          `enrollment code ${result.code} (valid until ${new Date(result.expiresAt).toISOString()})`,
-          {
-            user_id: result.userId,
-            code: result.code,
-            expires_at: Math.floor(result.expiresAt / 1000),
-          },
-        );
+        print(`enrollment code ${result.code} (valid until ${formatTime(result.expiresAt)})`, {
+          user_id: result.userId,
+          code: result.code,
+          expires_at: Math.floor(result.expiresAt / 1000),
+        });
         return 0;
       }
       case 'invoice add': {

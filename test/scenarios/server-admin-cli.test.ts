@@ -8,6 +8,7 @@ import {
   startServerProcess,
   stopServerProcess,
 } from '../helpers/server-process.ts';
+import { TOLD_TIME } from '../helpers/told-time.ts';
 
 // `canopy-server`'s administration, as the person who hosts it runs it (often from a script
 // that provisions a household's users): a command refused is told in one line with the exit
@@ -37,7 +38,10 @@ describe('canopy-server administration', () => {
   it('refuses a user added twice, or not there, with status 1 and a code a script can branch on', () => {
     const added = runServerCommand(['user', 'add', '--email', 'ann@example.org', ...data]);
     expect(added.status, added.stderr).toBe(0);
-    expect(added.stdout).toMatch(/^user \S+\nenrollment code /);
+    // Valid until a time on this computer's clock, as canopy tells times.
+    expect(added.stdout).toMatch(
+      new RegExp(`^user \\S+\\nenrollment code \\S+ \\(valid until ${TOLD_TIME}\\)\\n$`),
+    );
 
     const twice = runServerCommand(['user', 'add', '--email', 'ann@example.org', ...data]);
     expect(twice).toMatchObject({
