@@ -218,8 +218,8 @@ export async function notificationsCommand(command: CommandContext): Promise<num
       notes.length === 0
         ? 'no notifications'
         : table([
-            ['ID', 'SEVERITY', 'MESSAGE'],
-            ...notes.map((n) => [n.id, n.severity, n.message]),
+            ['ID', 'WHEN', 'SEVERITY', 'MESSAGE'],
+            ...notes.map((n) => [n.id, formatTime(n.created_at * 1000), n.severity, n.message]),
           ]),
       notes,
     );

@@ -322,6 +322,12 @@ describe('canopy onboarding', () => {
       0,
     );
     expect(JSON.parse((await runCanopy(home, ['notifications', '--json'])).stdout)).toHaveLength(1);
+    // Each says when it came.
+    expect((await runCanopy(home, ['notifications'])).stdout).toMatch(
+      new RegExp(
+        `^ID +WHEN +SEVERITY +MESSAGE\\n${notes[1]?.id ?? ''} +${TOLD_TIME} +info +\\S.*\\n$`,
+      ),
+    );
   });
 
   it('falls back to a 0600 secrets file when forced, and warns once when chosen for lack of a keychain', async () => {
