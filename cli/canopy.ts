@@ -101,6 +101,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       for (const part of this.json ? jsonArrayInParts(items) : linesInParts(lines))
         process.stdout.write(part);
     },
+    write(text) {
+      process.stdout.write(text);
+    },
   };
   let engine: Engine | undefined;
   /** The command named, once it names one. */

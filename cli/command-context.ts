@@ -20,6 +20,8 @@ export interface Output {
    * array; written a part at a time (listing-output.ts). `lines` is read only for the text.
    */
   printEach(lines: Iterable<string>, items: readonly unknown[]): void;
+  /** Writes `text` as it is: a part of an output made as it goes (canopy diff). */
+  write(text: string): void;
 }
 
 export interface CommandContext {

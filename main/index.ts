@@ -25,6 +25,7 @@ export type { BackupRequest, BackupRetention, StoredBackup } from './engine/sour
 export type { BackupPlan, PlanRequest } from './engine/backup-plan.ts';
 export type { BrowseRequest, BrowsedFolder } from './engine/version-browser.ts';
 export type {
+  ChangeCounts,
   ItemChangeKind,
   RestoredAs,
   VersionChange,
@@ -32,9 +33,11 @@ export type {
   VersionEntry,
 } from './restore/index.ts';
 export type {
+  ChangeListener,
   CompareRequest,
   ComparedVersion,
   ComparedVersions,
+  VersionsCompared,
 } from './engine/version-comparison.ts';
 export type {
   HistoryProgress,

@@ -1,6 +1,11 @@
 import { EngineError, type EngineErrorCode } from '../api/index.ts';
 import type { Metadata } from '../protocol/index.ts';
-import { VersionDiffer, type VersionChange } from '../restore/index.ts';
+import {
+  ChangeTally,
+  VersionDiffer,
+  type ChangeCounts,
+  type VersionChange,
+} from '../restore/index.ts';
 import type { RestoreProgress } from '../uploader/index.ts';
 import type { EngineParts } from './engine-parts.ts';
 import { namedById } from './named-by-id.ts';
@@ -21,7 +26,23 @@ export interface CompareRequest extends TypedPath {
   readonly to?: string;
   /** Told the fetch of a version's metadata CAR this computer keeps no copy of. */
   readonly onProgress?: (progress: RestoreProgress) => void;
+  /**
+   * Handed the changes as they are found, rather than in the result (whose `changes` is then
+   * empty): a diff of a million files is written out as it goes instead of held whole.
+   */
+  readonly onChanges?: ChangeListener;
 }
+
+/** Where the changes of a comparison go, a part at a time. */
+export interface ChangeListener {
+  /** Once, before any change: the versions compared. */
+  versions(compared: VersionsCompared): void;
+  /** The next changes, in the result's order. */
+  changes(changes: readonly VersionChange[]): void;
+}
+
+/** Changes handed to a ChangeListener at once. */
+const CHANGES_A_PART = 1000;
 
 /** A version compared: its id and when it was made (epoch seconds). */
 export interface ComparedVersion {
@@ -29,15 +50,24 @@ export interface ComparedVersion {
   readonly createdAt: number;
 }
 
-export interface ComparedVersions {
+/** The two versions of a comparison, and how the bucket's list of versions was had. */
+export interface VersionsCompared {
   readonly from: ComparedVersion;
   readonly to: ComparedVersion;
-  /** Each entry that differs, in `canopy ls -R` order (VersionDiffer). */
-  readonly changes: VersionChange[];
   /** When the bucket's list of versions used was seen; null when the service answered now. */
   readonly offlineSince: number | null;
   /** Why the service did not answer; null when it did. */
   readonly offlineBecause: EngineErrorCode | null;
+}
+
+export interface ComparedVersions extends VersionsCompared {
+  /**
+   * Each entry that differs, in `canopy ls -R` order (VersionDiffer); none when they were
+   * handed to the request's `onChanges`.
+   */
+  readonly changes: VersionChange[];
+  /** How many changed each way, also when they were handed over. */
+  readonly counts: ChangeCounts;
 }
 
 /** Versions whose tree is whole on the service: a pending or failed one may lack data. */
@@ -95,6 +125,26 @@ export class VersionComparison {
     };
     // Either version may be of the bucket's folder under a former name.
     const paths = new PathsInVersions(this.browser, input.bucket, input.path, true, input.typedIn);
+    const compared: VersionsCompared = {
+      from: { id: from.id, createdAt: from.created_at },
+      to: { id: to.id, createdAt: to.created_at },
+      offlineSince: listed.offlineSince,
+      offlineBecause: listed.offlineBecause,
+    };
+    const tally = new ChangeTally();
+    const listener = input.onChanges;
+    /** Tells each change, or holds it for the result. */
+    const tell = (differ: VersionDiffer): VersionChange[] => {
+      const held: VersionChange[] = [];
+      listener?.versions(compared);
+      for (const change of differ.changes()) {
+        tally.add(change);
+        held.push(change);
+        if (listener && held.length === CHANGES_A_PART) listener.changes(held.splice(0));
+      }
+      if (listener && held.length > 0) listener.changes(held.splice(0));
+      return held;
+    };
     const { value: changes } = await this.browser.reading(
       { ...request, version: from.id },
       async (older) => {
@@ -103,18 +153,12 @@ export class VersionComparison {
           { ...request, version: to.id },
           async (newer) => {
             const newerPath = (await paths.in(newer.manifest['source_label'])).path;
-            return [...new VersionDiffer(older, newer, newerPath, olderPath).changes()];
+            return tell(new VersionDiffer(older, newer, newerPath, olderPath));
           },
         );
         return compared.value;
       },
     );
-    return {
-      from: { id: from.id, createdAt: from.created_at },
-      to: { id: to.id, createdAt: to.created_at },
-      changes,
-      offlineSince: listed.offlineSince,
-      offlineBecause: listed.offlineBecause,
-    };
+    return { ...compared, changes, counts: tally.counts };
   }
 }

@@ -14,6 +14,7 @@ export { subtreeIndex } from './subtree-index.ts';
 export { unavailableBlockReason, type UnavailableBlock } from './receive-blocks.ts';
 export * from './version-path.ts';
 export * from './version-diff.ts';
+export * from './change-counts.ts';
 export * from './item-look.ts';
 export * from './restore-plan.ts';
 export { timesInTree } from './times-in-tree.ts';

@@ -146,6 +146,25 @@ function countedOnce(
   return counted.get(key);
 }
 
+/** The most files, and the most folders and links, a version's tree holds by its manifest. */
+export interface MostEntries {
+  readonly files: number;
+  readonly others: number;
+}
+
+/**
+ * The most entries a tree whose manifest is `manifest` may hold, as checkedTreeTotals allows
+ * them: a walk that meets more has met a tree that stands for more than it states.
+ */
+export function mostEntriesStated(manifest: Record<string, unknown>): MostEntries {
+  const files = manifest['file_count'];
+  if (typeof files !== 'number') return { files: MAX_ENTRIES, others: MAX_ENTRIES };
+  return {
+    files: Math.min(files, MAX_ENTRIES),
+    others: Math.min(Math.max(OTHER_ENTRIES_FLOOR, files * OTHER_ENTRIES_PER_FILE), MAX_ENTRIES),
+  };
+}
+
 /**
  * The totals of the entry at `under` below `root`, once checked against what the manifest
  * states for the whole version; a tree that holds more is refused. `what` says what was to be

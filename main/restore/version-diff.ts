@@ -2,8 +2,8 @@ import { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
 import { compareUtf8, restoredMicroseconds } from '../protocol/index.ts';
 import type { TreeIndex } from '../uploader/index.ts';
-import { comparePaths, versionEntryOf, type VersionEntry } from './browse-version.ts';
-import { checkedTreeTotals } from './tree-totals.ts';
+import { versionEntryOf, type VersionEntry } from './browse-version.ts';
+import { checkedTreeTotals, mostEntriesStated } from './tree-totals.ts';
 import { versionPathParts } from './version-path.ts';
 import {
   directoryLinks,
@@ -124,6 +124,8 @@ function changeOf(a: TreeEntry, b: TreeEntry): VersionChangeKind | undefined {
 
 export class VersionDiffer {
   private readonly basePath: string;
+  /** Changes told so far. */
+  private told = 0;
   private readonly top: { older: Side | undefined; newer: Side | undefined };
 
   /**
@@ -153,7 +155,29 @@ export class VersionDiffer {
    * `canopy ls -R` lists them): an added or removed folder, then everything in it.
    */
   *changes(): Generator<VersionChange> {
-    yield* this.compare(this.top.older, this.top.newer, this.basePath);
+    // Each path of either tree changes once at most, so two trees as their manifests state them
+    // differ in no more entries than both hold. Two that stand for more (folders linked from
+    // many places) would be told without end: past that, they are refused. A subtree added or
+    // removed whole is counted before it is walked (everything()).
+    const most = [this.top.older, this.top.newer].map((side) =>
+      side ? mostEntriesStated(side.tree.manifest) : { files: 0, others: 0 },
+    );
+    const mostFiles = most.reduce((sum, each) => sum + each.files, 0);
+    const mostOthers = most.reduce((sum, each) => sum + each.others, 0);
+    let files = 0;
+    let others = 0;
+    this.told = 0;
+    for (const change of this.compare(this.top.older, this.top.newer, this.basePath)) {
+      if (change.before?.type === 'file' || change.after?.type === 'file') files += 1;
+      else others += 1;
+      if (files > mostFiles || others > mostOthers)
+        throw new EngineError(
+          'protocol',
+          `the version's metadata is damaged or was not made by a backup: the two versions differ in more ${files > mostFiles ? 'files' : 'folders and links'} than their manifests state they hold; nothing was compared past ${change.path === '' ? 'their tops' : change.path}`,
+        );
+      this.told += 1;
+      yield change;
+    }
   }
 
   private *compare(
@@ -207,19 +231,24 @@ export class VersionDiffer {
     withTop: boolean,
   ): Generator<VersionChange> {
     // Before the tree is walked: a hostile one could stand for more paths than memory holds.
-    checkedTreeTotals(side.tree.manifest, side.cid, side.tree.nodes, [], 'compared', path);
-    const listed: Array<{ parts: readonly string[]; entry: VersionEntry }> = [];
-    for (const entry of walkTree(side.cid, side.tree.nodes)) {
-      if (entry.parts.length === 0 && !withTop) continue;
-      listed.push({ parts: entry.parts, entry: listedAt(entry, entry.parts.reduce(joined, path)) });
-    }
-    listed.sort((a, b) => comparePaths(a.parts, b.parts));
-    for (const { entry } of listed)
+    const what = this.told === 0 ? 'compared' : 'compared past the changes told before it';
+    checkedTreeTotals(side.tree.manifest, side.cid, side.tree.nodes, [], what, path);
+    // Walked in the order of the paths, each folder's names sorted as it is opened.
+    for (const found of walkTree(
+      side.cid,
+      side.tree.nodes,
+      [],
+      Number.POSITIVE_INFINITY,
+      'names',
+    )) {
+      if (found.parts.length === 0 && !withTop) continue;
+      const entry = listedAt(found, found.parts.reduce(joined, path));
       yield {
         path: entry.path ?? path,
         change,
         before: change === 'removed' ? entry : null,
         after: change === 'added' ? entry : null,
       };
+    }
   }
 }

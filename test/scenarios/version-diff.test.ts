@@ -128,6 +128,40 @@ describe('comparing two versions', () => {
     expect(byPath.get('docs/old/a.txt')).toMatchObject({ before: { size: 1 }, after: null });
   });
 
+  it('hands the changes over as found, a part at a time, when asked to, and counts them either way', async () => {
+    const held = await engine.compare({ bucket: 'Diffs' });
+    const told: string[] = [];
+    let versionsTold = 0;
+    const handed = await engine.compare({
+      bucket: 'Diffs',
+      onChanges: {
+        versions(compared) {
+          // Before any change.
+          expect(told).toEqual([]);
+          expect(compared).toMatchObject({ from: { id: first }, to: { id: second } });
+          versionsTold += 1;
+        },
+        changes(changes) {
+          told.push(...changes.map((change) => `${change.change} ${change.path}`));
+        },
+      },
+    });
+    expect(versionsTold).toBe(1);
+    expect(told).toEqual(lines(held));
+    expect(handed.changes).toEqual([]);
+    expect(handed.counts).toEqual(held.counts);
+    // The bytes of letter.txt (8), large.bin (3 MiB), inside.txt (12), c.txt (1), and of
+    // aaa-first.txt, entry-00017.txt and entry-99999.txt (5, 7 and 5).
+    expect(held.counts).toEqual({
+      added: 6,
+      removed: 4,
+      modified: 4,
+      metadata: 2,
+      type: 1,
+      fileBytesAddedOrModified: 8 + 3 * MiB + 12 + 1 + 5 + 7 + 5,
+    });
+  });
+
   it('the other way round, tells what was added as removed and the rest alike', async () => {
     const back = await engine.compare({ bucket: 'Diffs', from: second, to: first });
     const swapped = lines(await engine.compare({ bucket: 'Diffs' })).map((line) =>
@@ -217,6 +251,25 @@ describe('canopy diff', () => {
     ]);
     const itself = await canopySucceeds(home, 'diff', '--bucket', 'Home', '--from', newer);
     expect(itself.split('\n').slice(1)).toEqual(['no changes', '']);
+    // For a script, one line of JSON: the versions, each change, and how many of each.
+    const scripted = JSON.parse(
+      await canopySucceeds(home, 'diff', '--bucket', 'Home', '--json'),
+    ) as ComparedVersions;
+    expect(scripted).toMatchObject({
+      from: { id: older },
+      to: { id: newer },
+      offlineSince: null,
+      counts: { added: 1, removed: 0, modified: 1, fileBytesAddedOrModified: 14 },
+    });
+    expect(scripted.changes.map((change) => [change.change, change.path])).toEqual([
+      ['modified', 'notes.txt'],
+      ['added', 'photos/2026\nnew line'],
+    ]);
+    expect(scripted.changes[0]).toMatchObject({ before: { size: 5 }, after: { size: 14 } });
+    const none = JSON.parse(
+      await canopySucceeds(home, 'diff', '--bucket', 'Home', '--from', newer, '--json'),
+    ) as ComparedVersions;
+    expect(none).toMatchObject({ changes: [], counts: { added: 0, removed: 0, modified: 0 } });
   });
 
   it('tells no change between a version and the backup of its restore, to the nanosecond', async () => {

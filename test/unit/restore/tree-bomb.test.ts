@@ -192,4 +192,31 @@ describe('a version whose tree stands for more than its manifest states', () => 
     expect(comparison.message).toContain(`a in its tree holds ${2 ** 29} files`);
     expect(comparison.message).toContain('nothing was compared');
   });
+
+  it('is refused by a comparison with another such tree, once they differ in more than both state', async () => {
+    // Two chains alike but for the file at their bottom: each of the 2^30 paths to it changed,
+    // and no part of either is added or removed whole, to be counted before it is walked.
+    const nodes = new MetadataNodes();
+    const before = treeOf(
+      nodes,
+      await doublingChain(nodes, 30, await folderOfOneFile(nodes)),
+      1,
+      1,
+    );
+    const otherBottom = await putNode(nodes, {
+      Data: folderData(),
+      Links: [{ Name: 'file.txt', Hash: await fileNode(nodes, 'y'), Tsize: 0 }],
+    });
+    const after = treeOf(nodes, await doublingChain(nodes, 30, otherBottom), 1, 1);
+    const told: string[] = [];
+    const comparison = await refusal(() => {
+      for (const change of new VersionDiffer(before, after).changes()) told.push(change.path);
+    });
+    expect(comparison.code).toBe('protocol');
+    expect(comparison.message).toContain(
+      'the two versions differ in more files than their manifests state they hold',
+    );
+    // The two files their manifests state, one changed in each: the third change is refused.
+    expect(told).toEqual([`${'a/'.repeat(30)}file.txt`, `${'a/'.repeat(29)}b/file.txt`]);
+  });
 });
