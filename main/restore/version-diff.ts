@@ -173,7 +173,7 @@ export class VersionDiffer {
       if (files > mostFiles || others > mostOthers)
         throw new EngineError(
           'protocol',
-          `the version's metadata is damaged or was not made by a backup: the two versions differ in more ${files > mostFiles ? 'files' : 'folders and links'} than their manifests state they hold; nothing was compared past ${change.path === '' ? 'their tops' : change.path}`,
+          `the version's metadata is damaged or was not made by a backup: the two versions differ in more ${files > mostFiles ? 'files' : 'folders and links'} than their manifests state they hold; nothing was compared from ${change.path === '' ? 'their tops' : change.path} on`,
         );
       this.told += 1;
       yield change;
@@ -231,7 +231,7 @@ export class VersionDiffer {
     withTop: boolean,
   ): Generator<VersionChange> {
     // Before the tree is walked: a hostile one could stand for more paths than memory holds.
-    const what = this.told === 0 ? 'compared' : 'compared past the changes told before it';
+    const what = this.told === 0 ? 'compared' : 'compared from there on';
     checkedTreeTotals(side.tree.manifest, side.cid, side.tree.nodes, [], what, path);
     // Walked in the order of the paths, each folder's names sorted as it is opened.
     for (const found of walkTree(

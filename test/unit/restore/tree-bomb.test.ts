@@ -216,6 +216,9 @@ describe('a version whose tree stands for more than its manifest states', () => 
     expect(comparison.message).toContain(
       'the two versions differ in more files than their manifests state they hold',
     );
+    expect(comparison.message).toMatch(
+      new RegExp(`nothing was compared from ${'a/'.repeat(28)}b/a/file\\.txt on$`),
+    );
     // The two files their manifests state, one changed in each: the third change is refused.
     expect(told).toEqual([`${'a/'.repeat(30)}file.txt`, `${'a/'.repeat(29)}b/file.txt`]);
   });
