@@ -146,6 +146,14 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
   // What changed between the last two versions (`canopy diff`): one file of them all.
   const compared = measuredRun('diff', home, 'Many', '-');
   const restored = measuredRun('restore', home, 'Many', path.join(work, 'many-files-restored'));
+  // Run again into the same folder, as after a restore stopped near its end: every file is
+  // there, and is compared with the version rather than fetched.
+  const restoredAgain = measuredRun(
+    'restore',
+    home,
+    'Many',
+    path.join(work, 'many-files-restored'),
+  );
   // What a user restores most: one file deleted by mistake, or one folder, out of them all.
   const restoredOne = (what: string): MeasuredRun =>
     measuredRun('restore', home, 'Many', path.join(work, `restored-${what}`), what);
@@ -173,6 +181,7 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
       `                    the service keeps ${(keptForIt / 1e6).toFixed(1)} MB more for that version (its list of files, the database and the database's kept copy), ${(keptForNext / 1e6).toFixed(2)} MB for the next (${(nextChange.ms / 1000).toFixed(2)} s)`,
       `diff                ${(compared.ms / 1000).toFixed(2)} s from the version before to the last (${compared.changes ?? '?'} change among the ${count} files), peak RSS ${compared.peakRssMb.toFixed(0)} MB`,
       `restore             ${(restored.ms / 1000).toFixed(1)} s for the ${count} files, peak RSS ${restored.peakRssMb.toFixed(0)} MB`,
+      `                    ${(restoredAgain.ms / 1000).toFixed(1)} s run again into the same folder (${restoredAgain.alreadyThere ?? '?'} files found there with their content, none fetched), peak RSS ${restoredAgain.peakRssMb.toFixed(0)} MB`,
       `                    ${(oneFile.ms / 1000).toFixed(2)} s for one file of them, ${(oneFolder.ms / 1000).toFixed(2)} s for one folder of ${Math.ceil(count / folders)}`,
       `behind a large file ${(behindLarge.ms / 1000).toFixed(1)} s for a ${imageBytes / 1024 ** 3} GiB (sparse) file first in the walk and the ${count} files after it unchanged, peak RSS ${behindLarge.peakRssMb.toFixed(0)} MB`,
       `history             ${(historyKept.ms / 1000).toFixed(2)} s for one file over ${historyKept.versionsRead ?? '?'} versions of the ${count} files kept here (${historyKept.changes ?? '?'} changes), ${(historyPulled.ms / 1000).toFixed(2)} s with each pulled from the service again, peak RSS ${Math.max(historyKept.peakRssMb, historyPulled.peakRssMb).toFixed(0)} MB`,
@@ -452,6 +461,8 @@ interface MeasuredRun {
   readonly changes?: number;
   /** How many versions a history read. */
   readonly versionsRead?: number;
+  /** A restore's files and links found in its target with the version's content already. */
+  readonly alreadyThere?: number;
 }
 
 /** One round's measured backup or restore, and the disk's speed around it. */

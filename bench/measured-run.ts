@@ -68,13 +68,16 @@ try {
         ? { changes: (await engine.compare({ bucket })).changes.length }
         : operation === 'history'
           ? await historyFigures(subPath ?? '')
-          : (await engine.restore({
-              bucket,
-              to: dir,
-              overwrite: false,
-              ...(subPath === undefined ? {} : { path: subPath }),
-            }),
-            {});
+          : {
+              alreadyThere: (
+                await engine.restore({
+                  bucket,
+                  to: dir,
+                  overwrite: false,
+                  ...(subPath === undefined ? {} : { path: subPath }),
+                })
+              ).alreadyThere,
+            };
   const ms = performance.now() - start;
   const cpu = process.cpuUsage(cpuBefore);
   const cpuMs = (cpu.user + cpu.system) / 1000;
