@@ -272,6 +272,33 @@ describe('canopy diff', () => {
     expect(none).toMatchObject({ changes: [], counts: { added: 0, removed: 0, modified: 0 } });
   });
 
+  it('writes a long diff a part at a time, each change once, in order, as text and as JSON', async () => {
+    const home = path.join(scratch, 'long-home');
+    const tree = path.join(scratch, 'long-source');
+    mkdirSync(path.join(tree, 'inbox'), { recursive: true });
+    writeFileSync(path.join(tree, 'kept.txt'), 'kept');
+    await loginWithBucket(home, path.join(scratch, 'long-local'), 'Long');
+    await canopySucceeds(home, 'backup', tree, '--bucket', 'Long', '--skip-check');
+    // More changes than the engine hands over at once (a thousand), and not a multiple of it.
+    const added = Array.from({ length: 2345 }, (_, i) => `mail-${String(i).padStart(4, '0')}`);
+    for (const name of added) writeFileSync(path.join(tree, 'inbox', name), name);
+    await canopySucceeds(home, 'backup', tree, '--bucket', 'Long', '--skip-check');
+
+    const text = (await canopySucceeds(home, 'diff', '--bucket', 'Long')).split('\n');
+    expect(text.slice(1, -2)).toEqual(added.map((name) => `+ inbox/${name}`));
+    expect(text.at(-2)).toBe(
+      `2345 added, 0 removed, 0 modified; ${added.length * 9} bytes in files added or modified`,
+    );
+    const json = await canopySucceeds(home, 'diff', '--bucket', 'Long', '--json');
+    expect(json.endsWith('}\n')).toBe(true);
+    expect(json.split('\n')).toHaveLength(2);
+    const scripted = JSON.parse(json) as ComparedVersions;
+    expect(scripted.changes.map((change) => change.path)).toEqual(
+      added.map((name) => `inbox/${name}`),
+    );
+    expect(scripted.counts).toMatchObject({ added: 2345, metadata: 0 });
+  });
+
   it('tells no change between a version and the backup of its restore, to the nanosecond', async () => {
     const restored = path.join(scratch, 'restored');
     mkdirSync(path.join(restored, 'inner'), { recursive: true });
