@@ -52,13 +52,28 @@ export function restoredName(file: string, index: number): string {
 }
 
 /**
- * The restored copies beside `file` that are there, in the order a restore names them. A
- * restore takes the first free name, so they end at the first name nothing has.
+ * Names a restore may have passed over, one after another, for one entry's copy: it takes the
+ * first free name, but not one that a copy of another entry took in another case or Unicode
+ * normalization (`café` and `cafe\u0301`, `a.txt` and `A.txt` on one ext4 folder), which a disk
+ * that ignores those would take for the same name (restore-version.ts). Each such entry passes
+ * over one more name; no folder holds more spellings of one name than this.
+ */
+const NAMES_PASSED_OVER_MOST = 8;
+
+/**
+ * The restored copies beside `file` that are there, in the order a restore names them: up to
+ * the first NAMES_PASSED_OVER_MOST + 1 names in a row that nothing has. Ended at the first, a
+ * restore run again missed the copy of `cafe\u0301` its first run put at " (restored 2)",
+ * `café`'s taking " (restored)", and made another.
  */
 export function* restoredCopiesOf(file: string): Generator<string> {
-  for (let index = 1; ; index += 1) {
+  for (let index = 1, missing = 0; missing <= NAMES_PASSED_OVER_MOST; index += 1) {
     const candidate = restoredName(file, index);
-    if (lstatUnlessRefused(candidate) === undefined) return;
+    if (lstatUnlessRefused(candidate) === undefined) {
+      missing += 1;
+      continue;
+    }
+    missing = 0;
     yield candidate;
   }
 }

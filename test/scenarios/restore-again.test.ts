@@ -231,6 +231,37 @@ describe('a restore run again', () => {
     expect(leavesAsked.blocksCar).toBe(0);
   });
 
+  it('finds again the copies it put beside names spelled alike, in another case or Unicode form', async () => {
+    // One folder holding `café` twice, composed and decomposed, and `Report.txt` and
+    // `report.txt`: names a disk that ignores case and normalization takes for one.
+    const spellings = path.join(scratch, 'spellings');
+    const names = ['caf\u00e9', 'cafe\u0301', 'Report.txt', 'report.txt'];
+    mkdirSync(spellings);
+    for (const name of names) writeFileSync(path.join(spellings, name), `the version's ${name}`);
+    await engine.createBucket({ name: 'Spellings', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: spellings, bucket: 'Spellings' });
+    // Each name taken: by a file of other words, or by a folder.
+    const target = path.join(scratch, 'spellings-target');
+    mkdirSync(target);
+    writeFileSync(path.join(target, 'caf\u00e9'), "the user's words");
+    mkdirSync(path.join(target, 'cafe\u0301'));
+    writeFileSync(path.join(target, 'Report.txt'), "the user's report");
+    mkdirSync(path.join(target, 'report.txt'));
+    const first = await engine.restore({ bucket: 'Spellings', to: target, overwrite: false });
+    expect(first).toMatchObject({ files: 4, alreadyThere: 0 });
+    // Each copy under a name no other copy takes on such a disk either.
+    const folded = first.renamed.map((copy) => copy.normalize('NFC').toLowerCase());
+    expect(new Set(folded).size).toBe(4);
+    const restored = entriesBelow(target);
+
+    leavesAsked.blocksCar = 0;
+    const again = await engine.restore({ bucket: 'Spellings', to: target, overwrite: false });
+    expect(again).toMatchObject({ files: 0, alreadyThere: 0, renamed: [] });
+    expect(again.restoredBefore.map((copy) => copy.as).sort()).toEqual([...first.renamed].sort());
+    expect(leavesAsked.blocksCar).toBe(0);
+    expect(entriesBelow(target)).toEqual(restored);
+  });
+
   it('fills again the folder it restored beside a file of its name, instead of making another', async () => {
     const target = path.join(scratch, 'folder-beside');
     mkdirSync(target);
