@@ -106,7 +106,15 @@ export class VersionBrowser {
       const cached = this.knownAsThisBucketsOrNone(input.bucket, versionId)
         ? await this.parts.metadata.cachedTree(versionId, openBrowsableTree)
         : undefined;
-      if (cached) return { versionId, ...online, value: await this.read(versionId, cached, read) };
+      if (cached) {
+        try {
+          return { versionId, ...online, value: await this.read(versionId, cached, read) };
+        } catch (error) {
+          // A node of the kept copy no longer matches its CID: read() forgot the copy, and the
+          // version is pulled again below, as one not kept, rather than fail this time too.
+          if (!isEngineError(error, 'protocol')) throw error;
+        }
+      }
     }
     try {
       // One attempt, no backoff: browsing falls back to the cache instead of waiting.

@@ -44,6 +44,9 @@ export interface ChangeListener {
 /** Changes handed to a ChangeListener at once. */
 const CHANGES_A_PART = 1000;
 
+/** The changes held for the result (none when handed over), and how many of each kind. */
+type Told = Pick<ComparedVersions, 'changes' | 'counts'>;
+
 /** A version compared: its id and when it was made (epoch seconds). */
 export interface ComparedVersion {
   readonly id: string;
@@ -125,27 +128,42 @@ export class VersionComparison {
     };
     // Either version may be of the bucket's folder under a former name.
     const paths = new PathsInVersions(this.browser, input.bucket, input.path, true, input.typedIn);
-    const compared: VersionsCompared = {
+    const between: VersionsCompared = {
       from: { id: from.id, createdAt: from.created_at },
       to: { id: to.id, createdAt: to.created_at },
       offlineSince: listed.offlineSince,
       offlineBecause: listed.offlineBecause,
     };
-    const tally = new ChangeTally();
     const listener = input.onChanges;
-    /** Tells each change, or holds it for the result. */
-    const tell = (differ: VersionDiffer): VersionChange[] => {
+    /** Changes handed to the listener so far, by this attempt or one before. */
+    let handedOver = 0;
+    let attempts = 0;
+    /**
+     * Tells each change, or holds it for the result; and counts them. A version whose kept copy
+     * turns out damaged part way is pulled again and compared again (VersionBrowser.reading):
+     * that attempt finds the same changes first, from nodes each checked against its CID, and
+     * hands over only those past the ones handed over already.
+     */
+    const tell = (differ: VersionDiffer): Told => {
+      if (attempts++ === 0) listener?.versions(between);
+      const tally = new ChangeTally();
       const held: VersionChange[] = [];
-      listener?.versions(compared);
+      let found = 0;
+      const handOver = (): void => {
+        listener?.changes(held.splice(0));
+        handedOver = found;
+      };
       for (const change of differ.changes()) {
         tally.add(change);
+        found += 1;
+        if (found <= handedOver) continue;
         held.push(change);
-        if (listener && held.length === CHANGES_A_PART) listener.changes(held.splice(0));
+        if (listener && held.length === CHANGES_A_PART) handOver();
       }
-      if (listener && held.length > 0) listener.changes(held.splice(0));
-      return held;
+      if (listener && held.length > 0) handOver();
+      return { changes: held, counts: tally.counts };
     };
-    const { value: changes } = await this.browser.reading(
+    const { value: told } = await this.browser.reading(
       { ...request, version: from.id },
       async (older) => {
         const olderPath = (await paths.in(older.manifest['source_label'])).path;
@@ -159,6 +177,6 @@ export class VersionComparison {
         return compared.value;
       },
     );
-    return { ...compared, changes, counts: tally.counts };
+    return { ...between, ...told };
   }
 }

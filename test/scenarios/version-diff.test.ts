@@ -20,6 +20,10 @@ import { startLocalService } from '../../cli/local-service.ts';
 import { canopyFails, canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 import { TOLD_TIME } from '../helpers/told-time.ts';
+import * as dagCbor from '@ipld/dag-cbor';
+import * as dagPb from '@ipld/dag-pb';
+import type { CID } from 'multiformats/cid';
+import { readCar } from '../../main/protocol/index.ts';
 
 // `canopy diff`: what changed from one version of a bucket to another, told from the two
 // versions' trees: each entry added, removed, with other bytes, with only another mode or time,
@@ -160,6 +164,62 @@ describe('comparing two versions', () => {
       type: 1,
       fileBytesAddedOrModified: 8 + 3 * MiB + 12 + 1 + 5 + 7 + 5,
     });
+  });
+
+  it('hands over each change once when a kept version turns out damaged part way and is pulled again', async () => {
+    const tree = path.join(scratch, 'damaged-source');
+    mkdirSync(path.join(tree, 'a'), { recursive: true });
+    // More changes than are handed over at once come before the damaged node is read.
+    const names = Array.from({ length: 1500 }, (_, i) => `a/${String(i).padStart(4, '0')}.txt`);
+    for (const name of names) writeFileSync(path.join(tree, name), 'before');
+    writeFileSync(path.join(tree, 'z.txt'), 'before');
+    await engine.createBucket({ name: 'Damaged', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: tree, bucket: 'Damaged' });
+    for (const name of [...names, 'z.txt']) writeFileSync(path.join(tree, name), 'after!');
+    const newer = (await engine.backup({ dir: tree, bucket: 'Damaged' })).versionId;
+    const held = await engine.compare({ bucket: 'Damaged' });
+    expect(lines(held)).toEqual([...names, 'z.txt'].map((name) => `modified ${name}`));
+
+    // One byte of z.txt's node flipped in the newer version's kept copy: the comparison reads it
+    // last, once a thousand changes were handed over.
+    const cached = path.join(scratch, 'home', 'metadata', `${newer}.car`);
+    const whole = readFileSync(cached);
+    const blocks = new Map<string, { offset: number; length: number; bytes: Uint8Array }>();
+    let root: CID | undefined;
+    for await (const item of readCar(
+      (async function* once() {
+        yield await Promise.resolve(whole);
+      })(),
+      { maxBlockBytes: 4 << 20 },
+    )) {
+      if (item.type === 'header') continue;
+      if (item.cid.code === dagCbor.code) root = dagCbor.decode<{ root: CID }>(item.bytes).root;
+      else blocks.set(item.cid.toString(), item);
+    }
+    const top = root && blocks.get(root.toString());
+    const link = top && dagPb.decode(top.bytes).Links.find((each) => each.Name === 'z.txt');
+    const node = link && blocks.get(link.Hash.toString());
+    if (!node) throw new Error("z.txt's node is not in the version's CAR");
+    const damaged = Buffer.from(whole);
+    const last = node.offset + node.length - 1;
+    damaged[last] = (damaged[last] ?? 0) ^ 0xff;
+    writeFileSync(cached, damaged);
+
+    const told: string[] = [];
+    let versionsTold = 0;
+    const handed = await engine.compare({
+      bucket: 'Damaged',
+      onChanges: {
+        versions: () => (versionsTold += 1),
+        changes: (changes) =>
+          told.push(...changes.map((change) => `${change.change} ${change.path}`)),
+      },
+    });
+    expect(versionsTold).toBe(1);
+    expect(told).toEqual(lines(held));
+    expect(handed.counts).toEqual(held.counts);
+    // Pulled again whole, in place of the damaged copy.
+    expect(readFileSync(cached).equals(whole)).toBe(true);
   });
 
   it('the other way round, tells what was added as removed and the rest alike', async () => {
