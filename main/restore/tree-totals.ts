@@ -161,8 +161,13 @@ export function mostEntriesStated(manifest: Record<string, unknown>): MostEntrie
   if (typeof files !== 'number') return { files: MAX_ENTRIES, others: MAX_ENTRIES };
   return {
     files: Math.min(files, MAX_ENTRIES),
-    others: Math.min(Math.max(OTHER_ENTRIES_FLOOR, files * OTHER_ENTRIES_PER_FILE), MAX_ENTRIES),
+    others: Math.min(othersAllowed(files), MAX_ENTRIES),
   };
+}
+
+/** The folders and links a tree of `files` files may hold. */
+function othersAllowed(files: number): number {
+  return Math.max(OTHER_ENTRIES_FLOOR, files * OTHER_ENTRIES_PER_FILE);
 }
 
 /**
@@ -198,7 +203,7 @@ export function checkedTreeTotals(
   if (typeof bytes === 'number' && totals.bytes > bytes)
     throw refuse(`${totals.bytes} bytes of files`, `${bytes} for the whole version`);
   const stated = typeof files === 'number' ? files : totals.files;
-  if (totals.others > Math.max(OTHER_ENTRIES_FLOOR, stated * OTHER_ENTRIES_PER_FILE))
+  if (totals.others > othersAllowed(stated))
     throw refuse(
       `${totals.others} folders and links`,
       `${stated} files, and no real folder holds that many folders and links for its files`,
