@@ -1,3 +1,4 @@
+import { EngineError } from '../api/index.ts';
 import type { RetryPolicy } from '../service/index.ts';
 
 // What the engine does when the service cannot answer: lookups that have something to show
@@ -23,3 +24,20 @@ export const UNREACHABLE: ReadonlySet<string> = new Set([
   'redirected',
   'not_canopy_server',
 ]);
+
+/**
+ * `unreachable`, the failure to reach the service, told together with why it was asked at all:
+ * the copy of version `versionId` this computer keeps was found `damaged`, and only the service
+ * can give it again. It keeps `unreachable`'s code, so that a script sees a later run may do.
+ */
+export function unreachableWithDamagedCopy(
+  versionId: string,
+  damaged: EngineError,
+  unreachable: EngineError,
+): EngineError {
+  return new EngineError(
+    unreachable.code,
+    `${unreachable.message}, so version ${versionId} cannot be fetched again in place of the copy this computer keeps, found damaged (${damaged.message})`,
+    { retryable: unreachable.retryable, cause: unreachable },
+  );
+}

@@ -19,7 +19,7 @@ import { namedById } from './named-by-id.ts';
 import { PathsInVersions, type TypedPath } from './paths-in-versions.ts';
 import type { PullProgress } from './metadata-cache.ts';
 import type { EngineParts } from './engine-parts.ts';
-import { NO_RETRY, UNREACHABLE } from './unreachable.ts';
+import { NO_RETRY, UNREACHABLE, unreachableWithDamagedCopy } from './unreachable.ts';
 import { usingTree } from './using-tree.ts';
 
 // Browsing a version's tree (`canopy ls`): from the local metadata cache, so that it is instant
@@ -101,6 +101,8 @@ export class VersionBrowser {
   ): Promise<ReadVersion<T>> {
     refuseVersionAndSnapshot(input);
     const online = { offlineSince: null, offlineBecause: null };
+    /** The version named, when its kept copy was found damaged and is to be pulled again. */
+    let damaged: { readonly versionId: string; readonly error: EngineError } | undefined;
     if (input.version !== undefined) {
       const versionId = this.lastSeenIdOf(input.bucket, input.version);
       const cached = this.knownAsThisBucketsOrNone(input.bucket, versionId)
@@ -113,6 +115,7 @@ export class VersionBrowser {
           // A node of the kept copy no longer matches its CID: read() forgot the copy, and the
           // version is pulled again below, as one not kept, rather than fail this time too.
           if (!isEngineError(error, 'protocol')) throw error;
+          damaged = { versionId, error };
         }
       }
     }
@@ -144,6 +147,8 @@ export class VersionBrowser {
       return { versionId, ...online, value };
     } catch (error) {
       const unreachable = error instanceof EngineError && UNREACHABLE.has(error.code);
+      if (unreachable && damaged)
+        throw unreachableWithDamagedCopy(damaged.versionId, damaged.error, error);
       const known = lastKnownActiveVersion(this.parts.db, input.bucket);
       const cached =
         unreachable && input.version === undefined && input.snapshot === undefined && known
@@ -153,12 +158,17 @@ export class VersionBrowser {
         cached?.close();
         throw error;
       }
-      return {
-        versionId: known.version_id,
-        offlineSince: known.seen_at,
-        offlineBecause: error.code,
-        value: await this.read(known.version_id, cached, read),
-      };
+      try {
+        return {
+          versionId: known.version_id,
+          offlineSince: known.seen_at,
+          offlineBecause: error.code,
+          value: await this.read(known.version_id, cached, read),
+        };
+      } catch (readError) {
+        if (!isEngineError(readError, 'protocol')) throw readError;
+        throw unreachableWithDamagedCopy(known.version_id, readError, error);
+      }
     }
   }
 

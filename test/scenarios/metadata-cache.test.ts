@@ -23,8 +23,7 @@ import {
 import { startLocalService } from '../../cli/local-service.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 import { cachedFilesOf } from '../helpers/kept-state.ts';
-import * as dagCbor from '@ipld/dag-cbor';
-import { type CarBlock, readCar } from '../../main/protocol/index.ts';
+import { damageNodeOf } from '../helpers/damaged-node.ts';
 import { CACHE_TAG_NAME, isTaggedCache } from '../../main/scanner/index.ts';
 
 // A version's metadata CAR is kept in the home's metadata cache, for browsing offline. One
@@ -43,10 +42,6 @@ let versionId: string;
 let cached: string;
 /** The cached CAR as the backup left it. */
 let whole: Buffer;
-
-async function* chunksOf(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
-  yield await Promise.resolve(bytes);
-}
 
 beforeAll(async () => {
   mkdirSync(path.join(source, 'letters'), { recursive: true });
@@ -244,20 +239,7 @@ describe('the metadata cache', () => {
     expect(readdirSync(cacheDir)).toContain(`${versionId}.car.nodes`);
     // One byte of the root folder's node flipped: the CAR keeps its length, so its index
     // still fits it, and the tree opens without the CAR being read whole.
-    let manifestRoot: unknown;
-    const blocks: CarBlock[] = [];
-    for await (const item of readCar(chunksOf(whole), { maxBlockBytes: 4 << 20 })) {
-      if (item.type === 'header') continue;
-      if (item.cid.code === dagCbor.code)
-        manifestRoot = dagCbor.decode<{ root: unknown }>(item.bytes).root;
-      else blocks.push(item);
-    }
-    const rootNode = blocks.find((block) => block.cid.equals(manifestRoot));
-    if (!rootNode) throw new Error('the CAR holds no root folder node');
-    const damaged = Buffer.from(whole);
-    const last = rootNode.offset + rootNode.length - 1;
-    damaged[last] = (damaged[last] ?? 0) ^ 0xff;
-    writeFileSync(cached, damaged);
+    await damageNodeOf(cached);
 
     const listed = await engine.ls({ bucket: 'Cached' });
     expect(listed.map((entry) => entry.name)).toEqual(['letters', 'todo.txt']);

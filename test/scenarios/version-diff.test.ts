@@ -20,10 +20,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import { canopyFails, canopySucceeds, loginWithBucket } from '../helpers/canopy-cli.ts';
 import { firstBackup } from '../helpers/first-backup.ts';
 import { TOLD_TIME } from '../helpers/told-time.ts';
-import * as dagCbor from '@ipld/dag-cbor';
-import * as dagPb from '@ipld/dag-pb';
-import type { CID } from 'multiformats/cid';
-import { readCar } from '../../main/protocol/index.ts';
+import { damageNodeOf } from '../helpers/damaged-node.ts';
 
 // `canopy diff`: what changed from one version of a bucket to another, told from the two
 // versions' trees: each entry added, removed, with other bytes, with only another mode or time,
@@ -183,27 +180,7 @@ describe('comparing two versions', () => {
     // One byte of z.txt's node flipped in the newer version's kept copy: the comparison reads it
     // last, once a thousand changes were handed over.
     const cached = path.join(scratch, 'home', 'metadata', `${newer}.car`);
-    const whole = readFileSync(cached);
-    const blocks = new Map<string, { offset: number; length: number; bytes: Uint8Array }>();
-    let root: CID | undefined;
-    for await (const item of readCar(
-      (async function* once() {
-        yield await Promise.resolve(whole);
-      })(),
-      { maxBlockBytes: 4 << 20 },
-    )) {
-      if (item.type === 'header') continue;
-      if (item.cid.code === dagCbor.code) root = dagCbor.decode<{ root: CID }>(item.bytes).root;
-      else blocks.set(item.cid.toString(), item);
-    }
-    const top = root && blocks.get(root.toString());
-    const link = top && dagPb.decode(top.bytes).Links.find((each) => each.Name === 'z.txt');
-    const node = link && blocks.get(link.Hash.toString());
-    if (!node) throw new Error("z.txt's node is not in the version's CAR");
-    const damaged = Buffer.from(whole);
-    const last = node.offset + node.length - 1;
-    damaged[last] = (damaged[last] ?? 0) ^ 0xff;
-    writeFileSync(cached, damaged);
+    const whole = await damageNodeOf(cached, 'z.txt');
 
     const told: string[] = [];
     let versionsTold = 0;
