@@ -110,11 +110,11 @@ export async function backupCommand(command: CommandContext): Promise<number | u
               `this computer knows no bucket named ${JSON.stringify(bucket)}, as it last listed them (canopy buckets lists them)`,
             ]
           : []),
-        `would back up ${counted(plan.files, 'file')}, ${counted(plan.bytes, 'byte')}`,
+        `would back up ${counted(plan.files, 'file')}, ${formatBytes(plan.bytes)}`,
         ...(plan.toRead === null
           ? []
           : [
-              `of which it would read ${counted(plan.toRead.files, 'file')} (${counted(plan.toRead.bytes, 'byte')}), those not backed up here before or changed since; the others are unchanged, and not read again`,
+              `of which it would read ${counted(plan.toRead.files, 'file')} (${formatBytes(plan.toRead.bytes)}), those not backed up here before or changed since; the others are unchanged, and not read again`,
             ]),
         ...excludedTotal(plan.excluded),
         ...plan.excluded.map(describeExcluded),
@@ -151,7 +151,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       result.unchanged
         ? `nothing changed since version ${result.versionId}: no new version made`
         : `version ${result.versionId}`,
-      `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${counted(result.bytesScanned, 'byte')} scanned, ${counted(result.bytesRead, 'byte')} read, ${counted(result.newBytes, 'new byte')}, ${counted(result.bytesUploaded, 'byte')} uploaded${result.metadataBytesUploaded > 0 ? ` (and ${counted(result.metadataBytesUploaded, 'byte')} of metadata: the names, sizes and times of all the files)` : ''} in ${(result.durationMs / 1000).toFixed(1)} s`,
+      `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${formatBytes(result.bytesScanned)} scanned, ${formatBytes(result.bytesRead)} read, ${formatBytes(result.newBytes)} new, ${formatBytes(result.bytesUploaded)} uploaded${result.metadataBytesUploaded > 0 ? ` (and ${formatBytes(result.metadataBytesUploaded)} of metadata: the names, sizes and times of all the files)` : ''} in ${(result.durationMs / 1000).toFixed(1)} s`,
       ...(result.excludesFrom === null
         ? []
         : [

@@ -1,8 +1,7 @@
-import { formatTime } from '../../main/api/index.ts';
+import { formatBytes, formatTime } from '../../main/api/index.ts';
 import { typedPath } from '../typed-path.ts';
 import type { ChangeCounts, ChangeListener, VersionChange } from '../../main/index.ts';
 import { need, offlineReason, type CommandContext } from '../command-context.ts';
-import { counted } from '../counted.ts';
 import { PHASE_PROGRESS } from '../progress-line.ts';
 
 // `canopy diff`: what changed from one version of a bucket to another, a line per entry, as
@@ -34,7 +33,7 @@ function summaryOf(counts: ChangeCounts): string {
   ];
   if (counts.metadata > 0) parts.push(`${counts.metadata} with only the mode or time changed`);
   if (counts.type > 0) parts.push(`${counts.type} of another type`);
-  return `${parts.join(', ')}; ${counted(counts.fileBytesAddedOrModified, 'byte')} in files added or modified`;
+  return `${parts.join(', ')}; ${formatBytes(counts.fileBytesAddedOrModified)} in files added or modified`;
 }
 
 function when(createdAt: number): string {

@@ -1,4 +1,4 @@
-import { formatTime } from '../../main/api/index.ts';
+import { formatBytes, formatTime } from '../../main/api/index.ts';
 import { downloadLimitOf } from '../transfer-rate.ts';
 import { typedPath } from '../typed-path.ts';
 import type { RestoredAs, RestoreRequest } from '../../main/index.ts';
@@ -96,7 +96,7 @@ async function restorePlanCommand(
   command.out.print(
     [
       `would restore version ${plan.versionId} ${request.to === undefined ? intoOriginalPlace(plan) : `into ${plan.restoredInto}`}`,
-      `would write ${counted(plan.files, 'file')} (${counted(plan.bytes, 'byte')}), ${counted(plan.directories, 'folder')}, ${counted(plan.symlinks, 'symlink')}`,
+      `would write ${counted(plan.files, 'file')} (${formatBytes(plan.bytes)}), ${counted(plan.directories, 'folder')}, ${counted(plan.symlinks, 'symlink')}`,
       ...(plan.alreadyThere === 0
         ? []
         : [
@@ -167,7 +167,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
             `removed ${counted(result.leftoversRemoved, 'unfinished file')} left by a restore that was stopped`,
           ]),
       ...(to === undefined ? [intoOriginalPlace(result)] : []),
-      `restored ${counted(result.files, 'file')} (${counted(result.bytes, 'byte')}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
+      `restored ${counted(result.files, 'file')} (${formatBytes(result.bytes)}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
       ...(result.alreadyThere === 0
         ? []
         : [

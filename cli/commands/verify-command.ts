@@ -1,4 +1,4 @@
-import { formatTime } from '../../main/api/index.ts';
+import { formatBytes, formatTime } from '../../main/api/index.ts';
 import { need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { VERIFY_PROGRESS, withLimitShown } from '../progress-line.ts';
@@ -34,7 +34,7 @@ export async function verifyCommand(command: CommandContext): Promise<number | u
     [
       ...(lost === 0
         ? [
-            `verified ${result.checked} of ${counted(result.total, 'block')} (${counted(result.bytes, 'byte')}) of version ${result.versionId}: restorable as of ${asOf}`,
+            `verified ${result.checked} of ${counted(result.total, 'block')} (${formatBytes(result.bytes)}) of version ${result.versionId}: restorable as of ${asOf}`,
           ]
         : [
             `checked ${result.checked} of ${counted(result.total, 'block')} of version ${result.versionId}: ${lost} did not come back whole, so it is not restorable in full as of ${asOf}`,

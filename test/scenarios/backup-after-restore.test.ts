@@ -103,7 +103,7 @@ describe('a backup after a restore into the folder it backs up', () => {
     expect(await backup()).toMatchObject({ versionId, unchanged: true, bytesRead: 0 });
     // As a dry run tells first.
     expect(await canopySucceeds(home, 'backup', source, '--bucket', 'Docs', '--dry-run')).toContain(
-      '\nof which it would read 0 files (0 bytes), those not backed up here before or changed since; the others are unchanged, and not read again\n',
+      '\nof which it would read 0 files (0 B), those not backed up here before or changed since; the others are unchanged, and not read again\n',
     );
   });
 

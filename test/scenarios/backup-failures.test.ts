@@ -312,7 +312,7 @@ describe('backup failures', () => {
     const reason = 'the disk could not read it (an I/O error: the disk may be failing)';
     expect(damaged.stdout).toContain(`skipped video.mp4: ${reason}\n`);
     // Of all it read, only the notes are new to the version, and sent.
-    expect(damaged.stdout).toMatch(/\b9 new bytes, \d{3} bytes uploaded /);
+    expect(damaged.stdout).toMatch(/\b9 B new, \d{3} B uploaded /);
     expect(damaged.stderr).toBe(
       'canopy: 1 item could not be read (listed in the output) and is not in the version; everything else is\n',
     );
@@ -399,7 +399,7 @@ describe('backup failures', () => {
     expect(stagedLeftovers(home)).toEqual([]);
     // The files the failed run read are known as that version's: none is read again.
     expect(ok.stdout).toMatch(
-      /^3 files \(3 unchanged, not read again\), 12582912 bytes scanned, 0 bytes read, /m,
+      /^3 files \(3 unchanged, not read again\), 13 MB scanned, 0 B read, /m,
     );
     const target = path.join(scratch, 'big-restored');
     expect(
@@ -654,7 +654,7 @@ open("deep.txt", "w").write("deep")`,
     expect(fresh.stdout).toContain('2 files (0 unchanged, not read again)');
     // No data sent, but the version's tree was: the line says so.
     expect(fresh.stdout).toMatch(
-      / 0 bytes uploaded \(and [1-9]\d* bytes of metadata: the names, sizes and times of all the files\) in /,
+      / 0 B uploaded \(and [1-9][\d.]* [kM]?B of metadata: the names, sizes and times of all the files\) in /,
     );
     expect(fresh.stdout).toContain('\nit takes the place of the version before it');
     const sound = await runCanopy(other, ['verify', '--bucket', 'Meta', '--all'], fileStore);

@@ -70,7 +70,7 @@ describe("a bucket's source folder", () => {
     );
     expect(replacingDry.status, replacingDry.stderr).toBe(0);
     expect(replacingDry.stdout).toBe(
-      'would back up 1 file, 7 bytes\nof which it would read 1 file (7 bytes), those not backed up here before or changed since; the others are unchanged, and not read again\n',
+      'would back up 1 file, 7 B\nof which it would read 1 file (7 B), those not backed up here before or changed since; the others are unchanged, and not read again\n',
     );
 
     // A bucket's name mistyped: the dry run says this computer knows none of that name.
@@ -81,7 +81,7 @@ describe("a bucket's source folder", () => {
     );
     expect(mistyped.status, mistyped.stderr).toBe(0);
     expect(mistyped.stdout).toBe(
-      'this computer knows no bucket named "Dcos", as it last listed them (canopy buckets lists them)\nwould back up 1 file, 7 bytes\n',
+      'this computer knows no bucket named "Dcos", as it last listed them (canopy buckets lists them)\nwould back up 1 file, 7 B\n',
     );
 
     const refused = await runCanopy(home, ['backup', pictures, '--bucket', 'Docs'], env);
@@ -115,7 +115,7 @@ describe("a bucket's source folder", () => {
       env,
     );
     expect(restored.status, restored.stderr).toBe(0);
-    expect(restored.stdout).toContain('restored 1 file (8 bytes), 1 folder, 0 symlinks\n');
+    expect(restored.stdout).toContain('restored 1 file (8 B), 1 folder, 0 symlinks\n');
     expect(readFileSync(path.join(target, 'letter.txt'), 'utf8')).toBe('dear Ann');
 
     // Restored again over an edited copy: the edit is kept, and the line says where each went.
@@ -166,8 +166,8 @@ describe("a bucket's source folder", () => {
     expect(dryRun).toBe(
       [
         `would apply the exclude rules kept for ${before}, this bucket's folder before, and keep them for this folder`,
-        'would back up 3 files, 2200030 bytes',
-        'of which it would read 1 file (30 bytes), those not backed up here before or changed since; the others are unchanged, and not read again',
+        'would back up 3 files, 2.2 MB',
+        'of which it would read 1 file (30 B), those not backed up here before or changed since; the others are unchanged, and not read again',
         'would leave out 1 item, holding 1 file, 300 kB (canopy excludes DIR shows the rules):',
         'excluded by rules: stems/ (1 file, 300 kB), by "stems/" kept for this folder',
         '',
@@ -181,7 +181,7 @@ describe("a bucket's source folder", () => {
       ...['backup', after, '--bucket', 'Music', '--skip-check', '--replace-source'],
     );
     expect(renamed).toContain(
-      '3 files (2 unchanged, not read again), 2200030 bytes scanned, 30 bytes read,',
+      '3 files (2 unchanged, not read again), 2.2 MB scanned, 30 B read,',
     );
     expect(renamed).toContain(
       `applied the exclude rules kept for ${before}, this bucket's folder before, and keeps them for this folder from now on (canopy excludes DIR shows them)\n`,

@@ -412,7 +412,7 @@ describe('a restore beside a file whose name is near the longest a disk takes', 
     expect(again.stdout).toContain(
       `${names[0]} was restored before as ${copies[0]}, with the same content, and would be left as it is\n`,
     );
-    expect(again.stdout).toContain('would write 0 files (0 bytes)');
+    expect(again.stdout).toContain('would write 0 files (0 B)');
   });
 });
 
@@ -547,7 +547,7 @@ describe('canopy restore run again', () => {
     expect(again.status, again.stderr).toBe(0);
     // Its folders were there too, and are left as they were: none is told as restored.
     expect(again.stdout).toBe(
-      'restored 0 files (0 bytes), 0 folders, 0 symlinks\n' +
+      'restored 0 files (0 B), 0 folders, 0 symlinks\n' +
         'already there with the same content, and left as they were: 6 files and links\n',
     );
     // --sparse restores the same files (none of these has a chunk of zeros to leave out).
@@ -563,7 +563,7 @@ describe('canopy restore run again', () => {
       env,
     );
     expect(one.stdout).toBe(
-      'restored 0 files (0 bytes), 0 folders, 0 symlinks\n' +
+      'restored 0 files (0 B), 0 folders, 0 symlinks\n' +
         'already there with the same content, and left as it was: 1 file or link\n',
     );
     // Without --to, to the folder backed up: everything is there.
@@ -571,7 +571,7 @@ describe('canopy restore run again', () => {
     expect(home.status, home.stderr).toBe(0);
     expect(home.stdout).toBe(
       `into ${source}, where it was backed up from\n` +
-        'restored 0 files (0 bytes), 0 folders, 0 symlinks\n' +
+        'restored 0 files (0 B), 0 folders, 0 symlinks\n' +
         'already there with the same content, and left as they were: 6 files and links\n',
     );
   });

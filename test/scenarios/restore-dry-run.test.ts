@@ -93,7 +93,7 @@ describe('a restore dry run', () => {
       expect(cli.stdout).toBe(
         [
           `would restore version ${plan.versionId} into ${source}, where it was backed up from`,
-          'would write 3 files (21 bytes), 1 folder, 0 symlinks',
+          'would write 3 files (21 B), 1 folder, 0 symlinks',
           'already there with the same content, and would be left as they are: 2 files and links',
           'would keep 2 items there (a file, folder or link of a name it restores), and restore the version\'s beside each with " (restored)" added to the name (--overwrite replaces files and links):',
           '  docs/letter.txt',
@@ -194,7 +194,7 @@ describe('a restore dry run', () => {
         env,
       );
       expect(refused.status).toBe(1);
-      expect(refused.stdout).toContain('would write 4 files (31 bytes), 3 folders, 1 symlink\n');
+      expect(refused.stdout).toContain('would write 4 files (31 B), 3 folders, 1 symlink\n');
       expect(refused.stderr).toBe(
         `canopy: the restore would be refused: not enough free space in ${path.join(small, 'copy')} to restore: its 8 files, folders and links need an entry each (an inode), and the disk can make 7 more; nothing was restored. Free some space, restore to another disk, or restore a part of it (canopy restore PATH)\n`,
       );
@@ -274,7 +274,7 @@ describe('a restore dry run', () => {
       expect(again.stdout).toBe(
         [
           `would restore version ${plan.versionId} into ${link}`,
-          'would write 0 files (0 bytes), 0 folders, 0 symlinks',
+          'would write 0 files (0 B), 0 folders, 0 symlinks',
           'already there with the same content, and would be left as they are: 4 files and links',
           'docs/letter.txt was restored before as docs/letter.txt (restored), with the same content, and would be left as it is',
           '',
@@ -284,7 +284,7 @@ describe('a restore dry run', () => {
       expect(restored.status, restored.stderr).toBe(0);
       expect(restored.stdout).toBe(
         [
-          'restored 0 files (0 bytes), 0 folders, 0 symlinks',
+          'restored 0 files (0 B), 0 folders, 0 symlinks',
           'already there with the same content, and left as they were: 4 files and links',
           'docs/letter.txt was restored before as docs/letter.txt (restored), with the same content, and left as it was',
           '',

@@ -141,7 +141,7 @@ describe('exclude rules kept for a source', () => {
     expect(dryRun.status, dryRun.stderr).toBe(0);
     expect(dryRun.stdout).toContain(
       [
-        'would back up 3 files, 40 bytes',
+        'would back up 3 files, 40 B',
         'would leave out 2 items, holding 2 files, 17 B (canopy excludes DIR shows the rules):',
         'excluded by rules: build/ (1 file, 5 B), by "build/" kept for this folder',
         'excluded by rules: disk.iso (12 B), by "*.iso" kept for this folder',
@@ -228,7 +228,7 @@ describe('exclude rules kept for a source', () => {
     expect(lines[0]).toBe(
       'this computer knows no bucket named "Any", as it last listed them (canopy buckets lists them)',
     );
-    expect(lines[1]).toBe('would back up 1 file, 4 bytes');
+    expect(lines[1]).toBe('would back up 1 file, 4 B');
     expect(lines[3]).toBe(
       'excluded by rules: .cache/ (2 files, 2.0 kB, and 1 item it could not look into), by ".cache/" in Canopy\'s defaults',
     );

@@ -63,7 +63,7 @@ describe('a damaged state database', () => {
     expect(again.stderr).not.toContain('log in again');
     // Every file read again, none of its data sent again; the rule still keeps scratch.tmp2 out.
     expect(again.stdout).toContain('20 files (0 unchanged, not read again)');
-    expect(again.stdout).toContain(' 0 new bytes');
+    expect(again.stdout).toContain(' 0 B new');
     expect(readdirSync(home).filter((name) => name.includes('.damaged-'))).toHaveLength(1);
 
     const rules = await runCanopy(home, ['excludes', source], env);

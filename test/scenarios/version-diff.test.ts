@@ -266,7 +266,7 @@ describe('canopy diff', () => {
       ),
       'M notes.txt',
       '+ photos/2026\\nnew line/',
-      '1 added, 0 removed, 1 modified; 14 bytes in files added or modified',
+      '1 added, 0 removed, 1 modified; 14 B in files added or modified',
       '',
     ]);
     // Versions named by the start of their ids, either way round.
@@ -283,7 +283,7 @@ describe('canopy diff', () => {
     );
     expect(reversed.split('\n').slice(1)).toEqual([
       '- photos/2026\\nnew line/',
-      '0 added, 1 removed, 0 modified; 0 bytes in files added or modified',
+      '0 added, 1 removed, 0 modified; 0 B in files added or modified',
       '',
     ]);
     const itself = await canopySucceeds(home, 'diff', '--bucket', 'Home', '--from', newer);
@@ -323,9 +323,7 @@ describe('canopy diff', () => {
 
     const text = (await canopySucceeds(home, 'diff', '--bucket', 'Long')).split('\n');
     expect(text.slice(1, -2)).toEqual(added.map((name) => `+ inbox/${name}`));
-    expect(text.at(-2)).toBe(
-      `2345 added, 0 removed, 0 modified; ${added.length * 9} bytes in files added or modified`,
-    );
+    expect(text.at(-2)).toBe(`2345 added, 0 removed, 0 modified; 21 kB in files added or modified`);
     const json = await canopySucceeds(home, 'diff', '--bucket', 'Long', '--json');
     expect(json.endsWith('}\n')).toBe(true);
     expect(json.split('\n')).toHaveLength(2);
