@@ -111,8 +111,8 @@ export async function main(argv: readonly string[]): Promise<number> {
   try {
     // `--version` alone asks for Canopy's; given with a command, it names a version of a bucket.
     if (argv.length === 1 && argv[0] === '--version') {
-      const { appVersion } = await import('./app-version.ts');
-      process.stdout.write(`canopy ${appVersion()}\n`);
+      const { packageVersion } = await import('../main/package-files/index.ts');
+      process.stdout.write(`canopy ${packageVersion()}\n`);
       return 0;
     }
     const { values, positionals } = parseArgs({

@@ -1,14 +1,14 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
+import { packageFile } from '../package-files/index.ts';
 
 // The engine's SQLite state (WAL) with numbered migrations, each applied in one transaction.
 // The only place the engine's SQL lives is this folder.
 
 export type StateDb = Database.Database;
 
-const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+const MIGRATIONS_DIR = packageFile('main/state/migrations');
 const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
 
 /** How long a request waits for another process's write to the state database. */

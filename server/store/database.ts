@@ -1,14 +1,14 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import Database from 'better-sqlite3';
+import { packageFile } from '../../main/package-files/index.ts';
 
 // Opens the service's SQLite database (WAL, foreign keys, a busy timeout so the admin command
 // line can write while `serve` runs) and applies numbered migrations, each in one transaction.
 
 export type Db = Database.Database;
 
-const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
+const MIGRATIONS_DIR = packageFile('server/store/migrations');
 const MIGRATION_NAME = /^(\d{3})-[a-z0-9-]+\.sql$/;
 
 /**
