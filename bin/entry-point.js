@@ -1,10 +1,10 @@
 // Loads a command's entry module: the compiled one in dist/ when `npm run build` made it from the
 // sources as they are now, else the TypeScript source through tsx.
 //
-// The compiled modules start sooner: each of the ~220-440 modules a command loads passes
-// through tsx's loader, on a thread of its own, and `canopy whoami` took 1.5 s through it
-// against 1.0 s compiled (npm run bench -- start). A build is used only while no source is newer than the moment it
-// started, so an edited source runs as written, never as last built.
+// The build starts sooner: each of the ~220-440 modules of Canopy's own a command loads passes
+// through tsx's loader, on a thread of its own (npm run bench -- start compares the two). A
+// build is used only while no source is newer than the moment it started, so an edited source
+// runs as written, never as last built.
 
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -13,8 +13,18 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 /** Written by bin/build.js once a build is complete: when it started reading the sources. */
 export const BUILD_INFO = path.join('dist', 'build-info.json');
 
-/** The folders and files a build compiles or copies; a change to any of them makes it stale. */
-export const BUILD_INPUTS = ['cli', 'main', 'server', 'tsconfig.base.json', 'tsconfig.build.json'];
+/**
+ * The folders and files a build reads; a change to any of them makes it stale. The build bundles
+ * the packages the code imports, so the lock file that records their versions is one.
+ */
+export const BUILD_INPUTS = [
+  'cli',
+  'main',
+  'server',
+  'tsconfig.base.json',
+  'bin/build.js',
+  'package-lock.json',
+];
 
 /**
  * Some file systems keep modification times to the second or two (FAT, exFAT), so a source saved

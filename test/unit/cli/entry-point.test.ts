@@ -33,7 +33,8 @@ beforeEach(() => {
   writeOld('main/engine/engine.ts');
   writeOld('server/store/migrations/010-create-accounts.sql');
   writeOld('tsconfig.base.json');
-  writeOld('tsconfig.build.json');
+  writeOld('bin/build.js');
+  writeOld('package-lock.json');
   // The folders' own times too: adding a file to one is a change.
   for (const folder of [
     'cli',
@@ -42,6 +43,7 @@ beforeEach(() => {
     'server',
     'server/store',
     'server/store/migrations',
+    'bin',
   ]) {
     utimesSync(path.join(root, folder), HOUR_AGO, HOUR_AGO);
   }
@@ -55,11 +57,12 @@ describe('the code a command runs', () => {
     expect(currentBuildOf(root, 'cli/canopy.ts')).toBe(path.join(root, 'dist', 'cli', 'canopy.js'));
   });
 
-  it('is the source once a source, a migration or the compiler settings changed after the build started', () => {
+  it('is the source once a source, a migration, the build, or the packages it bundles changed after the build started', () => {
     for (const changed of [
       'main/engine/engine.ts',
       'server/store/migrations/010-create-accounts.sql',
-      'tsconfig.build.json',
+      'bin/build.js',
+      'package-lock.json',
     ]) {
       built(60);
       writeFileSync(path.join(root, changed), 'edited');
