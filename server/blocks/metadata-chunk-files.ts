@@ -23,7 +23,13 @@ import { MAX_CHUNK_BYTES, type ContentChunk } from './content-chunker.ts';
 // database that may still name it.
 
 export const CHUNK_FILE_SUFFIX = '.chunks';
-/** For write, which is synchronous, so never used by two at once. */
+
+/** Whether stored chunks read back whole (MetadataChunkFiles.storedCopyCheck). */
+export interface StoredCopyCheck {
+  isSound(location: ChunkLocation): boolean;
+  close(): void;
+}
+/** For write and storedCopyCheck, which are synchronous, so never used by two at once. */
 const writeBuffer = Buffer.allocUnsafe(MAX_CHUNK_BYTES);
 /** Files a pull keeps open at once. */
 const OPEN_FILES = 16;
@@ -123,6 +129,49 @@ export class MetadataChunkFiles {
       await input.close();
     }
     return { file: id, offsets };
+  }
+
+  /**
+   * A check of stored chunks against their digests, for a push that names chunks the store
+   * holds: whether the copy at `location` reads back whole. Synchronous, to run inside the
+   * transaction that records the push; close() when done.
+   */
+  storedCopyCheck(): StoredCopyCheck {
+    const fds = new Map<string, number>();
+    const fdOf = (file: string): number => {
+      let fd = fds.get(file);
+      if (fd === undefined) {
+        // A few files hold the chunks a push shares with the versions before it: each is
+        // opened once, and a CAR whose chunks lie in more is not read with that many open.
+        if (fds.size >= OPEN_FILES) {
+          for (const open of fds.values()) closeSync(open);
+          fds.clear();
+        }
+        fd = openSync(this.path(file), 'r');
+        fds.set(file, fd);
+      }
+      return fd;
+    };
+    return {
+      isSound(location) {
+        const bytes = writeBuffer.subarray(0, location.length);
+        try {
+          if (
+            readSync(fdOf(location.file), bytes, 0, location.length, location.offset) !==
+            location.length
+          )
+            return false;
+        } catch {
+          // Unreadable (EIO, its file gone): as damaged, the copy that came takes its place.
+          return false;
+        }
+        return createHash('sha256').update(bytes).digest().equals(location.digest);
+      },
+      close() {
+        for (const fd of fds.values()) closeSync(fd);
+        fds.clear();
+      },
+    };
   }
 
   /** Removes a file whose rows did not commit after all. */

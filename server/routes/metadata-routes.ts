@@ -245,22 +245,34 @@ async function push(ctx: ServiceContext, request: DeviceRequest): Promise<Metada
       } else {
         evaluateQuota(ctx.db, userId, now);
       }
-      // Last, as the transaction can still fail before: the chunks the store lacks.
-      storeCarChunks(ctx.db, versionId, chunks, (fresh) => {
-        // Written beside the staged CAR: the room kept free must still be there after both.
-        const release = admitIntoKeptFree(
-          ctx.options.dataDir,
-          fresh.reduce((sum, chunk) => sum + chunk.length, 0),
-          ctx.options.keptFree,
+      // Last, as the transaction can still fail before: the chunks the store lacks, or holds
+      // damaged.
+      const storedCopies = ctx.blocks.metadataChunks.storedCopyCheck();
+      try {
+        storeCarChunks(
+          ctx.db,
+          versionId,
+          chunks,
+          (fresh) => {
+            // Written beside the staged CAR: the room kept free must still be there after both.
+            const release = admitIntoKeptFree(
+              ctx.options.dataDir,
+              fresh.reduce((sum, chunk) => sum + chunk.length, 0),
+              ctx.options.keptFree,
+            );
+            try {
+              const written = ctx.blocks.metadataChunks.write(carFile, fresh);
+              writtenChunks = written.file;
+              return written;
+            } finally {
+              release();
+            }
+          },
+          (stored) => storedCopies.isSound(stored),
         );
-        try {
-          const written = ctx.blocks.metadataChunks.write(carFile, fresh);
-          writtenChunks = written.file;
-          return written;
-        } finally {
-          release();
-        }
-      });
+      } finally {
+        storedCopies.close();
+      }
       return input.expectedDataSize === 0 ? 'active' : 'pending';
     };
     let state: 'active' | 'pending';

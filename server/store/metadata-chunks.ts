@@ -34,18 +34,36 @@ export type WriteChunks = (fresh: readonly ContentChunk[]) => {
  * Records a version's CAR as `chunks`, in order. Those the store lacks are handed to `write`
  * first, each once, and recorded as lying in the file it made. Looked up and written in the
  * same transaction as the refs, so no chunk found here is released meanwhile.
+ *
+ * A chunk the store holds is taken as stored only when `isSound` finds its copy whole. One
+ * damaged on the disk (or unreadable) is written again with the fresh ones, and its row points
+ * at the new copy from then on: every version that holds it pulls whole again. That is how the
+ * version a client stores in place of one whose metadata it found damaged heals: its CAR is
+ * most often the same chunks, and was, byte for byte, when made within the same second.
  */
 export function storeCarChunks(
   db: Db,
   versionId: string,
   chunks: readonly ContentChunk[],
   write: WriteChunks,
+  isSound: (stored: ChunkLocation) => boolean,
 ): void {
-  const find = sql<[Buffer], number>(db, 'SELECT 1 FROM metadata_chunks WHERE digest = ?').pluck();
+  const find = sql<[Buffer], ChunkRow>(
+    db,
+    'SELECT digest, file, file_offset, length FROM metadata_chunks WHERE digest = ?',
+  );
   const fresh = new Map<string, ContentChunk>();
+  /** The stored copies found damaged, by the digest of their chunk. */
+  const damaged = new Map<string, ChunkRow>();
+  const seen = new Set<string>();
   for (const chunk of chunks) {
     const key = chunk.digest.toString('hex');
-    if (!fresh.has(key) && find.get(chunk.digest) === undefined) fresh.set(key, chunk);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const row = find.get(chunk.digest);
+    if (row && isSound(locationOf(row))) continue;
+    fresh.set(key, chunk);
+    if (row) damaged.set(key, row);
   }
   if (fresh.size > 0) {
     const written = write([...fresh.values()]);
@@ -57,9 +75,26 @@ export function storeCarChunks(
       `INSERT INTO metadata_chunks (digest, file, file_offset, length, refs)
        VALUES (?, ?, ?, ?, 0)`,
     );
-    [...fresh.values()].forEach((chunk, index) =>
-      insert.run(chunk.digest, written.file, written.offsets[index] ?? 0, chunk.length),
+    const repoint = sql<[string, number, Buffer]>(
+      db,
+      'UPDATE metadata_chunks SET file = ?, file_offset = ? WHERE digest = ?',
     );
+    const leave = sql<[number, string]>(
+      db,
+      `UPDATE metadata_chunk_files SET live_chunks = live_chunks - 1, live_bytes = live_bytes - ?
+       WHERE id = ?`,
+    );
+    [...fresh.entries()].forEach(([key, chunk], index) => {
+      const offset = written.offsets[index] ?? 0;
+      const old = damaged.get(key);
+      if (!old) {
+        insert.run(chunk.digest, written.file, offset, chunk.length);
+        return;
+      }
+      repoint.run(written.file, offset, chunk.digest);
+      // The damaged copy is dead bytes of its file now, for compaction to leave behind.
+      leave.run(old.length, old.file);
+    });
   }
   const count = sql<[Buffer]>(db, 'UPDATE metadata_chunks SET refs = refs + 1 WHERE digest = ?');
   for (const chunk of chunks) count.run(chunk.digest);
@@ -67,6 +102,10 @@ export function storeCarChunks(
     Buffer.concat(chunks.map((chunk) => chunk.digest)),
     versionId,
   );
+}
+
+function locationOf(row: ChunkRow): ChunkLocation {
+  return { digest: row.digest, file: row.file, offset: row.file_offset, length: row.length };
 }
 
 function digestsOf(layout: Buffer): Buffer[] {
@@ -89,7 +128,7 @@ export function carChunksOf(db: Db, versionId: string): ChunkLocation[] | undefi
   return digestsOf(layout).map((digest) => {
     const row = find.get(digest);
     if (!row) throw new Error(`metadata chunk ${digest.toString('hex')} of ${versionId} is lost`);
-    return { digest: row.digest, file: row.file, offset: row.file_offset, length: row.length };
+    return locationOf(row);
   });
 }
 

@@ -301,6 +301,56 @@ describe('metadata CARs kept as chunks', () => {
     }
   });
 
+  it('takes a pushed chunk in place of its stored copy damaged on the disk, for every version that holds it', async () => {
+    const dataDir = path.join(scratch, 'healed');
+    const service = await startTestService({ dataDir, limits });
+    try {
+      const ann = await enrolledDevice(service, 'ann@example.org');
+      const bucketId = await createBucket(service, ann, 'Documents');
+      const nodes = await Promise.all(
+        Array.from({ length: 300 }, () => rawBlock(randomBytes(1000))),
+      );
+      const first = await metadataCarOf(nodes);
+      const firstId = await pushCar(service, ann, bucketId, null, first);
+      const dir = path.join(dataDir, 'metadata', 'chunks');
+      const [name] = readdirSync(dir);
+      if (!name) throw new Error('no file of chunks');
+      // A byte in the middle of the CAR goes bad: a chunk the next version shares.
+      const file = path.join(dir, name);
+      const bytes = readFileSync(file);
+      bytes[150_000] = (bytes[150_000] ?? 0) ^ 0xff;
+      writeFileSync(file, bytes);
+      expect(
+        Buffer.from((await pull(service, ann, firstId)).bytes).equals(Buffer.from(first.car)),
+      ).toBe(false);
+
+      // The version a client stores in its place: the same nodes under another manifest.
+      const second = await metadataCarOf(nodes);
+      const before = chunkBytes(dataDir);
+      const secondId = await pushCar(service, ann, bucketId, firstId, second);
+      for (const [id, metadata] of [
+        [secondId, second],
+        [firstId, first],
+      ] as const)
+        expect(
+          Buffer.from((await pull(service, ann, id)).bytes).equals(Buffer.from(metadata.car)),
+          id,
+        ).toBe(true);
+      // Only the damaged chunk and the manifest's were written again, not the whole CAR.
+      expect(chunkBytes(dataDir) - before).toBeLessThanOrEqual(3 * MAX_CHUNK_BYTES);
+
+      // A file of chunks gone from the disk is healed alike, by the next push that holds them.
+      rmSync(file);
+      const third = await metadataCarOf(nodes);
+      const thirdId = await pushCar(service, ann, bucketId, secondId, third);
+      expect(
+        Buffer.from((await pull(service, ann, thirdId)).bytes).equals(Buffer.from(third.car)),
+      ).toBe(true);
+    } finally {
+      await service.close();
+    }
+  });
+
   it('still pulls a CAR a server before chunks stored whole, and drops files a crash left', async () => {
     const dataDir = path.join(scratch, 'whole');
     let service = await startTestService({ dataDir, limits });
