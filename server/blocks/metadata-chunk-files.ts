@@ -223,9 +223,10 @@ export class MetadataChunkFiles {
    * The bytes of `chunks` in order, each checked against its digest. A chunk damaged on the
    * disk is told to `onDamaged` and handed out as the disk has it, as a CAR stored whole was:
    * the client checks every block of a pulled CAR against its CID, tells the user, and stores
-   * a version in place of the damaged one (main/uploader/backup-input.ts). Cut short instead,
-   * the answer would look like a network failure. A chunk shorter than recorded ends the
-   * stream with an error, as the answer cannot have its stated length.
+   * a version in place of the damaged one (main/uploader/backup-input.ts), whose push writes
+   * the damaged chunk again (store/metadata-chunks.ts). Cut short instead, the answer would
+   * look like a network failure. A chunk shorter than recorded ends the stream with an error,
+   * as the answer cannot have its stated length.
    */
   async *read(
     chunks: readonly ChunkLocation[],
