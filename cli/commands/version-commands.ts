@@ -1,4 +1,4 @@
-import { formatTime } from '../../main/api/index.ts';
+import { formatBytes, formatTime } from '../../main/api/index.ts';
 import { canopyHome } from '../../main/state/index.ts';
 import { UsageError, need, offlineReason, table, type CommandContext } from '../command-context.ts';
 import { policyCommand, pruneCommand } from './retention-commands.ts';
@@ -48,19 +48,23 @@ export async function versionsCommand(command: CommandContext): Promise<number |
       ? 'no versions yet'
       : [
           table([
-            // FILES and BYTES: what the version holds. NEW BYTES (data_size): what it added to
-            // the bucket, or expects to while pending.
+            // FILES and SIZE: what the version holds. NEW DATA (data_size): what it added to
+            // the bucket, or expects to while pending. Sizes as people read them; --json gives
+            // the bytes.
             // PINNED: a snapshot keeps it from the pruning of outdated versions.
-            ['ID', 'STATE', 'CREATED', 'FILES', 'BYTES', 'NEW BYTES', 'PINNED'],
-            ...versions.map((v) => [
-              v.id,
-              v.state,
-              formatTime(v.created_at * 1000),
-              String(totals.get(v.id)?.files ?? '-'),
-              String(totals.get(v.id)?.bytes ?? '-'),
-              String(v.data_size),
-              v.snapshot_id === null ? 'no' : 'yes',
-            ]),
+            ['ID', 'STATE', 'CREATED', 'FILES', 'SIZE', 'NEW DATA', 'PINNED'],
+            ...versions.map((v) => {
+              const held = totals.get(v.id);
+              return [
+                v.id,
+                v.state,
+                formatTime(v.created_at * 1000),
+                held ? String(held.files) : '-',
+                held ? formatBytes(held.bytes) : '-',
+                formatBytes(v.data_size),
+                v.snapshot_id === null ? 'no' : 'yes',
+              ];
+            }),
           ]),
           ...(unknown === 0
             ? []

@@ -219,7 +219,7 @@ describe('backups kept on an external exFAT disk', () => {
       const versions = await runCanopy(deviceHome, ['versions', '--bucket', 'Docs'], fileStore);
       expect(versions.status, versions.stderr).toBe(0);
       expect(versions.stdout).toContain(' active ');
-      expect(versions.stdout).toMatch(/^ID +STATE +CREATED +FILES +BYTES +NEW BYTES +PINNED$/m);
+      expect(versions.stdout).toMatch(/^ID +STATE +CREATED +FILES +SIZE +NEW DATA +PINNED$/m);
       for (const args of [
         ['ls', '--bucket', 'Docs'],
         ['verify', '--bucket', 'Docs', '--all'],

@@ -42,12 +42,12 @@ describe('the versions listed', () => {
     expect(first).toMatchObject({ file_count: 2, total_bytes: 15 });
     expect(second).toMatchObject({ file_count: 3, total_bytes: 21 });
     const table = await canopySucceeds(home, 'versions', '--bucket', 'Docs');
-    expect(table).toMatch(/^ID +STATE +CREATED +FILES +BYTES +NEW BYTES +PINNED\n/);
+    expect(table).toMatch(/^ID +STATE +CREATED +FILES +SIZE +NEW DATA +PINNED\n/);
     expect(table).toMatch(
-      new RegExp(`^${second?.id ?? ''} +active +${TOLD_TIME} +3 +21 +6 +yes$`, 'm'),
+      new RegExp(`^${second?.id ?? ''} +active +${TOLD_TIME} +3 +21 B +6 B +yes$`, 'm'),
     );
     expect(table).toMatch(
-      new RegExp(`^${first?.id ?? ''} +outdated +${TOLD_TIME} +2 +15 +15 +yes$`, 'm'),
+      new RegExp(`^${first?.id ?? ''} +outdated +${TOLD_TIME} +2 +15 B +15 B +yes$`, 'm'),
     );
 
     // A home from before these notes were kept knows them from the versions it keeps cached.
@@ -80,7 +80,7 @@ describe('the versions listed', () => {
     ]);
     const unknown = await canopySucceeds(other, 'versions', '--bucket', 'Docs');
     expect(unknown).toMatch(
-      new RegExp(`^${first?.id ?? ''} +outdated +${TOLD_TIME} +- +- +15 +yes$`, 'm'),
+      new RegExp(`^${first?.id ?? ''} +outdated +${TOLD_TIME} +- +- +15 B +yes$`, 'm'),
     );
     expect(unknown).toContain(
       '\n-: versions this computer has not read the list of files of yet (canopy ls --version ID reads it)\n',
