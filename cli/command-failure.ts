@@ -3,6 +3,7 @@ import { MissingArgument, UsageError } from './command-context.ts';
 import { TAKEN } from './command-options.ts';
 import { isParseError, parseErrorMessage } from '../main/command-line/index.ts';
 import { StoppedBySignal } from './signal-stop.ts';
+import { sourceStack } from './source-stack.ts';
 import { usageLinesOf } from './usage-text.ts';
 
 // How a `canopy` command that failed says so: on stderr, as a line for people, or with --json as
@@ -66,7 +67,9 @@ export function commandFailure(
     message: `unexpected failure: ${message}`,
     retryable: false,
     usage: [],
-    ...(error instanceof Error && error.stack !== undefined ? { stack: error.stack } : {}),
+    ...(error instanceof Error && error.stack !== undefined
+      ? { stack: sourceStack(error.stack) }
+      : {}),
   };
 }
 
