@@ -38,6 +38,21 @@ function chunkBytes(dataDir: string): number {
   return readdirSync(dir).reduce((sum, name) => sum + statSync(path.join(dir, name)).size, 0);
 }
 
+/**
+ * Flips the byte at `at` of the service's one file of chunks, as a bad disk would; returns the
+ * file and its bytes as they are now.
+ */
+function damageOnlyChunkFile(dataDir: string, at: number): { file: string; bytes: Buffer } {
+  const dir = path.join(dataDir, 'metadata', 'chunks');
+  const [name, ...more] = readdirSync(dir);
+  if (!name || more.length > 0) throw new Error(`not one file of chunks in ${dir}`);
+  const file = path.join(dir, name);
+  const bytes = readFileSync(file);
+  bytes[at] = (bytes[at] ?? 0) ^ 0xff;
+  writeFileSync(file, bytes);
+  return { file, bytes };
+}
+
 /** A metadata CAR of a manifest and `nodes`, as the client writes one. */
 async function metadataCarOf(nodes: readonly Block[]): Promise<{ cid: string; car: Uint8Array }> {
   const manifest = await cborBlock({ version: 1, nonce: randomBytes(8) });
@@ -270,13 +285,7 @@ describe('metadata CARs kept as chunks', () => {
         await Promise.all(Array.from({ length: 300 }, () => rawBlock(randomBytes(1000)))),
       );
       const id = await pushCar(service, ann, bucketId, null, metadata);
-      const dir = path.join(dataDir, 'metadata', 'chunks');
-      const [name] = readdirSync(dir);
-      if (!name) throw new Error('no file of chunks');
-      const file = path.join(dir, name);
-      const bytes = readFileSync(file);
-      bytes[200_000] = (bytes[200_000] ?? 0) ^ 0xff;
-      writeFileSync(file, bytes);
+      const { file, bytes } = damageOnlyChunkFile(dataDir, 200_000);
       // Whole, with the one byte the disk changed: the client's CID checks name the damage
       // (test/scenarios/backup-failures.test.ts), where a cut answer would pass for a network
       // failure.
@@ -312,14 +321,8 @@ describe('metadata CARs kept as chunks', () => {
       );
       const first = await metadataCarOf(nodes);
       const firstId = await pushCar(service, ann, bucketId, null, first);
-      const dir = path.join(dataDir, 'metadata', 'chunks');
-      const [name] = readdirSync(dir);
-      if (!name) throw new Error('no file of chunks');
       // A byte in the middle of the CAR goes bad: a chunk the next version shares.
-      const file = path.join(dir, name);
-      const bytes = readFileSync(file);
-      bytes[150_000] = (bytes[150_000] ?? 0) ^ 0xff;
-      writeFileSync(file, bytes);
+      const { file } = damageOnlyChunkFile(dataDir, 150_000);
       expect(
         Buffer.from((await pull(service, ann, firstId)).bytes).equals(Buffer.from(first.car)),
       ).toBe(false);
