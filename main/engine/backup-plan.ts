@@ -18,9 +18,12 @@ import {
   type KnownActiveVersion,
   type SourceFileIndex,
 } from '../state/index.ts';
+import { MetadataFloor } from '../packer/index.ts';
+import { DEFAULT_LIMITS } from '../protocol/index.ts';
 import {
   openBrowsableTree,
   otherSourceRefusal,
+  sourceTooLarge,
   surveySource,
   type OtherVouchers,
 } from '../uploader/index.ts';
@@ -58,8 +61,9 @@ export interface BackupPlan {
    */
   toRead: { files: number; bytes: number } | null;
   /**
-   * Why the backup would be refused (the bucket holds backups of another folder), as the
-   * backup would say it; null when it would not be, or this device cannot tell.
+   * Why the backup would be refused (the bucket holds backups of another folder, or the folder
+   * too many files for one version), as the backup would say it; null when it would not be, or
+   * this device cannot tell.
    */
   refusedBecause: string | null;
   /**
@@ -126,6 +130,8 @@ export async function planBackup(
     input.bucket === undefined || refusal
       ? undefined
       : indexForPlan(parts, input.bucket, sourceDir);
+  /** The least metadata the tree makes: more than a version holds, and it is refused. */
+  let metadataFloorBytes: number;
   if (indexed) {
     // The walk the backup makes: what it finds as its last backup here left it, it takes
     // without reading.
@@ -140,12 +146,22 @@ export async function planBackup(
     plan.files = survey.files;
     plan.bytes = survey.bytes;
     plan.toRead = { files: survey.filesToRead, bytes: survey.bytesToRead };
-  } else
+    metadataFloorBytes = survey.metadataFloorBytes;
+  } else {
+    const floor = new MetadataFloor();
     for await (const entry of walkSource(sourceDir, { rules, ...passedOver })) {
+      floor.add(entry);
       if (entry.kind !== 'file') continue;
       plan.files += 1;
       plan.bytes += entry.size;
     }
+    metadataFloorBytes = floor.finish();
+  }
+  const metadataLimitBytes = parts.deps.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes;
+  if (plan.refusedBecause === null && metadataFloorBytes > metadataLimitBytes) {
+    plan.refusedBecause = sourceTooLarge(sourceDir, metadataLimitBytes).message;
+    plan.toRead = null;
+  }
   // Measured after the walk, one at a time: a walk of the folder inside the walk would run
   // two at once.
   for (const item of excluded) plan.excluded.push(await measureExcluded(sourceDir, item));

@@ -5,4 +5,5 @@ export * from './unixfs-settings.ts';
 export * from './leaf-list.ts';
 export * from './leaf-marks.ts';
 export * from './leaf-sizes.ts';
+export * from './metadata-floor.ts';
 export * from './metadata-nodes.ts';

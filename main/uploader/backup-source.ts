@@ -1,5 +1,6 @@
 import { EngineError, isEngineError } from '../api/index.ts';
 import { LeafSizes } from '../packer/index.ts';
+import { DEFAULT_LIMITS } from '../protocol/index.ts';
 import { excludingFolders, loadExcludeRules } from '../scanner/index.ts';
 import { removeAbandonedStaging, type QueuedUpload } from '../state/index.ts';
 import { isDamagedMetadata, type TreeLeaves } from './previous-tree.ts';
@@ -9,6 +10,7 @@ import { uploadWindowOver, WindowEnding } from './upload-window.ts';
 import { MAX_SHARD_TARGET_BYTES } from './shard-target.ts';
 import { ScanProgress } from './progress-meter.ts';
 import { surveySource, type OtherVouchers } from './unchanged-source.ts';
+import { sourceTooLarge } from './source-too-large.ts';
 import type { BackupInput, BackupResult } from './backup-input.ts';
 import { stillQueued, removeMetadataFile } from './queued-upload-files.ts';
 import { finishUpload } from './finish-upload.ts';
@@ -65,20 +67,22 @@ async function attempt(
   // A version is made even of an unchanged source, to take the place of one whose metadata
   // the server holds damaged.
   let storeAgain = active !== undefined && active.id === input.storeAgainVersion;
-  // With progress to report, the walk that looks for changes also counts what to read.
+  // The walk that looks for changes also counts what to read, for progress, and the least
+  // metadata the tree makes: a source too large for one version is refused before its files
+  // are read, not once 800 000 of them were.
   const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
-  const survey =
-    indexIsActive || scanning
-      ? await surveySource(
-          input.sourceDir,
-          rules,
-          input.fileIndex,
-          (bytes) => scanning?.found(bytes),
-          others,
-        )
-      : undefined;
+  const survey = await surveySource(
+    input.sourceDir,
+    rules,
+    input.fileIndex,
+    (bytes) => scanning?.found(bytes),
+    others,
+  );
   scanning?.finish();
-  if (indexIsActive && survey?.unchanged === true && resend.size === 0 && !storeAgain) {
+  const metadataLimitBytes = input.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes;
+  if (survey.metadataFloorBytes > metadataLimitBytes)
+    throw sourceTooLarge(input.sourceDir, metadataLimitBytes);
+  if (indexIsActive && survey.unchanged && resend.size === 0 && !storeAgain) {
     return {
       versionId: active.id,
       files: survey.files,
@@ -100,8 +104,7 @@ async function attempt(
   }
   const { loadTree } = input;
   // Folders found unchanged reuse the active version's nodes, when the index describes it.
-  const changedFolders =
-    indexIsActive && resend.size === 0 ? (survey?.changedFolders ?? null) : null;
+  const changedFolders = indexIsActive && resend.size === 0 ? survey.changedFolders : null;
   /**
    * The active version's tree; one of no leaf when its metadata is damaged on the server and
    * this device keeps no copy: every file is read, the host says which of its blocks it lacks,
@@ -130,9 +133,10 @@ async function attempt(
   // This folder is the bucket's source now: the rules it was backed up with stay with it.
   if (formerExcludes) input.keepExcludes?.(formerExcludes.rules);
   // Reading's totals: the files packing must read; with no previous version, every file.
-  const readingTotals = survey
-    ? { files: survey.files, bytes: previous ? survey.bytesToRead : survey.bytes }
-    : undefined;
+  const readingTotals = {
+    files: survey.files,
+    bytes: previous ? survey.bytesToRead : survey.bytes,
+  };
   const garbage = new GarbageAtPhaseSwitch();
   const staged = input.fileIndex.stage();
   let pushed: PushedVersion | undefined;

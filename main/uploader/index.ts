@@ -9,3 +9,4 @@ export * from './shard-target.ts';
 export * from './shard-writer.ts';
 export * from './unchanged-source.ts';
 export * from './other-source.ts';
+export * from './source-too-large.ts';

@@ -182,8 +182,8 @@ export async function packAndPush(
   previous: PreviousVersion | null,
   rules: ExcludeRules,
   firstShardSource: ShardSource,
-  /** What the reading phase reports progress against; present when progress is wanted. */
-  totals: { readonly files: number; readonly bytes: number } | undefined,
+  /** What the reading phase reports progress against: the files the survey found to read. */
+  totals: { readonly files: number; readonly bytes: number },
   garbage: GarbageAtPhaseSwitch,
   /** Takes the packed entries for the file index; cleared when the source is packed again. */
   staged: StagedEntries,
@@ -246,10 +246,9 @@ export async function packAndPush(
     const { onProgress } = input;
     const packOnce = async (): ReturnType<typeof packSource> => {
       scanStartedMs = Date.now();
-      const progress =
-        onProgress && totals
-          ? new PhaseProgress('reading', totals.files, totals.bytes, onProgress, input.now)
-          : undefined;
+      const progress = onProgress
+        ? new PhaseProgress('reading', totals.files, totals.bytes, onProgress, input.now)
+        : undefined;
       passProgress = progress;
       const nodes = await newMetadata();
       const packed = await packSource({

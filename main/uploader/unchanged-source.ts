@@ -1,3 +1,4 @@
+import { MetadataFloor } from '../packer/index.ts';
 import type { ExcludeRules } from '../scanner/index.ts';
 import {
   sourceRootEntry,
@@ -135,6 +136,8 @@ export interface SourceSurvey {
    * describes it.
    */
   readonly changedFolders: ReadonlySet<string> | null;
+  /** The least the version's metadata CAR would hold (metadata-floor.ts). */
+  readonly metadataFloorBytes: number;
 }
 
 /** Walks the source against the index. */
@@ -167,6 +170,7 @@ export async function surveySource(
       if (indexed && folder.found !== index.entriesIn(folder.path)) changeIn(folder.path);
     }
   };
+  const floor = new MetadataFloor();
   let seen = 1;
   let files = 0;
   let bytes = 0;
@@ -183,6 +187,7 @@ export async function surveySource(
     },
     ...(passedOver.onExcluded ? { onExcluded: passedOver.onExcluded } : {}),
   })) {
+    floor.add(entry);
     const parent = folderOf(entry.path);
     closeFoldersDownTo(parent);
     const folder = open.at(-1);
@@ -206,5 +211,13 @@ export async function surveySource(
   }
   closeFoldersDownTo(null);
   const unchanged = changed !== null && changed.size === 0 && seen === index.entryCount;
-  return { unchanged, files, bytes, filesToRead, bytesToRead, changedFolders: changed };
+  return {
+    unchanged,
+    files,
+    bytes,
+    filesToRead,
+    bytesToRead,
+    changedFolders: changed,
+    metadataFloorBytes: floor.finish(),
+  };
 }

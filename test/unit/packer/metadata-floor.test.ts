@@ -10,8 +10,7 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MetadataNodes, packSource } from '../../../main/packer/index.ts';
-import { MetadataFloor } from '../../../main/packer/metadata-floor.ts';
+import { MetadataFloor, MetadataNodes, packSource } from '../../../main/packer/index.ts';
 import { walkSource } from '../../../main/scanner/index.ts';
 
 // The floor the walk counts must never be more than the metadata the packer writes for the
