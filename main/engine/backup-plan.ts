@@ -132,6 +132,7 @@ export async function planBackup(
       : indexForPlan(parts, input.bucket, sourceDir);
   /** The least metadata the tree makes: more than a version holds, and it is refused. */
   let metadataFloorBytes: number;
+  const metadataLimitBytes = parts.deps.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes;
   if (indexed) {
     // The walk the backup makes: what it finds as its last backup here left it, it takes
     // without reading.
@@ -142,13 +143,15 @@ export async function planBackup(
       undefined,
       indexed.others,
       passedOver,
+      // The plan counts all there is, refused or not.
+      { bytes: metadataLimitBytes, stop: false },
     );
     plan.files = survey.files;
     plan.bytes = survey.bytes;
     plan.toRead = { files: survey.filesToRead, bytes: survey.bytesToRead };
     metadataFloorBytes = survey.metadataFloorBytes;
   } else {
-    const floor = new MetadataFloor();
+    const floor = new MetadataFloor(metadataLimitBytes);
     for await (const entry of walkSource(sourceDir, { rules, ...passedOver })) {
       floor.add(entry);
       if (entry.kind !== 'file') continue;
@@ -157,7 +160,6 @@ export async function planBackup(
     }
     metadataFloorBytes = floor.finish();
   }
-  const metadataLimitBytes = parts.deps.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes;
   if (plan.refusedBecause === null && metadataFloorBytes > metadataLimitBytes) {
     plan.refusedBecause = sourceTooLarge(sourceDir, metadataLimitBytes).message;
     plan.toRead = null;

@@ -87,13 +87,20 @@ export class MetadataFloor {
   /** The folders the walk is in, the source folder first and the deepest last. */
   private readonly open: OpenFolder[] = [{ path: '', meta: 0, links: 0, entries: 0 }];
 
-  /** The floor of the nodes of the files and the closed folders so far. */
-  get bytes(): number {
-    return this.counted;
+  /**
+   * Once the floor passes `limitBytes` (a version's most), it counts no more, and lets go of
+   * its keys: they would grow with a source of any size, some 30 bytes a file.
+   */
+  constructor(private readonly limitBytes = Number.POSITIVE_INFINITY) {}
+
+  /** Whether the floor has passed the limit: the source cannot be one version. */
+  get over(): boolean {
+    return this.counted > this.limitBytes;
   }
 
   /** Counts `entry`, given in the walk's order: a folder, then what is in it. */
   add(entry: SourceEntry): void {
+    if (this.over) return;
     const slash = entry.path.lastIndexOf('/');
     const parent = this.closeDownTo(entry.path.slice(0, Math.max(slash, 0)));
     const name = entry.path.slice(slash + 1);
@@ -115,18 +122,29 @@ export class MetadataFloor {
     parent.entries = (parent.entries + withWord(withText(FNV_OFFSET, name), key)) | 0;
     if (this.fileAndLinkKeys.has(key)) return;
     this.fileAndLinkKeys.add(key);
-    this.counted +=
+    this.count(
       SECTION_BYTES +
-      DATA_BYTES +
-      (entry.kind === 'file'
-        ? Math.ceil(entry.size / CHUNK_BYTES) * LEAF_BYTES
-        : entry.target.length);
+        DATA_BYTES +
+        (entry.kind === 'file'
+          ? Math.ceil(entry.size / CHUNK_BYTES) * LEAF_BYTES
+          : entry.target.length),
+    );
   }
 
-  /** Closes every folder still open, the source folder last: the floor of the whole tree. */
+  /**
+   * Closes every folder still open, the source folder last: the floor of the whole tree, or
+   * of as much of it as passed the limit.
+   */
   finish(): number {
-    this.closeDownTo(null);
+    if (!this.over) this.closeDownTo(null);
     return this.counted;
+  }
+
+  private count(bytes: number): void {
+    this.counted += bytes;
+    if (!this.over) return;
+    this.fileAndLinkKeys.clear();
+    this.folderKeys.clear();
   }
 
   /** Closes the folders the walk has left, and returns the one it is in (`path`). */
@@ -139,7 +157,7 @@ export class MetadataFloor {
       const key = withWord(folder.meta, folder.entries);
       if (!this.folderKeys.has(key)) {
         this.folderKeys.add(key);
-        this.counted += SECTION_BYTES + DATA_BYTES + folder.links;
+        this.count(SECTION_BYTES + DATA_BYTES + folder.links);
       }
       const above = this.open.at(-1);
       if (!above) {

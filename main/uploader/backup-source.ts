@@ -71,15 +71,17 @@ async function attempt(
   // metadata the tree makes: a source too large for one version is refused before its files
   // are read, not once 800 000 of them were.
   const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
+  const metadataLimitBytes = input.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes;
   const survey = await surveySource(
     input.sourceDir,
     rules,
     input.fileIndex,
     (bytes) => scanning?.found(bytes),
     others,
+    {},
+    { bytes: metadataLimitBytes, stop: true },
   );
   scanning?.finish();
-  const metadataLimitBytes = input.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes;
   if (survey.metadataFloorBytes > metadataLimitBytes)
     throw sourceTooLarge(input.sourceDir, metadataLimitBytes);
   if (indexIsActive && survey.unchanged && resend.size === 0 && !storeAgain) {

@@ -151,6 +151,11 @@ export async function surveySource(
   others: OtherVouchers = {},
   /** Told what the walk passes over, as walkSource tells it (a dry run lists them). */
   passedOver: Partial<Pick<WalkOptions, 'onSkip' | 'onExcluded'>> = {},
+  /**
+   * The most metadata a version holds; with `stop`, the walk ends once the floor passes it
+   * (the backup is refused: what else it would find does not matter).
+   */
+  metadataLimit?: { readonly bytes: number; readonly stop: boolean },
 ): Promise<SourceSurvey> {
   // An index of no version vouches for nothing; its lookups would all miss.
   const indexed = index.versionId !== null;
@@ -170,7 +175,7 @@ export async function surveySource(
       if (indexed && folder.found !== index.entriesIn(folder.path)) changeIn(folder.path);
     }
   };
-  const floor = new MetadataFloor();
+  const floor = new MetadataFloor(metadataLimit?.bytes);
   let seen = 1;
   let files = 0;
   let bytes = 0;
@@ -188,6 +193,7 @@ export async function surveySource(
     ...(passedOver.onExcluded ? { onExcluded: passedOver.onExcluded } : {}),
   })) {
     floor.add(entry);
+    if (floor.over && metadataLimit?.stop === true) break;
     const parent = folderOf(entry.path);
     closeFoldersDownTo(parent);
     const folder = open.at(-1);

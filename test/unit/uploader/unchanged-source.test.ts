@@ -104,4 +104,36 @@ describe('surveySource', () => {
       db.close();
     }
   });
+
+  it('ends its walk once the least metadata of what it found passes the limit, when told to', async () => {
+    const source = scratchDir();
+    for (let file = 0; file < 200; file += 1)
+      writeSettled(path.join(source, `folder-${file % 10}`, `file-${file}.txt`), `${file}`);
+    const db = openStateDatabase(path.join(scratchDir(), 'state.sqlite'));
+    try {
+      const rules = await loadExcludeRules(source);
+      const index = sourceFileIndex(db, 'bucket', source);
+      const survey = (limit?: { bytes: number; stop: boolean }) => {
+        let found = 0;
+        const surveyed = surveySource(source, rules, index, () => (found += 1), {}, {}, limit);
+        return surveyed.then((result) => ({ found, floor: result.metadataFloorBytes }));
+      };
+      const whole = await survey();
+      expect(whole.found).toBe(200);
+      // About a fifth of the tree's floor: the walk stops a fifth of the way in, give or take
+      // the folder it is in.
+      const limit = Math.round(whole.floor / 5);
+      const stopped = await survey({ bytes: limit, stop: true });
+      expect(stopped.floor).toBeGreaterThan(limit);
+      expect(stopped.found).toBeGreaterThan(20);
+      expect(stopped.found).toBeLessThan(80);
+      // Not told to stop (a dry run, which counts everything), it walks on.
+      const counted = await survey({ bytes: limit, stop: false });
+      expect(counted.found).toBe(200);
+      expect(counted.floor).toBeGreaterThan(limit);
+      expect(counted.floor).toBeLessThan(whole.floor);
+    } finally {
+      db.close();
+    }
+  });
 });
