@@ -1,9 +1,12 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  chmodSync,
   cpSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
@@ -12,10 +15,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { MetadataFloor, MetadataNodes, packSource } from '../../../main/packer/index.ts';
 import { walkSource } from '../../../main/scanner/index.ts';
+import { seededRandom, type SeededRandom } from '../../helpers/seeded-random.ts';
 
 // The floor the walk counts must never be more than the metadata the packer writes for the
 // same tree (a source that fits would be refused), and close enough below it to catch a source
-// too large before its files are read.
+// too large before its files are read. Besides the trees made by hand, random ones: a failing
+// seed fails the same way again (FLOOR_SEED; FLOOR_RUNS for more trees than CI's).
+
+const RUNS = Number(process.env['FLOOR_RUNS'] ?? 12);
+const SEED = Number(process.env['FLOOR_SEED'] ?? 20261130);
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-metadata-floor-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -145,4 +153,89 @@ describe('the metadata floor', () => {
     const floor = await floorOf(dir);
     expect(floor).toBeLessThanOrEqual(await packedNodeBytes(dir));
   });
+
+  it(`is below the packed metadata of ${RUNS} random trees (seed ${SEED})`, async () => {
+    for (let run = 0; run < RUNS; run += 1) {
+      const random = seededRandom(SEED + run);
+      // xorshift's first numbers from seeds next to each other are alike: passed over.
+      for (let skip = 0; skip < 20; skip += 1) random.next();
+      const dir = tree(`random-${run}`);
+      makeRandomTree(random, dir, 0);
+      // A copy of a folder, its times kept: the same nodes, which the CAR holds once.
+      const folders = readdirSync(dir, { withFileTypes: true }).filter((entry) =>
+        entry.isDirectory(),
+      );
+      const copied = random.pick(folders);
+      for (let copies = 0; copied && copies < 3; copies += 1) {
+        const copy = path.join(dir, `${copied.name}-copy-${copies}`);
+        cpSync(path.join(dir, copied.name), copy, {
+          recursive: true,
+          preserveTimestamps: true,
+          verbatimSymlinks: true,
+        });
+        const { atime, mtime } = statSync(path.join(dir, copied.name));
+        utimesSync(copy, atime, mtime);
+      }
+      const [floor, packed] = [await floorOf(dir), await packedNodeBytes(dir)];
+      expect(floor, `the floor of tree ${run} (seed ${SEED + run})`).toBeLessThanOrEqual(packed);
+    }
+  });
 });
+
+/** Names of all kinds: short, long, accented, wide, astral (two UTF-16 units, four bytes). */
+const NAME_PARTS = ['a', 'photo', 'é', '日本', '😀', 'x'.repeat(90), 'Ünïcödé', ' ', '.hidden'];
+/** A few times, so that files and folders share some. */
+const TIMES = [0, 1, 2, 1_000_000, 86_400].map(
+  (seconds) => new Date(aYearAgo.getTime() + seconds * 1000),
+);
+const MODES = [0o644, 0o600, 0o755, 0o640];
+
+function randomName(random: SeededRandom, taken: Set<string>): string {
+  for (;;) {
+    const parts = 1 + random.below(3);
+    let name = '';
+    for (let part = 0; part < parts; part += 1) name += random.pick(NAME_PARTS) ?? 'a';
+    name = `${name}${random.below(100)}`.trim();
+    if (name !== '' && !taken.has(name)) {
+      taken.add(name);
+      return name;
+    }
+  }
+}
+
+function randomBytesOf(random: SeededRandom): Buffer {
+  switch (random.below(6)) {
+    case 0:
+      return Buffer.alloc(0);
+    case 1:
+      return Buffer.from('the same bytes');
+    case 2:
+      return Buffer.alloc(1024 * 1024 + random.below(3) - 1, random.below(3));
+    default:
+      return Buffer.from(`bytes ${random.below(1_000_000)}`);
+  }
+}
+
+/** Fills `dir` with random files, symlinks and folders, `depth` folders down. */
+function makeRandomTree(random: SeededRandom, dir: string, depth: number): void {
+  const taken = new Set<string>();
+  const entries = 1 + random.below(depth === 0 ? 12 : 8);
+  for (let entry = 0; entry < entries; entry += 1) {
+    const at = path.join(dir, randomName(random, taken));
+    const kind = random.below(10);
+    if (kind < 2 && depth < 3) {
+      mkdirSync(at);
+      makeRandomTree(random, at, depth + 1);
+      chmodSync(at, random.pick([0o755, 0o700]) ?? 0o755);
+    } else if (kind < 3) {
+      symlinkSync(random.pick(['a', '../日本', 'x'.repeat(200), '/etc/hostname']) ?? 'a', at);
+    } else {
+      writeFileSync(at, randomBytesOf(random));
+      chmodSync(at, random.pick(MODES) ?? 0o644);
+      const time = random.pick(TIMES) ?? aYearAgo;
+      utimesSync(at, time, time);
+    }
+  }
+  const time = random.pick(TIMES) ?? aYearAgo;
+  utimesSync(dir, time, time);
+}
