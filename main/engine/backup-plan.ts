@@ -23,7 +23,7 @@ import { DEFAULT_LIMITS } from '../protocol/index.ts';
 import {
   openBrowsableTree,
   otherSourceRefusal,
-  sourceTooLarge,
+  sourceTooLargeReason,
   surveySource,
   type OtherVouchers,
 } from '../uploader/index.ts';
@@ -161,7 +161,7 @@ export async function planBackup(
     metadataFloorBytes = floor.finish();
   }
   if (plan.refusedBecause === null && metadataFloorBytes > metadataLimitBytes) {
-    plan.refusedBecause = sourceTooLarge(sourceDir, metadataLimitBytes).message;
+    plan.refusedBecause = sourceTooLargeReason(sourceDir, metadataLimitBytes);
     plan.toRead = null;
   }
   // Measured after the walk, one at a time: a walk of the folder inside the walk would run

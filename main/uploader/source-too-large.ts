@@ -16,17 +16,22 @@ function filesWithin(limitBytes: number): string {
 }
 
 /**
- * The error for a source whose tree is too large for one version: `limitBytes` is the limit
- * the client found passed, undefined when the service refused the metadata CAR itself (a
- * service configured with a lower limit).
+ * Why a source whose tree is too large for one version cannot be backed up, and what to do:
+ * `limitBytes` is the limit the client found passed, undefined when the service refused the
+ * metadata CAR itself (a service configured with a lower limit).
  */
-export function sourceTooLarge(sourceDir: string, limitBytes?: number): EngineError {
+export function sourceTooLargeReason(sourceDir: string, limitBytes?: number): string {
   const limit =
     limitBytes === undefined
       ? 'more than the server takes for one version'
       : `more than ${limitBytes >= MiB ? `${Math.floor(limitBytes / MiB)} MiB` : `${limitBytes} bytes`}, the most one version can hold (roughly ${filesWithin(limitBytes)} files)`;
+  return `${sourceDir} holds too many files and folders for one backup: the list of their names, sizes and times is ${limit}; back up some of its subfolders to buckets of their own, or exclude some in a .canopyignore file`;
+}
+
+/** The error of a backup refused for sourceTooLargeReason: it stored nothing. */
+export function sourceTooLarge(sourceDir: string, limitBytes?: number): EngineError {
   return new EngineError(
     'source_too_large',
-    `${sourceDir} holds too many files and folders for one backup: the list of their names, sizes and times is ${limit}; back up some of its subfolders to buckets of their own, or exclude some in a .canopyignore file. Nothing was stored`,
+    `${sourceTooLargeReason(sourceDir, limitBytes)}. Nothing was stored`,
   );
 }

@@ -58,11 +58,13 @@ function limitedEngine(home: string, onFileRead: () => void) {
   });
 }
 
+/** Why a backup of `source` is refused: as its dry run tells it, and the backup's own error. */
+function reason(source: string): string {
+  return `${source} holds too many files and folders for one backup: the list of their names, sizes and times is more than 65536 bytes, the most one version can hold (roughly 400 files); back up some of its subfolders to buckets of their own, or exclude some in a .canopyignore file`;
+}
+
 function refusal(source: string): { code: string; message: string } {
-  return {
-    code: 'source_too_large',
-    message: `${source} holds too many files and folders for one backup: the list of their names, sizes and times is more than 65536 bytes, the most one version can hold (roughly 400 files); back up some of its subfolders to buckets of their own, or exclude some in a .canopyignore file. Nothing was stored`,
-  };
+  return { code: 'source_too_large', message: `${reason(source)}. Nothing was stored` };
 }
 
 describe('a source too large for one version', () => {
@@ -86,7 +88,7 @@ describe('a source too large for one version', () => {
       expect(filesRead).toBe(0);
       // So does its dry run.
       const plan = await engine.planBackup({ dir: source, bucket: 'Home' });
-      expect(plan.refusedBecause).toBe(refusal(source).message);
+      expect(plan.refusedBecause).toBe(reason(source));
       expect(plan.toRead).toBeNull();
       expect(stagedLeftovers(home)).toEqual([]);
       const versions = await engine.listVersions({ bucket: 'Home' });
