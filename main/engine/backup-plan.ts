@@ -136,16 +136,12 @@ export async function planBackup(
   if (indexed) {
     // The walk the backup makes: what it finds as its last backup here left it, it takes
     // without reading.
-    const survey = await surveySource(
-      sourceDir,
-      rules,
-      indexed.index,
-      undefined,
-      indexed.others,
+    const survey = await surveySource(sourceDir, rules, indexed.index, {
+      others: indexed.others,
       passedOver,
       // The plan counts all there is, refused or not.
-      { bytes: metadataLimitBytes, stop: false },
-    );
+      metadataLimit: { bytes: metadataLimitBytes, stop: false },
+    });
     plan.files = survey.files;
     plan.bytes = survey.bytes;
     plan.toRead = { files: survey.filesToRead, bytes: survey.bytesToRead };

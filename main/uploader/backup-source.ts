@@ -72,15 +72,11 @@ async function attempt(
   // are read, not once 800 000 of them were.
   const scanning = input.onProgress ? new ScanProgress(input.onProgress, input.now) : undefined;
   const metadataLimitBytes = input.metadataLimitBytes ?? DEFAULT_LIMITS.metadataCarBytes;
-  const survey = await surveySource(
-    input.sourceDir,
-    rules,
-    input.fileIndex,
-    (bytes) => scanning?.found(bytes),
+  const survey = await surveySource(input.sourceDir, rules, input.fileIndex, {
+    onFile: (bytes) => scanning?.found(bytes),
     others,
-    {},
-    { bytes: metadataLimitBytes, stop: true },
-  );
+    metadataLimit: { bytes: metadataLimitBytes, stop: true },
+  });
   scanning?.finish();
   if (survey.metadataFloorBytes > metadataLimitBytes)
     throw sourceTooLarge(input.sourceDir, metadataLimitBytes);

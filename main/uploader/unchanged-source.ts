@@ -140,23 +140,28 @@ export interface SourceSurvey {
   readonly metadataFloorBytes: number;
 }
 
+export interface SurveyOptions {
+  /** Called with each file found, for progress. */
+  readonly onFile?: (bytes: number) => void;
+  /** Records besides the index: a file one vouches for needs no read either. */
+  readonly others?: OtherVouchers;
+  /** Told what the walk passes over, as walkSource tells it (a dry run lists them). */
+  readonly passedOver?: Partial<Pick<WalkOptions, 'onSkip' | 'onExcluded'>>;
+  /**
+   * The most metadata a version holds; with `stop`, the walk ends once the floor passes it
+   * (the backup is refused: what else it would find does not matter).
+   */
+  readonly metadataLimit?: { readonly bytes: number; readonly stop: boolean };
+}
+
 /** Walks the source against the index. */
 export async function surveySource(
   sourceDir: string,
   rules: ExcludeRules,
   index: SourceFileIndex,
-  /** Called with each file found, for progress. */
-  onFile?: (bytes: number) => void,
-  /** Records besides the index: a file one vouches for needs no read either. */
-  others: OtherVouchers = {},
-  /** Told what the walk passes over, as walkSource tells it (a dry run lists them). */
-  passedOver: Partial<Pick<WalkOptions, 'onSkip' | 'onExcluded'>> = {},
-  /**
-   * The most metadata a version holds; with `stop`, the walk ends once the floor passes it
-   * (the backup is refused: what else it would find does not matter).
-   */
-  metadataLimit?: { readonly bytes: number; readonly stop: boolean },
+  options: SurveyOptions = {},
 ): Promise<SourceSurvey> {
+  const { onFile, others = {}, passedOver = {}, metadataLimit } = options;
   // An index of no version vouches for nothing; its lookups would all miss.
   const indexed = index.versionId !== null;
   const changed = indexed ? new Set<string>() : null;

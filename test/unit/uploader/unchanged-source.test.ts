@@ -115,7 +115,10 @@ describe('surveySource', () => {
       const index = sourceFileIndex(db, 'bucket', source);
       const survey = (limit?: { bytes: number; stop: boolean }) => {
         let found = 0;
-        const surveyed = surveySource(source, rules, index, () => (found += 1), {}, {}, limit);
+        const surveyed = surveySource(source, rules, index, {
+          onFile: () => (found += 1),
+          ...(limit ? { metadataLimit: limit } : {}),
+        });
         return surveyed.then((result) => ({ found, floor: result.metadataFloorBytes }));
       };
       const whole = await survey();
