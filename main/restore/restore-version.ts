@@ -744,6 +744,14 @@ async function restoreInto(
   /** Folders the target refused, by their path below the target: what they hold is skipped. */
   const refusedFolders = new Set<string>();
   /**
+   * The folders this restore made, the target among them if it was not there. A file going
+   * into one is not looked for first: nothing of the user's was there to keep, and a name
+   * taken meanwhile (a file saved there by another program, or one of the same name on a disk
+   * that ignores case) is found all the same when the file is put in place (place-file.ts).
+   * That look was 1.2 s of a 17 s restore of 100 000 small files into a new folder.
+   */
+  const madeFolders = new Set<string>(targetExisted ? [] : [input.targetDir]);
+  /**
    * A free name for `destination`, recorded as a rename; `notReplacedBecause`: why what has its
    * name is kept though the restore was to replace it.
    */
@@ -869,7 +877,9 @@ async function restoreInto(
     const sameName = foldedName(target);
     if (nameTaken(sameName)) await nameSettled(sameName);
     if (failure !== undefined) return false;
-    const keeper = keeperOf(target, input.overwrite);
+    const keeper = madeFolders.has(path.dirname(target))
+      ? undefined
+      : keeperOf(target, input.overwrite);
     if (keeper !== undefined)
       target = renamed(destination, keeper === 'theirs' ? OTHERS_IN_STICKY_FOLDER : undefined);
     const folded = foldedName(target);
@@ -983,6 +993,7 @@ async function restoreInto(
         }
         const { folder, existed } = place;
         folders.set(relative, folder);
+        if (!existed) madeFolders.add(folder);
         // A folder that was there keeps its mode and mtime, as a file that was there keeps its
         // content, unless asked; the target itself always does.
         // Only such a folder counts as restored: one left as it was is not told as restored
