@@ -63,6 +63,11 @@ export interface FaultProxy {
   limitBodies(maxBytes: number | undefined): void;
   /** A fault drawn for each request with probability p, from a seeded generator. */
   randomFaults(p: number, seed: number): void;
+  /**
+   * The fault of each request not given one by `schedule`, chosen from its method and path;
+   * undefined stops choosing.
+   */
+  faultEach(choose: ((method: string, path: string) => Fault) | undefined): void;
   close(): Promise<void>;
 }
 
@@ -71,6 +76,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let queue: Fault[] = [];
   let queuePaths: RegExp | undefined;
   let random: { p: number; next: () => number } | undefined;
+  let chooser: ((method: string, path: string) => Fault) | undefined;
   const seen: FaultProxy['seen'] = [];
   let injected = 0;
   let bodyLimit: number | undefined;
@@ -155,7 +161,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       return;
     }
     const scheduled = queuePaths === undefined || queuePaths.test(incoming.url ?? '');
-    let fault: Fault = (scheduled ? queue.shift() : undefined) ?? 'pass';
+    let fault: Fault =
+      (scheduled ? queue.shift() : undefined) ??
+      chooser?.(incoming.method ?? '', incoming.url ?? '') ??
+      'pass';
     if (random && fault === 'pass' && random.next() < random.p) {
       const pick = random.next();
       fault =
@@ -221,6 +230,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     },
     randomFaults(p, seed) {
       random = { p, next: seededRandom(seed).next };
+    },
+    faultEach(choose) {
+      chooser = choose;
     },
     close() {
       server.closeAllConnections();
