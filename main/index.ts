@@ -53,6 +53,7 @@ export type {
   RestoreProgress,
   VerifyProgress,
 } from './uploader/index.ts';
+export type { ServiceWait } from './service/index.ts';
 export type { Engine };
 
 export function createEngine(deps: EngineDeps): Engine {

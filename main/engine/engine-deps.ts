@@ -54,6 +54,11 @@ export interface EngineDeps {
   ) => Promise<LocalService>;
   readonly clock?: () => number;
   readonly retry?: RetryPolicy;
+  /**
+   * How long a backup, a restore or a verify under way tries a request through an outage of
+   * the service, past `retry`'s attempts; OUTAGE_BUDGET_MS (10 min) when not given.
+   */
+  readonly outageBudgetMs?: number;
   /** Largest shard, fixed; by default each bucket's shards follow its upload speed (shardTargetFor). */
   readonly shardTargetBytes?: number;
   /** Test seam: runs after a file was read during a backup, before it is checked for changes. */

@@ -4,8 +4,10 @@ import { EngineError } from '../api/index.ts';
 import {
   ServerClock,
   ServiceClient,
+  ServiceOutage,
   socketDispatcher,
   type RetryPolicy,
+  type ServiceWait,
 } from '../service/index.ts';
 import { readAccount, type AccountRecord, type StateDb } from '../state/index.ts';
 import type { EngineDeps, LocalService } from './engine-deps.ts';
@@ -20,6 +22,15 @@ import { unusableFolderError } from './unusable-folder.ts';
 /** `client`, its requests stopped by `signal` when one is given. */
 function stoppedBy(client: ServiceClient, signal: AbortSignal | undefined): ServiceClient {
   return signal ? client.stoppedBy(signal) : client;
+}
+
+/** How long a request of an operation under way is tried through an outage (service-outage.ts). */
+export const OUTAGE_BUDGET_MS = 10 * 60_000;
+
+/** What connect does for an operation that rides out outages of the service. */
+export interface OutageRiding {
+  /** Told once as the operation starts to wait, and once it reached the service again. */
+  readonly onWait?: ((wait: ServiceWait) => void) | undefined;
 }
 
 export class ServiceConnection {
@@ -143,7 +154,19 @@ export class ServiceConnection {
    * The enrolled account and a client signed with its device key; its requests are stopped by
    * `signal` when one is given.
    */
-  async connect(options: { retry?: RetryPolicy; signal?: AbortSignal | undefined } = {}): Promise<{
+  async connect(
+    options: {
+      retry?: RetryPolicy;
+      signal?: AbortSignal | undefined;
+      /**
+       * For an operation that runs a while (a backup, a restore, a verify): its requests ride
+       * out an outage of a service on the network once it reached it. The embedded service has
+       * none to ride out: it stops only with this process, or with its disk, which is told at
+       * once (disk-gone-error.ts).
+       */
+      ridingOutOutages?: OutageRiding;
+    } = {},
+  ): Promise<{
     client: ServiceClient;
     account: AccountRecord;
     server: string;
@@ -168,7 +191,7 @@ export class ServiceConnection {
       const client = options.retry
         ? this.client(server, connected.key, account.user_id, options.retry)
         : connected.client;
-      return { client: stoppedBy(client, options.signal), account, server };
+      return { client: this.operationClient(client, account, options), account, server };
     }
     const key = await loadKeyPair(this.deps.secrets, account.device_key_account);
     if (!key) throw missingDeviceKey(this.deps.secrets);
@@ -176,7 +199,21 @@ export class ServiceConnection {
     const client = options.retry
       ? this.client(server, key, account.user_id, options.retry)
       : this.connected.client;
-    return { client: stoppedBy(client, options.signal), account, server };
+    return { client: this.operationClient(client, account, options), account, server };
+  }
+
+  /** `client` as one operation uses it: stopped by its signal, riding out outages if asked. */
+  private operationClient(
+    client: ServiceClient,
+    account: AccountRecord,
+    options: { signal?: AbortSignal | undefined; ridingOutOutages?: OutageRiding },
+  ): ServiceClient {
+    const riding = options.ridingOutOutages;
+    const outage =
+      riding && account.mode !== 'local'
+        ? new ServiceOutage(this.deps.outageBudgetMs ?? OUTAGE_BUDGET_MS, Date.now, riding.onWait)
+        : undefined;
+    return stoppedBy(outage ? client.ridingOutOutages(outage) : client, options.signal);
   }
 
   /** Forgets the enrolled account's client: the account was logged out. */

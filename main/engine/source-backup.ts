@@ -2,7 +2,7 @@ import { EngineError } from '../api/index.ts';
 import type { Bucket } from '../protocol/index.ts';
 import { timesInTree, type SampleCheck } from '../restore/index.ts';
 import { checkSourceFolder, knownPathOf } from '../scanner/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import type { ServiceClient, ServiceWait } from '../service/index.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
 import {
   BackupLock,
@@ -71,6 +71,11 @@ export interface BackupRequest {
   readonly signal?: AbortSignal;
   /** The most bytes a second it sends (`--limit-upload`); as fast as it can when not given. */
   readonly uploadBytesPerSecond?: number;
+  /**
+   * Told once as the backup starts to wait out an outage of the service it reached (restarting,
+   * or the link down), and once it reached the service again (service-outage.ts).
+   */
+  readonly onServiceWait?: (wait: ServiceWait) => void;
 }
 
 /**
@@ -101,7 +106,10 @@ export class SourceBackup {
     // A mistyped folder is told at once, before any network.
     checkSourceFolder(givenDir);
     const limits = transferLimitsOf(input);
-    const connected = await this.parts.connection.connect({ signal: input.signal });
+    const connected = await this.parts.connection.connect({
+      signal: input.signal,
+      ridingOutOutages: { onWait: input.onServiceWait },
+    });
     const { account } = connected;
     const client = pacedClient(connected.client, limits);
     if (account.mode === 'local' && this.parts.connection.localService?.readOnly) {
@@ -135,17 +143,20 @@ export class SourceBackup {
       // write permission added: given back first, the version records their own modes.
       this.tidyStoppedRestores();
       const result = await this.backupLocked(client, account, bucket, sourceDir, input);
+      // The backup is stored: what follows does not wait out an outage of the service, and says
+      // it could not be done.
+      const afterwards = client.notRidingOutOutages();
       const sampleCheck =
         input.checkBlocks === undefined || input.checkBlocks <= 0
           ? undefined
           : await this.verifier.checkSample(
-              client,
+              afterwards,
               bucket.id,
               result.versionId,
               input.checkBlocks,
               { index: sourceFileIndex(this.parts.db, bucket.id, sourceDir), files: result.files },
             );
-      const retention = await this.applyRetention(client, bucket, result);
+      const retention = await this.applyRetention(afterwards, bucket, result);
       return {
         ...result,
         ...(sampleCheck ? { sampleCheck } : {}),

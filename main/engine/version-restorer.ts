@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { EngineError, isDiskGone } from '../api/index.ts';
 import { sourcePlace } from '../protocol/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import type { ServiceClient, ServiceWait } from '../service/index.ts';
 import {
   originalPlace,
   planRestore,
@@ -59,6 +59,11 @@ export interface RestoreRequest extends TypedPath {
   readonly sparse?: boolean;
   /** Stops the restore (`stopped`); what it wrote whole stays. */
   readonly signal?: AbortSignal;
+  /**
+   * Told once as the restore starts to wait out an outage of the service it reached (restarting,
+   * or the link down), and once it reached the service again (service-outage.ts).
+   */
+  readonly onServiceWait?: (wait: ServiceWait) => void;
 }
 
 export type RestoredVersion = RestoreResult & {
@@ -185,7 +190,10 @@ export class VersionRestorer {
     }) => Promise<T>,
   ): Promise<T> {
     const limits = transferLimitsOf(input);
-    const connected = await this.parts.connection.connect({ signal: input.signal });
+    const connected = await this.parts.connection.connect({
+      signal: input.signal,
+      ridingOutOutages: { onWait: input.onServiceWait },
+    });
     const client = pacedClient(connected.client, limits);
     const { versionId, bucketId } = await this.parts.versions.resolve(client, input, true);
     // A version this computer keeps no copy of (a new computer's restore) pulls its list of

@@ -1,6 +1,6 @@
 import type { CID } from 'multiformats/cid';
 import { EngineError } from '../api/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import type { ServiceClient, ServiceWait } from '../service/index.ts';
 import {
   filesNeedingBlocks,
   unavailableBlockReason,
@@ -54,6 +54,11 @@ export interface VerifyRequest {
   readonly signal?: AbortSignal;
   /** The most bytes a second it receives (`--limit-download`); as fast as it can when not given. */
   readonly downloadBytesPerSecond?: number;
+  /**
+   * Told once as the verify starts to wait out an outage of the service it reached (restarting,
+   * or the link down), and once it reached the service again (service-outage.ts).
+   */
+  readonly onServiceWait?: (wait: ServiceWait) => void;
 }
 
 export type VerifiedVersion = VerifyResult & {
@@ -75,7 +80,10 @@ export class VersionVerifier {
   async verify(input: VerifyRequest): Promise<VerifiedVersion> {
     try {
       const limits = transferLimitsOf(input);
-      const { client } = await this.parts.connection.connect({ signal: input.signal });
+      const { client } = await this.parts.connection.connect({
+        signal: input.signal,
+        ridingOutOutages: { onWait: input.onServiceWait },
+      });
       return await this.verifyWith(pacedClient(client, limits), input);
     } catch (error) {
       if (input.signal?.aborted === true)

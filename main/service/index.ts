@@ -10,3 +10,4 @@ export { socketDispatcher } from './socket-dispatcher.ts';
 export * from './transfer-rate-limit.ts';
 export type { AnswerBody } from './streamed-answer.ts';
 export { useProxyFromEnvironment } from './proxy-from-environment.ts';
+export * from './service-outage.ts';

@@ -50,6 +50,7 @@ import {
   retryDelayMs,
   type RetryPolicy,
 } from './retry-policy.ts';
+import { OUTAGE_RETRY_MS, type ServiceOutage } from './service-outage.ts';
 
 // A typed client for every endpoint of the Bucket Storage Service (bucket-service.md), over
 // Node's fetch, and undici's request for blocks/car (streamed-answer.ts). Retries transient
@@ -81,6 +82,8 @@ export interface ServiceClientOptions {
   readonly uploadLimit?: TransferRateLimit;
   /** Paces the answers this client streams (blocks, metadata CARs): `--limit-download`. */
   readonly downloadLimit?: TransferRateLimit;
+  /** The operation's state against outages, past `retry`'s attempts (service-outage.ts). */
+  readonly outage?: ServiceOutage;
 }
 
 /** What fetch accepts as a request body. */
@@ -208,6 +211,23 @@ export class ServiceClient {
   }
 
   /**
+   * This client's requests, tried on through an outage of the service (service-outage.ts) as
+   * `outage` allows, once the operation it stands for has reached the service.
+   */
+  ridingOutOutages(outage: ServiceOutage): ServiceClient {
+    return new ServiceClient({ ...this.options, outage }, this.dispatcher);
+  }
+
+  /**
+   * This client's requests, given up past the retry policy's attempts however ridingOutOutages
+   * made it: for what follows an operation's work (a backup's sample check, once it is stored).
+   */
+  notRidingOutOutages(): ServiceClient {
+    const { outage, ...options } = this.options;
+    return outage ? new ServiceClient(options, this.dispatcher) : this;
+  }
+
+  /**
    * This client's requests, their streamed bodies sent no faster than `upload` allows, and
    * their streamed answers taken no faster than `download` allows.
    */
@@ -283,15 +303,20 @@ export class ServiceClient {
     spec: RequestSpec,
     attempt: () => Promise<Attempt<T>>,
   ): Promise<T> {
-    const { signal } = this.options;
+    const { signal, outage } = this.options;
     let signedAgain = false;
+    /** When this request first failed, for `outage`'s budget. */
+    let firstFailureAt: number | undefined;
     for (let count = 1; ; count += 1) {
       throwIfStopped(signal);
       let error: EngineError;
       let retryAfter: number | undefined;
       try {
         const outcome = await attempt();
-        if (outcome.ok) return outcome.value;
+        if (outcome.ok) {
+          outage?.succeeded();
+          return outcome.value;
+        }
         if (outcome.status >= 300 && outcome.status < 400)
           throw redirectedError({
             url,
@@ -336,13 +361,16 @@ export class ServiceClient {
         // stays so however often it is asked.
         if (!error.retryable) throw error;
       }
-      if (count >= this.retry.attempts) throw error;
-      const delayMs = retryDelayMs(
-        this.retry,
-        count,
-        retryAfter,
-        this.options.random ?? Math.random,
-      );
+      firstFailureAt ??= outage?.now() ?? 0;
+      if (count >= this.retry.attempts && outage?.mayWait(error, firstFailureAt) !== true)
+        throw error;
+      // Past the policy's attempts, riding out an outage: tried every few seconds, so that an
+      // operation goes on soon after the service is back, rather than up to maxDelayMs later.
+      const policy =
+        count >= this.retry.attempts
+          ? { ...this.retry, maxDelayMs: Math.min(this.retry.maxDelayMs, OUTAGE_RETRY_MS) }
+          : this.retry;
+      const delayMs = retryDelayMs(policy, count, retryAfter, this.options.random ?? Math.random);
       this.options.onRetry?.({ attempt: count, delayMs, error });
       await unlessStopped((this.options.delay ?? ((ms: number) => sleep(ms)))(delayMs), signal);
     }
