@@ -10,6 +10,7 @@ import {
 import { UsageError, need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
+import { waitShown } from '../service-wait-lines.ts';
 import { sampleCheckLines } from '../sample-check-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { uploadLimitOf } from '../transfer-rate.ts';
@@ -139,6 +140,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       ...(values['skip-check'] === true ? {} : { checkBlocks: CHECKED_BLOCKS }),
       ...limit,
+      ...waitShown(out.json, progress),
       signal,
     }),
   ).finally(() => progress.done());

@@ -6,6 +6,7 @@ import { need, offlineReason, UsageError, type CommandContext } from '../command
 import { counted } from '../counted.ts';
 import { tableLines } from '../listing-output.ts';
 import { PHASE_PROGRESS, withLimitShown } from '../progress-line.ts';
+import { waitShown } from '../service-wait-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { versionChoice } from '../version-choice.ts';
 import { wholeOnRetryLines } from '../whole-on-retry-line.ts';
@@ -155,6 +156,7 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
       ...(values['sparse'] === true ? { sparse: true } : {}),
       ...limit,
+      ...waitShown(out.json, progress),
       signal,
     }),
   ).finally(() => progress.done());

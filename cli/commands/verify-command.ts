@@ -2,6 +2,7 @@ import { formatBytes, formatTime } from '../../main/api/index.ts';
 import { need, type CommandContext } from '../command-context.ts';
 import { counted } from '../counted.ts';
 import { VERIFY_PROGRESS, withLimitShown } from '../progress-line.ts';
+import { waitShown } from '../service-wait-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { downloadLimitOf } from '../transfer-rate.ts';
 import { versionChoice } from '../version-choice.ts';
@@ -25,6 +26,7 @@ export async function verifyCommand(command: CommandContext): Promise<number | u
       ...chosen,
       ...limit,
       ...(progress.onProgress ? { onProgress: progress.onProgress } : {}),
+      ...waitShown(out.json, progress),
       signal,
     }),
   ).finally(() => progress.done());

@@ -18,13 +18,15 @@ export interface ServerProcess {
   readonly url: string;
 }
 
+/** Serves `dataDir` on `port` (by default, any free one). */
 export async function startServerProcess(
   dataDir: string,
   extraArgs: readonly string[] = [],
+  port = 0,
 ): Promise<ServerProcess> {
   const child = spawn(
     process.execPath,
-    [BIN, 'serve', '--port', '0', '--data', dataDir, '--json', ...extraArgs],
+    [BIN, 'serve', '--port', String(port), '--data', dataDir, '--json', ...extraArgs],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
