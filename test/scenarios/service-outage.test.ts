@@ -70,6 +70,25 @@ async function engineWith(name: string, deps: Partial<EngineDeps>): Promise<Engi
   return engine;
 }
 
+/**
+ * Runs `use` with engineWith's engine, told waits from none, and the service up again after,
+ * whatever `use` left down.
+ */
+async function withEngine(
+  name: string,
+  deps: Partial<EngineDeps>,
+  use: (engine: Engine) => Promise<void>,
+): Promise<void> {
+  waits = [];
+  const engine = await engineWith(name, deps);
+  try {
+    await use(engine);
+  } finally {
+    proxy.faultEach(undefined);
+    await engine.close();
+  }
+}
+
 /** A folder of eight files of 300 kB: several shards. */
 function sourceNamed(name: string): string {
   const source = path.join(scratch, name, 'source');
@@ -84,9 +103,7 @@ function sourceNamed(name: string): string {
 
 describe('a service that goes away part way', () => {
   it('is waited for by a backup, then a restore and a verify, each saying so once', async () => {
-    waits = [];
-    const engine = await engineWith('waited', { outageBudgetMs: 30_000 });
-    try {
+    await withEngine('waited', { outageBudgetMs: 30_000 }, async (engine) => {
       const source = sourceNamed('waited');
       afterFirstShard = () => goDown(1500);
       const stored = await engine.backup({ dir: source, bucket: 'Outage', onServiceWait: told });
@@ -118,16 +135,11 @@ describe('a service that goes away part way', () => {
       const verified = await engine.verify({ bucket: 'Outage', all: true, onServiceWait: told });
       expect(verified.checked).toBe(verified.total);
       expect(waits).toEqual(['waiting: network', 'reached']);
-    } finally {
-      proxy.faultEach(undefined);
-      await engine.close();
-    }
+    });
   });
 
   it('fails a backup once down past the budget, and the next backup finishes its upload', async () => {
-    waits = [];
-    const engine = await engineWith('gone', { outageBudgetMs: 1000 });
-    try {
+    await withEngine('gone', { outageBudgetMs: 1000 }, async (engine) => {
       const source = sourceNamed('gone');
       afterFirstShard = () => goDown();
       await expect(
@@ -144,16 +156,11 @@ describe('a service that goes away part way', () => {
       const target = path.join(scratch, 'gone', 'restored');
       await engine.restore({ bucket: 'Outage', to: target, overwrite: false });
       expect(fingerprintTree(target)).toEqual(fingerprintTree(source));
-    } finally {
-      proxy.faultEach(undefined);
-      await engine.close();
-    }
+    });
   });
 
   it('is not waited for by the sample check of a backup that is stored', async () => {
-    waits = [];
-    const engine = await engineWith('checked', { outageBudgetMs: 120_000 });
-    try {
+    await withEngine('checked', { outageBudgetMs: 120_000 }, async (engine) => {
       const source = sourceNamed('checked');
       // Every request for blocks fails: only the check after the backup asks for any.
       proxy.faultEach((method, url) => (url.endsWith('/blocks/car') ? 'reset' : 'pass'));
@@ -166,16 +173,11 @@ describe('a service that goes away part way', () => {
       expect(stored.files).toBe(8);
       expect(stored.sampleCheck).toMatchObject({ failed: expect.stringMatching(/cannot reach/) });
       expect(waits).toEqual([]);
-    } finally {
-      proxy.faultEach(undefined);
-      await engine.close();
-    }
+    });
   });
 
   it('is not waited for when the operation never reached it', async () => {
-    waits = [];
-    const engine = await engineWith('never', { outageBudgetMs: 120_000 });
-    try {
+    await withEngine('never', { outageBudgetMs: 120_000 }, async (engine) => {
       const source = sourceNamed('never');
       // Down for all but the list of buckets, which the backup looks up before it begins.
       const failed: string[] = [];
@@ -191,9 +193,6 @@ describe('a service that goes away part way', () => {
       // Its first request to the service, tried the policy's three times, and no more.
       expect(failed).toHaveLength(3);
       expect(new Set(failed).size).toBe(1);
-    } finally {
-      proxy.faultEach(undefined);
-      await engine.close();
-    }
+    });
   });
 });
