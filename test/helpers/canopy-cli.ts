@@ -30,7 +30,17 @@ export function runCanopyIn(
   env: Record<string, string> = {},
   onStdout?: (text: string) => void,
 ): Promise<CliResult> {
-  return runCanopyAs(cwd, home, args, env, onStdout);
+  return runCanopyAs(cwd, home, args, env, onStdout ? { onStdout } : {});
+}
+
+/** runCanopy, with `onStderr` given all its stderr so far each time more comes. */
+export function runCanopyWatched(
+  home: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  onStderr: (soFar: string) => void,
+): Promise<CliResult> {
+  return runCanopyAs(undefined, home, args, env, { onStderr });
 }
 
 /**
@@ -44,10 +54,12 @@ export function runCanopyInDeletedFolder(
   env: Record<string, string> = {},
 ): Promise<CliResult> {
   mkdirSync(cwd, { recursive: true });
-  return runCanopyAs(cwd, home, args, env, undefined, (command, commandArgs) => [
-    '/bin/sh',
-    ['-c', 'rmdir "$PWD" && exec "$@"', 'sh', command, ...commandArgs],
-  ]);
+  return runCanopyAs(cwd, home, args, env, {
+    wrap: (command, commandArgs) => [
+      '/bin/sh',
+      ['-c', 'rmdir "$PWD" && exec "$@"', 'sh', command, ...commandArgs],
+    ],
+  });
 }
 
 /**
@@ -61,10 +73,12 @@ export function runCanopyAsHost(
   args: readonly string[],
   env: Record<string, string> = {},
 ): Promise<CliResult> {
-  return runCanopyAs(undefined, home, args, env, undefined, (command, commandArgs) => [
-    'unshare',
-    ['--uts', '/bin/sh', '-c', 'hostname "$0" && exec "$@"', hostName, command, ...commandArgs],
-  ]);
+  return runCanopyAs(undefined, home, args, env, {
+    wrap: (command, commandArgs) => [
+      'unshare',
+      ['--uts', '/bin/sh', '-c', 'hostname "$0" && exec "$@"', hostName, command, ...commandArgs],
+    ],
+  });
 }
 
 function runCanopyAs(
@@ -72,10 +86,14 @@ function runCanopyAs(
   home: string,
   args: readonly string[],
   env: Record<string, string>,
-  onStdout: ((text: string) => void) | undefined,
-  /** What runs `canopy` (its command and arguments given), when not `canopy` itself. */
-  wrap?: (command: string, args: readonly string[]) => [string, string[]],
+  watch: {
+    readonly onStdout?: (text: string) => void;
+    readonly onStderr?: (soFar: string) => void;
+    /** What runs `canopy` (its command and arguments given), when not `canopy` itself. */
+    readonly wrap?: (command: string, args: readonly string[]) => [string, string[]];
+  },
 ): Promise<CliResult> {
+  const { onStdout, onStderr, wrap } = watch;
   return new Promise((resolve, reject) => {
     const canopy = canopyProcess(args, { ...process.env, CANOPY_HOME: home, ...env });
     const [command, commandArgs] = wrap
@@ -94,6 +112,7 @@ function runCanopyAs(
     });
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
+      onStderr?.(stderr);
     });
     child.on('error', reject);
     child.on('close', (status) => resolve({ status: status ?? -1, stdout, stderr }));

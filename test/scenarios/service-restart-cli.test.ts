@@ -1,10 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { canopyProcess } from '../helpers/canopy-command-line.ts';
-import { runCanopy, type CliResult } from '../helpers/canopy-cli.ts';
+import { runCanopy, runCanopyWatched } from '../helpers/canopy-cli.ts';
 import { seededBytes } from '../helpers/seeded-random.ts';
 import {
   addUserCode,
@@ -28,30 +26,6 @@ afterAll(async () => {
 });
 const fileStore = { CANOPY_SECRET_STORE: 'file' };
 const A_YEAR_AGO = new Date(Date.now() - 365 * 86_400_000);
-
-/** `canopy ARGS`, with `onStderr` given each piece of its stderr as it comes. */
-function runWatched(
-  home: string,
-  args: readonly string[],
-  onStderr: (soFar: string) => void,
-): Promise<CliResult> {
-  const canopy = canopyProcess(args, { ...process.env, CANOPY_HOME: home, ...fileStore });
-  const child = spawn(canopy.command, canopy.args, {
-    env: canopy.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-    onStderr(stderr);
-  });
-  return new Promise((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (status) => resolve({ status: status ?? -1, stdout, stderr }));
-  });
-}
 
 describe('a server restarted while a backup uploads', () => {
   it('is waited for, and the backup finishes and restores', async () => {
@@ -79,9 +53,10 @@ describe('a server restarted while a backup uploads', () => {
     let killed = false;
     let restarted: Promise<ServerProcess> | undefined;
     // Sent at 1 MB/s, so that the upload lasts long enough to be cut.
-    const backup = await runWatched(
+    const backup = await runCanopyWatched(
       home,
       ['backup', source, '--bucket', 'Docs', '--limit-upload', '1MB', '--progress'],
+      fileStore,
       (stderr) => {
         if (!killed && /^uploading: /m.test(stderr)) {
           killed = true;
