@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
@@ -33,12 +33,15 @@ export function runCanopyIn(
   return runCanopyAs(cwd, home, args, env, onStdout ? { onStdout } : {});
 }
 
-/** runCanopy, with `onStderr` given all its stderr so far each time more comes. */
+/**
+ * runCanopy, with `onStderr` given all its stderr so far each time more comes, and the process,
+ * to be signalled.
+ */
 export function runCanopyWatched(
   home: string,
   args: readonly string[],
   env: Record<string, string>,
-  onStderr: (soFar: string) => void,
+  onStderr: (soFar: string, canopy: ChildProcess) => void,
 ): Promise<CliResult> {
   return runCanopyAs(undefined, home, args, env, { onStderr });
 }
@@ -88,7 +91,7 @@ function runCanopyAs(
   env: Record<string, string>,
   watch: {
     readonly onStdout?: (text: string) => void;
-    readonly onStderr?: (soFar: string) => void;
+    readonly onStderr?: (soFar: string, canopy: ChildProcess) => void;
     /** What runs `canopy` (its command and arguments given), when not `canopy` itself. */
     readonly wrap?: (command: string, args: readonly string[]) => [string, string[]];
   },
@@ -112,7 +115,7 @@ function runCanopyAs(
     });
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
-      onStderr?.(stderr);
+      onStderr?.(stderr, child);
     });
     child.on('error', reject);
     child.on('close', (status) => resolve({ status: status ?? -1, stdout, stderr }));
