@@ -11,15 +11,14 @@ import type { AnswerBody, ServiceClient } from '../service/index.ts';
 // One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar, or,
 // when asked (`uncheckedFrom`), large raw blocks handed on for the taker to check. An answer
 // that breaks off part-way (the link dropped, the host restarted) is not the end of the batch:
-// the blocks not yet received are asked for again. Failures before an answer starts are
-// retried by the service client, with backoff.
+// the blocks not yet received are asked for again, as many times in all as the service client
+// tries a request (its retry policy's attempts). Failures before an answer starts are retried
+// by the service client, with backoff. A fixed three cut answers per batch failed a restore
+// through a link that cut one answer in eight (a batch cut three times in a row, by chance).
 //
 // A block that comes back damaged is asked for once more before it counts as damaged: bytes
 // flipped on the way (a flaky link, a proxy, memory) or on one read of a failing disk may come
 // whole the second time, as restic's tests of a backend that corrupts only the first read expect.
-
-/** Answers of one batch that may break part-way before the batch gives up. */
-const CUT_ANSWERS_PER_BATCH = 3;
 
 /** Why the host could not give a block back: it sent other bytes, or it holds none. */
 export type UnavailableBlock = 'damaged' | 'missing';
@@ -106,7 +105,7 @@ export async function receiveBlocks(
         return receiveHalves(client, storageHost, [...wanted], reading, taker, damagedOnce);
       const broke = error instanceof EngineError && error.code === 'network';
       cut += 1;
-      if (!broke || cut >= CUT_ANSWERS_PER_BATCH) throw error;
+      if (!broke || cut >= client.attemptsPerRequest) throw error;
     }
   }
   return wanted;

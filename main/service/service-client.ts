@@ -210,6 +210,11 @@ export class ServiceClient {
     return new ServiceClient({ ...this.options, signal }, this.dispatcher);
   }
 
+  /** How many times a request is tried before it fails (but for an outage ridden out). */
+  get attemptsPerRequest(): number {
+    return this.retry.attempts;
+  }
+
   /**
    * This client's requests, tried on through an outage of the service (service-outage.ts) as
    * `outage` allows, once the operation it stands for has reached the service.

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { formatBytes } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import { startFaultProxy, type Fault, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { changeQuota, newEnrollmentCode } from '../../server/admin.ts';
@@ -44,7 +44,7 @@ beforeAll(async () => {
   engine = createEngine({
     home,
     secrets: new FileSecretStore(home),
-    retry: { attempts: 8, baseDelayMs: 10, maxDelayMs: 200 },
+    retry: RETRY,
     shardTargetBytes: 1_500_000,
   });
   const { code, userId } = service.addUser('ann@example.org');
@@ -58,6 +58,14 @@ afterAll(async () => {
   await service.close();
   rmSync(scratch, { recursive: true, force: true });
 });
+
+/** The engine's retry policy: each request, and each batch of blocks whose answers break off. */
+const RETRY = { attempts: 8, baseDelayMs: 10, maxDelayMs: 200 };
+
+/** blocks/car answers that break off part-way, as many as a batch of blocks is asked for. */
+function cutAsOftenAsTried(): Fault[] {
+  return Array<Fault>(RETRY.attempts).fill('cut');
+}
 
 /** The bucket lists one version, `versionId`, active: no version was left pending. */
 async function expectOnlyActive(owner: Engine, bucket: string, versionId: string): Promise<void> {
@@ -229,7 +237,7 @@ describe('backup through a faulty network', () => {
   it('keeps a stored backup when the blocks it fetches again to check them do not come', async () => {
     proxy.randomFaults(0, 1);
     const source = path.join(scratch, 'source');
-    proxy.schedule(['cut', 'cut', 'cut'], /\/blocks\/car$/);
+    proxy.schedule(cutAsOftenAsTried(), /\/blocks\/car$/);
     const result = await engine.backup({ dir: source, bucket: 'Faulty', checkBlocks: 8 });
     expect(result.sampleCheck).toEqual({ failed: expect.stringMatching(/broke part-way/) });
     const versions = await engine.listVersions({ bucket: 'Faulty' });
@@ -274,7 +282,7 @@ describe('backup through a faulty network', () => {
 
   it('stops with a network error, and leaves no partial file, when answers keep breaking off', async () => {
     proxy.randomFaults(0, 1);
-    proxy.schedule(['cut', 'cut', 'cut'], /\/blocks\/car$/);
+    proxy.schedule(cutAsOftenAsTried(), /\/blocks\/car$/);
     const target = path.join(scratch, 'restored-cut-off');
     const failure = await engine.restore({ bucket: 'Faulty', to: target, overwrite: false }).then(
       () => undefined,
