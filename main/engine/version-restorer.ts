@@ -39,6 +39,7 @@ import { usingTree } from './using-tree.ts';
 import { PathsInVersions, type PathInVersion, type TypedPath } from './paths-in-versions.ts';
 import type { VersionBrowser } from './version-browser.ts';
 import { absolutePath } from './absolute-path.ts';
+import type { OutageRiding } from './service-connection.ts';
 
 // Restoring a version, or one file or folder of it, into a folder: by default back where it
 // was backed up from. Every restore is marked in the home while it runs, so that one killed
@@ -127,7 +128,8 @@ export class VersionRestorer {
     // Before any network: the request is wrong whatever the service says.
     refuseVersionAndSnapshot(input);
     try {
-      return await this.withVersion(input, async ({ client, bucketId, tree, asked }) => {
+      const riding = { onWait: input.onServiceWait };
+      return await this.withVersion(input, riding, async ({ client, bucketId, tree, asked }) => {
         const who = await client.whoAmI();
         const result = await this.restoreTree(
           client,
@@ -157,7 +159,8 @@ export class VersionRestorer {
    */
   async plan(input: RestoreRequest): Promise<PlannedRestore> {
     refuseVersionAndSnapshot(input);
-    return this.withVersion(input, async ({ versionId, tree, asked }) => {
+    // A dry run is over in moments, and is told at once that the service went away.
+    return this.withVersion(input, undefined, async ({ versionId, tree, asked }) => {
       const targetDir = this.targetOf(input, tree, asked);
       const plan = await planRestore({
         tree,
@@ -177,10 +180,12 @@ export class VersionRestorer {
 
   /**
    * Runs `use` on the version `input` names: its tree, whole, or the part of it `input.path`
-   * names (read through the CAR's node index), with where that part lies in it.
+   * names (read through the CAR's node index), with where that part lies in it; its requests
+   * ride out an outage of the service as `riding` says (ServiceConnection.connect).
    */
   private async withVersion<T>(
     input: RestoreRequest,
+    riding: OutageRiding | undefined,
     use: (version: {
       client: ServiceClient;
       versionId: string;
@@ -192,7 +197,7 @@ export class VersionRestorer {
     const limits = transferLimitsOf(input);
     const connected = await this.parts.connection.connect({
       signal: input.signal,
-      ridingOutOutages: { onWait: input.onServiceWait },
+      ...(riding ? { ridingOutOutages: riding } : {}),
     });
     const client = pacedClient(connected.client, limits);
     const { versionId, bucketId } = await this.parts.versions.resolve(client, input, true);

@@ -176,6 +176,24 @@ describe('a service that goes away part way', () => {
     });
   });
 
+  it("is not waited for by a restore's dry run, which is told at once", async () => {
+    await withEngine('planned', { outageBudgetMs: 120_000 }, async (engine) => {
+      const source = sourceNamed('planned');
+      const { versionId } = await engine.backup({ dir: source, bucket: 'Outage' });
+      // No copy of the version's list of files here: the dry run fetches it, once it found the
+      // version, and that fetch fails.
+      rmSync(path.join(scratch, 'planned', 'home', 'metadata', `${versionId}.car`));
+      proxy.faultEach((method, url) => (url.endsWith('/pull') ? 'reset' : 'pass'));
+      await expect(
+        engine.planRestore({
+          bucket: 'Outage',
+          to: path.join(scratch, 'planned', 'restored'),
+          overwrite: false,
+        }),
+      ).rejects.toMatchObject({ code: 'network' });
+    });
+  });
+
   it('is not waited for when the operation never reached it', async () => {
     await withEngine('never', { outageBudgetMs: 120_000 }, async (engine) => {
       const source = sourceNamed('never');
