@@ -15,8 +15,9 @@ import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 // kill -9 at points nobody chose: a folder edited between backups, each backup killed after a
 // delay drawn from a fixed seed (wherever it is then: starting, reading, pushing, uploading,
 // completing, committing its file index), fourteen times over. Then one backup that runs to its end
-// must complete, and restore the folder as it is; both databases must be whole, nothing must be
-// left pending or staged. Where each kill lands depends on the machine's speed; whatever it is,
+// must complete, and restore the folder as it is; every version a killed backup stored must
+// restore the folder as it was before one of the backups, never a mix; both databases must be
+// whole, nothing must be left pending or staged. Where each kill lands depends on the machine's speed; whatever it is,
 // the outcome must hold.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-crashes-'));
@@ -58,6 +59,11 @@ async function backupKilledAfter(delayMs: number): Promise<'killed' | 'finished'
   return 'finished';
 }
 
+/** The folder's entries, as a restore must give them back, in one comparable string. */
+function stateOf(root: string): string {
+  return JSON.stringify([...fingerprintTree(root)].sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
 function integrityOf(file: string): string {
   const db = new Database(file, { readonly: true });
   try {
@@ -76,6 +82,8 @@ describe('backups killed at random points', () => {
     await setup.close();
 
     const outcomes: string[] = [];
+    /** The folder as each backup found it when it started. */
+    const statesBackedUp = new Set<string>();
     for (let round = 0; round < 14; round += 1) {
       // Edits: new files, and files rewritten or deleted.
       for (let edits = below(4); edits > 0; edits -= 1) {
@@ -88,6 +96,7 @@ describe('backups killed at random points', () => {
       }
       // The process takes about 0.7 s to start, and its backup about as long again.
       const delayMs = 300 + below(1500);
+      statesBackedUp.add(stateOf(source));
       outcomes.push(`${delayMs} ms: ${await backupKilledAfter(delayMs)}`);
     }
     // Where the kills fell, to replay a failure with its seed.
@@ -104,6 +113,14 @@ describe('backups killed at random points', () => {
       const target = path.join(scratch, 'restored');
       await engine.restore({ bucket: 'Crash', to: target, overwrite: false });
       expect(fingerprintTree(target)).toEqual(fingerprintTree(source));
+      // The versions the killed backups stored, each as one of them found the folder.
+      const stored = versions.filter((version) => version.state === 'outdated');
+      for (const version of stored) {
+        const copy = path.join(scratch, `version-${version.id}`);
+        await engine.restore({ bucket: 'Crash', version: version.id, to: copy, overwrite: false });
+        expect(statesBackedUp.has(stateOf(copy)), `version ${version.id}`).toBe(true);
+      }
+      console.log(`${stored.length} versions stored by the killed backups restored as found`);
       expect(await engine.verify({ bucket: 'Crash', all: true })).toMatchObject({
         unavailable: [],
       });
