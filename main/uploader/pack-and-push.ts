@@ -23,6 +23,7 @@ import { leavesOfFile, listedLeavesInTree, type TreeLeaves } from './previous-tr
 import type { GarbageAtPhaseSwitch } from './garbage-at-phase-switch.ts';
 import { MetadataCarFile, MetadataOverLimit } from './metadata-car-file.ts';
 import { dropStrayLeaves } from './stray-leaves.ts';
+import { dropHeldLeaves } from './held-blocks.ts';
 import { ShardPlanner, type PlannedShard } from './shard-planner.ts';
 import { MAX_SHARD_TARGET_BYTES } from './shard-target.ts';
 import { ShardWriter, type StagedShard } from './shard-writer.ts';
@@ -392,11 +393,26 @@ export async function packAndPush(
     }
     let upload: QueuedUpload | null = null;
     if (pushed.state === 'pending') {
-      const needed = await shardsNeeded(input, pushed, tree.leaves, shards.leafShards);
+      const { needed, missing } = await shardsNeeded(input, pushed, tree.leaves, shards.leafShards);
       // The host counts a block to send again held: its shard goes all the same.
       for (const leaf of resent) {
         const shard = shards.leafShards.shardOf(leaf);
         if (shard !== undefined) needed.add(shard);
+      }
+      const resentLeaves = new Set(resent);
+      try {
+        await dropHeldLeaves(
+          shards,
+          tree.leaves,
+          needed,
+          (leaf) => missing[leaf] === 1 || resentLeaves.has(leaf),
+          input.sourceDir,
+        );
+      } catch (error) {
+        // A planned shard's source changed since it was read, or the disk has no room to
+        // write a staged one again: this run packs anew, or stops, and the version goes.
+        await discardUnqueued(input, pushed.id, pushedAs.metadataCid);
+        throw error;
       }
       upload = {
         version_id: pushed.id,
@@ -478,25 +494,48 @@ function bytesInShards(leaves: LeafSizes, leafShards: LeafShards): number {
 }
 
 /**
- * The numbers of the shards holding a leaf the host lacks. The leaves laid out in shards are
- * asked about in lists of 10 000 (§11.3), their CID text made for each list and dropped after.
+ * The numbers of the shards holding a leaf the host lacks, and those leaves (1 at a leaf's
+ * number). The leaves laid out in shards are asked about in lists of 10 000 (§11.3), their CID
+ * text made for each list and dropped after.
  */
 async function shardsNeeded(
   input: BackupInput,
   pushed: PushedUpload,
   leaves: LeafSizes,
   leafShards: LeafShards,
-): Promise<Set<number>> {
+): Promise<{ needed: Set<number>; missing: Uint8Array }> {
   const needed = new Set<number>();
+  const missing = new Uint8Array(leaves.count);
   await askMissing(
     input.client,
     pushed,
     leaves,
     (leaf) => leafShards.shardOf(leaf) !== undefined,
     (cid) => {
-      const shard = leafShards.shardOf(leaves.indexOfText(cid));
-      if (shard !== undefined) needed.add(shard);
+      const leaf = leaves.indexOfText(cid);
+      const shard = leafShards.shardOf(leaf);
+      if (shard === undefined) return;
+      needed.add(shard);
+      missing[leaf] = 1;
     },
   );
-  return needed;
+  return { needed, missing };
+}
+
+/**
+ * Deletes a pushed version whose upload was never queued. Should that fail too, it stays noted
+ * (notePush), and the next backup of the bucket deletes it; the caller's error is the one to
+ * tell.
+ */
+async function discardUnqueued(
+  input: BackupInput,
+  versionId: string,
+  metadataCid: string,
+): Promise<void> {
+  try {
+    await input.client.discardVersion(versionId);
+  } catch {
+    return;
+  }
+  input.queue.forgetPush(input.bucketId, metadataCid);
 }
