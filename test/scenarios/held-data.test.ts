@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+
+// A backup sends only what the user's server lacks (§17.4): a file back in the folder after a
+// version without it is not sent again, even beside new data, while an older version still
+// holds its bytes (§11.3: the held blocks join the new version's block set). The shard laid out
+// with it is made again without it, once the host has said it holds it.
+//
+// Another device of the same user may delete that older version while the backup uploads: the
+// bytes the backup left unsent must stay on the host (§11.6, §16: collection and block-set
+// inserts share one lock). And a file may change between its read and the shard made again
+// from it: the backup then packs again, leaving no version of the first pass behind.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-held-data-'));
+const MiB = 1 << 20;
+let service: TestService;
+let proxy: FaultProxy;
+
+function engineAt(home: string): Engine {
+  const folder = path.join(scratch, home);
+  return createEngine({ home: folder, secrets: new FileSecretStore(folder) });
+}
+
+/** Resolves once the proxy has seen a request `matches` picks, after its first `from` requests. */
+async function arrived(from: number, matches: (method: string, url: string) => boolean) {
+  while (!proxy.seen.slice(from).some((request) => matches(request.method, request.path)))
+    await sleep(10);
+}
+
+function isShard(method: string, url: string): boolean {
+  return method === 'PUT' && /\/upload\/[^/]+\/[^/]+$/.test(url);
+}
+
+function isMissingAsked(method: string, url: string): boolean {
+  return method === 'POST' && url.endsWith('/blocks/missing');
+}
+
+/** The first request `matches` picks, from now on, is held back for `delayMs`. */
+function holdFirst(matches: (method: string, url: string) => boolean, delayMs: number): void {
+  let held = false;
+  proxy.faultEach((method, url) => {
+    if (held || !matches(method, url)) return 'pass';
+    held = true;
+    return { delayMs };
+  });
+}
+
+/**
+ * This device and another of a new user, with bucket "Shared" holding two versions of a folder:
+ * the first with a photo and a note, the second without the photo. Then the photo is back in
+ * the folder, and the note changed.
+ */
+async function photoPutBack(name: string) {
+  const thisDevice = engineAt(`${name}-home`);
+  const other = engineAt(`${name}-other-home`);
+  const { code } = service.addUser(`${name}@example.org`);
+  await thisDevice.login({ server: service.url, code });
+  await thisDevice.createBucket({ name: 'Shared', type: 'backup', storageClass: 'hot' });
+  await other.login({ server: service.url, code: (await thisDevice.newEnrollmentCode()).code });
+  const source = path.join(scratch, `${name}-source`);
+  const photo = randomBytes(3 * MiB + 11);
+  writeSettled(path.join(source, 'photo.bin'), photo);
+  writeSettled(path.join(source, 'notes.txt'), 'first');
+  const first = (await thisDevice.backup({ dir: source, bucket: 'Shared' })).versionId;
+  rmSync(path.join(source, 'photo.bin'));
+  const second = (await thisDevice.backup({ dir: source, bucket: 'Shared' })).versionId;
+  writeSettled(path.join(source, 'photo.bin'), photo);
+  writeSettled(path.join(source, 'notes.txt'), 'second');
+  return { thisDevice, other, source, first, second };
+}
+
+/** The active version restores `source` as it is, and every block of it comes back whole. */
+async function restoresWhole(engine: Engine, source: string, target: string): Promise<void> {
+  await engine.restore({ bucket: 'Shared', to: path.join(scratch, target), overwrite: false });
+  expect(fingerprintTree(path.join(scratch, target))).toEqual(fingerprintTree(source));
+  expect(await engine.verify({ bucket: 'Shared', all: true })).toMatchObject({ unavailable: [] });
+}
+
+beforeAll(async () => {
+  service = await startTestService({ limits: DEFAULT_LIMITS });
+  proxy = await startFaultProxy(service.url);
+  // Storage requests go through the proxy, which holds one back while a test acts meanwhile.
+  service.service.ctx.storageHost = proxy.url;
+});
+afterAll(async () => {
+  await proxy.close();
+  await service.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('data the server holds already, back in the folder', () => {
+  it('is not sent again beside new data, and stays when another device deletes the version that held it meanwhile', async () => {
+    const { thisDevice, other, source, first, second } = await photoPutBack('deleted');
+    try {
+      // The first shard waits at the proxy while the other device deletes the first version.
+      holdFirst(isShard, 1500);
+      const seenBefore = proxy.seen.length;
+      const backup = thisDevice.backup({ dir: source, bucket: 'Shared' });
+      await arrived(seenBefore, isShard);
+      const deleted = await other.deleteVersion({ bucket: 'Shared', version: first });
+      expect(deleted.versionId).toBe(first);
+      const third = await backup;
+
+      // Only the note was sent: the photo's bytes were held by the first version.
+      expect(third.newBytes).toBeGreaterThan(3 * MiB);
+      expect(third.bytesUploaded).toBeLessThan(MiB);
+      const versions = await thisDevice.listVersions({ bucket: 'Shared' });
+      expect(versions.map((version) => [version.id, version.state])).toEqual([
+        [third.versionId, 'active'],
+        [second, 'outdated'],
+      ]);
+      await restoresWhole(thisDevice, source, 'deleted-restored');
+    } finally {
+      proxy.faultEach(undefined);
+      await thisDevice.close();
+      await other.close();
+    }
+  });
+
+  it('packs again when a file changed before its shard was made again, and leaves no version of the first pass', async () => {
+    const { thisDevice, other, source, first, second } = await photoPutBack('changed');
+    try {
+      // While the host is asked what it holds, the note changes: the shard made again without
+      // the photo reads the note once more, and finds it changed.
+      holdFirst(isMissingAsked, 1000);
+      const seenBefore = proxy.seen.length;
+      const backup = thisDevice.backup({ dir: source, bucket: 'Shared' });
+      await arrived(seenBefore, isMissingAsked);
+      writeSettled(path.join(source, 'notes.txt'), 'third, and longer');
+      const third = await backup;
+
+      expect(third.bytesUploaded).toBeLessThan(MiB);
+      const versions = await thisDevice.listVersions({ bucket: 'Shared' });
+      expect(versions.map((version) => [version.id, version.state])).toEqual([
+        [third.versionId, 'active'],
+        [second, 'outdated'],
+        [first, 'outdated'],
+      ]);
+      await restoresWhole(thisDevice, source, 'changed-restored');
+    } finally {
+      proxy.faultEach(undefined);
+      await thisDevice.close();
+      await other.close();
+    }
+  });
+});
