@@ -409,8 +409,8 @@ export async function packAndPush(
           input.sourceDir,
         );
       } catch (error) {
-        // A planned shard's source changed since it was read, or the disk has no room to
-        // write a staged one again: this run packs anew, or stops, and the version goes.
+        // A planned shard's source changed since it was read (a staged one that cannot be
+        // written again goes whole): this run packs anew, staged, and the version goes.
         await discardUnqueued(input, pushed.id, pushedAs.metadataCid);
         throw error;
       }
