@@ -20,10 +20,18 @@ import type { ShardWriter } from './shard-writer.ts';
 /** The least share of a shard's block bytes held leaves must make for the shard to be made again. */
 export const HELD_SHARE_WORTH_DROPPING = 0.2;
 
+/** Counts the shards made again, and their bytes (a PhaseProgress). */
+export interface TrimmingProgress {
+  addBytes(count: number): void;
+  addFile(): void;
+  finish(): void;
+}
+
 /**
  * Takes out of the shards numbered in `needed` the leaves not in `sent`, where those weigh at
  * least HELD_SHARE_WORTH_DROPPING of their shard; returns the bytes they held. `sent` picks the
  * leaves the shards must carry: those the host lacks, and those it is to be sent again.
+ * `progressOf`, given how many shards are made again and their bytes, takes each one made.
  */
 export async function dropHeldLeaves(
   shards: ShardPlanner | ShardWriter,
@@ -32,6 +40,7 @@ export async function dropHeldLeaves(
   sent: (leaf: number) => boolean,
   /** The folder planned shards read their blocks from. */
   sourceDir: string,
+  progressOf?: (shards: number, bytes: number) => TrimmingProgress,
 ): Promise<number> {
   const byShard = new Map<number, { held: number[]; heldBytes: number; bytes: number }>();
   for (let leaf = 0; leaf < leaves.count; leaf++) {
@@ -48,9 +57,18 @@ export async function dropHeldLeaves(
     counts.held.push(leaf);
     counts.heldBytes += size;
   }
+  const remade = [...byShard].filter(
+    ([, { held, heldBytes, bytes }]) =>
+      held.length > 0 && heldBytes >= bytes * HELD_SHARE_WORTH_DROPPING,
+  );
+  if (remade.length === 0) return 0;
+  // Reading the shards again takes as long as their bytes: told, as a phase of its own.
+  const progress = progressOf?.(
+    remade.length,
+    remade.reduce((sum, [, { bytes }]) => sum + bytes, 0),
+  );
   let dropped = 0;
-  for (const [shard, { held, heldBytes, bytes }] of byShard) {
-    if (held.length === 0 || heldBytes < bytes * HELD_SHARE_WORTH_DROPPING) continue;
+  for (const [shard, { held, heldBytes, bytes }] of remade) {
     const cids = new Set(held.map((leaf) => cidText(leaves.cidAt(leaf))));
     try {
       await shards.dropBlocks(shard, cids, sourceDir);
@@ -59,10 +77,15 @@ export async function dropHeldLeaves(
       // and goes with its held leaves: that costs bytes on the link, and loses nothing. A
       // planned one whose source changed since it was read cannot be sent either way.
       if (shards instanceof ShardPlanner) throw error;
+      progress?.addBytes(bytes);
+      progress?.addFile();
       continue;
     }
     for (const leaf of held) shards.leafShards.forget(leaf);
     dropped += heldBytes;
+    progress?.addBytes(bytes);
+    progress?.addFile();
   }
+  progress?.finish();
   return dropped;
 }

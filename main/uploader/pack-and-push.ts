@@ -407,6 +407,9 @@ export async function packAndPush(
           needed,
           (leaf) => missing[leaf] === 1 || resentLeaves.has(leaf),
           input.sourceDir,
+          onProgress
+            ? (count, bytes) => new PhaseProgress('trimming', count, bytes, onProgress, input.now)
+            : undefined,
         );
       } catch (error) {
         // A planned shard's source changed since it was read (a staged one that cannot be

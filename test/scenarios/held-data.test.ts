@@ -106,7 +106,14 @@ describe('data the server holds already, back in the folder', () => {
       // The first shard waits at the proxy while the other device deletes the first version.
       holdFirst(isShard, 1500);
       const seenBefore = proxy.seen.length;
-      const backup = thisDevice.backup({ dir: source, bucket: 'Shared' });
+      const phases: string[] = [];
+      const backup = thisDevice.backup({
+        dir: source,
+        bucket: 'Shared',
+        onProgress: ({ phase }) => {
+          if (phases.at(-1) !== phase) phases.push(phase);
+        },
+      });
       await arrived(seenBefore, isShard);
       const deleted = await other.deleteVersion({ bucket: 'Shared', version: first });
       expect(deleted.versionId).toBe(first);
@@ -115,6 +122,7 @@ describe('data the server holds already, back in the folder', () => {
       // Only the note was sent: the photo's bytes were held by the first version.
       expect(third.newBytes).toBeGreaterThan(3 * MiB);
       expect(third.bytesUploaded).toBeLessThan(MiB);
+      expect(phases).toEqual(['scanning', 'reading', 'pushing', 'trimming', 'uploading']);
       const versions = await thisDevice.listVersions({ bucket: 'Shared' });
       expect(versions.map((version) => [version.id, version.state])).toEqual([
         [third.versionId, 'active'],

@@ -71,6 +71,17 @@ describe('the progress line', () => {
         etaSeconds: null,
       }),
     ).toBe('fetching the list of files: 700 kB of 16 MB, estimating time left');
+    // Shards read again, not the user's files: no file is counted.
+    expect(
+      progressLine({
+        phase: 'trimming',
+        filesDone: 1,
+        filesTotal: 4,
+        bytesDone: 64_000_000,
+        bytesTotal: 256_000_000,
+        etaSeconds: 3,
+      }),
+    ).toBe('leaving out what the server holds already: 64 MB of 256 MB, about 3 s left');
     expect(
       progressLine({
         phase: 'opening',

@@ -51,8 +51,26 @@ describe('dropHeldLeaves', () => {
   it('makes a shard again without the held leaves that weigh in it, as staging the rest alone would', async () => {
     // A photo the host holds (three leaves) and a note it lacks, in one shard.
     const { blocks, leaves, writer } = await staged('weighty', [MiB, MiB, 5000, 6], 64 * MiB);
-    const held = await dropHeldLeaves(writer, leaves, new Set([0]), (leaf) => leaf === 3, scratch);
+    const told: string[] = [];
+    const held = await dropHeldLeaves(
+      writer,
+      leaves,
+      new Set([0]),
+      (leaf) => leaf === 3,
+      scratch,
+      (shards, bytes) => {
+        told.push(`${shards} shards of ${bytes} bytes`);
+        return {
+          addBytes: (count) => told.push(`${count} bytes`),
+          addFile: () => told.push('a shard'),
+          finish: () => told.push('done'),
+        };
+      },
+    );
     expect(held).toBe(2 * MiB + 5000);
+    // The shard made again is told, with its bytes, as the backup's 'trimming' phase.
+    const bytes = 2 * MiB + 5006;
+    expect(told).toEqual([`1 shards of ${bytes} bytes`, `${bytes} bytes`, 'a shard', 'done']);
 
     const alone = new ShardWriter(path.join(scratch, 'alone'), 64 * MiB);
     const note = blocks[3];
@@ -79,7 +97,16 @@ describe('dropHeldLeaves', () => {
     expect(blocks.map((_, leaf) => writer.leafShards.shardOf(leaf))).toEqual([0, 0, 0, 1]);
     const before = writer.shards.map((shard) => shard.shardCid.toString());
     // Shard 0 is sent for its two large leaves; its small one is held. Shard 1 is not sent.
-    const held = await dropHeldLeaves(writer, leaves, new Set([0]), (leaf) => leaf < 2, scratch);
+    const held = await dropHeldLeaves(
+      writer,
+      leaves,
+      new Set([0]),
+      (leaf) => leaf < 2,
+      scratch,
+      () => {
+        throw new Error('no shard is made again: no phase is told');
+      },
+    );
     expect(held).toBe(0);
     expect(writer.shards.map((shard) => shard.shardCid.toString())).toEqual(before);
     expect(await blocksIn(writer.shards[0]?.file ?? '')).toEqual(
