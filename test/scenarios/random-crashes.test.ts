@@ -1,6 +1,14 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -11,14 +19,16 @@ import { runHelper } from '../helpers/helper-process.ts';
 import { seededRandom } from '../helpers/seeded-random.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
 
-// kill -9 at points nobody chose: a folder edited between backups, each backup killed after a
-// delay drawn from a fixed seed (wherever it is then: starting, reading, pushing, uploading,
-// completing, committing its file index), fourteen times over. Then one backup that runs to its end
-// must complete, and restore the folder as it is; every version a killed backup stored must
-// restore the folder as it was before one of the backups, never a mix; both databases must be
-// whole, nothing must be left pending or staged. Where each kill lands depends on the machine's speed; whatever it is,
-// the outcome must hold.
+// kill -9 at points nobody chose: a folder edited between backups (among the edits, files put
+// back that an older version holds, which a backup leaves out of the shards it sends), each
+// backup killed after a delay drawn from a fixed seed (wherever it is then: starting, reading,
+// pushing, trimming, uploading, completing, committing its file index), fourteen times over.
+// Then one backup that runs to its end must complete, and restore the folder as it is; every
+// version a killed backup stored must restore the folder as it was before one of the backups,
+// never a mix; both databases must be whole, nothing must be left pending or staged. Where
+// each kill lands depends on the machine's speed; whatever it is, the outcome must hold.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-random-crashes-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -82,17 +92,31 @@ describe('backups killed at random points', () => {
     await setup.close();
 
     const outcomes: string[] = [];
+    /** Files deleted by the edits, with their bytes, to be put back by later ones. */
+    const deleted: Array<{ file: string; bytes: Buffer }> = [];
+    let putBack = 0;
     /** The folder as each backup found it when it started. */
     const statesBackedUp = new Set<string>();
     for (let round = 0; round < 14; round += 1) {
-      // Edits: new files, and files rewritten or deleted.
+      // Edits: new files, files rewritten or deleted, and deleted files put back, whose bytes
+      // an older version holds (the backup leaves them out of the shards it sends).
       for (let edits = below(4); edits > 0; edits -= 1) {
         const files = filesNow();
         const file = files[below(files.length)];
-        const what = below(3);
+        const what = below(4);
         if (what === 0 || file === undefined) writeSome();
         else if (what === 1) writeFileSync(file, randomBytes(below(2 << 20)));
-        else rmSync(file);
+        else if (what === 2) {
+          deleted.push({ file, bytes: readFileSync(file) });
+          rmSync(file);
+        } else {
+          const [back] = deleted.splice(below(deleted.length), 1);
+          if (!back) writeSome();
+          else {
+            writeSettled(back.file, back.bytes);
+            putBack += 1;
+          }
+        }
       }
       // The process takes about 0.7 s to start, and its backup about as long again.
       const delayMs = 300 + below(1500);
@@ -100,7 +124,7 @@ describe('backups killed at random points', () => {
       outcomes.push(`${delayMs} ms: ${await backupKilledAfter(delayMs)}`);
     }
     // Where the kills fell, to replay a failure with its seed.
-    console.log(`CRASH_SEED=${seed}: ${outcomes.join(', ')}`);
+    console.log(`CRASH_SEED=${seed}: ${outcomes.join(', ')}; ${putBack} files put back`);
 
     const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
     try {
