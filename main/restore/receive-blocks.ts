@@ -11,10 +11,13 @@ import type { AnswerBody, ServiceClient } from '../service/index.ts';
 // One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar, or,
 // when asked (`uncheckedFrom`), large raw blocks handed on for the taker to check. An answer
 // that breaks off part-way (the link dropped, the host restarted) is not the end of the batch:
-// the blocks not yet received are asked for again, as many times in all as the service client
-// tries a request (its retry policy's attempts). Failures before an answer starts are retried
-// by the service client, with backoff. A fixed three cut answers per batch failed a restore
-// through a link that cut one answer in eight (a batch cut three times in a row, by chance).
+// the blocks not yet received are asked for again, for as long as answers bring blocks; only
+// answers in a row that break off before a block came count, up to as many as the service
+// client tries a request (its retry policy's attempts). Failures before an answer starts are
+// retried by the service client, with backoff. A fixed three cut answers per batch failed a
+// restore through a link that cut one answer in eight (a batch cut three times in a row, by
+// chance); and a batch of 32 MiB could never come through a link that drops every answer after
+// a few MiB (a middlebox that limits how long a response may last), though each brought some.
 //
 // A block that comes back damaged is asked for once more before it counts as damaged: bytes
 // flipped on the way (a flaky link, a proxy, memory) or on one read of a failing disk may come
@@ -53,8 +56,9 @@ export interface BlockTaker {
 
 /**
  * Asks for `cids` and hands each block that comes back to the taker, once per CID; blocks not
- * asked for are dropped. Resolves with the CIDs the host did not send. A third answer cut off
- * rejects with its network error.
+ * asked for are dropped. Resolves with the CIDs the host did not send. Answers cut off before
+ * any block came, as many in a row as the client tries a request, reject with the last one's
+ * network error.
  *
  * A block the host sends damaged, or does not hold, is reported to the taker and the others
  * still come: after a damaged one, the rest, and it once more, are asked for again; on a 404,
@@ -72,9 +76,11 @@ export async function receiveBlocks(
   damagedOnce = new Set<string>(),
 ): Promise<Set<string>> {
   const wanted = new Set(cids);
-  let cut = 0;
+  /** Answers in a row that broke off before a block came. */
+  let cutEmpty = 0;
   while (wanted.size > 0) {
     let answer: AnswerBody | undefined;
+    let brought = false;
     try {
       answer = await client.blocksCar(storageHost, [...wanted]);
       const items = readCarCheckingLater(
@@ -86,6 +92,7 @@ export async function receiveBlocks(
         if (item.type === 'header') continue;
         const cid = cidText(item.cid);
         if (!wanted.delete(cid)) continue;
+        brought = true;
         if (damagedOnce.has(cid)) taker.onWholeAgain?.(cid);
         taker.onBlock(cid, item);
       }
@@ -104,8 +111,8 @@ export async function receiveBlocks(
       if (error instanceof EngineError && error.code === 'not_found')
         return receiveHalves(client, storageHost, [...wanted], reading, taker, damagedOnce);
       const broke = error instanceof EngineError && error.code === 'network';
-      cut += 1;
-      if (!broke || cut >= client.attemptsPerRequest) throw error;
+      cutEmpty = brought ? 0 : cutEmpty + 1;
+      if (!broke || cutEmpty >= client.attemptsPerRequest) throw error;
     }
   }
   return wanted;

@@ -102,3 +102,72 @@ describe('receiveBlocks', () => {
     expect(requests).toBe(2);
   });
 });
+
+// A link that drops every answer after so many bytes (a middlebox limiting how long a response
+// may last): each answer brings a block or two before it breaks off, and the batch still comes
+// whole, however many answers that takes. Answers that bring nothing, as many in a row as the
+// client tries a request, end it.
+describe('receiveBlocks through a link that cuts answers off', () => {
+  let cutting: LoopbackServer;
+  let blocks: Block[] = [];
+  /** Bytes of each answer passed before its connection is dropped. */
+  let passBytes = 0;
+  let asked = 0;
+
+  beforeAll(async () => {
+    blocks = await Promise.all(Array.from({ length: 8 }, () => rawBlock(randomBytes(64 * 1024))));
+    cutting = await startLoopbackServer((request, response) => {
+      const parts: Buffer[] = [];
+      request.on('data', (part: Buffer) => parts.push(part));
+      request.on('end', () => {
+        asked += 1;
+        const cids = JSON.parse(Buffer.concat(parts).toString()) as string[];
+        const wanted = cids.map((cid) => blocks.find((block) => block.cid.toString() === cid));
+        void carBytes(
+          [],
+          wanted.filter((block) => block !== undefined),
+        ).then((car) => {
+          response.writeHead(200, { 'content-type': 'application/vnd.ipld.car' });
+          response.write(car.subarray(0, passBytes), () => response.socket?.destroy());
+        });
+      });
+    });
+  });
+  afterAll(() => cutting.close());
+  beforeEach(() => {
+    asked = 0;
+  });
+
+  /** receiveBlocks of every block, through a client that tries a request three times. */
+  async function receiveAll(): Promise<string[]> {
+    const client = new ServiceClient({
+      baseUrl: cutting.url,
+      deviceToken: () => 'unused',
+      retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 },
+    });
+    const received: string[] = [];
+    await receiveBlocks(
+      client,
+      cutting.url,
+      blocks.map((block) => block.cid.toString()),
+      { maxBlockBytes: 1 << 20 },
+      { onBlock: (cid) => received.push(cid), onUnavailable: () => undefined },
+    );
+    return received;
+  }
+
+  it('gets every block when each answer brings some before it breaks off', async () => {
+    // Each answer passes its first block and a half.
+    passBytes = 100 + 96 * 1024;
+    expect(await receiveAll()).toEqual(blocks.map((block) => block.cid.toString()));
+    // Eight answers, seven of them cut: more than the three tries a request has.
+    expect(asked).toBe(8);
+  });
+
+  it('stops with a network error after as many answers in a row that bring nothing as it tries a request', async () => {
+    // Each answer passes its header and part of its first block.
+    passBytes = 1000;
+    await expect(receiveAll()).rejects.toMatchObject({ code: 'network' });
+    expect(asked).toBe(3);
+  });
+});
