@@ -31,6 +31,11 @@ export type Fault =
    * end, as a faulty or hostile server may send; until the client hangs up.
    */
   | 'endless'
+  /**
+   * The server's answer until this many bytes of its body have passed, then the connection
+   * closes: a link, or a middlebox, that drops long answers. A shorter answer passes whole.
+   */
+  | { cutAfterBytes: number }
   /** Passed through after this long, as over a link that stalls; not counted as injected. */
   | { delayMs: number }
   /** An answer of the service's own error shape (§6): 'injected fault' unless `msg` is given. */
@@ -84,7 +89,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const forward = (
     incoming: IncomingMessage,
     outgoing: ServerResponse,
-    fault: 'pass' | 'cut' | 'damage' | 'endless' = 'pass',
+    fault: 'pass' | 'cut' | 'damage' | 'endless' | { cutAfterBytes: number } = 'pass',
   ): void => {
     const upstream = request(
       {
@@ -101,6 +106,22 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         if (fault === 'pass') {
           head();
           answer.pipe(outgoing);
+          return;
+        }
+        if (typeof fault === 'object') {
+          head();
+          let passed = 0;
+          answer.on('data', (chunk: Buffer) => {
+            const part = chunk.subarray(0, fault.cutAfterBytes - passed);
+            passed += part.length;
+            if (passed < fault.cutAfterBytes) {
+              outgoing.write(part);
+              return;
+            }
+            outgoing.write(part, () => outgoing.socket?.destroy());
+            answer.destroy();
+          });
+          answer.once('end', () => outgoing.end());
           return;
         }
         if (fault === 'endless') {
@@ -178,6 +199,11 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     }
     if (fault === 'pass' || fault === 'cut' || fault === 'damage' || fault === 'endless') {
       if (fault !== 'pass') injected += 1;
+      forward(incoming, outgoing, fault);
+      return;
+    }
+    if (typeof fault === 'object' && 'cutAfterBytes' in fault) {
+      injected += 1;
       forward(incoming, outgoing, fault);
       return;
     }

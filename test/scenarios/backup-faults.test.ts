@@ -16,6 +16,7 @@ import path from 'node:path';
 import { formatBytes } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
+import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 import { startFaultProxy, type Fault, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
@@ -25,8 +26,8 @@ import { usageOf } from '../../server/store/accounting.ts';
 
 // A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
 // 429 or a reset: both complete, and the restore is identical. A restore and a verify also
-// survive blocks/car answers that break off part-way; a restore stops cleanly when they keep
-// doing so, and names the files it wrote while an answer stalls. A backup whose push and
+// survive blocks/car answers that break off part-way, and a link that drops every long answer;
+// a restore stops cleanly when answers keep breaking off before a block comes, and names the files it wrote while an answer stalls. A backup whose push and
 // completion answers are lost still completes, and leaves no version pending.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-faults-'));
@@ -110,6 +111,36 @@ describe('backup through a faulty network', () => {
       expect(
         readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
       ).toBe(true);
+    }
+  });
+
+  it('restores and verifies through a link that drops every answer after a few hundred kB', async () => {
+    proxy.randomFaults(0, 1);
+    const source = path.join(scratch, 'source-many');
+    mkdirSync(source);
+    for (let i = 0; i < 20; i += 1)
+      writeFileSync(path.join(source, `part-${i}.bin`), randomBytes(200_000 + i));
+    await engine.createBucket({ name: 'Dropping', type: 'backup', storageClass: 'hot' });
+    await engine.backup({ dir: source, bucket: 'Dropping' });
+    // Each answer brings a block and part of the next: twenty answers for the one batch, far
+    // more than the eight tries a request has.
+    proxy.faultEach((_, url) =>
+      url.endsWith('/blocks/car') ? { cutAfterBytes: 300_000 } : 'pass',
+    );
+    try {
+      const asked = (): number =>
+        proxy.seen.filter((request) => request.path.endsWith('/blocks/car')).length;
+      const before = asked();
+      const target = path.join(scratch, 'restored-dropping');
+      await engine.restore({ bucket: 'Dropping', to: target, overwrite: false });
+      expect(asked() - before).toBeGreaterThan(RETRY.attempts);
+      expect(fingerprintTree(target)).toEqual(fingerprintTree(source));
+      expect(await engine.verify({ bucket: 'Dropping', all: true })).toMatchObject({
+        checked: 20,
+        unavailable: [],
+      });
+    } finally {
+      proxy.faultEach(undefined);
     }
   });
 
