@@ -10,7 +10,7 @@ import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
-import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+import { expectRestoredWhole } from '../helpers/restored-whole.ts';
 
 // A backup sends only what the user's server lacks (§17.4): a file back in the folder after a
 // version without it is not sent again, even beside new data, while an older version still
@@ -80,13 +80,6 @@ async function photoPutBack(name: string) {
   return { thisDevice, other, source, first, second };
 }
 
-/** The active version restores `source` as it is, and every block of it comes back whole. */
-async function restoresWhole(engine: Engine, source: string, target: string): Promise<void> {
-  await engine.restore({ bucket: 'Shared', to: path.join(scratch, target), overwrite: false });
-  expect(fingerprintTree(path.join(scratch, target))).toEqual(fingerprintTree(source));
-  expect(await engine.verify({ bucket: 'Shared', all: true })).toMatchObject({ unavailable: [] });
-}
-
 beforeAll(async () => {
   service = await startTestService({ limits: DEFAULT_LIMITS });
   proxy = await startFaultProxy(service.url);
@@ -128,7 +121,12 @@ describe('data the server holds already, back in the folder', () => {
         [third.versionId, 'active'],
         [second, 'outdated'],
       ]);
-      await restoresWhole(thisDevice, source, 'deleted-restored');
+      await expectRestoredWhole(
+        thisDevice,
+        'Shared',
+        source,
+        path.join(scratch, 'deleted-restored'),
+      );
     } finally {
       proxy.faultEach(undefined);
       await thisDevice.close();
@@ -155,7 +153,12 @@ describe('data the server holds already, back in the folder', () => {
         [second, 'outdated'],
         [first, 'outdated'],
       ]);
-      await restoresWhole(thisDevice, source, 'changed-restored');
+      await expectRestoredWhole(
+        thisDevice,
+        'Shared',
+        source,
+        path.join(scratch, 'changed-restored'),
+      );
     } finally {
       proxy.faultEach(undefined);
       await thisDevice.close();

@@ -8,7 +8,7 @@ import { createEngine, type Engine } from '../../main/index.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
-import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+import { expectRestoredWhole } from '../helpers/restored-whole.ts';
 
 // Another device of the same user deletes the version a backup builds on while the backup reads
 // the folder: the service then makes the version before it active again (§10.3), or leaves the
@@ -68,13 +68,6 @@ function sourceFolder(name: string): string {
   return source;
 }
 
-async function restoredWhole(engine: Engine, source: string, name: string): Promise<void> {
-  const target = path.join(scratch, `${name}-restored`);
-  await engine.restore({ bucket: 'Shared', to: target, overwrite: false });
-  expect(fingerprintTree(target)).toEqual(fingerprintTree(source));
-  expect(await engine.verify({ bucket: 'Shared', all: true })).toMatchObject({ unavailable: [] });
-}
-
 beforeAll(async () => {
   service = await startTestService({ limits: DEFAULT_LIMITS });
 });
@@ -103,7 +96,12 @@ describe('the version a backup builds on, deleted by another device meanwhile', 
         [third.versionId, 'active'],
         [first, 'outdated'],
       ]);
-      await restoredWhole(thisDevice, source, 'promoted');
+      await expectRestoredWhole(
+        thisDevice,
+        'Shared',
+        source,
+        path.join(scratch, 'promoted-restored'),
+      );
     } finally {
       await thisDevice.close();
       await other.close();
@@ -124,7 +122,12 @@ describe('the version a backup builds on, deleted by another device meanwhile', 
       expect(versions.map((version) => [version.id, version.state])).toEqual([
         [second.versionId, 'active'],
       ]);
-      await restoredWhole(thisDevice, source, 'emptied');
+      await expectRestoredWhole(
+        thisDevice,
+        'Shared',
+        source,
+        path.join(scratch, 'emptied-restored'),
+      );
     } finally {
       await thisDevice.close();
       await other.close();
