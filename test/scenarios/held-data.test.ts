@@ -139,7 +139,7 @@ describe('data the server holds already, back in the folder', () => {
     try {
       // While the host is asked what it holds, the note changes: the shard made again without
       // the photo reads the note once more, and finds it changed.
-      holdFirst(isMissingAsked, 1000);
+      holdFirst(isMissingAsked, 2000);
       const seenBefore = proxy.seen.length;
       const backup = thisDevice.backup({ dir: source, bucket: 'Shared' });
       await arrived(seenBefore, isMissingAsked);
