@@ -153,7 +153,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       result.unchanged
         ? `nothing changed since version ${result.versionId}: no new version made`
         : `version ${result.versionId}`,
-      `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${formatBytes(result.bytesScanned)} scanned, ${formatBytes(result.bytesRead)} read, ${formatBytes(result.newBytes)} new, ${formatBytes(result.bytesUploaded)} uploaded${result.metadataBytesUploaded > 0 ? ` (and ${formatBytes(result.metadataBytesUploaded)} of metadata: the names, sizes and times of all the files)` : ''} in ${(result.durationMs / 1000).toFixed(1)} s`,
+      `${counted(result.files, 'file')} (${result.filesUnchanged} unchanged, not read again), ${formatBytes(result.bytesScanned)} scanned, ${formatBytes(result.bytesRead)} read, ${formatBytes(result.newBytes)} new${result.heldBytes > 0 ? ` (${formatBytes(result.heldBytes)} of it on the server already, in another bucket or version)` : ''}, ${formatBytes(result.bytesUploaded)} uploaded${result.metadataBytesUploaded > 0 ? ` (and ${formatBytes(result.metadataBytesUploaded)} of metadata: the names, sizes and times of all the files)` : ''} in ${(result.durationMs / 1000).toFixed(1)} s`,
       ...(result.excludesFrom === null
         ? []
         : [

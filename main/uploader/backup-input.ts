@@ -112,6 +112,12 @@ export interface BackupResult {
   readonly bytesRead: number;
   readonly filesUnchanged: number;
   readonly newBytes: number;
+  /**
+   * Of `newBytes`, those the server held already for the user (the same data in another bucket,
+   * or in a version this one does not build on): left out of the upload (§11.3), save where
+   * they are a small share of a shard (held-blocks.ts).
+   */
+  readonly heldBytes: number;
   /** Bytes of data (shards) sent, this run's and an interrupted run's it finished. */
   readonly bytesUploaded: number;
   /**

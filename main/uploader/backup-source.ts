@@ -88,6 +88,7 @@ async function attempt(
       bytesRead: 0,
       filesUnchanged: survey.files,
       newBytes: 0,
+      heldBytes: 0,
       bytesUploaded: 0,
       metadataBytesUploaded: 0,
       durationMs: input.now() - started,
@@ -210,6 +211,7 @@ async function attempt(
     bytesRead: pushed.bytesRead,
     filesUnchanged: pushed.filesUnchanged,
     newBytes: pushed.newBytes,
+    heldBytes: pushed.heldBytes,
     bytesUploaded: uploaded,
     // backupSource counts every push of the run.
     metadataBytesUploaded: 0,

@@ -167,6 +167,8 @@ export interface PushedVersion {
   readonly bytesRead: number;
   readonly filesUnchanged: number;
   readonly newBytes: number;
+  /** Of `newBytes`, those the host said it held already (BackupResult.heldBytes). */
+  readonly heldBytes: number;
   readonly skipped: readonly SkippedItem[];
   /** Blocks to send again that the source still had: each is in a shard sent. */
   readonly blocksResent: number;
@@ -341,6 +343,7 @@ export async function packAndPush(
         upload: null,
         pushedAs: null,
         newBytes: 0,
+        heldBytes: 0,
       };
     }
     const expected = bytesInShards(tree.leaves, shards.leafShards);
@@ -392,6 +395,7 @@ export async function packAndPush(
       pushedAs = { ...pushedAs, expectedDataSize: within.expectedDataSize };
     }
     let upload: QueuedUpload | null = null;
+    let heldBytes = 0;
     if (pushed.state === 'pending') {
       const { needed, missing } = await shardsNeeded(input, pushed, tree.leaves, shards.leafShards);
       // The host counts a block to send again held: its shard goes all the same.
@@ -400,6 +404,7 @@ export async function packAndPush(
         if (shard !== undefined) needed.add(shard);
       }
       const resentLeaves = new Set(resent);
+      heldBytes = bytesHeld(tree.leaves, shards.leafShards, missing, resentLeaves);
       try {
         await dropHeldLeaves(
           shards,
@@ -461,6 +466,7 @@ export async function packAndPush(
       upload,
       pushedAs: upload ? pushedAs : null,
       newBytes: expected,
+      heldBytes,
       blocksResent: resent.length,
     };
   } catch (error) {
@@ -493,6 +499,23 @@ function bytesInShards(leaves: LeafSizes, leafShards: LeafShards): number {
   let bytes = 0;
   for (let leaf = 0; leaf < leaves.count; leaf++)
     if (leafShards.shardOf(leaf) !== undefined) bytes += leaves.sizeAt(leaf) ?? 0;
+  return bytes;
+}
+
+/**
+ * The bytes of the leaves laid out in shards that the host holds (not `missing`), save those to
+ * be sent again all the same.
+ */
+function bytesHeld(
+  leaves: LeafSizes,
+  leafShards: LeafShards,
+  missing: Uint8Array,
+  resent: ReadonlySet<number>,
+): number {
+  let bytes = 0;
+  for (let leaf = 0; leaf < leaves.count; leaf++)
+    if (leafShards.shardOf(leaf) !== undefined && missing[leaf] !== 1 && !resent.has(leaf))
+      bytes += leaves.sizeAt(leaf) ?? 0;
   return bytes;
 }
 

@@ -180,9 +180,7 @@ describe("a bucket's source folder", () => {
       home,
       ...['backup', after, '--bucket', 'Music', '--skip-check', '--replace-source'],
     );
-    expect(renamed).toContain(
-      '3 files (2 unchanged, not read again), 2.2 MB scanned, 30 B read,',
-    );
+    expect(renamed).toContain('3 files (2 unchanged, not read again), 2.2 MB scanned, 30 B read,');
     expect(renamed).toContain(
       `applied the exclude rules kept for ${before}, this bucket's folder before, and keeps them for this folder from now on (canopy excludes DIR shows them)\n`,
     );
@@ -196,5 +194,37 @@ describe("a bucket's source folder", () => {
     expect(restored.status, restored.stderr).toBe(0);
     for (const file of ['album/one.flac', 'album/two.flac', 'playlist.m3u'])
       expect(readFileSync(path.join(target, file))).toEqual(readFileSync(path.join(after, file)));
+  });
+  it('sends none of the data another bucket of the user holds, says how much that was, and restores whole from it', async () => {
+    const home = path.join(scratch, 'copies-home');
+    await loginWithBucket(home, path.join(scratch, 'copies-data'), 'Laptop');
+    await canopySucceeds(
+      home,
+      'buckets',
+      'create',
+      'Offsite',
+      '--type',
+      'backup',
+      '--class',
+      'hot',
+    );
+    const photos = path.join(scratch, 'Photos');
+    const beach = randomBytes(2_500_000);
+    writeSettled(path.join(photos, 'beach.jpg'), beach);
+    writeSettled(path.join(photos, 'album.txt'), 'beach.jpg: us, in June');
+    await canopySucceeds(home, 'backup', photos, '--bucket', 'Laptop', '--skip-check');
+
+    const copied = await canopySucceeds(
+      home,
+      ...['backup', photos, '--bucket', 'Offsite', '--skip-check'],
+    );
+    expect(copied).toContain(
+      '2.5 MB new (2.5 MB of it on the server already, in another bucket or version), 0 B uploaded',
+    );
+    const target = path.join(scratch, 'photos-restored');
+    const restored = await runCanopy(home, ['restore', '--bucket', 'Offsite', '--to', target], env);
+    expect(restored.status, restored.stderr).toBe(0);
+    expect(readFileSync(path.join(target, 'beach.jpg'))).toEqual(beach);
+    expect(readFileSync(path.join(target, 'album.txt'), 'utf8')).toBe('beach.jpg: us, in June');
   });
 });
