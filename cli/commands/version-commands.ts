@@ -124,13 +124,14 @@ export async function snapshotsCommand(command: CommandContext): Promise<number 
     snapshots.length === 0
       ? 'no snapshots yet'
       : table([
+          // SIZE: the bytes of the version's blocks, as people read them; --json gives them.
           ['ID', 'VERSION', 'STATE', 'CREATED', 'SIZE'],
           ...snapshots.map((s) => [
             s.id,
             s.metadata_id,
             s.state,
             formatTime(s.created_at * 1000),
-            String(s.size),
+            formatBytes(s.size),
           ]),
         ]),
     snapshots,

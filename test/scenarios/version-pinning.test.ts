@@ -58,6 +58,9 @@ describe('pinning a version with a snapshot', () => {
     expect(await canopy(home, 'versions', '--bucket', 'Drafts')).toMatch(
       new RegExp(`^${first.id} +active +.* +yes$`, 'm'),
     );
+    expect(await canopy(home, 'snapshots', '--bucket', 'Drafts')).toMatch(
+      new RegExp(`^${snapshot} +${first.id} +completed +${TOLD_TIME} +16 B$`, 'm'),
+    );
     // Asked again, by the start of its id: kept already, by the same snapshot.
     const again = JSON.parse(
       await canopy(
