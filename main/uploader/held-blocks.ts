@@ -62,13 +62,18 @@ export async function dropHeldLeaves(
       held.length > 0 && heldBytes >= bytes * HELD_SHARE_WORTH_DROPPING,
   );
   if (remade.length === 0) return 0;
-  // Reading the shards again takes as long as their bytes: told, as a phase of its own.
+  // Making a shard again takes as long as the bytes it reads: told, as a phase of its own. A
+  // staged shard is read whole, from its file; a planned one reads from the source only the
+  // leaves it keeps (plannedShardBody).
+  const bytesRead = ({ bytes, heldBytes }: { bytes: number; heldBytes: number }): number =>
+    shards instanceof ShardPlanner ? bytes - heldBytes : bytes;
   const progress = progressOf?.(
     remade.length,
-    remade.reduce((sum, [, { bytes }]) => sum + bytes, 0),
+    remade.reduce((sum, [, counts]) => sum + bytesRead(counts), 0),
   );
   let dropped = 0;
-  for (const [shard, { held, heldBytes, bytes }] of remade) {
+  for (const [shard, counts] of remade) {
+    const { held, heldBytes } = counts;
     const cids = new Set(held.map((leaf) => cidText(leaves.cidAt(leaf))));
     try {
       await shards.dropBlocks(shard, cids, sourceDir);
@@ -77,13 +82,13 @@ export async function dropHeldLeaves(
       // and goes with its held leaves: that costs bytes on the link, and loses nothing. A
       // planned one whose source changed since it was read cannot be sent either way.
       if (shards instanceof ShardPlanner) throw error;
-      progress?.addBytes(bytes);
+      progress?.addBytes(bytesRead(counts));
       progress?.addFile();
       continue;
     }
     for (const leaf of held) shards.leafShards.forget(leaf);
     dropped += heldBytes;
-    progress?.addBytes(bytes);
+    progress?.addBytes(bytesRead(counts));
     progress?.addFile();
   }
   progress?.finish();

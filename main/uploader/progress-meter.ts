@@ -26,8 +26,8 @@ export interface CountedProgress<Phase extends string> {
  * restore's 'pulling'); 'reading': files are
  * read and packed; 'pushing': the version's metadata CAR (its tree of names, sizes and times)
  * goes to the service, its bytes counted, every file done; 'trimming': the shards holding data
- * the host said it holds already are made again without it, the shards as files and their bytes
- * (held-blocks.ts), when there are any; 'uploading': the shards go to the host.
+ * the host said it holds already are made again without it, the shards as files and the bytes
+ * read to make them (held-blocks.ts), when there are any; 'uploading': the shards go to the host.
  */
 export type BackupProgress = CountedProgress<
   'scanning' | 'pulling' | 'reading' | 'pushing' | 'trimming' | 'uploading'

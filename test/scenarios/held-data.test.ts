@@ -100,11 +100,13 @@ describe('data the server holds already, back in the folder', () => {
       holdFirst(isShard, 1500);
       const seenBefore = proxy.seen.length;
       const phases: string[] = [];
+      let trimmed = { filesTotal: 0, bytesTotal: 0 };
       const backup = thisDevice.backup({
         dir: source,
         bucket: 'Shared',
-        onProgress: ({ phase }) => {
+        onProgress: ({ phase, filesTotal, bytesTotal }) => {
           if (phases.at(-1) !== phase) phases.push(phase);
+          if (phase === 'trimming') trimmed = { filesTotal, bytesTotal };
         },
       });
       await arrived(seenBefore, isShard);
@@ -117,6 +119,8 @@ describe('data the server holds already, back in the folder', () => {
       expect(third.heldBytes).toBe(photo.length);
       expect(third.bytesUploaded).toBeLessThan(MiB);
       expect(phases).toEqual(['scanning', 'reading', 'pushing', 'trimming', 'uploading']);
+      // Making the shard again read only the note from the folder, and the progress says so.
+      expect(trimmed).toEqual({ filesTotal: 1, bytesTotal: 'second'.length });
       const versions = await thisDevice.listVersions({ bucket: 'Shared' });
       expect(versions.map((version) => [version.id, version.state])).toEqual([
         [third.versionId, 'active'],
