@@ -55,6 +55,18 @@ import { backupStoppedPartWay } from './backup-stopped-part-way.ts';
 // building on the bucket's active version and the folder's file index; its dry run is
 // backup-plan.ts.
 
+/**
+ * BackupInput's expectedUploadBytesPerSecond: the slower of the bucket's measured upload speed
+ * and the user's limit, of those known.
+ */
+function expectedSpeed(
+  measured: number | undefined,
+  limit: number | undefined,
+): { expectedUploadBytesPerSecond?: number } {
+  const known = [measured, limit].filter((speed): speed is number => speed !== undefined);
+  return known.length === 0 ? {} : { expectedUploadBytesPerSecond: Math.min(...known) };
+}
+
 export interface BackupRequest {
   readonly dir: string;
   readonly bucket: string;
@@ -292,6 +304,7 @@ export class SourceBackup {
         ...(this.parts.deps.metadataLimitBytes === undefined
           ? {}
           : { metadataLimitBytes: this.parts.deps.metadataLimitBytes }),
+        ...expectedSpeed(uploadSpeedOf(this.parts.db, bucket.id), input.uploadBytesPerSecond),
         // A minute's upload (at the limit, when there is one), and no more than the host took
         // after refusing a larger one.
         shardTargetBytes: Math.min(

@@ -17,6 +17,12 @@ export interface BackupInput {
   readonly now: () => number;
   /** Shards are at most this large (CAR bytes); by default MAX_SHARD_TARGET_BYTES. */
   readonly shardTargetBytes?: number;
+  /**
+   * How fast the upload is expected to go: the bucket's measured speed, or the user's limit
+   * where that is lower; undefined when neither is known. Weighs sending data the host holds
+   * already against reading its shard again without it (held-blocks.ts).
+   */
+  readonly expectedUploadBytesPerSecond?: number;
   /** The largest metadata CAR a version may have; by default the spec's (§14, 128 MiB). */
   readonly metadataLimitBytes?: number;
   /** Canopy's own folders (its home, the embedded service's data): never backed up. */

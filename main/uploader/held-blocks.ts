@@ -13,12 +13,42 @@ import type { ShardWriter } from './shard-writer.ts';
 //
 // So a shard to send whose held leaves weigh enough is made again without them: a staged shard
 // is written again from its file, a planned one is named anew from the source, read again. That
-// costs a local read of the leaves it keeps, and saves sending the held ones; held leaves under
-// HELD_SHARE_WORTH_DROPPING of a shard's bytes are sent rather than the shard made again (a 256
-// MiB shard read again, to spare a few MiB on the link).
+// costs a local read (of the whole staged shard, or of the leaves a planned one keeps), and
+// saves sending the held leaves: worth it when sending them would take longer than that read.
+// At the bucket's upload speed, as measured by its last backups: on a slow link a shard is made
+// again for a few held MiB, on one as fast as the disk only for held leaves that outweigh the
+// rest. Before the speed is known (a bucket's first backup), held leaves must make
+// HELD_SHARE_WORTH_DROPPING of their shard.
 
-/** The least share of a shard's block bytes held leaves must make for the shard to be made again. */
+/** Without a measured upload speed, the least share of a shard's bytes held leaves must make. */
 export const HELD_SHARE_WORTH_DROPPING = 0.2;
+
+/**
+ * How fast a shard is taken to be read again, from its staged file or from the source, and
+ * hashed: a modest disk's, so that a shard is made again only where that clearly pays. This
+ * machine's packing reads several times faster.
+ */
+export const REREAD_BYTES_PER_SECOND = 100_000_000;
+
+/** The held leaves of one shard to send, and what making it again without them reads. */
+interface ShardCounts {
+  readonly heldBytes: number;
+  /** The bytes of all its leaves. */
+  readonly bytes: number;
+  /** What making it again reads: the staged shard whole, or the leaves a planned one keeps. */
+  readonly readAgain: number;
+}
+
+/** Whether leaving the held leaves out of the shard saves more time than making it again costs. */
+export function worthMakingAgain(
+  { heldBytes, bytes, readAgain }: ShardCounts,
+  uploadBytesPerSecond: number | undefined,
+): boolean {
+  if (heldBytes === 0) return false;
+  if (uploadBytesPerSecond === undefined || !(uploadBytesPerSecond > 0))
+    return heldBytes >= bytes * HELD_SHARE_WORTH_DROPPING;
+  return heldBytes / uploadBytesPerSecond > readAgain / REREAD_BYTES_PER_SECOND;
+}
 
 /** Counts the shards made again, and their bytes (a PhaseProgress). */
 export interface TrimmingProgress {
@@ -28,19 +58,23 @@ export interface TrimmingProgress {
 }
 
 /**
- * Takes out of the shards numbered in `needed` the leaves not in `sent`, where those weigh at
- * least HELD_SHARE_WORTH_DROPPING of their shard; returns the bytes they held. `sent` picks the
- * leaves the shards must carry: those the host lacks, and those it is to be sent again.
- * `progressOf`, given how many shards are made again and their bytes, takes each one made.
+ * Takes out of the shards numbered in `needed` the leaves not in `sent`, where that is worth
+ * it (worthMakingAgain); returns the bytes they held. `sent` picks the leaves the shards must
+ * carry: those the host lacks, and those it is to be sent again. `progressOf`, given how many
+ * shards are made again and the bytes that reads, takes each one made.
  */
 export async function dropHeldLeaves(
   shards: ShardPlanner | ShardWriter,
   leaves: LeafSizes,
   needed: ReadonlySet<number>,
   sent: (leaf: number) => boolean,
-  /** The folder planned shards read their blocks from. */
-  sourceDir: string,
-  progressOf?: (shards: number, bytes: number) => TrimmingProgress,
+  options: {
+    /** The folder planned shards read their blocks from. */
+    readonly sourceDir: string;
+    /** The bucket's measured upload speed; undefined before it is known. */
+    readonly uploadBytesPerSecond: number | undefined;
+    readonly progressOf?: (shards: number, bytes: number) => TrimmingProgress;
+  },
 ): Promise<number> {
   const byShard = new Map<number, { held: number[]; heldBytes: number; bytes: number }>();
   for (let leaf = 0; leaf < leaves.count; leaf++) {
@@ -57,38 +91,38 @@ export async function dropHeldLeaves(
     counts.held.push(leaf);
     counts.heldBytes += size;
   }
-  const remade = [...byShard].filter(
-    ([, { held, heldBytes, bytes }]) =>
-      held.length > 0 && heldBytes >= bytes * HELD_SHARE_WORTH_DROPPING,
-  );
-  if (remade.length === 0) return 0;
-  // Making a shard again takes as long as the bytes it reads: told, as a phase of its own. A
-  // staged shard is read whole, from its file; a planned one reads from the source only the
+  // A staged shard is read whole, from its file; a planned one reads from the source only the
   // leaves it keeps (plannedShardBody).
-  const bytesRead = ({ bytes, heldBytes }: { bytes: number; heldBytes: number }): number =>
-    shards instanceof ShardPlanner ? bytes - heldBytes : bytes;
-  const progress = progressOf?.(
+  const remade = [...byShard]
+    .map(([shard, counts]) => ({
+      shard,
+      ...counts,
+      readAgain: shards instanceof ShardPlanner ? counts.bytes - counts.heldBytes : counts.bytes,
+    }))
+    .filter((counts) => worthMakingAgain(counts, options.uploadBytesPerSecond));
+  if (remade.length === 0) return 0;
+  // Making the shards again takes as long as the bytes it reads: told, as a phase of its own.
+  const progress = options.progressOf?.(
     remade.length,
-    remade.reduce((sum, [, counts]) => sum + bytesRead(counts), 0),
+    remade.reduce((sum, { readAgain }) => sum + readAgain, 0),
   );
   let dropped = 0;
-  for (const [shard, counts] of remade) {
-    const { held, heldBytes } = counts;
+  for (const { shard, held, heldBytes, readAgain } of remade) {
     const cids = new Set(held.map((leaf) => cidText(leaves.cidAt(leaf))));
     try {
-      await shards.dropBlocks(shard, cids, sourceDir);
+      await shards.dropBlocks(shard, cids, options.sourceDir);
     } catch (error) {
       // A staged shard that cannot be written again (its disk full) is left whole, as it was,
       // and goes with its held leaves: that costs bytes on the link, and loses nothing. A
       // planned one whose source changed since it was read cannot be sent either way.
       if (shards instanceof ShardPlanner) throw error;
-      progress?.addBytes(bytesRead(counts));
+      progress?.addBytes(readAgain);
       progress?.addFile();
       continue;
     }
     for (const leaf of held) shards.leafShards.forget(leaf);
     dropped += heldBytes;
-    progress?.addBytes(bytesRead(counts));
+    progress?.addBytes(readAgain);
     progress?.addFile();
   }
   progress?.finish();

@@ -411,10 +411,16 @@ export async function packAndPush(
           tree.leaves,
           needed,
           (leaf) => missing[leaf] === 1 || resentLeaves.has(leaf),
-          input.sourceDir,
-          onProgress
-            ? (count, bytes) => new PhaseProgress('trimming', count, bytes, onProgress, input.now)
-            : undefined,
+          {
+            sourceDir: input.sourceDir,
+            uploadBytesPerSecond: input.expectedUploadBytesPerSecond,
+            ...(onProgress
+              ? {
+                  progressOf: (count: number, bytes: number) =>
+                    new PhaseProgress('trimming', count, bytes, onProgress, input.now),
+                }
+              : {}),
+          },
         );
       } catch (error) {
         // A planned shard's source changed since it was read (a staged one that cannot be

@@ -146,6 +146,42 @@ describe('data the server holds already, back in the folder', () => {
     }
   });
 
+  it('leaves out held data of little weight beside new data when the upload is slow, and sends it when the speed is not known', async () => {
+    const device = engineAt('slow-home');
+    const { code } = service.addUser('slow@example.org');
+    await device.login({ server: service.url, code });
+    try {
+      for (const bucket of ['Laptop', 'Slow', 'Unknown'])
+        await device.createBucket({ name: bucket, type: 'backup', storageClass: 'hot' });
+      const laptop = path.join(scratch, 'slow-laptop');
+      const song = randomBytes(150_000);
+      writeSettled(path.join(laptop, 'song.mp3'), song);
+      await device.backup({ dir: laptop, bucket: 'Laptop' });
+      // Beside 1 MiB of new data, the song the server holds is an eighth of the shard. Sent at
+      // 1 MB/s, it would take 0.15 s, where reading the shard again takes about 0.01 s.
+      const copies = ['slow', 'unknown'].map((name) => {
+        const folder = path.join(scratch, `slow-${name}`);
+        writeSettled(path.join(folder, 'song.mp3'), song);
+        writeSettled(path.join(folder, 'mix.wav'), randomBytes(MiB));
+        return folder;
+      });
+      const limited = await device.backup({
+        dir: copies[0] ?? '',
+        bucket: 'Slow',
+        uploadBytesPerSecond: 1_000_000,
+      });
+      expect(limited.heldBytes).toBe(song.length);
+      expect(limited.bytesUploaded).toBeLessThan(MiB + 1000);
+      // A bucket's first backup, without a limit, knows no speed: the song goes with its shard.
+      const unknown = await device.backup({ dir: copies[1] ?? '', bucket: 'Unknown' });
+      expect(unknown.heldBytes).toBe(song.length);
+      expect(unknown.bytesUploaded).toBeGreaterThan(MiB + song.length);
+      await expectRestoredWhole(device, 'Slow', copies[0] ?? '', path.join(scratch, 'slow-back'));
+    } finally {
+      await device.close();
+    }
+  });
+
   it('packs again when a file changed before its shard was made again, and leaves no version of the first pass', async () => {
     const { thisDevice, other, source, first, second } = await photoPutBack('changed');
     try {

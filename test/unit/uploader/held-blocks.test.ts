@@ -48,17 +48,14 @@ async function blocksIn(file: string): Promise<string[]> {
 }
 
 describe('dropHeldLeaves', () => {
-  it('makes a shard again without the held leaves that weigh in it, as staging the rest alone would', async () => {
+  it('makes a shard again without the held leaves that weigh in it, as staging the rest alone would, before the upload speed is known', async () => {
     // A photo the host holds (three leaves) and a note it lacks, in one shard.
     const { blocks, leaves, writer } = await staged('weighty', [MiB, MiB, 5000, 6], 64 * MiB);
     const told: string[] = [];
-    const held = await dropHeldLeaves(
-      writer,
-      leaves,
-      new Set([0]),
-      (leaf) => leaf === 3,
-      scratch,
-      (shards, bytes) => {
+    const held = await dropHeldLeaves(writer, leaves, new Set([0]), (leaf) => leaf === 3, {
+      sourceDir: scratch,
+      uploadBytesPerSecond: undefined,
+      progressOf: (shards, bytes) => {
         told.push(`${shards} shards of ${bytes} bytes`);
         return {
           addBytes: (count) => told.push(`${count} bytes`),
@@ -66,7 +63,7 @@ describe('dropHeldLeaves', () => {
           finish: () => told.push('done'),
         };
       },
-    );
+    });
     expect(held).toBe(2 * MiB + 5000);
     // The shard made again is told, with its bytes, as the backup's 'trimming' phase.
     const bytes = 2 * MiB + 5006;
@@ -91,22 +88,19 @@ describe('dropHeldLeaves', () => {
     ]);
   });
 
-  it('sends a held leaf of little weight beside the leaves sent, and leaves a shard not sent as it is', async () => {
+  it('sends a held leaf of little weight beside the leaves sent, before the upload speed is known, and leaves a shard not sent as it is', async () => {
     // Two shards: two leaves of 1 MiB and a small one, then one of 1 MiB.
     const { blocks, leaves, writer } = await staged('light', [MiB, MiB, 5000, MiB], 2 * MiB + 6000);
     expect(blocks.map((_, leaf) => writer.leafShards.shardOf(leaf))).toEqual([0, 0, 0, 1]);
     const before = writer.shards.map((shard) => shard.shardCid.toString());
     // Shard 0 is sent for its two large leaves; its small one is held. Shard 1 is not sent.
-    const held = await dropHeldLeaves(
-      writer,
-      leaves,
-      new Set([0]),
-      (leaf) => leaf < 2,
-      scratch,
-      () => {
+    const held = await dropHeldLeaves(writer, leaves, new Set([0]), (leaf) => leaf < 2, {
+      sourceDir: scratch,
+      uploadBytesPerSecond: undefined,
+      progressOf: () => {
         throw new Error('no shard is made again: no phase is told');
       },
-    );
+    });
     expect(held).toBe(0);
     expect(writer.shards.map((shard) => shard.shardCid.toString())).toEqual(before);
     expect(await blocksIn(writer.shards[0]?.file ?? '')).toEqual(
@@ -115,13 +109,47 @@ describe('dropHeldLeaves', () => {
     expect(blocks.map((_, leaf) => writer.leafShards.shardOf(leaf))).toEqual([0, 0, 0, 1]);
   });
 
+  it('makes a shard again for a held leaf of little weight on a slow link, and sends held leaves that weigh on one as fast as the disk', async () => {
+    // Held: one leaf of 100 000 bytes beside 1 MiB sent, under a tenth of the shard. At 100 kB/s
+    // it takes 1 s to send, where reading the shard again (1.1 MB) takes about 0.01 s.
+    const slow = await staged('slow-link', [MiB, 100_000], 64 * MiB);
+    const keepsOnly = (leaf: number): boolean => leaf === 0;
+    expect(
+      await dropHeldLeaves(slow.writer, slow.leaves, new Set([0]), keepsOnly, {
+        sourceDir: scratch,
+        uploadBytesPerSecond: 100_000,
+      }),
+    ).toBe(100_000);
+    expect(await blocksIn(slow.writer.shards[0]?.file ?? '')).toEqual([
+      slow.blocks[0]?.cid.toString(),
+    ]);
+
+    // Held: two leaves of 1 MiB beside one sent, two thirds of the shard. At 1 GB/s they take
+    // 2 ms to send, where reading the 3 MiB shard again takes 30 ms.
+    const fast = await staged('fast-link', [MiB, MiB, MiB], 64 * MiB);
+    const before = fast.writer.shards[0];
+    expect(
+      await dropHeldLeaves(fast.writer, fast.leaves, new Set([0]), keepsOnly, {
+        sourceDir: scratch,
+        uploadBytesPerSecond: 1_000_000_000,
+      }),
+    ).toBe(0);
+    expect(fast.writer.shards[0]).toEqual(before);
+    expect(await blocksIn(before?.file ?? '')).toEqual(
+      fast.blocks.map((block) => block.cid.toString()),
+    );
+  });
+
   it('sends a staged shard whole, held leaves and all, when it cannot be written again', async () => {
     const { blocks, leaves, writer } = await staged('unwritable', [MiB, MiB, 6], 64 * MiB);
     const [shard] = writer.shards;
     // Where the shard would be written again, a folder: opening it to write fails, as a full
     // disk makes writing fail.
     mkdirSync(`${shard?.file ?? ''}.kept`);
-    const held = await dropHeldLeaves(writer, leaves, new Set([0]), (leaf) => leaf === 2, scratch);
+    const held = await dropHeldLeaves(writer, leaves, new Set([0]), (leaf) => leaf === 2, {
+      sourceDir: scratch,
+      uploadBytesPerSecond: undefined,
+    });
     expect(held).toBe(0);
     expect(writer.shards[0]).toEqual(shard);
     expect(await blocksIn(shard?.file ?? '')).toEqual(blocks.map((block) => block.cid.toString()));
