@@ -21,7 +21,7 @@ import {
   sourceDirIndexing,
   sourceFileIndex,
   uploadQueue,
-  uploadSpeedOf,
+  expectedUploadSpeedOf,
   type AccountRecord,
 } from '../state/index.ts';
 import {
@@ -256,6 +256,7 @@ export class SourceBackup {
     if (input.allowEmpty !== true) refuseEmptiedSource(sourceDir, fileIndex.entryCount);
     const resendLeaves = blocksToResend(this.parts.db, bucket.id);
     const storeAgainVersion = metadataToStoreAgain(this.parts.db, bucket.id);
+    const measuredSpeed = expectedUploadSpeedOf(this.parts.db, bucket.id);
     /** Trees read with their nodes for this backup: their files are closed when it ends. */
     const opened: TreeIndexOfFile[] = [];
     const loadTree = async (versionId: string, withNodes: boolean): Promise<TreeLeaves> => {
@@ -304,12 +305,11 @@ export class SourceBackup {
         ...(this.parts.deps.metadataLimitBytes === undefined
           ? {}
           : { metadataLimitBytes: this.parts.deps.metadataLimitBytes }),
-        ...expectedSpeed(uploadSpeedOf(this.parts.db, bucket.id), input.uploadBytesPerSecond),
+        ...expectedSpeed(measuredSpeed, input.uploadBytesPerSecond),
         // A minute's upload (at the limit, when there is one), and no more than the host took
         // after refusing a larger one.
         shardTargetBytes: Math.min(
-          this.parts.deps.shardTargetBytes ??
-            shardTargetFor(uploadSpeedOf(this.parts.db, bucket.id)),
+          this.parts.deps.shardTargetBytes ?? shardTargetFor(measuredSpeed),
           input.uploadBytesPerSecond === undefined
             ? Number.POSITIVE_INFINITY
             : shardTargetFor(input.uploadBytesPerSecond),

@@ -12,6 +12,24 @@ export function uploadSpeedOf(db: StateDb, bucketId: string): number | undefined
 }
 
 /**
+ * The upload speed a backup to the bucket should expect: the bucket's own, or, for a bucket not
+ * yet timed, the speed last measured for another bucket of the account logged in (its buckets
+ * share this computer's link to one server); undefined when none was.
+ */
+export function expectedUploadSpeedOf(db: StateDb, bucketId: string): number | undefined {
+  return (
+    uploadSpeedOf(db, bucketId) ??
+    db
+      .prepare<[], { bytes_per_second: number }>(
+        `SELECT upload_speeds.bytes_per_second FROM upload_speeds
+         JOIN buckets ON buckets.id = upload_speeds.bucket_id
+         ORDER BY upload_speeds.observed_at DESC LIMIT 1`,
+      )
+      .get()?.bytes_per_second
+  );
+}
+
+/**
  * Records a backup's timed shards: `bytes` sent in `ms`. The new speed counts as much as all
  * earlier ones together, so a link that changed is followed within a backup or two, and one
  * odd backup does not swing the next one's shards from one end to the other.

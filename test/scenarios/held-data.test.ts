@@ -172,7 +172,9 @@ describe('data the server holds already, back in the folder', () => {
       });
       expect(limited.heldBytes).toBe(song.length);
       expect(limited.bytesUploaded).toBeLessThan(MiB + 1000);
-      // A bucket's first backup, without a limit, knows no speed: the song goes with its shard.
+      // Without a limit, and with no upload of the account's timed yet (the song's was too
+      // small to time, and the limited one's speed is the limit's), no speed is known: the
+      // song goes with its shard.
       const unknown = await device.backup({ dir: copies[1] ?? '', bucket: 'Unknown' });
       expect(unknown.heldBytes).toBe(song.length);
       expect(unknown.bytesUploaded).toBeGreaterThan(MiB + song.length);

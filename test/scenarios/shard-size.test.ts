@@ -36,7 +36,7 @@ function shardCountingEngine(home: string, deps: Pick<EngineDeps, 'startLocalSer
 }
 
 describe('shard size', () => {
-  it("sizes shards by the bucket's upload speed: a slow link gets shards of about a minute's upload", async () => {
+  it("sizes shards by the bucket's upload speed, or another bucket's before its own is known: a slow link gets shards of about a minute's upload", async () => {
     const home = path.join(scratch, 'home');
     const source = path.join(scratch, 'source');
     const { engine, counted } = shardCountingEngine(home, { startLocalService });
@@ -66,6 +66,16 @@ describe('shard size', () => {
       expect(result.bytesUploaded).toBeGreaterThan(6 * (1 << 20));
       // What this upload achieved is averaged in.
       expect(speed()).toBeGreaterThan(50_000);
+
+      // A new bucket's first backup goes over the same link: it takes the speed measured last,
+      // another bucket's, rather than 64 MiB shards.
+      state.prepare('UPDATE upload_speeds SET bytes_per_second = 50000').run();
+      await engine.createBucket({ name: 'Second', type: 'backup', storageClass: 'hot' });
+      counted.shards = 0;
+      const other = path.join(scratch, 'other-source');
+      writeNewContent(other);
+      await engine.backup({ dir: other, bucket: 'Second' });
+      expect(counted.shards).toBe(2);
     } finally {
       state.close();
       await engine.close();

@@ -3,12 +3,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  expectedUploadSpeedOf,
   openStateDatabase,
   recordShardLimit,
   recordUploadSpeed,
   SHARD_LIMIT_LIFETIME_MS,
   shardLimitOf,
   uploadSpeedOf,
+  upsertBucket,
 } from '../../../main/state/index.ts';
 import {
   MAX_SHARD_TARGET_BYTES,
@@ -49,6 +51,36 @@ describe('upload speeds', () => {
       recordUploadSpeed(db, 'b1', { bytes: 0, ms: 0 }, 3);
       expect(uploadSpeedOf(db, 'b1')).toBe(1_100_000);
       expect(uploadSpeedOf(db, 'b2')).toBeUndefined();
+    } finally {
+      db.close();
+    }
+  });
+});
+
+describe('expected upload speeds', () => {
+  it("takes a bucket's own, else the one measured last for a bucket of the account logged in", () => {
+    const db = openStateDatabase(path.join(scratch, 'expected.sqlite'));
+    const bucket = (id: string) =>
+      upsertBucket(db, {
+        id,
+        name: id,
+        type: 'backup',
+        storage_class: 'hot',
+        bucket_key_account: null,
+        bucket_key_fingerprint: null,
+        updated_at: 1,
+      });
+    try {
+      bucket('home');
+      bucket('photos');
+      bucket('new');
+      expect(expectedUploadSpeedOf(db, 'new')).toBeUndefined();
+      recordUploadSpeed(db, 'home', { bytes: 1_000_000, ms: 1_000 }, 1);
+      recordUploadSpeed(db, 'photos', { bytes: 300_000, ms: 1_000 }, 2);
+      // A bucket of the account before, whose record went at logout, is not on this link.
+      recordUploadSpeed(db, 'gone', { bytes: 9_000_000, ms: 1_000 }, 3);
+      expect(expectedUploadSpeedOf(db, 'new')).toBe(300_000);
+      expect(expectedUploadSpeedOf(db, 'home')).toBe(1_000_000);
     } finally {
       db.close();
     }
