@@ -56,8 +56,8 @@ import { backupStoppedPartWay } from './backup-stopped-part-way.ts';
 // backup-plan.ts.
 
 /**
- * BackupInput's expectedUploadBytesPerSecond: the slower of the bucket's measured upload speed
- * and the user's limit, of those known.
+ * BackupInput's expectedUploadBytesPerSecond: the slower of the measured upload speed
+ * (expectedUploadSpeedOf) and the user's limit, of those known.
  */
 function expectedSpeed(
   measured: number | undefined,

@@ -18,8 +18,9 @@ export interface BackupInput {
   /** Shards are at most this large (CAR bytes); by default MAX_SHARD_TARGET_BYTES. */
   readonly shardTargetBytes?: number;
   /**
-   * How fast the upload is expected to go: the bucket's measured speed, or the user's limit
-   * where that is lower; undefined when neither is known. Weighs sending data the host holds
+   * How fast the upload is expected to go: the speed measured for the bucket (or, before its
+   * first timed upload, for another bucket of the account), or the user's limit where that is
+   * lower; undefined when neither is known. Weighs sending data the host holds
    * already against reading its shard again without it (held-blocks.ts).
    */
   readonly expectedUploadBytesPerSecond?: number;
@@ -121,7 +122,7 @@ export interface BackupResult {
   /**
    * Of `newBytes`, those the server held already for the user (the same data in another bucket,
    * or in a version this one does not build on): left out of the upload (§11.3), save where
-   * they are a small share of a shard (held-blocks.ts).
+   * sending them costs less time than making their shard again (held-blocks.ts).
    */
   readonly heldBytes: number;
   /** Bytes of data (shards) sent, this run's and an interrupted run's it finished. */

@@ -15,9 +15,9 @@ import type { ShardWriter } from './shard-writer.ts';
 // is written again from its file, a planned one is named anew from the source, read again. That
 // costs a local read (of the whole staged shard, or of the leaves a planned one keeps), and
 // saves sending the held leaves: worth it when sending them would take longer than that read.
-// At the bucket's upload speed, as measured by its last backups: on a slow link a shard is made
-// again for a few held MiB, on one as fast as the disk only for held leaves that outweigh the
-// rest. Before the speed is known (a bucket's first backup), held leaves must make
+// At the upload speed the account's last backups measured (or the user's limit): on a slow link
+// a shard is made again for a few held MiB, on one as fast as the disk only for held leaves
+// that outweigh the rest. While no speed is known (no upload timed yet), held leaves must make
 // HELD_SHARE_WORTH_DROPPING of their shard.
 
 /** Without a measured upload speed, the least share of a shard's bytes held leaves must make. */
@@ -71,7 +71,7 @@ export async function dropHeldLeaves(
   options: {
     /** The folder planned shards read their blocks from. */
     readonly sourceDir: string;
-    /** The bucket's measured upload speed; undefined before it is known. */
+    /** BackupInput.expectedUploadBytesPerSecond: undefined while no speed is known. */
     readonly uploadBytesPerSecond: number | undefined;
     readonly progressOf?: (shards: number, bytes: number) => TrimmingProgress;
   },
