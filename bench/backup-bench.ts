@@ -205,6 +205,25 @@ function backupAfterRestoreBench(home: string, source: string, photoBytes: numbe
 }
 
 /**
+ * The data set backed up again into a second bucket of the same account: all of it new to that
+ * bucket, and all of it held by the server already (the first bucket's), so it is read and
+ * hashed but not sent (§11.3).
+ */
+async function secondBucketBench(home: string, source: string): Promise<void> {
+  const engine = createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+  try {
+    await engine.createBucket({ name: 'Copy', type: 'backup', storageClass: 'hot' });
+  } finally {
+    await engine.close();
+  }
+  const copy = measuredRun('backup', home, 'Copy', source);
+  const mb = (bytes: number | undefined): string => ((bytes ?? 0) / 1e6).toFixed(1);
+  process.stdout.write(
+    `into a 2nd bucket   ${(copy.ms / 1000).toFixed(2)} s for the same files into a second bucket: ${mb(copy.bytesRead)} MB read, ${mb(copy.newBytes)} MB new to it, ${mb(copy.heldBytes)} MB of that held by the server already, ${mb(copy.bytesUploaded)} MB of data sent (and ${mb(copy.metadataBytesUploaded)} MB of metadata)\n`,
+  );
+}
+
+/**
  * A backup with `--limit-upload`, then a restore of it with `--limit-download`: how close the
  * speed each keeps is to its limit, its whole time counted (a backup's walk and packing, a
  * restore's writing, which the limits do not slow).
@@ -455,6 +474,10 @@ interface MeasuredRun {
   readonly unchanged?: boolean;
   readonly filesUnchanged?: number;
   readonly bytesRead?: number;
+  /** A backup's data new to its bucket, of that what the server held already, and what it sent. */
+  readonly newBytes?: number;
+  readonly heldBytes?: number;
+  readonly bytesUploaded?: number;
   /** The metadata CAR the backup pushed: the whole tree, however little changed. */
   readonly metadataBytesUploaded?: number;
   /** A comparison's count of entries that differ; a history's count of versions changed. */
@@ -647,6 +670,7 @@ export async function runBackupBench(): Promise<void> {
     );
     await rescanBench(firstHome, path.join(work, 'local-server-1'), work);
     backupAfterRestoreBench(firstHome, source, photoCount(scale) * MiB);
+    await secondBucketBench(firstHome, source);
     await largeDataBench(work);
     await limitedUploadBench(firstHome, work);
   } finally {

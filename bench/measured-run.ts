@@ -24,12 +24,18 @@ function pick(result: {
   unchanged?: boolean;
   filesUnchanged?: number;
   bytesRead?: number;
+  newBytes?: number;
+  heldBytes?: number;
+  bytesUploaded?: number;
   metadataBytesUploaded?: number;
 }) {
   return {
     unchanged: result.unchanged,
     filesUnchanged: result.filesUnchanged,
     bytesRead: result.bytesRead,
+    newBytes: result.newBytes,
+    heldBytes: result.heldBytes,
+    bytesUploaded: result.bytesUploaded,
     metadataBytesUploaded: result.metadataBytesUploaded,
   };
 }
