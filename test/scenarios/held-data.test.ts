@@ -87,6 +87,25 @@ async function photoPutBack(name: string, server = service.url) {
   return { thisDevice, other, source, first, second, photo };
 }
 
+/**
+ * Runs `test` on photoPutBack's devices and folder; then closes both devices, and lets every
+ * request through the proxy again.
+ */
+async function withPhotoPutBack(
+  name: string,
+  server: string,
+  test: (setup: Awaited<ReturnType<typeof photoPutBack>>) => Promise<void>,
+): Promise<void> {
+  const setup = await photoPutBack(name, server);
+  try {
+    await test(setup);
+  } finally {
+    proxy.faultEach(undefined);
+    await setup.thisDevice.close();
+    await setup.other.close();
+  }
+}
+
 beforeAll(async () => {
   service = await startTestService({ limits: DEFAULT_LIMITS });
   proxy = await startFaultProxy(service.url);
@@ -101,49 +120,48 @@ afterAll(async () => {
 
 describe('data the server holds already, back in the folder', () => {
   it('is not sent again beside new data, and stays when another device deletes the version that held it meanwhile', async () => {
-    const { thisDevice, other, source, first, second, photo } = await photoPutBack('deleted');
-    try {
-      // The first shard waits at the proxy while the other device deletes the first version.
-      holdFirst(isShard, 1500);
-      const seenBefore = proxy.seen.length;
-      const phases: string[] = [];
-      let trimmed = { filesTotal: 0, bytesTotal: 0 };
-      const backup = thisDevice.backup({
-        dir: source,
-        bucket: 'Shared',
-        onProgress: ({ phase, filesTotal, bytesTotal }) => {
-          if (phases.at(-1) !== phase) phases.push(phase);
-          if (phase === 'trimming') trimmed = { filesTotal, bytesTotal };
-        },
-      });
-      await arrived(seenBefore, isShard);
-      const deleted = await other.deleteVersion({ bucket: 'Shared', version: first });
-      expect(deleted.versionId).toBe(first);
-      const third = await backup;
+    await withPhotoPutBack(
+      'deleted',
+      service.url,
+      async ({ thisDevice, other, source, first, second, photo }) => {
+        // The first shard waits at the proxy while the other device deletes the first version.
+        holdFirst(isShard, 1500);
+        const seenBefore = proxy.seen.length;
+        const phases: string[] = [];
+        let trimmed = { filesTotal: 0, bytesTotal: 0 };
+        const backup = thisDevice.backup({
+          dir: source,
+          bucket: 'Shared',
+          onProgress: ({ phase, filesTotal, bytesTotal }) => {
+            if (phases.at(-1) !== phase) phases.push(phase);
+            if (phase === 'trimming') trimmed = { filesTotal, bytesTotal };
+          },
+        });
+        await arrived(seenBefore, isShard);
+        const deleted = await other.deleteVersion({ bucket: 'Shared', version: first });
+        expect(deleted.versionId).toBe(first);
+        const third = await backup;
 
-      // Only the note was sent: the photo's bytes were held by the first version.
-      expect(third.newBytes).toBe(photo.length + 'second'.length);
-      expect(third.heldBytes).toBe(photo.length);
-      expect(third.bytesUploaded).toBeLessThan(MiB);
-      expect(phases).toEqual(['scanning', 'reading', 'pushing', 'trimming', 'uploading']);
-      // Making the shard again read only the note from the folder, and the progress says so.
-      expect(trimmed).toEqual({ filesTotal: 1, bytesTotal: 'second'.length });
-      const versions = await thisDevice.listVersions({ bucket: 'Shared' });
-      expect(versions.map((version) => [version.id, version.state])).toEqual([
-        [third.versionId, 'active'],
-        [second, 'outdated'],
-      ]);
-      await expectRestoredWhole(
-        thisDevice,
-        'Shared',
-        source,
-        path.join(scratch, 'deleted-restored'),
-      );
-    } finally {
-      proxy.faultEach(undefined);
-      await thisDevice.close();
-      await other.close();
-    }
+        // Only the note was sent: the photo's bytes were held by the first version.
+        expect(third.newBytes).toBe(photo.length + 'second'.length);
+        expect(third.heldBytes).toBe(photo.length);
+        expect(third.bytesUploaded).toBeLessThan(MiB);
+        expect(phases).toEqual(['scanning', 'reading', 'pushing', 'trimming', 'uploading']);
+        // Making the shard again read only the note from the folder, and the progress says so.
+        expect(trimmed).toEqual({ filesTotal: 1, bytesTotal: 'second'.length });
+        const versions = await thisDevice.listVersions({ bucket: 'Shared' });
+        expect(versions.map((version) => [version.id, version.state])).toEqual([
+          [third.versionId, 'active'],
+          [second, 'outdated'],
+        ]);
+        await expectRestoredWhole(
+          thisDevice,
+          'Shared',
+          source,
+          path.join(scratch, 'deleted-restored'),
+        );
+      },
+    );
   });
 
   it('leaves out held data of little weight beside new data when the upload is slow, and sends it when the speed is not known', async () => {
@@ -185,40 +203,38 @@ describe('data the server holds already, back in the folder', () => {
   });
 
   it('packs again when a file changed before its shard was made again, and leaves no version of the first pass', async () => {
-    const { thisDevice, other, source, first, second } = await photoPutBack('changed');
-    try {
-      // While the host is asked what it holds, the note changes: the shard made again without
-      // the photo reads the note once more, and finds it changed.
-      holdFirst(isMissingAsked, 2000);
-      const seenBefore = proxy.seen.length;
-      const backup = thisDevice.backup({ dir: source, bucket: 'Shared' });
-      await arrived(seenBefore, isMissingAsked);
-      writeSettled(path.join(source, 'notes.txt'), 'third, and longer');
-      const third = await backup;
+    await withPhotoPutBack(
+      'changed',
+      service.url,
+      async ({ thisDevice, source, first, second }) => {
+        // While the host is asked what it holds, the note changes: the shard made again without
+        // the photo reads the note once more, and finds it changed.
+        holdFirst(isMissingAsked, 2000);
+        const seenBefore = proxy.seen.length;
+        const backup = thisDevice.backup({ dir: source, bucket: 'Shared' });
+        await arrived(seenBefore, isMissingAsked);
+        writeSettled(path.join(source, 'notes.txt'), 'third, and longer');
+        const third = await backup;
 
-      expect(third.bytesUploaded).toBeLessThan(MiB);
-      const versions = await thisDevice.listVersions({ bucket: 'Shared' });
-      expect(versions.map((version) => [version.id, version.state])).toEqual([
-        [third.versionId, 'active'],
-        [second, 'outdated'],
-        [first, 'outdated'],
-      ]);
-      await expectRestoredWhole(
-        thisDevice,
-        'Shared',
-        source,
-        path.join(scratch, 'changed-restored'),
-      );
-    } finally {
-      proxy.faultEach(undefined);
-      await thisDevice.close();
-      await other.close();
-    }
+        expect(third.bytesUploaded).toBeLessThan(MiB);
+        const versions = await thisDevice.listVersions({ bucket: 'Shared' });
+        expect(versions.map((version) => [version.id, version.state])).toEqual([
+          [third.versionId, 'active'],
+          [second, 'outdated'],
+          [first, 'outdated'],
+        ]);
+        await expectRestoredWhole(
+          thisDevice,
+          'Shared',
+          source,
+          path.join(scratch, 'changed-restored'),
+        );
+      },
+    );
   });
 
   it("deletes the first pass's version with the next backup, when deleting it failed as the backup packed again", async () => {
-    const { thisDevice, other, source, second } = await photoPutBack('undeleted', proxy.url);
-    try {
+    await withPhotoPutBack('undeleted', proxy.url, async ({ thisDevice, source, second }) => {
       // As in the test before, the note changes while the host is asked what it holds; and
       // deleting the version of the first pass fails, each time it is tried.
       let asked = false;
@@ -253,10 +269,6 @@ describe('data the server holds already, back in the folder', () => {
         source,
         path.join(scratch, 'undeleted-restored'),
       );
-    } finally {
-      proxy.faultEach(undefined);
-      await thisDevice.close();
-      await other.close();
-    }
+    });
   });
 });
