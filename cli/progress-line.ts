@@ -33,9 +33,10 @@ export function progressLine(progress: BackupProgress | RestoreProgress): string
     return `sending the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   if (progress.phase === 'pulling')
     return `fetching the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
-  // Shards read again to leave out what the server holds: no file of the user's is counted.
+  // Shards read again to leave out what the server holds: no file of the user's is counted, and
+  // the bytes are those read again, not those left out.
   if (progress.phase === 'trimming')
-    return `leaving out what the server holds already: ${bytes}, ${formatEta(progress.etaSeconds)}`;
+    return `leaving out what the server holds already, reading the rest again: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   if (progress.phase === 'opening')
     return `reading the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   // A listing reads no file's bytes: its entries are what it goes through.

@@ -81,7 +81,9 @@ describe('the progress line', () => {
         bytesTotal: 256_000_000,
         etaSeconds: 3,
       }),
-    ).toBe('leaving out what the server holds already: 64 MB of 256 MB, about 3 s left');
+    ).toBe(
+      'leaving out what the server holds already, reading the rest again: 64 MB of 256 MB, about 3 s left',
+    );
     expect(
       progressLine({
         phase: 'opening',
