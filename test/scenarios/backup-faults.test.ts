@@ -17,12 +17,12 @@ import { formatBytes } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
-import { startFaultProxy, type Fault, type FaultProxy } from '../helpers/fault-proxy.ts';
-import { startTestService, type TestService } from '../helpers/test-service.ts';
-import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
+import type { Fault, FaultProxy } from '../helpers/fault-proxy.ts';
+import type { TestService } from '../helpers/test-service.ts';
 import { changeQuota, newEnrollmentCode } from '../../server/admin.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { usageOf } from '../../server/store/accounting.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
 
 // A backup and a restore through a proxy that fails a seeded 10 % of requests with 500, 503,
 // 429 or a reset: both complete, and the restore is identical. A restore and a verify also
@@ -37,10 +37,8 @@ let engine: Engine;
 let annId: string;
 
 beforeAll(async () => {
-  service = await startTestService({ limits: DEFAULT_LIMITS });
-  proxy = await startFaultProxy(service.url);
-  // The storage host the service announces is the proxy too, so shard uploads see faults.
-  service.service.ctx.storageHost = proxy.url;
+  // Shard uploads go through the proxy too, and see its faults.
+  ({ service, proxy } = await startProxiedService());
   const home = path.join(scratch, 'home');
   engine = createEngine({
     home,

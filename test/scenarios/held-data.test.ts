@@ -6,11 +6,11 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
-import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
-import { startTestService, type TestService } from '../helpers/test-service.ts';
+import type { FaultProxy } from '../helpers/fault-proxy.ts';
+import type { TestService } from '../helpers/test-service.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { expectRestoredWhole } from '../helpers/restored-whole.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
 
 // A backup sends only what the user's server lacks (§17.4): a file back in the folder after a
 // version without it is not sent again, even beside new data, while an older version still
@@ -107,10 +107,8 @@ async function withPhotoPutBack(
 }
 
 beforeAll(async () => {
-  service = await startTestService({ limits: DEFAULT_LIMITS });
-  proxy = await startFaultProxy(service.url);
   // Storage requests go through the proxy, which holds one back while a test acts meanwhile.
-  service.service.ctx.storageHost = proxy.url;
+  ({ service, proxy } = await startProxiedService());
 });
 afterAll(async () => {
   await proxy.close();

@@ -4,12 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
-import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { usageOf } from '../../server/store/accounting.ts';
-import { startFaultProxy, type Fault } from '../helpers/fault-proxy.ts';
+import type { Fault } from '../helpers/fault-proxy.ts';
 import { seededBytes, seededRandom } from '../helpers/seeded-random.ts';
-import { startTestService } from '../helpers/test-service.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
 
 // A network that loses a third of what passes: requests reset before the service sees them,
 // 500 and 503 answers, and answers cut off after the service carried the request out (a shard
@@ -73,10 +72,8 @@ interface Outcome {
 /** Backs up and restores a folder four times through a network that loses `share` of requests. */
 async function backUpThrough(seed: number, share: number): Promise<Outcome> {
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-lossy-'));
-  const service = await startTestService({ limits: DEFAULT_LIMITS });
-  const proxy = await startFaultProxy(service.url);
-  // The storage host the service announces is the proxy too, so shard uploads see faults.
-  service.service.ctx.storageHost = proxy.url;
+  // Shard uploads go through the proxy too, and see its faults.
+  const { service, proxy } = await startProxiedService();
   const home = path.join(scratch, 'home');
   const engine = createEngine({
     home,

@@ -4,11 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine, type EngineDeps, type ServiceWait } from '../../main/index.ts';
-import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import type { FaultProxy } from '../helpers/fault-proxy.ts';
 import { seededBytes } from '../helpers/seeded-random.ts';
-import { startTestService, type TestService } from '../helpers/test-service.ts';
+import type { TestService } from '../helpers/test-service.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
 
 // A service that goes away while a backup, a restore or a verify is under way (restarted, or
 // the link to it down) for longer than the retry policy's attempts: the operation waits for it,
@@ -27,10 +27,8 @@ let afterFirstShard: (() => void) | undefined;
 const A_YEAR_AGO = new Date(Date.now() - 365 * 86_400_000);
 
 beforeAll(async () => {
-  service = await startTestService({ limits: DEFAULT_LIMITS });
-  proxy = await startFaultProxy(service.url);
-  // The storage host the service announces is the proxy too, so shard uploads see the outage.
-  service.service.ctx.storageHost = proxy.url;
+  // Shard uploads go through the proxy too, and see the outage.
+  ({ service, proxy } = await startProxiedService());
 });
 afterAll(async () => {
   await proxy.close();

@@ -7,9 +7,7 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type EngineDeps } from '../../main/index.ts';
 import { openStateDatabase } from '../../main/state/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
-import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
-import { startFaultProxy } from '../helpers/fault-proxy.ts';
-import { startTestService } from '../helpers/test-service.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-shard-size-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -83,9 +81,7 @@ describe('shard size', () => {
   });
 
   it('steps its shards down behind a proxy that refuses large bodies, and starts there next time', async () => {
-    const service = await startTestService({ limits: DEFAULT_LIMITS });
-    const proxy = await startFaultProxy(service.url);
-    service.service.ctx.storageHost = proxy.url;
+    const { service, proxy } = await startProxiedService();
     const home = path.join(scratch, 'proxied-home');
     const source = path.join(scratch, 'proxied-source');
     const { engine, counted } = shardCountingEngine(home);

@@ -7,14 +7,13 @@ import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
-import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyProcess } from '../helpers/canopy-command-line.ts';
 import { onTerminal } from '../helpers/on-terminal.ts';
-import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import type { FaultProxy } from '../helpers/fault-proxy.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
-import { startTestService } from '../helpers/test-service.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
 
 // A backup, a restore or a verify stopped by its caller (Ctrl-C at the command line, a Stop
 // button in the window) ends as a failure does: with `stopped`, nothing half-written, nothing
@@ -49,9 +48,7 @@ async function behindProxy(
   bucket: string,
   work: (setup: BehindProxy) => Promise<void>,
 ): Promise<void> {
-  const service = await startTestService({ limits: DEFAULT_LIMITS });
-  const proxy = await startFaultProxy(service.url);
-  service.service.ctx.storageHost = proxy.url;
+  const { service, proxy } = await startProxiedService();
   try {
     const source = sixFiles(name);
     const home = path.join(scratch, name, 'home');
