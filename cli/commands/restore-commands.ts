@@ -170,6 +170,11 @@ export async function restoreCommand(command: CommandContext): Promise<number | 
           ]),
       ...(to === undefined ? [intoOriginalPlace(result)] : []),
       `restored ${counted(result.files, 'file')} (${formatBytes(result.bytes)}), ${counted(result.directories, 'folder')}, ${counted(result.symlinks, 'symlink')}`,
+      ...(result.continuedFiles === 0
+        ? []
+        : [
+            `went on with ${counted(result.continuedFiles, 'large file')} a stopped restore had part-written: ${formatBytes(result.keptBytes)} of ${result.continuedFiles === 1 ? 'it' : 'them'} kept, not fetched again`,
+          ]),
       ...(result.alreadyThere === 0
         ? []
         : [

@@ -6,8 +6,6 @@ import type { ServiceClient, ServiceWait } from '../service/index.ts';
 import {
   originalPlace,
   planRestore,
-  giveModesBack,
-  removeLeftTemporaries,
   restoreVersion,
   subtreeIndex,
   versionPathParts,
@@ -28,7 +26,7 @@ import { RestoreMark } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { toldIfFolderGone } from './folder-gone-error.ts';
-import { tidyStoppedRestores } from './stopped-restores.ts';
+import { handOverEnded, tidyAfterStop, tidyStoppedRestores } from './stopped-restores.ts';
 import { lockBackupsInto } from './restore-backup-exclusion.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
@@ -262,15 +260,30 @@ export class VersionRestorer {
     asked: PathInVersion,
   ): Promise<RestoredVersion> {
     const targetDir = this.targetOf(input, tree, asked);
-    const leftoversRemoved = tidyStoppedRestores(this.parts.deps.home);
-    const backups = lockBackupsInto(this.parts.deps.home, this.parts.db, targetDir);
+    const { removed: leftoversRemoved, handedOver } = tidyStoppedRestores(
+      this.parts.deps.home,
+      targetDir,
+    );
+    let backups: { release(): void };
     let mark: RestoreMark;
     try {
-      mark = RestoreMark.start(this.parts.deps.home, targetDir);
+      backups = lockBackupsInto(this.parts.deps.home, this.parts.db, targetDir);
+      try {
+        mark = RestoreMark.start(this.parts.deps.home, targetDir);
+      } catch (error) {
+        backups.release();
+        throw error;
+      }
     } catch (error) {
-      backups.release();
+      handOverEnded(handedOver);
       throw error;
     }
+    /** The part files the stopped restores into this folder left, by the place each is bound for. */
+    const partFiles = new Map(
+      handedOver.flatMap(({ partFiles: files }) =>
+        files.map((file): [string, string] => [file.place, file.temporary]),
+      ),
+    );
     const notes = RestoredFilesNotes.forRestore(
       this.parts.db,
       bucketId,
@@ -288,6 +301,8 @@ export class VersionRestorer {
         overwrite: input.overwrite,
         temporaryToken: mark.token,
         onFolderOpening: (folder) => mark.noteOpenedFolder(folder),
+        partFiles,
+        onPartFile: (part) => mark.notePartFile(part),
         ...(asked.path === undefined ? {} : { subPath: asked.path }),
         ...(input.to === undefined ? { foldersAboveAsBackedUp: true } : {}),
         ...(this.parts.deps.afterFileRestored
@@ -325,8 +340,12 @@ export class VersionRestorer {
       );
     } finally {
       try {
-        if (finished) mark.end();
-        else this.endUnlessLeft(mark, targetDir);
+        try {
+          if (finished) mark.end();
+          else this.endUnlessLeft(mark, targetDir);
+        } finally {
+          handOverEnded(handedOver);
+        }
       } finally {
         // After the folders it opened have their modes back.
         backups.release();
@@ -343,9 +362,9 @@ export class VersionRestorer {
   private endUnlessLeft(mark: RestoreMark, targetDir: string): void {
     let someLeft = true;
     try {
-      const temporariesLeft = removeLeftTemporaries(targetDir, mark.token).someLeft;
-      // Folders the restore could not give back as it failed (their disk away) are tried later.
-      someLeft = temporariesLeft || !giveModesBack(mark.openedFolders());
+      // Its part files are kept for the next restore here to go on with. Folders the restore
+      // could not give back as it failed (their disk away) are tried later.
+      someLeft = !tidyAfterStop(mark, targetDir).allDone;
     } catch {
       // The restore's own failure is the one to report; the next restore looks again, and
       // says what stops it there.

@@ -44,7 +44,14 @@ function checkedPieces(part: LeafPart): readonly Uint8Array[] {
 }
 
 function bufferedOutput(file: string, mode: number, size: number): FileOutput {
-  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode);
+  return bufferedOutputOn(
+    openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode),
+    size,
+  );
+}
+
+/** Writes through the page cache into `fd`, from its start, for a file of `size` bytes. */
+function bufferedOutputOn(fd: number, size: number): FileOutput {
   /** Where the next part goes: past the holes left, which no write moves over. */
   let position = 0;
   let endsInHole = false;
@@ -122,4 +129,23 @@ export function openFileOutput(
       closeSync(writer.fd);
     },
   };
+}
+
+/**
+ * Opens the part-written `file` (part-files.ts) of a file of `size` bytes to go on writing it: cut back to its first
+ * `keptBytes`, the leaves it holds whole. Those come as holes (a Hole of each leaf's size),
+ * which move past them without writing; the rest is written after them. Through the page cache,
+ * where a hole written over is never filled with zeros, as O_DIRECT may fill one not at a whole
+ * block. Errors of opening it are thrown as they came.
+ */
+export function openPartFileOutput(file: string, size: number, keptBytes: number): FileOutput {
+  // Not through a link put in its place since: into whatever it points at.
+  const fd = openSync(file, constants.O_WRONLY | constants.O_NOFOLLOW);
+  try {
+    ftruncateSync(fd, keptBytes);
+  } catch (error) {
+    closeSync(fd);
+    throw error;
+  }
+  return bufferedOutputOn(fd, size);
 }

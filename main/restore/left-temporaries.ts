@@ -30,8 +30,15 @@ export function isOutOfReach(error: unknown): boolean {
   return code === 'EACCES' || code === 'EPERM' || code === 'EROFS' || isDiskGone(error);
 }
 
-/** Removes the files under `token`'s temporary names anywhere in `target`. */
-export function removeLeftTemporaries(target: string, token: string): LeftTemporaries {
+/**
+ * Removes the files under `token`'s temporary names anywhere in `target`, but those in `keep`
+ * (absolute paths): part-written files kept for a restore to go on with (part-files.ts).
+ */
+export function removeLeftTemporaries(
+  target: string,
+  token: string,
+  keep: ReadonlySet<string> = new Set(),
+): LeftTemporaries {
   const prefix = temporaryPrefix(token);
   let removed = 0;
   let someLeft = false;
@@ -55,7 +62,7 @@ export function removeLeftTemporaries(target: string, token: string): LeftTempor
     for (const entry of entries) {
       const file = path.join(folder, entry.name);
       if (entry.isDirectory()) folders.push(file);
-      else if (entry.isFile() && entry.name.startsWith(prefix)) {
+      else if (entry.isFile() && entry.name.startsWith(prefix) && !keep.has(file)) {
         try {
           rmSync(file, { force: true });
           removed += 1;

@@ -11,7 +11,7 @@ import {
 import { utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { CID } from 'multiformats/cid';
-import { EngineError, isDiskFull, stoppedError } from '../api/index.ts';
+import { EngineError, isDiskFull, stoppedError, systemErrorCode } from '../api/index.ts';
 import { CarFormatError, cidText, RAW_CODEC } from '../protocol/index.ts';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
@@ -31,7 +31,8 @@ import {
 } from './file-as-left.ts';
 import { InodeNumbers } from '../scanner/index.ts';
 import { AlignedSlots } from '../direct-io/index.ts';
-import { openFileOutput } from './file-output.ts';
+import { openFileOutput, openPartFileOutput, type FileOutput } from './file-output.ts';
+import { keptLeaves, PART_FILE_FROM_BYTES, type KeptLeaves } from './part-files.ts';
 import { fsyncFully } from './file-writes.ts';
 import { FileSystemFlush } from './file-system-flush.ts';
 import { PendingRenames, type WrittenFile } from './pending-renames.ts';
@@ -47,7 +48,7 @@ import { nearestFolderThere } from './nearest-folder.ts';
 import { writeRefusalReason } from './write-refusal.ts';
 import { mayReplace, OTHERS_IN_STICKY_FOLDER, REPLACING_REFUSED } from './replaceable.ts';
 import { EntryNotRestoredError } from './entry-not-restored.ts';
-import { temporaryPrefix } from './left-temporaries.ts';
+import { isOutOfReach, temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
 import { restoredFolderCopy, restoredName, type RestoredAs } from './restored-copies.ts';
 import { targetFolderError } from './target-folder.ts';
@@ -98,6 +99,11 @@ import { directoryLinks, walkTree, type DecodedNode, type TreeEntry } from './wa
 // as it arrives (receive-blocks.ts), a large one, checked only as it is written (file-output.ts),
 // by writing its file again, with all its leaves fetched anew, once every other file is written.
 // Bytes damaged on the way (a flaky link, memory) then cost one file's fetch, not the file.
+
+// A large file a restore stopped part-way left is gone on with by the next restore into the same
+// place: from the leaves it holds whole, read back and checked (part-files.ts). Those come to its
+// writer as KeptLeaf holes, moved past without being written, and are neither fetched nor
+// counted in the restore's progress, whose rate they would skew.
 
 const FILES_IN_FLIGHT = 8;
 /** A mode's set-user-ID and set-group-ID bits (S_ISUID, S_ISGID). */
@@ -161,7 +167,32 @@ export interface RestoreInput {
    * stopped by the same signal, which cuts off its requests.
    */
   readonly signal?: AbortSignal;
+  /**
+   * Files that restores into this place stopped part-way left (part-files.ts): their temporary
+   * names, by the place each is bound for (where it goes when nothing has that name). A file
+   * restored to that place is gone on with from the leaves it holds whole. The caller removes
+   * those not taken.
+   */
+  readonly partFiles?: ReadonlyMap<string, string>;
+  /**
+   * Takes each file of PART_FILE_FROM_BYTES or more before its temporary is made, and each part
+   * file gone on with before it is written to, with its place: one of those a restore that
+   * stops leaves under its temporary name, for the next to go on with. The engine notes them
+   * in its restore mark.
+   */
+  readonly onPartFile?: (part: { readonly temporary: string; readonly place: string }) => void;
 }
+
+/** A part-written file a restore goes on with: its temporary name, and what it holds whole. */
+interface ContinuedFile extends KeptLeaves {
+  readonly temporary: string;
+}
+
+/** A leaf a part-written file holds whole already: moved past, neither fetched nor written. */
+class KeptLeaf extends Hole {}
+
+/** A part-written file that could not be opened to go on with: it is written again whole. */
+class PartFileUnusable extends Error {}
 
 /** What kept its name though the restore was to replace it, by its path below the target. */
 export interface NotReplaced {
@@ -229,6 +260,24 @@ export interface RestoreResult {
    * than this process's (`ownersFromFolders`).
    */
   readonly ownersFromFolders: number;
+  /** Part-written files a stopped restore left, gone on with (RestoreInput.partFiles). */
+  readonly continuedFiles: number;
+  /** The bytes those held whole, kept and not fetched again. */
+  readonly keptBytes: number;
+}
+
+/** The bytes the part files of `partFiles` hold; one not there holds none. */
+function bytesOfPartFiles(partFiles: ReadonlyMap<string, string> | undefined): number {
+  let bytes = 0;
+  for (const temporary of partFiles?.values() ?? []) {
+    try {
+      bytes += lstatSync(temporary, { throwIfNoEntry: false })?.size ?? 0;
+    } catch (error) {
+      // One out of reach now is not gone on with either (continuedFiles).
+      if (!isOutOfReach(error)) throw error;
+    }
+  }
+  return bytes;
 }
 
 /** A file whose leaf did not match its CID as it was written, to be written again. */
@@ -239,8 +288,11 @@ interface FileToWriteAgain {
   readonly target: string;
   /** Its path below the target. */
   readonly relative: string;
-  /** The leaf that did not match, by its CID's text. */
-  readonly damagedCid: string;
+  /**
+   * The leaf that did not match, by its CID's text; undefined for a part-written file that
+   * could not be gone on with.
+   */
+  readonly damagedCid: string | undefined;
 }
 
 /**
@@ -399,6 +451,8 @@ function emptyTally() {
     foldersOfOthers: 0,
     setIdBitsDropped: [] as string[],
     ownersFromFolders: 0,
+    continuedFiles: 0,
+    keptBytes: 0,
   };
 }
 
@@ -439,9 +493,14 @@ async function restoreInto(
   /** Whether a leaf is left a hole, neither fetched nor written: a chunk of zeros, if asked. */
   const isHole = (cid: CID): boolean => input.sparse === true && isZeroChunk(cid);
   const sparseWouldHelp = input.sparse !== true && index.leaves.has(zeroChunkCid());
-  /** The leaves of a file the storage host is asked for, as it names them: all but holes. */
-  function* fetchedLeavesOf(cid: CID, decodedRoot?: DecodedNode): Generator<string> {
-    for (const leaf of leafCidsOf(cid, decodedRoot)) if (!isHole(leaf)) yield cidText(leaf);
+  /**
+   * The leaves of a file the storage host is asked for, as it names them: all but holes, and
+   * but the first `kept`, which a part-written file holds whole.
+   */
+  function* fetchedLeavesOf(cid: CID, decodedRoot?: DecodedNode, kept = 0): Generator<string> {
+    let at = 0;
+    for (const leaf of leafCidsOf(cid, decodedRoot))
+      if (at++ >= kept && !isHole(leaf)) yield cidText(leaf);
   }
   /** A leaf's size as the tree states it, for a gap where the server could not give it. */
   const leafSize = (cid: CID): number => index.leaves.sizeOf(cid) ?? 0;
@@ -507,6 +566,7 @@ async function restoreInto(
         totals: wantedTotals,
         sparse: input.sparse === true,
         sparseWouldHelp,
+        keptBytes: bytesOfPartFiles(input.partFiles),
       });
     const foldersAbove = input.foldersAboveAsBackedUp
       ? missingFoldersAbove(root, index.nodes, wanted, input.targetDir)
@@ -568,10 +628,45 @@ async function restoreInto(
    * Writes a symlink in place, or a file to a temporary name beside `target`: whole, with its
    * mode and mtime, and fsynced. The file is then returned for renameWritten to rename.
    */
+  /**
+   * Opens where a file's bytes go: the part-written file it goes on with, or a new temporary in
+   * `folder`; and whether it is noted as a part file (RestoreInput.onPartFile), kept if the
+   * restore stops. A part file that cannot be opened throws PartFileUnusable once the leaves
+   * planned for it are taken: the file is then written again whole.
+   */
+  async function openOutput(
+    entry: TreeEntry,
+    folder: string,
+    place: string,
+    dag: FileDag,
+    partial: ContinuedFile | undefined,
+  ): Promise<{ temporary: string; output: FileOutput; noted: boolean }> {
+    const size = fileSizeOf(entry.cid, entry.fileNode);
+    if (partial) {
+      const { temporary } = partial;
+      try {
+        input.onPartFile?.({ temporary, place });
+        const output = openPartFileOutput(temporary, size, partial.bytes);
+        return { temporary, output, noted: input.onPartFile !== undefined };
+      } catch (error) {
+        // Its leaves after those kept are planned: taken, as the files after it wait for them.
+        await discardFile(entry.cid, dag, leafSize);
+        throw new PartFileUnusable(`${temporary} could not be gone on with`, { cause: error });
+      }
+    }
+    temporaryCount += 1;
+    const temporary = path.join(folder, `${namePrefix}${temporaryCount}`);
+    const noted = size >= PART_FILE_FROM_BYTES && input.onPartFile !== undefined;
+    if (noted) input.onPartFile?.({ temporary, place });
+    return { temporary, output: openFileOutput(temporary, 0o600, size, slots), noted };
+  }
+
   async function restoreFile(
     entry: TreeEntry,
     target: string,
     dag: FileDag,
+    place: string,
+    partial?: ContinuedFile,
   ): Promise<WrittenFile | undefined> {
     const { mtimeNanoseconds } = entry;
     if (entry.kind === 'symlink') {
@@ -591,12 +686,13 @@ async function restoreInto(
       result.symlinks += 1;
       return undefined;
     }
-    temporaryCount += 1;
     const folder = path.dirname(target);
-    const temporary = path.join(folder, `${namePrefix}${temporaryCount}`);
     const flushed = renames.flushCovers(folder);
-    const output = openFileOutput(temporary, 0o600, fileSizeOf(entry.cid, entry.fileNode), slots);
+    const { temporary, output, noted } = await openOutput(entry, folder, place, dag, partial);
+    /** The file's bytes written, or kept from its part-written file. */
     let written = 0;
+    /** Those of them counted in the restore's progress: all but those kept. */
+    let counted = 0;
     let asWritten: FileAsWritten | undefined;
     const setIdBitsDropped =
       input.dropSetIdBits === true && entry.mode !== undefined && (entry.mode & SET_ID_BITS) !== 0;
@@ -614,7 +710,10 @@ async function restoreInto(
         try {
           const count = await output.write(part);
           written += count;
-          progress?.addBytes(count);
+          if (!(part instanceof KeptLeaf)) {
+            counted += count;
+            progress?.addBytes(count);
+          }
         } catch (error) {
           const refusal = contentError(error, target);
           if (!(refusal instanceof EntryNotRestoredError)) throw error;
@@ -643,12 +742,22 @@ async function restoreInto(
         : undefined;
     } catch (error) {
       output.close();
-      rmSync(temporary, { force: true });
-      progress?.addBytes(-written);
+      // A large file stopped with its restore, rather than left out on its own, stays as it is
+      // for the next restore to go on with: its restore mark names it. Not when the disk is
+      // full: the user frees room first, and a hidden file must not keep it.
+      const outOfRoom =
+        isDiskFull(error) || (failure instanceof EngineError && failure.code === 'disk_full');
+      if (!noted || outOfRoom || error instanceof EntryNotRestoredError)
+        rmSync(temporary, { force: true });
+      progress?.addBytes(-counted);
       throw error;
     }
     output.close();
     progress?.addFile();
+    if (partial) {
+      result.continuedFiles += 1;
+      result.keptBytes += partial.bytes;
+    }
     return {
       temporary,
       target,
@@ -691,6 +800,66 @@ async function restoreInto(
   /** Whether the target holds this file or link already, as the version has it. */
   const isThere = (entry: TreeEntry): boolean =>
     alreadyThere.size > 0 && entry.kind !== 'directory' && alreadyThere.has(relativeOf(entry));
+  /**
+   * The part-written files of `partFiles` the restore goes on with, by their files' paths below
+   * the target: each bound for the place of a file it writes, and holding its first leaves.
+   * One bound for the place of a file the target holds already, or holding none of its file's
+   * leaves, is removed: nothing will go on with it.
+   */
+  const continuedFiles = async (
+    partFiles: ReadonlyMap<string, string> | undefined,
+  ): Promise<Map<string, ContinuedFile>> => {
+    const found = new Map<string, ContinuedFile>();
+    if (partFiles === undefined || partFiles.size === 0) return found;
+    for (const entry of restored()) {
+      if (entry.kind !== 'file') continue;
+      for (const part of entry.parts) checkName(part);
+      const relative = relativeOf(entry);
+      const temporary = partFiles.get(path.join(input.targetDir, relative));
+      if (temporary === undefined) continue;
+      let kept: KeptLeaves = { leaves: 0, bytes: 0 };
+      // Only a file whose bytes are all its leaves', as the spec lays files out: a node's own
+      // bytes would come between them.
+      let leafBytes = 0;
+      for (const leaf of leafCidsOf(entry.cid, entry.fileNode)) leafBytes += leafSize(leaf);
+      if (!isThere(entry) && leafBytes === fileSizeOf(entry.cid, entry.fileNode))
+        try {
+          kept = await keptLeaves(
+            temporary,
+            (function* sizedLeaves() {
+              for (const cid of leafCidsOf(entry.cid, entry.fileNode))
+                yield { cid, size: index.leaves.sizeOf(cid) };
+            })(),
+          );
+        } catch (error) {
+          // Gone since, or unreadable: the file is fetched whole, and the part file is left
+          // for the tidying after stopped restores to remove.
+          const code = systemErrorCode(error);
+          // ELOOP: a link put in its place (the file is opened with O_NOFOLLOW).
+          const unusable =
+            code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ELOOP';
+          if (unusable || code === 'EIO' || isOutOfReach(error)) continue;
+          throw restoreError(error, input.targetDir);
+        }
+      if (kept.leaves > 0) {
+        found.set(relative, { temporary, ...kept });
+        continue;
+      }
+      try {
+        rmSync(temporary, { force: true });
+      } catch (error) {
+        // Where it cannot be removed now (its folder read-only again), it is left for the
+        // tidying after stopped restores.
+        if (!isOutOfReach(error)) throw restoreError(error, input.targetDir);
+      }
+    }
+    return found;
+  };
+  /** The part-written files gone on with, by their files' paths below the target. */
+  const continued = await continuedFiles(input.partFiles);
+  /** The leaves a part-written file holds for the file at `relative`, or 0. */
+  const keptOf = (relative: string): number =>
+    continued.size === 0 ? 0 : (continued.get(relative)?.leaves ?? 0);
   // The tree is walked twice, lazily: once here for the leaf reads to fetch ahead, once below
   // for the writes. Holding a plan of the whole tree instead grew with the number of files.
   const leaves = new LeafFetcher(
@@ -700,18 +869,27 @@ async function restoreInto(
     (function* leafReads(): Generator<string> {
       for (const entry of restored())
         if (entry.kind === 'file' && !isThere(entry))
-          yield* fetchedLeavesOf(entry.cid, entry.fileNode);
+          yield* fetchedLeavesOf(entry.cid, entry.fileNode, keptOf(relativeOf(entry)));
     })(),
   );
   /** The leaves of the files written again (writeFilesAgain), once they are. */
   let leavesAgain: LeafFetcher | undefined;
-  /** `fetcher`'s leaves for a file whose first leaf read is planned read number `firstRead`. */
-  const dagReading = (fetcher: LeafFetcher, firstRead: number): FileDag => {
+  /**
+   * `fetcher`'s leaves for a file whose first leaf read is planned read number `firstRead`,
+   * after its first `kept`, which its part-written file holds.
+   */
+  const dagReading = (fetcher: LeafFetcher, firstRead: number, kept = 0): FileDag => {
     let read = firstRead;
+    let toKeep = kept;
     return {
       node: (cid) => index.nodes.get(cid),
-      leaf: (cid) =>
-        isHole(cid) ? Promise.resolve(new Hole(CHUNK_BYTES)) : fetcher.take(cid, read++),
+      leaf: (cid) => {
+        if (toKeep > 0) {
+          toKeep -= 1;
+          return Promise.resolve(new KeptLeaf(leafSize(cid)));
+        }
+        return isHole(cid) ? Promise.resolve(new Hole(CHUNK_BYTES)) : fetcher.take(cid, read++);
+      },
     };
   };
   /** Leaf reads planned before the next file's first. */
@@ -726,8 +904,14 @@ async function restoreInto(
     const totals =
       (alreadyThere.size === 0 ? wantedTotals : undefined) ??
       totalsOfEntries(restored(), isThere, (entry) => fileSizeOf(entry.cid, entry.fileNode));
-    progress = new PhaseProgress('restoring', totals.files, totals.bytes, input.onProgress, () =>
-      performance.now(),
+    let keptBytes = 0;
+    for (const { bytes } of continued.values()) keptBytes += bytes;
+    progress = new PhaseProgress(
+      'restoring',
+      totals.files,
+      totals.bytes - keptBytes,
+      input.onProgress,
+      () => performance.now(),
     );
   }
 
@@ -837,7 +1021,7 @@ async function restoreInto(
     const settled: Promise<void> = work
       .catch((error: unknown) => {
         const damagedCid = leafDamagedAsWritten(error);
-        if (again && damagedCid !== undefined) {
+        if (again && (damagedCid !== undefined || error instanceof PartFileUnusable)) {
           writeAgain.push({ ...again, damagedCid });
           return;
         }
@@ -868,6 +1052,7 @@ async function restoreInto(
     relative: string,
     dag: FileDag,
     again?: FileToWriteAgain,
+    partial?: ContinuedFile,
   ): Promise<boolean> => {
     // Names are settled here, in order, before the write starts: a file still being written or
     // renamed must count as taken, or two entries could be renamed onto one name. One that may
@@ -883,10 +1068,11 @@ async function restoreInto(
     if (keeper !== undefined)
       target = renamed(destination, keeper === 'theirs' ? OTHERS_IN_STICKY_FOLDER : undefined);
     const folded = foldedName(target);
-    const written = restoreFile(entry, target, dag).then(
+    const place = path.join(input.targetDir, relative);
+    const written = restoreFile(entry, target, dag, place, partial).then(
       (file) => {
         if (!file) return;
-        if (again) result.wholeOnRetry.push(again.damagedCid);
+        if (again?.damagedCid !== undefined) result.wholeOnRetry.push(again.damagedCid);
         renames.add({ ...file, relative, folded });
         filesWritten += 1;
         input.afterFileWritten?.(filesWritten);
@@ -1009,8 +1195,10 @@ async function restoreInto(
       // several at once about as fast as one. Their folders exist already (parents come first).
       if (inFlight.size >= FILES_IN_FLIGHT) await Promise.race(inFlight);
       if (failure !== undefined) break;
-      const dag = dagReading(leaves, readsBefore);
-      if (entry.kind === 'file') readsBefore += countOf(fetchedLeavesOf(entry.cid, entry.fileNode));
+      const partial = continued.size === 0 ? undefined : continued.get(relative);
+      const dag = dagReading(leaves, readsBefore, partial?.leaves);
+      if (entry.kind === 'file')
+        readsBefore += countOf(fetchedLeavesOf(entry.cid, entry.fileNode, partial?.leaves));
       if (underRefused) {
         // Its leaf reads are planned, and the files after it wait for them to be taken.
         void track(discardFile(entry.cid, dag, leafSize), relative);
@@ -1022,7 +1210,7 @@ async function restoreInto(
         stop(error);
         break;
       }
-      if (!(await startFile(entry, destination, relative, dag))) break;
+      if (!(await startFile(entry, destination, relative, dag, undefined, partial))) break;
     }
     // The files to write again are known once every first write has settled.
     await Promise.all(inFlight);

@@ -135,9 +135,18 @@ export function checkRoomForRestore(input: {
   readonly totals: TreeTotals;
   readonly sparse: boolean;
   readonly sparseWouldHelp: boolean;
+  /**
+   * Bytes of the files that part-written files there hold already, which the restore goes on
+   * with (part-files.ts): room they take now, and keep.
+   */
+  readonly keptBytes?: number;
 }): void {
   if (process.platform !== 'linux') return;
-  const room = roomFor(input.targetDir, input.targetExisted);
+  const found = roomFor(input.targetDir, input.targetExisted);
+  const room =
+    found?.free === undefined || !input.keptBytes
+      ? found
+      : { ...found, free: found.free + input.keptBytes };
   const why = room && tooLarge(input.totals, room, input);
   if (why === undefined) return;
   const { targetDir } = input;

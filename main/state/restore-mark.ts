@@ -17,7 +17,8 @@ import { takeFileLock } from './file-lock.ts';
 // and its target folder. A restore writes each file to a temporary name beside its target and
 // renames it once whole; one killed part-way leaves those temporaries behind. Its mark stays
 // too, so a later restore knows where to look and which names are its to remove, and which
-// read-only folders of the user's it had opened to write into, whose modes it gives back.
+// read-only folders of the user's it had opened to write into, whose modes it gives back, and
+// which large files it was writing, which the next restore into the same place goes on with.
 //
 // A mark is held as BackupLock is, by a file lock (takeFileLock): the kernel drops the lock
 // with its process, so a mark that can be taken belongs to a restore
@@ -184,6 +185,43 @@ export class RestoreMark {
     return folders;
   }
 
+  /**
+   * Notes a large file the restore is about to write (or to go on writing) under `temporary`,
+   * bound for `place` (where it goes when nothing has that name): before its temporary is made,
+   * so a kill at any point leaves it noted. A restore stopped part-way keeps such a file for the
+   * next restore into the same place to go on with (part-files.ts). One line each, appended.
+   */
+  notePartFile(part: PartFile): void {
+    appendFileSync(
+      path.join(this.dir, `restore-${this.token}.parts`),
+      `${JSON.stringify({ temporary: part.temporary, place: part.place })}\n`,
+      { mode: 0o600 },
+    );
+  }
+
+  /**
+   * The files noted by notePartFile, each once, and when the last was noted (ms since the epoch);
+   * none when no file was noted.
+   */
+  partFiles(): { readonly files: PartFile[]; readonly notedAt: number } {
+    const file = path.join(this.dir, `restore-${this.token}.parts`);
+    let text: string;
+    let notedAt: number;
+    try {
+      notedAt = statSync(file).mtimeMs;
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { files: [], notedAt: 0 };
+      throw error;
+    }
+    const byTemporary = new Map<string, PartFile>();
+    for (const line of text.split('\n')) {
+      const part = partFileOf(line);
+      if (part) byTemporary.set(part.temporary, part);
+    }
+    return { files: [...byTemporary.values()], notedAt };
+  }
+
   /** The restore ended, whole or not, and left nothing under temporary names: the mark goes. */
   end(): void {
     if (this.released) return;
@@ -193,6 +231,7 @@ export class RestoreMark {
     const stem = path.join(this.dir, `restore-${this.token}`);
     // First: once the lock is gone, nothing would remove it.
     rmSync(`${stem}.opened`, { force: true });
+    rmSync(`${stem}.parts`, { force: true });
     rmSync(`${stem}.lock`, { force: true });
     rmSync(`${stem}.json`, { force: true });
   }
@@ -237,22 +276,42 @@ function removeUnmadeMark(dir: string, token: string, names: ReadonlySet<string>
   }
 }
 
+/** The fields of a line of JSON a mark appended; none for one cut short by a kill, or empty. */
+function fieldsOf(line: string): Readonly<Record<string, unknown>> {
+  try {
+    const parsed: unknown = JSON.parse(line);
+    return typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
 /**
  * A folder and its mode as noteOpenedFolder wrote them; undefined for a line cut short by a kill
  * (the last), or the empty one after the last.
  */
 function openedFolderOf(line: string): { dir: string; mode: number } | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-  const { dir, mode } = (parsed ?? {}) as { dir?: unknown; mode?: unknown };
+  const { dir, mode } = fieldsOf(line);
   if (typeof dir !== 'string' || !path.isAbsolute(dir)) return undefined;
   if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o7777)
     return undefined;
   return { dir, mode };
+}
+
+/** A file part-written by a restore, and the place it is bound for (notePartFile). */
+export interface PartFile {
+  /** Its temporary name: an absolute path. */
+  readonly temporary: string;
+  /** Where it goes when nothing has that name: an absolute path. */
+  readonly place: string;
+}
+
+/** A part file as notePartFile wrote it; undefined for a line cut short by a kill. */
+function partFileOf(line: string): PartFile | undefined {
+  const { temporary, place } = fieldsOf(line);
+  if (typeof temporary !== 'string' || !path.isAbsolute(temporary)) return undefined;
+  if (typeof place !== 'string' || !path.isAbsolute(place)) return undefined;
+  return { temporary, place };
 }
 
 /** The target a mark names; undefined when its file is gone or was cut short by a kill. */

@@ -59,6 +59,30 @@ describe('RestoreMark.openedFolders', () => {
   });
 });
 
+describe('RestoreMark.partFiles', () => {
+  it('keeps each part file noted once, a line cut short by a kill left out, until the mark ends', () => {
+    const home = path.join(scratch, 'parts');
+    const mark = RestoreMark.start(home, '/home/me/films');
+    expect(mark.partFiles()).toEqual({ files: [], notedAt: 0 });
+    const movie = {
+      temporary: '/home/me/films/.canopy-restore-0a1b2c3d-1',
+      place: '/home/me/films/movie.mkv',
+    };
+    mark.notePartFile(movie);
+    // Gone on with by a later restore, which notes it again.
+    mark.notePartFile(movie);
+    mark.notePartFile({ temporary: 'relative', place: '/home/me/films/other.mkv' });
+    appendFileSync(path.join(home, 'locks', `restore-${mark.token}.parts`), '{"temporary":"/ho');
+    mark.release();
+    const [stopped] = RestoreMark.stopped(home);
+    const noted = stopped?.mark.partFiles();
+    expect(noted?.files).toEqual([movie]);
+    expect(Math.abs((noted?.notedAt ?? 0) - Date.now())).toBeLessThan(60_000);
+    stopped?.mark.end();
+    expect(readdirSync(path.join(home, 'locks'))).toEqual([]);
+  });
+});
+
 describe('RestoreMark.stopped, with marks a kill or a user left damaged', () => {
   const twoHoursAgo = new Date(Date.now() - 2 * 60 * 60 * 1000);
   const makeOld = (file: string): void => utimesSync(file, twoHoursAgo, twoHoursAgo);

@@ -1,0 +1,234 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CID } from 'multiformats/cid';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { afterAll, describe, expect, it } from 'vitest';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { tidyStoppedRestores } from '../../main/engine/stopped-restores.ts';
+import { RAW_CODEC } from '../../main/protocol/index.ts';
+import { startLocalService } from '../../cli/local-service.ts';
+import { runCanopy, runCanopyWatched } from '../helpers/canopy-cli.ts';
+import { damageStoredBlock } from '../helpers/stored-blocks.ts';
+
+// A restore stopped part-way (killed, or stopped by the user) keeps the large file it was
+// writing, and the next restore into the same place goes on with it: the leaves it holds whole
+// are neither fetched again nor trusted unchecked.
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-restore-resume-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const MIB = 1024 * 1024;
+/** The large file: 40 leaves of 1 MiB. */
+const movie = randomBytes(40 * MIB);
+
+/** A home and the embedded service's data, with the bucket Films holding a backup of the movie. */
+interface BackedUp {
+  readonly home: string;
+  readonly dataDir: string;
+  readonly engine: () => Engine;
+}
+
+/** A new home, logged in to its own embedded service, with the movie backed up into Films. */
+async function backedUp(name: string): Promise<BackedUp> {
+  const source = path.join(scratch, name, 'source');
+  const home = path.join(scratch, name, 'home');
+  const dataDir = path.join(scratch, name, 'data');
+  mkdirSync(path.join(source, 'notes'), { recursive: true });
+  writeFileSync(path.join(source, 'movie.bin'), movie);
+  for (let i = 0; i < 5; i += 1)
+    writeFileSync(path.join(source, 'notes', `note-${i}.txt`), `note ${i}\n`);
+  const engine = (): Engine =>
+    createEngine({ home, secrets: new FileSecretStore(home), startLocalService });
+  const setup = engine();
+  try {
+    await setup.loginLocal({ dataDir });
+    await setup.createBucket({ name: 'Films', type: 'backup', storageClass: 'hot' });
+    await setup.backup({ dir: source, bucket: 'Films' });
+  } finally {
+    await setup.close();
+  }
+  return { home, dataDir, engine };
+}
+
+/** Files below `dir` under a restore's temporary names, by their paths. */
+function temporariesIn(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.startsWith('.canopy-restore-'))
+    .map((entry) => path.join(entry.parentPath, entry.name));
+}
+
+/** The one part-written file of the movie below `dir`: the temporary over 1 MiB. */
+function moviePartIn(dir: string): string {
+  const parts = temporariesIn(dir).filter((file) => statSync(file).size > MIB);
+  expect(parts).toHaveLength(1);
+  return parts[0] ?? '';
+}
+
+/** How many of the movie's leaves `part` holds whole from its start. */
+function leavesHeldBy(part: string): number {
+  const bytes = readFileSync(part);
+  let leaves = 0;
+  while (
+    (leaves + 1) * MIB <= bytes.length &&
+    bytes
+      .subarray(leaves * MIB, (leaves + 1) * MIB)
+      .equals(movie.subarray(leaves * MIB, (leaves + 1) * MIB))
+  )
+    leaves += 1;
+  return leaves;
+}
+
+/** The CID of the movie's leaf `index`, as the packer names it. */
+async function movieLeaf(index: number): Promise<string> {
+  const digest = await sha256.digest(movie.subarray(index * MIB, (index + 1) * MIB));
+  return CID.createV1(RAW_CODEC, digest).toString();
+}
+
+/** Kills a restore of Films into `target` once it wrote about 12 MiB. */
+function killRestorePartWay(home: string, target: string): void {
+  const crashed = spawnSync(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      path.join(here, '..', 'helpers', 'crashing-restore.ts'),
+      home,
+      'Films',
+      target,
+      `${12 * MIB}B`,
+    ],
+    { encoding: 'utf8' },
+  );
+  expect(crashed.signal).toBe('SIGKILL');
+}
+
+/** Restore marks left in `home`. */
+function restoreMarks(home: string): string[] {
+  return readdirSync(path.join(home, 'locks')).filter((name) => name.startsWith('restore-'));
+}
+
+describe('a restore stopped part-way through a large file', () => {
+  it('goes on after a kill from the leaves the file holds, without fetching them again', async () => {
+    const { home, dataDir, engine } = await backedUp('killed');
+    const target = path.join(scratch, 'killed', 'target');
+    killRestorePartWay(home, target);
+    const held = leavesHeldBy(moviePartIn(target));
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThan(40);
+    // The server can no longer give those leaves back whole: fetched again, they would fail.
+    for (let leaf = 0; leaf < held; leaf += 1) damageStoredBlock(dataDir, await movieLeaf(leaf));
+
+    const again = engine();
+    try {
+      const result = await again.restore({ bucket: 'Films', to: target, overwrite: false });
+      expect(result).toMatchObject({
+        continuedFiles: 1,
+        keptBytes: held * MIB,
+        notRestored: [],
+        unavailable: [],
+      });
+    } finally {
+      await again.close();
+    }
+    expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
+    expect(temporariesIn(target)).toEqual([]);
+    expect(restoreMarks(home)).toEqual([]);
+  });
+
+  it('goes on after Ctrl-C and a backup, fetching again from a leaf changed since', async () => {
+    const { home } = await backedUp('stopped');
+    const target = path.join(scratch, 'stopped', 'target');
+    const fileStore = { CANOPY_SECRET_STORE: 'file' };
+    let interrupted = false;
+    const stopped = await runCanopyWatched(
+      home,
+      ['restore', '--bucket', 'Films', '--to', target, '--limit-download', '16MB', '--progress'],
+      fileStore,
+      (stderr, canopy) => {
+        const written = [...stderr.matchAll(/^restoring: \S+ files, ([\d.]+) MB of/gm)].at(-1);
+        if (!interrupted && Number(written?.[1]) >= 12) {
+          interrupted = true;
+          canopy.kill('SIGINT');
+        }
+      },
+    );
+    expect(stopped.stderr).toContain('canopy: the restore was stopped');
+    expect(stopped.status).toBe(130);
+    const part = moviePartIn(target);
+    expect(leavesHeldBy(part)).toBeGreaterThan(3);
+    // A backup between the two tidies after stopped restores, and keeps the part file.
+    const other = path.join(scratch, 'stopped', 'other-source');
+    mkdirSync(other, { recursive: true });
+    writeFileSync(path.join(other, 'todo.txt'), 'call the plumber\n');
+    const errands = ['--bucket', 'Errands'];
+    for (const args of [
+      ['buckets', 'create', 'Errands', '--type', 'backup', '--class', 'hot'],
+      ['backup', other, ...errands],
+    ])
+      expect((await runCanopy(home, args, fileStore)).status).toBe(0);
+    expect(moviePartIn(target)).toBe(part);
+    // A byte of its third leaf changed since: from there on, it is fetched again.
+    const file = openSync(part, 'r+');
+    try {
+      writeSync(file, Buffer.from([(movie[2 * MIB + 5] ?? 0) ^ 0xff]), 0, 1, 2 * MIB + 5);
+    } finally {
+      closeSync(file);
+    }
+
+    const again = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Films', '--to', target],
+      fileStore,
+    );
+    expect(again.stderr).toBe('');
+    expect(again.stdout).toContain(
+      'went on with 1 large file a stopped restore had part-written: 2.1 MB of it kept, not fetched again',
+    );
+    expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
+    expect(temporariesIn(target)).toEqual([]);
+    expect(restoreMarks(home)).toEqual([]);
+  });
+
+  it('keeps the part file from restores elsewhere, for a week', async () => {
+    const { home, engine } = await backedUp('left');
+    const target = path.join(scratch, 'left', 'target');
+    killRestorePartWay(home, target);
+    const part = moviePartIn(target);
+
+    const elsewhere = engine();
+    try {
+      const result = await elsewhere.restore({
+        bucket: 'Films',
+        path: 'notes',
+        to: path.join(scratch, 'left', 'notes-back'),
+        overwrite: false,
+      });
+      expect(result).toMatchObject({ files: 5, continuedFiles: 0 });
+    } finally {
+      await elsewhere.close();
+    }
+    expect(moviePartIn(target)).toBe(part);
+
+    const eightDaysOn = Date.now() + 8 * 24 * 60 * 60 * 1000;
+    expect(tidyStoppedRestores(home, undefined, eightDaysOn).removed).toBe(1);
+    expect(temporariesIn(target)).toEqual([]);
+    expect(restoreMarks(home)).toEqual([]);
+  });
+});
