@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -204,6 +204,24 @@ describe('a restore stopped part-way through a large file', () => {
     expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
     expect(temporariesIn(target)).toEqual([]);
     expect(restoreMarks(home)).toEqual([]);
+  });
+
+  it('writes the file again whole when its part file cannot be written to', async () => {
+    const { home, engine } = await backedUp('immutable');
+    const target = path.join(scratch, 'immutable', 'target');
+    killRestorePartWay(home, target);
+    const part = moviePartIn(target);
+    // Marked immutable since (chattr +i): it reads, and refuses to be written, even to root.
+    execFileSync('chattr', ['+i', part]);
+    const again = engine();
+    try {
+      const result = await again.restore({ bucket: 'Films', to: target, overwrite: false });
+      expect(result).toMatchObject({ continuedFiles: 0, keptBytes: 0, notRestored: [] });
+    } finally {
+      await again.close();
+      execFileSync('chattr', ['-i', part]);
+    }
+    expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
   });
 
   it('keeps the part file from restores elsewhere, for a week', async () => {
