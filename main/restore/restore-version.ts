@@ -625,10 +625,6 @@ async function restoreInto(
   let matched = false;
 
   /**
-   * Writes a symlink in place, or a file to a temporary name beside `target`: whole, with its
-   * mode and mtime, and fsynced. The file is then returned for renameWritten to rename.
-   */
-  /**
    * Opens where a file's bytes go: the part-written file it goes on with, or a new temporary in
    * `folder`; and whether it is noted as a part file (RestoreInput.onPartFile), kept if the
    * restore stops. A part file that cannot be opened throws PartFileUnusable once the leaves
@@ -661,6 +657,12 @@ async function restoreInto(
     return { temporary, output: openFileOutput(temporary, 0o600, size, slots), noted };
   }
 
+  /**
+   * Writes a symlink in place, or a file to a temporary name beside `target` (or into the
+   * part-written file it goes on with): whole, with its mode and mtime, and fsynced. The file
+   * is then returned for renameWritten to rename. `place` is where it goes when nothing has
+   * that name, as its restore mark notes a large one.
+   */
   async function restoreFile(
     entry: TreeEntry,
     target: string,
