@@ -48,6 +48,18 @@ function partFilesThere(partFiles: readonly PartFile[]): PartFile[] {
 }
 
 /**
+ * The part files a restore that failed or was stopped (its mark held here) keeps for the next
+ * restore into its folder, and their bytes: what its failure tells.
+ */
+export function partFilesKept(mark: RestoreMark): { files: number; bytes: number } {
+  let bytes = 0;
+  const kept = partFilesThere(mark.partFiles().files);
+  for (const { temporary } of kept)
+    bytes += lstatSync(temporary, { throwIfNoEntry: false })?.size ?? 0;
+  return { files: kept.length, bytes };
+}
+
+/**
  * Removes a stopped restore's files under temporary names but `keep`, and those part files it
  * noted under another's (part files it went on with), then gives back their modes the
  * read-only folders it had opened. Whether nothing is left for a later run to look at.

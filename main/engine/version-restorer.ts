@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
-import { EngineError, isDiskGone } from '../api/index.ts';
+import { EngineError, formatBytes, isDiskGone, withMoreSaid } from '../api/index.ts';
 import { sourcePlace } from '../protocol/index.ts';
 import type { ServiceClient, ServiceWait } from '../service/index.ts';
 import {
@@ -26,7 +26,12 @@ import { RestoreMark } from '../state/index.ts';
 import { refuseVersionAndSnapshot } from './bucket-versions.ts';
 import { diskGoneError } from './disk-gone-error.ts';
 import { toldIfFolderGone } from './folder-gone-error.ts';
-import { handOverEnded, tidyAfterStop, tidyStoppedRestores } from './stopped-restores.ts';
+import {
+  handOverEnded,
+  partFilesKept,
+  tidyAfterStop,
+  tidyStoppedRestores,
+} from './stopped-restores.ts';
 import { lockBackupsInto } from './restore-backup-exclusion.ts';
 import { toldAsLocalDisk } from './local-disk-error.ts';
 import { pacedClient, transferLimitsOf } from './transfer-limits.ts';
@@ -42,6 +47,17 @@ import type { OutageRiding } from './service-connection.ts';
 // Restoring a version, or one file or folder of it, into a folder: by default back where it
 // was backed up from. Every restore is marked in the home while it runs, so that one killed
 // part-way has the temporaries it left removed by the next.
+
+/** The part files a stopped restore keeps (partFilesKept), and their bytes. */
+type PartFilesKept = ReturnType<typeof partFilesKept>;
+
+/** What the restore that failed with an error keeps of the files it was writing, by the error. */
+const partFilesKeptBy = new WeakMap<Error, PartFilesKept>();
+
+/** What a stopped restore's failure says of the part files it keeps. */
+function keptText({ files, bytes }: PartFilesKept): string {
+  return `${files === 1 ? 'the large file it was writing is' : `the ${files} large files it was writing are`} kept as written so far (${formatBytes(bytes)}, under ${files === 1 ? 'a hidden name' : 'hidden names'}): the same restore run again goes on from there`;
+}
 
 export interface RestoreRequest extends TypedPath {
   /** The most bytes a second it receives (`--limit-download`); as fast as it can when not given. */
@@ -141,12 +157,14 @@ export class VersionRestorer {
         return result;
       });
     } catch (error) {
-      if (input.signal?.aborted === true)
+      if (input.signal?.aborted === true) {
+        const kept = error instanceof Error ? partFilesKeptBy.get(error) : undefined;
         throw new EngineError(
           'stopped',
-          'the restore was stopped: the files it finished are in place, and running it again brings the rest',
+          `the restore was stopped: the files it finished are in place, and running it again brings the rest${kept ? `; ${keptText(kept)}` : ''}`,
           { cause: error },
         );
+      }
       throw error;
     }
   }
@@ -331,13 +349,24 @@ export class VersionRestorer {
       } catch {
         // The restore's own failure is the one to report; unnoted files are only read again.
       }
-      throw toldAsLocalDisk(
+      const told = toldAsLocalDisk(
         // A disk that stopped answering is told as such first: its folder may be gone with it.
         toldIfFolderGone(diskGoneError(error, targetDir, 'restore'), targetDir, 'restore'),
         'restore',
         this.parts.db,
         this.parts.connection,
       );
+      let kept: PartFilesKept = { files: 0, bytes: 0 };
+      try {
+        kept = partFilesKept(mark);
+      } catch {
+        // Left untold: the restore's own failure is the one to report.
+      }
+      if (kept.files === 0 || !(told instanceof EngineError)) throw told;
+      // Stopped by its caller, it is told anew (restore), with what it keeps.
+      const withKept = input.signal?.aborted === true ? told : withMoreSaid(told, keptText(kept));
+      partFilesKeptBy.set(withKept, kept);
+      throw withKept;
     } finally {
       try {
         try {

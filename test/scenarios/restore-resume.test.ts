@@ -24,6 +24,7 @@ import { tidyStoppedRestores } from '../../main/engine/stopped-restores.ts';
 import { RAW_CODEC } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy, runCanopyWatched } from '../helpers/canopy-cli.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
 import { damageStoredBlock } from '../helpers/stored-blocks.ts';
 
 // A restore stopped part-way (killed, or stopped by the user) keeps the large file it was
@@ -169,7 +170,9 @@ describe('a restore stopped part-way through a large file', () => {
         }
       },
     );
-    expect(stopped.stderr).toContain('canopy: the restore was stopped');
+    expect(stopped.stderr).toMatch(
+      /^canopy: the restore was stopped: the files it finished are in place, and running it again brings the rest; the large file it was writing is kept as written so far \(\d+(\.\d)? MB, under a hidden name\): the same restore run again goes on from there\n$/m,
+    );
     expect(stopped.status).toBe(130);
     const part = moviePartIn(target);
     expect(leavesHeldBy(part)).toBeGreaterThan(3);
@@ -204,6 +207,48 @@ describe('a restore stopped part-way through a large file', () => {
     expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
     expect(temporariesIn(target)).toEqual([]);
     expect(restoreMarks(home)).toEqual([]);
+  });
+
+  it('goes on after the network stopped it, and its failure says what it keeps', async () => {
+    const { service, proxy } = await startProxiedService();
+    const home = path.join(scratch, 'network', 'home');
+    const device = createEngine({
+      home,
+      secrets: new FileSecretStore(home),
+      retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 20 },
+      outageBudgetMs: 200,
+    });
+    try {
+      await device.login({ server: service.url, code: service.addUser('ann@example.org').code });
+      await device.createBucket({ name: 'Films', type: 'backup', storageClass: 'hot' });
+      const source = path.join(scratch, 'network', 'source');
+      mkdirSync(source, { recursive: true });
+      writeFileSync(path.join(source, 'movie.bin'), movie);
+      await device.backup({ dir: source, bucket: 'Films' });
+      const target = path.join(scratch, 'network', 'target');
+      // The first batch of leaves comes whole; every answer after it breaks off.
+      proxy.schedule(['pass', 'cut', 'cut', 'cut', 'cut'], /\/blocks\/car$/);
+      const failure = await device.restore({ bucket: 'Films', to: target, overwrite: false }).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      proxy.schedule([]);
+      expect(failure).toMatchObject({ code: 'network' });
+      expect((failure as Error).message).toMatch(
+        /; the large file it was writing is kept as written so far \(\d+(\.\d)? MB, under a hidden name\): the same restore run again goes on from there$/,
+      );
+      const held = leavesHeldBy(moviePartIn(target));
+      expect(held).toBeGreaterThan(0);
+
+      const result = await device.restore({ bucket: 'Films', to: target, overwrite: false });
+      expect(result).toMatchObject({ continuedFiles: 1, keptBytes: held * MIB });
+      expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
+      expect(temporariesIn(target)).toEqual([]);
+    } finally {
+      await device.close();
+      await proxy.close();
+      await service.close();
+    }
   });
 
   it('writes the file again whole when its part file cannot be written to', async () => {
