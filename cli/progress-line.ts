@@ -39,6 +39,8 @@ export function progressLine(progress: BackupProgress | RestoreProgress): string
     return `leaving out what the server holds already, reading the rest again: ${bytes}, ${formatEta(progress.etaSeconds)}`;
   if (progress.phase === 'opening')
     return `reading the list of files: ${bytes}, ${formatEta(progress.etaSeconds)}`;
+  if (progress.phase === 'checking')
+    return `reading back what a stopped restore part-wrote: ${progress.filesDone}/${progress.filesTotal} files, ${bytes}, ${formatEta(progress.etaSeconds)}`;
   // A listing reads no file's bytes: its entries are what it goes through.
   if (progress.phase === 'listing')
     return `listing: ${progress.filesDone}/${progress.filesTotal} entries, ${formatEta(progress.etaSeconds)}`;

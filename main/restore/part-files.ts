@@ -34,6 +34,8 @@ export interface KeptLeaves {
 export async function keptLeaves(
   partFile: string,
   leaves: Iterable<{ readonly cid: CID; readonly size: number | undefined }>,
+  /** Takes the bytes of each leaf read, as it is read. */
+  onRead?: (bytes: number) => void,
 ): Promise<KeptLeaves> {
   const handle = await open(partFile, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
@@ -49,6 +51,7 @@ export async function keptLeaves(
         if (bytesRead === 0) break;
         read += bytesRead;
       }
+      onRead?.(read);
       if (read < size) break;
       const digest = createHash('sha256').update(buffer.subarray(0, size)).digest();
       if (!digest.equals(cid.multihash.digest)) break;

@@ -266,10 +266,10 @@ export interface RestoreResult {
   readonly keptBytes: number;
 }
 
-/** The bytes the part files of `partFiles` hold; one not there holds none. */
-function bytesOfPartFiles(partFiles: ReadonlyMap<string, string> | undefined): number {
+/** The bytes the part files named by `temporaries` hold; one not there holds none. */
+function bytesOfPartFiles(temporaries: Iterable<string>): number {
   let bytes = 0;
-  for (const temporary of partFiles?.values() ?? []) {
+  for (const temporary of temporaries) {
     try {
       bytes += lstatSync(temporary, { throwIfNoEntry: false })?.size ?? 0;
     } catch (error) {
@@ -566,7 +566,7 @@ async function restoreInto(
         totals: wantedTotals,
         sparse: input.sparse === true,
         sparseWouldHelp,
-        keptBytes: bytesOfPartFiles(input.partFiles),
+        keptBytes: bytesOfPartFiles(input.partFiles?.values() ?? []),
       });
     const foldersAbove = input.foldersAboveAsBackedUp
       ? missingFoldersAbove(root, index.nodes, wanted, input.targetDir)
@@ -804,22 +804,37 @@ async function restoreInto(
     alreadyThere.size > 0 && entry.kind !== 'directory' && alreadyThere.has(relativeOf(entry));
   /**
    * The part-written files of `partFiles` the restore goes on with, by their files' paths below
-   * the target: each bound for the place of a file it writes, and holding its first leaves.
-   * One bound for the place of a file the target holds already, or holding none of its file's
-   * leaves, is removed: nothing will go on with it.
+   * the target: each bound for the place of a file it writes, and holding its first leaves,
+   * read back as the 'checking' phase. One bound for the place of a file the target holds
+   * already, or holding none of its file's leaves, is removed: nothing will go on with it.
    */
   const continuedFiles = async (
     partFiles: ReadonlyMap<string, string> | undefined,
   ): Promise<Map<string, ContinuedFile>> => {
     const found = new Map<string, ContinuedFile>();
     if (partFiles === undefined || partFiles.size === 0) return found;
+    const bound: Array<{ entry: TreeEntry; relative: string; temporary: string }> = [];
     for (const entry of restored()) {
       if (entry.kind !== 'file') continue;
       for (const part of entry.parts) checkName(part);
       const relative = relativeOf(entry);
       const temporary = partFiles.get(path.join(input.targetDir, relative));
-      if (temporary === undefined) continue;
+      if (temporary !== undefined) bound.push({ entry, relative, temporary });
+    }
+    // Reading back a large part file takes a while: it shows, as a phase of its own.
+    const sizes = bound.map(({ temporary }) => bytesOfPartFiles([temporary]));
+    const checking = input.onProgress
+      ? new PhaseProgress(
+          'checking',
+          bound.length,
+          sizes.reduce((sum, size) => sum + size, 0),
+          input.onProgress,
+          () => performance.now(),
+        )
+      : undefined;
+    for (const [at, { entry, relative, temporary }] of bound.entries()) {
       let kept: KeptLeaves = { leaves: 0, bytes: 0 };
+      let read = 0;
       // Only a file whose bytes are all its leaves', as the spec lays files out: a node's own
       // bytes would come between them.
       let leafBytes = 0;
@@ -832,17 +847,24 @@ async function restoreInto(
               for (const cid of leafCidsOf(entry.cid, entry.fileNode))
                 yield { cid, size: index.leaves.sizeOf(cid) };
             })(),
+            (bytes) => {
+              read += bytes;
+              checking?.addBytes(bytes);
+            },
           );
         } catch (error) {
-          // Gone since, or unreadable: the file is fetched whole, and the part file is left
-          // for the tidying after stopped restores to remove.
+          // Gone since, or unreadable: the file is fetched whole, and the part file removed
+          // where it can be.
           const code = systemErrorCode(error);
           // ELOOP: a link put in its place (the file is opened with O_NOFOLLOW).
           const unusable =
             code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ELOOP';
-          if (unusable || code === 'EIO' || isOutOfReach(error)) continue;
-          throw restoreError(error, input.targetDir);
+          if (!unusable && code !== 'EIO' && !isOutOfReach(error))
+            throw restoreError(error, input.targetDir);
         }
+      // What was not read of it (past a leaf that did not match) is done with too.
+      checking?.addBytes(Math.max(0, (sizes[at] ?? 0) - read));
+      checking?.addFile();
       if (kept.leaves > 0) {
         found.set(relative, { temporary, ...kept });
         continue;
@@ -855,6 +877,7 @@ async function restoreInto(
         if (!isOutOfReach(error)) throw restoreError(error, input.targetDir);
       }
     }
+    checking?.finish();
     return found;
   };
   /** The part-written files gone on with, by their files' paths below the target. */

@@ -38,11 +38,14 @@ export type BackupProgress = CountedProgress<
  * keeps no copy of it; no file is known yet (0 of 0). 'opening': that CAR is read from this
  * computer's copy and checked, its bytes read of its size, when that takes long enough to be
  * seen (openingPhase). 'restoring': the files a restore writes (not those the target holds
- * already) and their bytes, counted as they are written. 'listing', a listing's instead
- * (`canopy ls -R`): the entries it goes through, files, folders and links, as files, and no
- * byte (listingPhase).
+ * already) and their bytes, counted as they are written; before them, 'checking': the
+ * part-written files a stopped restore left, which it goes on with, read back (part-files.ts).
+ * 'listing', a listing's instead (`canopy ls -R`): the entries it goes through, files, folders
+ * and links, as files, and no byte (listingPhase).
  */
-export type RestoreProgress = CountedProgress<'pulling' | 'opening' | 'listing' | 'restoring'>;
+export type RestoreProgress = CountedProgress<
+  'pulling' | 'opening' | 'listing' | 'checking' | 'restoring'
+>;
 
 /**
  * The blocks a verify fetches and checks, and their bytes as the version's tree states them;

@@ -84,6 +84,19 @@ describe('the progress line', () => {
     ).toBe(
       'leaving out what the server holds already, reading the rest again: 64 MB of 256 MB, about 3 s left',
     );
+    // A restore going on with the large files a stopped one part-wrote reads them back first.
+    expect(
+      progressLine({
+        phase: 'checking',
+        filesDone: 1,
+        filesTotal: 2,
+        bytesDone: 3_000_000_000,
+        bytesTotal: 41_000_000_000,
+        etaSeconds: 40,
+      }),
+    ).toBe(
+      'reading back what a stopped restore part-wrote: 1/2 files, 3.0 GB of 41 GB, about 40 s left',
+    );
     expect(
       progressLine({
         phase: 'opening',
