@@ -104,6 +104,11 @@ async function restorePlanCommand(
             `already there with the same content, and would be left as ${plan.alreadyThere === 1 ? 'it is' : 'they are'}: ${counted(plan.alreadyThere, 'file or link', 'files and links')}`,
           ]),
       ...restoredBeforeLines(plan.restoredBefore, 'would be left as it is'),
+      ...(plan.partFiles.files === 0
+        ? []
+        : [
+            `would go on with ${plan.partFiles.files === 1 ? 'the large file' : `the ${plan.partFiles.files} large files`} a stopped restore part-wrote there (${formatBytes(plan.partFiles.bytes)} so far), keeping what ${plan.partFiles.files === 1 ? 'it holds' : 'they hold'} of ${plan.partFiles.files === 1 ? 'its file' : 'their files'} once checked`,
+          ]),
       ...listed(
         `would replace ${counted(plan.replaced.length, 'file or link', 'files and links')} there:`,
         plan.replaced,

@@ -60,6 +60,34 @@ export function partFilesKept(mark: RestoreMark): { files: number; bytes: number
 }
 
 /**
+ * The part files stopped restores into `target` keep for the next restore there, and their
+ * bytes, as a dry run tells them: each stopped restore's mark is held only while it is read.
+ */
+export function partFilesWaitingIn(
+  home: string,
+  target: string,
+  now = Date.now(),
+): { files: number; bytes: number } {
+  let files = 0;
+  let bytes = 0;
+  for (const { mark, target: into } of RestoreMark.stopped(home)) {
+    try {
+      const noted = mark.partFiles();
+      if (into !== target || now - noted.notedAt >= PART_FILES_KEPT_FOR_MS) continue;
+      for (const { temporary } of partFilesThere(
+        noted.files.filter((file) => isTemporaryIn(target, file.temporary)),
+      )) {
+        files += 1;
+        bytes += lstatSync(temporary, { throwIfNoEntry: false })?.size ?? 0;
+      }
+    } finally {
+      mark.release();
+    }
+  }
+  return { files, bytes };
+}
+
+/**
  * Removes a stopped restore's files under temporary names but `keep`, and those part files it
  * noted under another's (part files it went on with), then gives back their modes the
  * read-only folders it had opened. Whether nothing is left for a later run to look at.

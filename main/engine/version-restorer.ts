@@ -29,6 +29,7 @@ import { toldIfFolderGone } from './folder-gone-error.ts';
 import {
   handOverEnded,
   partFilesKept,
+  partFilesWaitingIn,
   tidyAfterStop,
   tidyStoppedRestores,
 } from './stopped-restores.ts';
@@ -100,6 +101,11 @@ export type RestoredVersion = RestoreResult & {
 
 /** What a restore would do (RestorePlan), of which version, and where. */
 export type PlannedRestore = RestorePlan & {
+  /**
+   * The large files stopped restores into the same folder part-wrote, which the restore would
+   * go on with where they hold their files' first leaves, and their bytes (partFilesWaitingIn).
+   */
+  readonly partFiles: { readonly files: number; readonly bytes: number };
   readonly versionId: string;
   readonly restoredInto: string;
   /** As RestoredVersion.backedUpFrom. */
@@ -178,15 +184,18 @@ export class VersionRestorer {
     // A dry run is over in moments, and is told at once that the service went away.
     return this.withVersion(input, undefined, async ({ versionId, tree, asked }) => {
       const targetDir = this.targetOf(input, tree, asked);
+      const partFiles = partFilesWaitingIn(this.parts.deps.home, targetDir);
       const plan = await planRestore({
         tree,
         targetDir,
+        keptBytes: partFiles.bytes,
         overwrite: input.overwrite,
         ...(asked.path === undefined ? {} : { subPath: asked.path }),
         ...(input.sparse === true ? { sparse: true } : {}),
       });
       return {
         ...plan,
+        partFiles,
         versionId,
         restoredInto: targetDir,
         backedUpFrom: this.backedUpFrom(input, tree, asked, targetDir),

@@ -61,6 +61,8 @@ export interface RestorePlanInput {
   readonly subPath?: string;
   readonly overwrite: boolean;
   readonly sparse?: boolean;
+  /** Bytes part-written files there hold, which the restore would go on with (part-files.ts). */
+  readonly keptBytes?: number;
 }
 
 /** What restoreVersion would do with `input`, looking at the target only. */
@@ -89,6 +91,7 @@ export async function planRestore(input: RestorePlanInput): Promise<RestorePlan>
         totals,
         sparse: input.sparse === true,
         sparseWouldHelp: input.sparse !== true && tree.leaves.has(zeroChunkCid()),
+        ...(input.keptBytes === undefined ? {} : { keptBytes: input.keptBytes }),
       });
     } catch (error) {
       if (!isEngineError(error, 'disk_full')) throw error;

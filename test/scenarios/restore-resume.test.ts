@@ -138,6 +138,9 @@ describe('a restore stopped part-way through a large file', () => {
 
     const again = engine();
     try {
+      // A dry run tells it would go on with the part file, and leaves it for the restore.
+      const plan = await again.planRestore({ bucket: 'Films', to: target, overwrite: false });
+      expect(plan.partFiles).toEqual({ files: 1, bytes: statSync(moviePartIn(target)).size });
       const result = await again.restore({ bucket: 'Films', to: target, overwrite: false });
       expect(result).toMatchObject({
         continuedFiles: 1,
