@@ -47,16 +47,23 @@ function partFilesThere(partFiles: readonly PartFile[]): PartFile[] {
   );
 }
 
-/**
- * The part files a restore that failed or was stopped (its mark held here) keeps for the next
- * restore into its folder, and their bytes: what its failure tells.
- */
-export function partFilesKept(mark: RestoreMark): { files: number; bytes: number } {
+/** How many part files there are of `partFiles`, and their bytes. */
+function countedPartFiles(partFiles: readonly PartFile[]): { files: number; bytes: number } {
   let bytes = 0;
-  const kept = partFilesThere(mark.partFiles().files);
-  for (const { temporary } of kept)
+  const there = partFilesThere(partFiles);
+  for (const { temporary } of there)
     bytes += lstatSync(temporary, { throwIfNoEntry: false })?.size ?? 0;
-  return { files: kept.length, bytes };
+  return { files: there.length, bytes };
+}
+
+/**
+ * The part files a restore into `target` that failed or was stopped (its mark held here) keeps
+ * for the next restore there, and their bytes: what its failure tells.
+ */
+export function partFilesKept(mark: RestoreMark, target: string): { files: number; bytes: number } {
+  return countedPartFiles(
+    mark.partFiles().files.filter((file) => isTemporaryIn(target, file.temporary)),
+  );
 }
 
 /**
@@ -72,14 +79,10 @@ export function partFilesWaitingIn(
   let bytes = 0;
   for (const { mark, target: into } of RestoreMark.stopped(home)) {
     try {
-      const noted = mark.partFiles();
-      if (into !== target || now - noted.notedAt >= PART_FILES_KEPT_FOR_MS) continue;
-      for (const { temporary } of partFilesThere(
-        noted.files.filter((file) => isTemporaryIn(target, file.temporary)),
-      )) {
-        files += 1;
-        bytes += lstatSync(temporary, { throwIfNoEntry: false })?.size ?? 0;
-      }
+      if (into !== target || now - mark.partFiles().notedAt >= PART_FILES_KEPT_FOR_MS) continue;
+      const kept = partFilesKept(mark, target);
+      files += kept.files;
+      bytes += kept.bytes;
     } finally {
       mark.release();
     }

@@ -367,7 +367,7 @@ export class VersionRestorer {
       );
       let kept: PartFilesKept = { files: 0, bytes: 0 };
       try {
-        kept = partFilesKept(mark);
+        kept = partFilesKept(mark, targetDir);
       } catch {
         // Left untold: the restore's own failure is the one to report.
       }
