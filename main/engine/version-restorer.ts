@@ -47,7 +47,8 @@ import type { OutageRiding } from './service-connection.ts';
 
 // Restoring a version, or one file or folder of it, into a folder: by default back where it
 // was backed up from. Every restore is marked in the home while it runs, so that one killed
-// part-way has the temporaries it left removed by the next.
+// part-way has the temporaries it left removed by the next, but the large files it was writing,
+// which the next restore into the same folder goes on with (stopped-restores.ts).
 
 /** The part files a stopped restore keeps (partFilesKept), and their bytes. */
 type PartFilesKept = ReturnType<typeof partFilesKept>;
