@@ -50,7 +50,11 @@ async function restartServer(): Promise<void> {
   servers.push(server);
 }
 
-/** A bucket `bucket` and a folder of three files of 1 MB to back up to it. */
+/**
+ * A bucket `bucket` and a folder of three files of 1 MB to back up to it, of bytes no other
+ * bucket's holds: bytes the server holds already for another bucket are not sent again, and an
+ * upload with nothing to send could not be cut.
+ */
 async function sourceFor(bucket: string): Promise<string> {
   const created = await runCanopy(home, ['buckets', 'create', bucket], fileStore);
   expect(created.status, created.stderr).toBe(0);
@@ -58,10 +62,15 @@ async function sourceFor(bucket: string): Promise<string> {
   mkdirSync(source);
   for (let i = 0; i < 3; i += 1) {
     const file = path.join(source, `${i}.bin`);
-    writeFileSync(file, seededBytes(i, 1_000_000));
+    writeFileSync(file, seededBytes(seedOf(bucket) + i, 1_000_000));
     utimesSync(file, A_YEAR_AGO, A_YEAR_AGO);
   }
   return source;
+}
+
+/** A seed of its own for each bucket name. */
+function seedOf(bucket: string): number {
+  return [...bucket].reduce((seed, char) => (seed * 31 + (char.codePointAt(0) ?? 0)) >>> 0, 7);
 }
 
 /** Restores bucket `bucket` into a new folder, which must hold what `source` holds. */
