@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
-  existsSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -18,6 +17,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { runHelper } from '../helpers/helper-process.ts';
+import { restoreTemporariesIn } from '../helpers/restore-temporaries.ts';
 import { seededRandom } from '../helpers/seeded-random.ts';
 import { fingerprintTree, type Fingerprint } from '../helpers/tree-fingerprint.ts';
 
@@ -39,14 +39,6 @@ const MIB = 1024 * 1024;
 const source = path.join(scratch, 'source');
 const home = path.join(scratch, 'home');
 const target = path.join(scratch, 'target');
-
-/** Files under a restore's temporary names below `dir`, by their paths; none if it is not there. */
-function temporariesIn(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.startsWith('.canopy-restore-'))
-    .map((entry) => path.join(entry.parentPath, entry.name));
-}
 
 /** The files below `root`, with their contents, modes and mtimes, by their paths. */
 function filesOf(root: string): Map<string, Fingerprint> {
@@ -94,7 +86,7 @@ describe('restores killed at random points', () => {
       const outcome = await restoreKilledAfter(delayMs);
       // One that finished is started again from nothing, to be killed again.
       if (outcome === 'finished') rmSync(target, { recursive: true, force: true });
-      const parts = temporariesIn(target).filter((file) => statSync(file).size > MIB);
+      const parts = restoreTemporariesIn(target).filter((file) => statSync(file).size > MIB);
       outcomes.push(`${delayMs} ms: ${outcome}, ${parts.length} part files`);
       const damaged = parts[below(parts.length * 4)];
       partsLeftWhole = parts.length > 0 && damaged === undefined;
@@ -122,7 +114,7 @@ describe('restores killed at random points', () => {
     }
     // Files only: folders the killed restores made are there already, and keep their times.
     expect(filesOf(target)).toEqual(filesOf(source));
-    expect(temporariesIn(target)).toEqual([]);
+    expect(restoreTemporariesIn(target)).toEqual([]);
     expect(
       readdirSync(path.join(home, 'locks')).filter((name) => name.startsWith('restore-')),
     ).toEqual([]);

@@ -24,6 +24,7 @@ import { tidyStoppedRestores } from '../../main/engine/stopped-restores.ts';
 import { RAW_CODEC } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy, runCanopyWatched } from '../helpers/canopy-cli.ts';
+import { restoreTemporariesIn } from '../helpers/restore-temporaries.ts';
 import { startProxiedService } from '../helpers/proxied-service.ts';
 import { damageStoredBlock } from '../helpers/stored-blocks.ts';
 
@@ -68,16 +69,9 @@ async function backedUp(name: string): Promise<BackedUp> {
   return { home, dataDir, engine };
 }
 
-/** Files below `dir` under a restore's temporary names, by their paths. */
-function temporariesIn(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.startsWith('.canopy-restore-'))
-    .map((entry) => path.join(entry.parentPath, entry.name));
-}
-
 /** The one part-written file of the movie below `dir`: the temporary over 1 MiB. */
 function moviePartIn(dir: string): string {
-  const parts = temporariesIn(dir).filter((file) => statSync(file).size > MIB);
+  const parts = restoreTemporariesIn(dir).filter((file) => statSync(file).size > MIB);
   expect(parts).toHaveLength(1);
   return parts[0] ?? '';
 }
@@ -152,7 +146,7 @@ describe('a restore stopped part-way through a large file', () => {
       await again.close();
     }
     expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
-    expect(temporariesIn(target)).toEqual([]);
+    expect(restoreTemporariesIn(target)).toEqual([]);
     expect(restoreMarks(home)).toEqual([]);
   });
 
@@ -211,7 +205,7 @@ describe('a restore stopped part-way through a large file', () => {
       'went on with 1 large file a stopped restore had part-written: 2.1 MB of it kept, not fetched again',
     );
     expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
-    expect(temporariesIn(target)).toEqual([]);
+    expect(restoreTemporariesIn(target)).toEqual([]);
     expect(restoreMarks(home)).toEqual([]);
   });
 
@@ -249,7 +243,7 @@ describe('a restore stopped part-way through a large file', () => {
       const result = await device.restore({ bucket: 'Films', to: target, overwrite: false });
       expect(result).toMatchObject({ continuedFiles: 1, keptBytes: held * MIB });
       expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
-      expect(temporariesIn(target)).toEqual([]);
+      expect(restoreTemporariesIn(target)).toEqual([]);
     } finally {
       await device.close();
       await proxy.close();
@@ -297,7 +291,7 @@ describe('a restore stopped part-way through a large file', () => {
 
     const eightDaysOn = Date.now() + 8 * 24 * 60 * 60 * 1000;
     expect(tidyStoppedRestores(home, undefined, eightDaysOn).removed).toBe(1);
-    expect(temporariesIn(target)).toEqual([]);
+    expect(restoreTemporariesIn(target)).toEqual([]);
     expect(restoreMarks(home)).toEqual([]);
   });
 });
