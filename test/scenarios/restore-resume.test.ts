@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   openSync,
@@ -9,6 +10,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
@@ -267,6 +269,38 @@ describe('a restore stopped part-way through a large file', () => {
       execFileSync('chattr', ['-i', part]);
     }
     expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
+  });
+
+  it('neither reads nor writes through a link put where its part file was', async () => {
+    const { home, engine } = await backedUp('linked');
+    const target = path.join(scratch, 'linked', 'target');
+    killRestorePartWay(home, target);
+    const part = moviePartIn(target);
+    // Someone with a hand in the target folder swaps the part file for a link to a file of
+    // theirs that holds the movie's first leaves: followed, those would be kept unfetched, and
+    // the rest written into that file.
+    const elsewhere = path.join(scratch, 'linked', 'elsewhere.bin');
+    const bait = movie.subarray(0, 20 * MIB);
+    writeFileSync(elsewhere, bait);
+    const baitTime = statSync(elsewhere).mtimeMs;
+    rmSync(part);
+    symlinkSync(elsewhere, part);
+
+    const again = engine();
+    try {
+      const result = await again.restore({ bucket: 'Films', to: target, overwrite: false });
+      expect(result).toMatchObject({ continuedFiles: 0, keptBytes: 0, notRestored: [] });
+    } finally {
+      await again.close();
+    }
+    const restored = path.join(target, 'movie.bin');
+    expect(lstatSync(restored).isFile()).toBe(true);
+    expect(readFileSync(restored).equals(movie)).toBe(true);
+    expect(readFileSync(elsewhere).equals(bait)).toBe(true);
+    expect(statSync(elsewhere).mtimeMs).toBe(baitTime);
+    // The link is taken away with the rest of what the stopped restore left.
+    expect(restoreTemporariesIn(target)).toEqual([]);
+    expect(restoreMarks(home)).toEqual([]);
   });
 
   it('keeps the part file from restores elsewhere, for a week', async () => {
