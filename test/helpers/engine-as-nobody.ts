@@ -3,11 +3,12 @@
 // privileges are dropped, so the test does not depend on where the repository lives.
 // Usage: node --import tsx engine-as-nobody.ts HOME login | backup SOURCE BUCKET
 //   | restore BUCKET TARGET [--overwrite] | plan-restore BUCKET TARGET [--overwrite]
-//   | crash-restore BUCKET TARGET N (killed with SIGKILL once N files are written whole)
+//   | crash-restore BUCKET TARGET N|<N>B (killed with SIGKILL at that point: restore-kill-point.ts)
 import { EngineError } from '../../main/api/index.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
+import { restoreKillPoint } from './restore-kill-point.ts';
 
 const [home, command, ...args] = process.argv.slice(2);
 if (home === undefined || command === undefined) throw new Error('usage: HOME COMMAND ...');
@@ -16,19 +17,13 @@ if (!process.setgroups || !process.setgid || !process.setuid)
 process.setgroups([]);
 process.setgid(65534);
 process.setuid(65534);
+const killPoint = command === 'crash-restore' ? restoreKillPoint(args[2] ?? '') : undefined;
 // In this thread, not a worker: nothing may be loaded from the repository after the drop.
 const engine = createEngine({
   home,
   secrets: new FileSecretStore(home),
   startLocalService,
-  // As a crash or power cut would, once that many files are written whole.
-  ...(command === 'crash-restore'
-    ? {
-        afterFileRestored: (written: number) => {
-          if (written >= Number(args[2])) process.kill(process.pid, 'SIGKILL');
-        },
-      }
-    : {}),
+  ...killPoint?.deps,
 });
 try {
   switch (command) {
@@ -53,7 +48,12 @@ try {
       );
       break;
     case 'crash-restore':
-      await engine.restore({ bucket: args[0] ?? '', to: args[1] ?? '', overwrite: false });
+      await engine.restore({
+        bucket: args[0] ?? '',
+        to: args[1] ?? '',
+        overwrite: false,
+        ...killPoint?.request,
+      });
       throw new Error('the restore finished without crashing');
     case 'plan-restore': {
       const plan = await engine.planRestore({

@@ -5,7 +5,7 @@ import path from 'node:path';
 // Engine commands run as `nobody` (engine-as-nobody.ts), each in a process of its own, with a
 // Canopy home of nobody's made at `home`: `login BUCKET`, `backup SOURCE BUCKET`,
 // `restore BUCKET TARGET [--overwrite]` (its result on stdout), `plan-restore BUCKET TARGET [--overwrite]`,
-// `crash-restore BUCKET TARGET N` (killed once N files are written).
+// `crash-restore BUCKET TARGET N|<N>B` (killed once N files, or N bytes, are written).
 
 const NOBODY = 65534;
 
