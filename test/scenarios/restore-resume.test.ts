@@ -1,6 +1,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
+  chmodSync,
+  chownSync,
   closeSync,
   lstatSync,
   mkdirSync,
@@ -26,6 +28,7 @@ import { tidyStoppedRestores } from '../../main/engine/stopped-restores.ts';
 import { RAW_CODEC } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import { runCanopy, runCanopyWatched } from '../helpers/canopy-cli.ts';
+import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { restoreTemporariesIn } from '../helpers/restore-temporaries.ts';
 import { startProxiedService } from '../helpers/proxied-service.ts';
 import { damageStoredBlock } from '../helpers/stored-blocks.ts';
@@ -39,6 +42,7 @@ const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-restore-resume-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 const MIB = 1024 * 1024;
+const NOBODY = 65534;
 /** The large file: 40 leaves of 1 MiB. */
 const movie = randomBytes(40 * MIB);
 
@@ -301,6 +305,41 @@ describe('a restore stopped part-way through a large file', () => {
     // The link is taken away with the rest of what the stopped restore left.
     expect(restoreTemporariesIn(target)).toEqual([]);
     expect(restoreMarks(home)).toEqual([]);
+  });
+
+  it('fetches the file whole when its part file may no longer be read', () => {
+    // As nobody, since root reads any file.
+    chmodSync(scratch, 0o755);
+    mkdirSync(path.join(scratch, 'unreadable'));
+    const asNobody = nobodyEngine(path.join(scratch, 'unreadable', 'home'));
+    const source = path.join(scratch, 'unreadable', 'source');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'movie.bin'), movie);
+    const target = path.join(scratch, 'unreadable', 'target');
+    mkdirSync(target);
+    chownSync(target, NOBODY, NOBODY);
+    for (const args of [
+      ['login', 'Films'],
+      ['backup', source, 'Films'],
+    ])
+      expect(asNobody(args).status).toBe(0);
+    expect(asNobody(['crash-restore', 'Films', target, `${12 * MIB}B`]).signal).toBe('SIGKILL');
+    // Taken by root since (a backup tool run as root, say), and closed to others.
+    const part = moviePartIn(target);
+    chownSync(part, 0, 0);
+    chmodSync(part, 0o600);
+
+    const again = asNobody(['restore', 'Films', target]);
+    expect(again.stderr).toBe('');
+    expect(again.status).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      continuedFiles: 0,
+      keptBytes: 0,
+      notRestored: [],
+    });
+    expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
+    // In nobody's folder, nobody may take it away.
+    expect(restoreTemporariesIn(target)).toEqual([]);
   });
 
   it('keeps the part file from restores elsewhere, for a week', async () => {
