@@ -22,7 +22,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
-import { backupWithReadsFailing } from '../helpers/failing-reads.ts';
+import { backupWithReadsFailing } from '../helpers/failing-disk.ts';
 import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';

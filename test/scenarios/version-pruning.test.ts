@@ -17,7 +17,7 @@ import {
 import { runHelper } from '../helpers/helper-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { storedDataBytes } from '../helpers/stored-blocks.ts';
-import { backupWithReadsFailing } from '../helpers/failing-reads.ts';
+import { backupWithReadsFailing } from '../helpers/failing-disk.ts';
 import { startTestService } from '../helpers/test-service.ts';
 import { TOLD_TIME } from '../helpers/told-time.ts';
 
