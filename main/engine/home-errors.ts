@@ -17,6 +17,9 @@ import { isSqliteWriteRefusal, unusableFolderError } from './unusable-folder.ts'
 // - a full disk ("database or disk is full", a bare ENOSPC): `disk_full`, naming the folder;
 // - a state database another process kept writing to for longer than a request waits
 //   ("database is locked"): `busy`;
+// - the home's disk failing a read or write of the state database (SQLITE_IOERR_*: an fsync
+//   that failed on a failing or pulled-out disk): `disk_unavailable`, naming the folder. SQLite
+//   rolls back the transaction it could not make durable, so what was recorded before stands;
 // - a damaged state database ("database disk image is malformed"): `state_damaged`, and the
 //   database is marked, for the next opening of it to rebuild it from what is intact
 //   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
@@ -52,6 +55,17 @@ export function localDatabaseDamaged(dataDir: string, cause: unknown): EngineErr
   );
 }
 
+/**
+ * SQLite's extended code where `error` is its failure to read or write a file of the database
+ * (SQLITE_IOERR_FSYNC, _WRITE, _READ, …), as a failing disk gives; undefined otherwise. A full
+ * disk's SQLITE_IOERR_SHMSIZE is told as one (isDiskFull), before this.
+ */
+function sqliteIoFailureOf(error: unknown): string | undefined {
+  if (error instanceof EngineError) return undefined;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_IOERR') ? code : undefined;
+}
+
 /** Exported for its test; the engine maps every request's errors through withHomeErrors. */
 export function homeError(error: unknown, home: string, engine?: Engine): unknown {
   if (engine) {
@@ -77,6 +91,13 @@ export function homeError(error: unknown, home: string, engine?: Engine): unknow
     const unwritable = unusableFolderError(error, home, 'where Canopy keeps its state');
     if (unwritable !== error) return unwritable;
   }
+  const ioFailure = sqliteIoFailureOf(error);
+  if (ioFailure !== undefined)
+    return new EngineError(
+      'disk_unavailable',
+      `the disk holding ${home}, where Canopy keeps its state, failed to ${ioFailure.includes('READ') ? 'read' : 'write'} it (${ioFailure}): the disk may be failing; check it for errors, and run this again`,
+      { cause: error },
+    );
   if (isDamageError(error)) {
     const file = stateFileOf(home);
     let damaged: boolean;

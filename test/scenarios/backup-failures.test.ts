@@ -22,7 +22,7 @@ import { startLocalService } from '../../cli/local-service.ts';
 import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
-import { backupWithReadsFailing } from '../helpers/failing-disk.ts';
+import { backupWithReadsFailing, canopyWithCallsFailing } from '../helpers/failing-disk.ts';
 import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { writeSparseFile } from '../helpers/sparse-file.ts';
@@ -34,7 +34,8 @@ import { TOLD_TIME } from '../helpers/told-time.ts';
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
 // are not UTF-8, sockets, named pipes and devices in the source, a file the disk fails to read
-// part way (an I/O error, injected by strace), a full backup disk while shards are written, a
+// part way (an I/O error, injected by strace), a home disk failing to write Canopy's state (its
+// fsyncs failed by strace), a full backup disk while shards are written, a
 // full disk under the Canopy home, and a full disk while restoring (small tmpfs mounts), and a
 // block the backup disk lost. Each gets a clear message and loses nothing.
 
@@ -739,6 +740,56 @@ open("deep.txt", "w").write("deep")`,
     expect(readdirSync(target, { recursive: true })).toHaveLength(
       readdirSync(source, { recursive: true }).length,
     );
+  });
+
+  it("tells a home disk that fails to write Canopy's state, keeps what it recorded before, and backs up once it writes", async () => {
+    const home = path.join(scratch, 'failing-home');
+    const source = path.join(scratch, 'failing-home-source');
+    mkdirSync(source);
+    writeSettled(path.join(source, 'plan.txt'), 'the first plan');
+    await loginWithBucket(home, path.join(scratch, 'failing-home-data'), 'Plans');
+    const first = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Plans', '--json'],
+      fileStore,
+    );
+    expect(first.stderr).toBe('');
+    const firstVersion = (JSON.parse(first.stdout) as { versionId: string }).versionId;
+
+    // The home's disk starts failing: every fsync of the state database fails (EIO), as on a
+    // disk with bad sectors or one pulled out.
+    writeSettled(path.join(source, 'budget.txt'), 'the budget');
+    const state = path.join(home, 'state.sqlite');
+    const backup = ['backup', source, '--bucket', 'Plans', '--skip-check'];
+    const failing = canopyWithCallsFailing(home, backup, 'fsync,fdatasync', 'EIO', [
+      state,
+      `${state}-wal`,
+    ]);
+    expect(failing.stderr).toBe(
+      `canopy: the disk holding ${home}, where Canopy keeps its state, failed to write it (SQLITE_IOERR_FSYNC): the disk may be failing; check it for errors, and run this again\n`,
+    );
+    expect(failing.status).toBe(1);
+    const json = canopyWithCallsFailing(home, [...backup, '--json'], 'fsync,fdatasync', 'EIO', [
+      state,
+      `${state}-wal`,
+    ]);
+    expect(JSON.parse(json.stderr)).toMatchObject({
+      error: { code: 'disk_unavailable', retryable: false },
+    });
+    const versions = await runCanopy(home, ['versions', '--bucket', 'Plans'], fileStore);
+    expect(versions.stdout).toMatch(new RegExp(`^${firstVersion} .* active `, 'm'));
+
+    // Once it writes again, the backup goes through, and its file index was kept: the file
+    // backed up before is not read again.
+    const next = await runCanopy(home, [...backup, '--json'], fileStore);
+    expect(next.stderr).toBe('');
+    expect(JSON.parse(next.stdout)).toMatchObject({ files: 2, filesUnchanged: 1 });
+    const target = path.join(scratch, 'failing-home-restored');
+    expect(
+      (await runCanopy(home, ['restore', '--bucket', 'Plans', '--to', target], fileStore)).status,
+    ).toBe(0);
+    expect(readFileSync(path.join(target, 'plan.txt'), 'utf8')).toBe('the first plan');
+    expect(readFileSync(path.join(target, 'budget.txt'), 'utf8')).toBe('the budget');
   });
 
   it('lists the versions from a home disk too full to keep the list, and says it could not keep it', async () => {
