@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import {
   API_PREFIX,
   DAMAGED_DATABASE_MSG,
+  DISK_FAILED_MSG,
   OUT_OF_SPACE_MSG,
   READ_ONLY_MSG,
   ValidationError,
@@ -13,6 +14,7 @@ import type { TokenBuckets } from './auth/token-bucket.ts';
 import { ServiceContext } from './context.ts';
 import { isDamagedDatabase } from './store/damaged-database.ts';
 import { ServiceError } from './errors.ts';
+import { isDiskFailure } from './store/disk-failure.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 import { ServingLock } from './store/serving-lock.ts';
 import {
@@ -84,6 +86,14 @@ function errorBody(error: unknown): {
     return {
       status: 500,
       body: { msg: DAMAGED_DATABASE_MSG, code: 'internal' },
+      headers: {},
+    };
+  }
+  // The same: its disk is failing (and its log names the file).
+  if (isDiskFailure(error)) {
+    return {
+      status: 500,
+      body: { msg: DISK_FAILED_MSG, code: 'internal' },
       headers: {},
     };
   }

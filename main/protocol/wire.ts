@@ -27,6 +27,13 @@ export const DEFAULT_KEPT_FREE = { fraction: 0.01, maxBytes: 1 << 30 } as const;
 export const DAMAGED_DATABASE_MSG = "the service's database is damaged";
 
 /**
+ * The `msg` of this project's service when its disk fails a read or a write (an I/O error: a
+ * failing disk; a 500, as the operator's to fix). The embedded service's client tells it as the
+ * user's own backup disk failing.
+ */
+export const DISK_FAILED_MSG = "the service's disk failed to read or write its data";
+
+/**
  * The `msg` of a 409 from this project's service when its data folder is on a disk mounted
  * read-only: it serves reads (browsing, restores, verifies) and refuses everything else.
  */
