@@ -1,5 +1,5 @@
 import { EngineError, isDiskFull, isEngineError } from '../api/index.ts';
-import { DAMAGED_DATABASE_MSG } from '../protocol/index.ts';
+import { DAMAGED_DATABASE_MSG, DISK_FAILED_MSG } from '../protocol/index.ts';
 import {
   isDamagedDatabase,
   isDamageError,
@@ -24,17 +24,18 @@ import { isSqliteWriteRefusal, unusableFolderError } from './unusable-folder.ts'
 //   database is marked, for the next opening of it to rebuild it from what is intact
 //   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
 //   from whichever request read that page;
-// - the embedded service's database damaged (its answer says so): named as the user's own
-//   file, beside the backups.
+// - the embedded service's database damaged, or its disk failing (its answer says so): named
+//   as the user's own file or disk, beside the backups.
 // Errors already mapped (a full restore target, a full service) pass.
 
 /**
- * The embedded service's database damaged: the user's own, kept beside the backups, rather
- * than a server's that an operator restores.
+ * The embedded service's database damaged, or its disk failing a read or write: the user's own,
+ * kept beside the backups, rather than a server's that an operator restores or replaces.
  */
-function localDatabaseError(error: unknown, engine: Engine | undefined): unknown {
-  if (!isEngineError(error, 'server_error') || !error.message.includes(DAMAGED_DATABASE_MSG))
-    return error;
+function localServiceError(error: unknown, engine: Engine | undefined): unknown {
+  if (!isEngineError(error, 'server_error')) return error;
+  const damaged = error.message.includes(DAMAGED_DATABASE_MSG);
+  if (!damaged && !error.message.includes(DISK_FAILED_MSG)) return error;
   let dataDir: string | null;
   try {
     dataDir = engine?.localDataDir() ?? null;
@@ -43,7 +44,16 @@ function localDatabaseError(error: unknown, engine: Engine | undefined): unknown
     return error;
   }
   if (dataDir === null) return error;
-  return localDatabaseDamaged(dataDir, error);
+  return damaged ? localDatabaseDamaged(dataDir, error) : localDiskFailed(dataDir, error);
+}
+
+/** The disk of the embedded service's data in `dataDir` failed a read or a write. */
+function localDiskFailed(dataDir: string, cause: unknown): EngineError {
+  return new EngineError(
+    'disk_unavailable',
+    `the disk holding the backups (${dataDir}) failed to read or write them (an I/O error): the disk may be failing; check it for errors, and run this again`,
+    { cause },
+  );
 }
 
 /** The embedded service's database in `dataDir` found damaged, with no copy to put back. */
@@ -69,7 +79,7 @@ function sqliteIoFailureOf(error: unknown): string | undefined {
 /** Exported for its test; the engine maps every request's errors through withHomeErrors. */
 export function homeError(error: unknown, home: string, engine?: Engine): unknown {
   if (engine) {
-    const local = localDatabaseError(error, engine);
+    const local = localServiceError(error, engine);
     if (local !== error) return local;
   }
   if (!(error instanceof EngineError) && isDiskFull(error))

@@ -34,7 +34,7 @@ import { TOLD_TIME } from '../helpers/told-time.ts';
 // Failures a user can hit during a backup, with the real CLI: an unreadable file, source folder
 // or restore target (as `nobody`, since root reads anything), a missing source folder, names that
 // are not UTF-8, sockets, named pipes and devices in the source, a file the disk fails to read
-// part way (an I/O error, injected by strace), a home disk failing to write Canopy's state (its
+// part way (an I/O error, injected by strace), a home disk or a backup disk failing to write (their
 // fsyncs failed by strace), a full backup disk while shards are written, a
 // full disk under the Canopy home, and a full disk while restoring (small tmpfs mounts), and a
 // block the backup disk lost. Each gets a clear message and loses nothing.
@@ -790,6 +790,42 @@ open("deep.txt", "w").write("deep")`,
     ).toBe(0);
     expect(readFileSync(path.join(target, 'plan.txt'), 'utf8')).toBe('the first plan');
     expect(readFileSync(path.join(target, 'budget.txt'), 'utf8')).toBe('the budget');
+  });
+
+  it('tells a backup disk that fails to write as failing, keeps what it stored before, and backs up once it writes', async () => {
+    const home = path.join(scratch, 'failing-backups');
+    const source = path.join(scratch, 'failing-backups-source');
+    const dataDir = path.join(scratch, 'failing-backups-data');
+    mkdirSync(source);
+    writeSettled(path.join(source, 'photo.raw'), randomBytes(300_000));
+    await loginWithBucket(home, dataDir, 'Photos');
+    const backup = ['backup', source, '--bucket', 'Photos', '--skip-check'];
+    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
+
+    // The external disk the backups are on starts failing: every fsync of the embedded
+    // service's database fails (EIO).
+    writeSettled(path.join(source, 'second.raw'), randomBytes(300_000));
+    const database = path.join(dataDir, 'service.sqlite');
+    const failing = canopyWithCallsFailing(home, backup, 'fsync,fdatasync', 'EIO', [
+      database,
+      `${database}-wal`,
+    ]);
+    expect(failing.stderr).toBe(
+      `canopy: the disk holding the backups (${dataDir}) failed to read or write them (an I/O error): the disk may be failing; check it for errors, and run this again\n`,
+    );
+    expect(failing.status).toBe(1);
+
+    const next = await runCanopy(home, [...backup, '--json'], fileStore);
+    expect(next.stderr).toBe('');
+    expect(JSON.parse(next.stdout)).toMatchObject({ files: 2, filesUnchanged: 1 });
+    const target = path.join(scratch, 'failing-backups-restored');
+    expect(
+      (await runCanopy(home, ['restore', '--bucket', 'Photos', '--to', target], fileStore)).status,
+    ).toBe(0);
+    for (const name of ['photo.raw', 'second.raw'])
+      expect(
+        readFileSync(path.join(target, name)).equals(readFileSync(path.join(source, name))),
+      ).toBe(true);
   });
 
   it('lists the versions from a home disk too full to keep the list, and says it could not keep it', async () => {
