@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { EngineError, isDiskFull, isEngineError } from '../api/index.ts';
 import { DAMAGED_DATABASE_MSG, DISK_FAILED_MSG } from '../protocol/index.ts';
 import {
@@ -17,9 +18,9 @@ import { isSqliteWriteRefusal, unusableFolderError } from './unusable-folder.ts'
 // - a full disk ("database or disk is full", a bare ENOSPC): `disk_full`, naming the folder;
 // - a state database another process kept writing to for longer than a request waits
 //   ("database is locked"): `busy`;
-// - the home's disk failing a read or write of the state database (SQLITE_IOERR_*: an fsync
-//   that failed on a failing or pulled-out disk): `disk_unavailable`, naming the folder. SQLite
-//   rolls back the transaction it could not make durable, so what was recorded before stands;
+// - the home's disk failing a read or write (EIO, or SQLite's SQLITE_IOERR_*: an fsync that
+//   failed on a failing or pulled-out disk): `disk_unavailable`, naming the folder. SQLite rolls
+//   back the transaction it could not make durable, so what was recorded before stands;
 // - a damaged state database ("database disk image is malformed"): `state_damaged`, and the
 //   database is marked, for the next opening of it to rebuild it from what is intact
 //   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
@@ -66,14 +67,28 @@ export function localDatabaseDamaged(dataDir: string, cause: unknown): EngineErr
 }
 
 /**
- * SQLite's extended code where `error` is its failure to read or write a file of the database
- * (SQLITE_IOERR_FSYNC, _WRITE, _READ, …), as a failing disk gives; undefined otherwise. A full
- * disk's SQLITE_IOERR_SHMSIZE is told as one (isDiskFull), before this.
+ * The disk's failure to read or write a file that `error` is: an I/O error (EIO), with the path
+ * Node names, or SQLite's (SQLITE_IOERR_FSYNC, _WRITE, _READ, …: the state database's); as a
+ * failing disk gives. Undefined for other errors. A full disk's SQLITE_IOERR_SHMSIZE is told as
+ * one (isDiskFull), before this.
  */
-function sqliteIoFailureOf(error: unknown): string | undefined {
+function ioFailureOf(error: unknown): { code: string; path?: string } | undefined {
   if (error instanceof EngineError) return undefined;
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_IOERR') ? code : undefined;
+  const { code, path: failed } = (error ?? {}) as { code?: unknown; path?: unknown };
+  if (code !== 'EIO' && !(typeof code === 'string' && code.startsWith('SQLITE_IOERR')))
+    return undefined;
+  return typeof failed === 'string' ? { code, path: failed } : { code };
+}
+
+/**
+ * Where a disk failed, as told: the home, or the folder of a file elsewhere that a request
+ * read or wrote (a restore's target, a backup's source) and that its own mapping did not name.
+ */
+function failedFolder(home: string, failed: string | undefined): string {
+  if (failed === undefined) return `${home}, where Canopy keeps its state,`;
+  const resolved = path.resolve(failed);
+  const inHome = resolved === home || resolved.startsWith(home + path.sep);
+  return inHome ? `${home}, where Canopy keeps its state,` : path.dirname(resolved);
 }
 
 /** Exported for its test; the engine maps every request's errors through withHomeErrors. */
@@ -101,11 +116,11 @@ export function homeError(error: unknown, home: string, engine?: Engine): unknow
     const unwritable = unusableFolderError(error, home, 'where Canopy keeps its state');
     if (unwritable !== error) return unwritable;
   }
-  const ioFailure = sqliteIoFailureOf(error);
+  const ioFailure = ioFailureOf(error);
   if (ioFailure !== undefined)
     return new EngineError(
       'disk_unavailable',
-      `the disk holding ${home}, where Canopy keeps its state, failed to ${ioFailure.includes('READ') ? 'read' : 'write'} it (${ioFailure}): the disk may be failing; check it for errors, and run this again`,
+      `the disk holding ${failedFolder(home, ioFailure.path)} failed a read or write (${ioFailure.code}): the disk may be failing; check it for errors, and run this again`,
       { cause: error },
     );
   if (isDamageError(error)) {

@@ -87,9 +87,10 @@ export class MetadataCache {
     try {
       tree = await openBrowsableTree(this.fileOf(versionId));
     } catch (error) {
-      // Not cached; or damaged on the disk, which the next browse of it pulls again.
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT' || isEngineError(error, 'protocol'))
-        return false;
+      // Not cached; or damaged on the disk, or unreadable there, which the next browse of it
+      // pulls again.
+      const { code } = error as NodeJS.ErrnoException;
+      if (code === 'ENOENT' || code === 'EIO' || isEngineError(error, 'protocol')) return false;
       throw error;
     }
     try {
@@ -117,8 +118,18 @@ export class MetadataCache {
     try {
       tree = await read(file);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
+      const { code } = error as NodeJS.ErrnoException;
+      if (code === 'ENOENT') return undefined;
+      if (code !== 'EIO') throw error;
+      // The disk failed to read it (a bad sector under it): only a copy, which is removed, to
+      // be pulled again in its place, rather than fail every browse of the version. Where even
+      // that fails, the disk's failure is told.
+      try {
+        await this.forget(versionId);
+      } catch {
+        throw error;
+      }
+      return undefined;
     }
     this.noteTotals(versionId, tree.manifest);
     try {

@@ -766,7 +766,7 @@ open("deep.txt", "w").write("deep")`,
       `${state}-wal`,
     ]);
     expect(failing.stderr).toBe(
-      `canopy: the disk holding ${home}, where Canopy keeps its state, failed to write it (SQLITE_IOERR_FSYNC): the disk may be failing; check it for errors, and run this again\n`,
+      `canopy: the disk holding ${home}, where Canopy keeps its state, failed a read or write (SQLITE_IOERR_FSYNC): the disk may be failing; check it for errors, and run this again\n`,
     );
     expect(failing.status).toBe(1);
     const json = canopyWithCallsFailing(home, [...backup, '--json'], 'fsync,fdatasync', 'EIO', [
@@ -790,6 +790,42 @@ open("deep.txt", "w").write("deep")`,
     ).toBe(0);
     expect(readFileSync(path.join(target, 'plan.txt'), 'utf8')).toBe('the first plan');
     expect(readFileSync(path.join(target, 'budget.txt'), 'utf8')).toBe('the budget');
+  });
+
+  it("tells a home disk that fails to read a version's kept list of files, and browses it once it reads", async () => {
+    const home = path.join(scratch, 'unreadable-copy');
+    const source = path.join(scratch, 'unreadable-copy-source');
+    mkdirSync(source);
+    writeSettled(path.join(source, 'letter.txt'), 'dear Ann');
+    await loginWithBucket(home, path.join(scratch, 'unreadable-copy-data'), 'Letters');
+    const backup = await runCanopy(
+      home,
+      ['backup', source, '--bucket', 'Letters', '--json'],
+      fileStore,
+    );
+    const { versionId } = JSON.parse(backup.stdout) as { versionId: string };
+    const copy = path.join(home, 'metadata', `${versionId}.car`);
+    expect(cachedFilesOf(home)).toEqual([`${versionId}.car`, `${versionId}.car.nodes`]);
+
+    // Every read of the kept copy fails (EIO), the copy pulled again in its place too.
+    const failing = canopyWithCallsFailing(
+      home,
+      ['ls', '--bucket', 'Letters'],
+      'read,pread64',
+      'EIO',
+      [copy, `${copy}.nodes`],
+    );
+    expect(failing.stderr).toBe(
+      `canopy: the disk holding ${home}, where Canopy keeps its state, failed a read or write (EIO): the disk may be failing; check it for errors, and run this again\n`,
+    );
+    expect(failing.status).toBe(1);
+    // Nothing unreadable is kept for the next browse to trip on.
+    expect(cachedFilesOf(home)).toEqual([]);
+
+    const listed = await runCanopy(home, ['ls', '--bucket', 'Letters'], fileStore);
+    expect(listed.stderr).toBe('');
+    expect(listed.stdout).toContain('letter.txt');
+    expect(cachedFilesOf(home)).toEqual([`${versionId}.car`, `${versionId}.car.nodes`]);
   });
 
   it('tells a backup disk that fails to write as failing, keeps what it stored before, and backs up once it writes', async () => {

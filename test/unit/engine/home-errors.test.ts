@@ -75,4 +75,22 @@ describe('homeError', () => {
       writer.close();
     }
   });
+  it("tells the disk's I/O errors as the disk failing, naming the home or the folder of the file", () => {
+    const home = path.join(scratch, 'failing');
+    const failure = (code: string, file?: string): Error =>
+      Object.assign(new Error(`${code}: failed`), { code, ...(file ? { path: file } : {}) });
+    const advice = 'the disk may be failing; check it for errors, and run this again';
+    expect(homeError(failure('SQLITE_IOERR_WRITE'), home)).toMatchObject({
+      code: 'disk_unavailable',
+      message: `the disk holding ${home}, where Canopy keeps its state, failed a read or write (SQLITE_IOERR_WRITE): ${advice}`,
+    });
+    expect(homeError(failure('EIO', path.join(home, 'metadata', 'v1.car')), home)).toMatchObject({
+      message: `the disk holding ${home}, where Canopy keeps its state, failed a read or write (EIO): ${advice}`,
+    });
+    expect(homeError(failure('EIO', '/mnt/photos/2026/a.jpg'), home)).toMatchObject({
+      message: `the disk holding /mnt/photos/2026 failed a read or write (EIO): ${advice}`,
+    });
+    // No room for SQLite's shared memory is a full disk, not a failing one.
+    expect(homeError(failure('SQLITE_IOERR_SHMSIZE'), home)).toMatchObject({ code: 'disk_full' });
+  });
 });
