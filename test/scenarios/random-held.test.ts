@@ -99,7 +99,12 @@ describe('data held by another bucket or an older version, with versions deleted
         }
       }
       // The steps did put held data beside new data: otherwise this test tells nothing.
-      expect(held).toBeGreaterThan(0);
+      // Some seeds make no such step (HELD_SEED=62: each file put back came after the versions
+      // that held its bytes were deleted): a failure of the seed, not of Canopy.
+      expect(
+        held,
+        `HELD_SEED=${seed} never put held data beside new data: try another`,
+      ).toBeGreaterThan(0);
       for (const [id, version] of stored) {
         const target = path.join(scratch, `restored-${id}`);
         await engine.restore({ bucket: version.bucket, version: id, to: target, overwrite: false });
