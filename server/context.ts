@@ -18,6 +18,7 @@ import { CompactionFailed } from './blocks/compact-each.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 import { addEgress } from './store/egress.ts';
 import { touchLastSeen } from './store/device-keys.ts';
+import { UnreadableBlocks } from './blocks/unreadable-blocks.ts';
 
 /** Everything a route needs, built once per server. */
 export class ServiceContext {
@@ -28,6 +29,8 @@ export class ServiceContext {
   readonly credentialLimiter: TokenBuckets | null;
   readonly ipLimiter: TokenBuckets | null;
   readonly policy: LifecyclePolicy;
+  /** Blocks this disk failed to read while an answer was sent (blocks/car). */
+  readonly unreadableBlocks = new UnreadableBlocks();
   /** Set once the server listens, unless `publicUrl` was given. */
   storageHost: string;
   private compaction: Promise<number> | undefined;

@@ -34,6 +34,13 @@ export const DAMAGED_DATABASE_MSG = "the service's database is damaged";
 export const DISK_FAILED_MSG = "the service's disk failed to read or write its data";
 
 /**
+ * The start of the `msg` of a 404 from this project's service for blocks/car when a block asked
+ * for cannot be read from its disk (an I/O error met while an earlier answer was sent), followed
+ * by `: ` and the block's CID. The client tells that block apart from one the host lacks.
+ */
+export const UNREADABLE_BLOCK_MSG = "a block cannot be read from the service's disk";
+
+/**
  * The `msg` of a 409 from this project's service when its data folder is on a disk mounted
  * read-only: it serves reads (browsing, restores, verifies) and refuses everything else.
  */

@@ -72,16 +72,26 @@ function runsOf(blocks: readonly CarAnswerBlock[]): Run[] {
   return runs;
 }
 
-/**
- * The answer of a blocks/car request for `blocks`. `onCloseFailed` hears of a pack that would
- * not close once the answer was written or cut short (its disk pulled out): nothing waits for
- * that close, so nothing else could report it.
- */
+/** What an answer tells of the failures it cannot report in the answer itself. */
+export interface CarAnswerFailures {
+  /**
+   * The blocks of a read that failed, and why, before the answer is cut short: its headers are
+   * out, so the answer cannot say so (unreadable-blocks.ts).
+   */
+  readonly onReadFailed: (cids: readonly string[], error: unknown) => void;
+  /**
+   * A pack that would not close once the answer was written or cut short (its disk pulled
+   * out): nothing waits for that close, so nothing else could report it.
+   */
+  readonly onCloseFailed: (error: unknown) => void;
+}
+
+/** The answer of a blocks/car request for `blocks`. */
 export function carAnswer(
   store: BlockStore,
   root: ProtocolCid,
   blocks: readonly CarAnswerBlock[],
-  onCloseFailed: (error: unknown) => void,
+  { onReadFailed, onCloseFailed }: CarAnswerFailures,
 ): CarAnswer {
   const header = encodeCarHeader([root]);
   const heads = blocks.map((block) => encodeCarSectionHead(block.cid, block.location.size));
@@ -121,7 +131,16 @@ export function carAnswer(
           (ahead.length === 0 || (ahead.length < READ_AHEAD_RUNS && aheadBytes < READ_AHEAD_BYTES))
         )
           readNext();
-        const buffer = await (ahead.shift() as Promise<Buffer>);
+        let buffer: Buffer;
+        try {
+          buffer = await (ahead.shift() as Promise<Buffer>);
+        } catch (error) {
+          onReadFailed(
+            blocks.slice(run.start, run.end).map((block) => block.location.cid),
+            error,
+          );
+          throw error;
+        }
         aheadBytes -= run.location.size;
         if (response.destroyed) {
           readBuffers.give(buffer);

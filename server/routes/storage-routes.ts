@@ -11,6 +11,7 @@ import {
   parseRawCidText,
   readCar,
   type ShardUploadResult,
+  UNREADABLE_BLOCK_MSG,
 } from '../../main/protocol/index.ts';
 import { carAnswer } from '../blocks/car-answer.ts';
 import { damagedStoredCopies } from '../blocks/damaged-copies.ts';
@@ -348,8 +349,17 @@ export const storageRoutes: RouteSpec[] = [
       });
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
-      const answer = carAnswer(ctx.blocks, root, blocks, (error) => {
-        reply.log.warn({ err: error }, 'blocks/car: a pack would not close after the answer');
+      // A block whose read failed on this disk while an earlier answer was sent, and still does.
+      const unreadable = await ctx.unreadableBlocks.stillUnreadable(
+        ctx.blocks,
+        blocks.map((block) => block.location),
+      );
+      if (unreadable !== undefined) throw notFound(`${UNREADABLE_BLOCK_MSG}: ${unreadable}`);
+      const answer = carAnswer(ctx.blocks, root, blocks, {
+        onReadFailed: (cids, error) => ctx.unreadableBlocks.noteIfDiskFailed(cids, error),
+        onCloseFailed: (error) => {
+          reply.log.warn({ err: error }, 'blocks/car: a pack would not close after the answer');
+        },
       });
       // Written by hand rather than through a stream: every answer is a few hundred block
       // writes, and the stream machinery in between cost more than the writes themselves.

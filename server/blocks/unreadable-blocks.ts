@@ -1,0 +1,59 @@
+import type { BlockLocation } from '../store/stored-blocks.ts';
+import { isDiskFailure } from '../store/disk-failure.ts';
+import type { BlockStore } from './block-store.ts';
+
+// Blocks this disk failed to read (EIO: a bad sector under a pack) while a blocks/car answer
+// was being sent. That answer's headers were out, so it could only be cut short, and the
+// client, which asks again for what did not come, would meet the same cut every time: one bad
+// sector would fail a whole restore. So the blocks are noted, and the next request for any of
+// them is refused before its first byte with a 404, as §11.5 has it for a block the host cannot
+// give; the client then finds which (halving its request) and restores everything else.
+//
+// A noted block is read again before it is refused, so one that reads now (the failure passed,
+// a client sent it again and it was replaced, or it only shared a failed read with the block
+// that is bad) is served and forgotten. Kept in memory: a restart reads every block afresh.
+
+/** The most blocks noted: past this, the first noted are forgotten (and met again, if bad). */
+const MOST_NOTED = 100_000;
+
+export class UnreadableBlocks {
+  private readonly noted = new Set<string>();
+
+  /** Notes `cids`, whose read failed with `error`, when that is the disk's failure. */
+  noteIfDiskFailed(cids: Iterable<string>, error: unknown): void {
+    if (!isDiskFailure(error)) return;
+    for (const cid of cids) {
+      this.noted.delete(cid);
+      this.noted.add(cid);
+    }
+    for (const oldest of this.noted) {
+      if (this.noted.size <= MOST_NOTED) break;
+      this.noted.delete(oldest);
+    }
+  }
+
+  /**
+   * The first of `locations` noted as unreadable that still fails to read; those that read now
+   * are forgotten. Undefined when all can be served.
+   */
+  async stillUnreadable(
+    store: BlockStore,
+    locations: Iterable<BlockLocation>,
+  ): Promise<string | undefined> {
+    if (this.noted.size === 0) return undefined;
+    for (const location of locations) {
+      if (!this.noted.has(location.cid)) continue;
+      const reader = store.openReader();
+      try {
+        await reader.read(location);
+        this.noted.delete(location.cid);
+      } catch (error) {
+        if (isDiskFailure(error)) return location.cid;
+        throw error;
+      } finally {
+        reader.close();
+      }
+    }
+    return undefined;
+  }
+}
