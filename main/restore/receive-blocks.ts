@@ -5,8 +5,9 @@ import {
   cidText,
   readCarCheckingLater,
   type UncheckedCarBlock,
+  UNREADABLE_BLOCK_MSG,
 } from '../protocol/index.ts';
-import type { AnswerBody, ServiceClient } from '../service/index.ts';
+import { type AnswerBody, type ServiceClient, serviceMsgOf } from '../service/index.ts';
 
 // One batch of blocks through blocks/car (§11.5), each checked against its CID by readCar, or,
 // when asked (`uncheckedFrom`), large raw blocks handed on for the taker to check. An answer
@@ -23,14 +24,27 @@ import type { AnswerBody, ServiceClient } from '../service/index.ts';
 // flipped on the way (a flaky link, a proxy, memory) or on one read of a failing disk may come
 // whole the second time, as restic's tests of a backend that corrupts only the first read expect.
 
-/** Why the host could not give a block back: it sent other bytes, or it holds none. */
-export type UnavailableBlock = 'damaged' | 'missing';
+/**
+ * Why the host could not give a block back: it sent other bytes, it holds none, or its disk
+ * fails to read the one it holds.
+ */
+export type UnavailableBlock = 'damaged' | 'missing' | 'unreadable';
 
 /** What a file that needs block `cid` lacks, in words. */
 export function unavailableBlockReason(cid: string, why: UnavailableBlock): string {
-  return why === 'damaged'
-    ? `block ${cid} came back from the server damaged`
-    : `the server no longer holds block ${cid}`;
+  switch (why) {
+    case 'damaged':
+      return `block ${cid} came back from the server damaged`;
+    case 'missing':
+      return `the server no longer holds block ${cid}`;
+    case 'unreadable':
+      return `the server's disk fails to read block ${cid}`;
+  }
+}
+
+/** Why the host refused a request for one block with a 404 (§11.5). */
+function notFoundWhy(error: EngineError): UnavailableBlock {
+  return serviceMsgOf(error)?.startsWith(UNREADABLE_BLOCK_MSG) === true ? 'unreadable' : 'missing';
 }
 
 /** How the answers' blocks are read. */
@@ -108,8 +122,14 @@ export async function receiveBlocks(
         } else damagedOnce.add(damaged);
         continue;
       }
-      if (error instanceof EngineError && error.code === 'not_found')
+      if (error instanceof EngineError && error.code === 'not_found') {
+        const [only] = wanted;
+        if (wanted.size === 1 && only !== undefined) {
+          taker.onUnavailable(only, notFoundWhy(error));
+          return new Set();
+        }
         return receiveHalves(client, storageHost, [...wanted], reading, taker, damagedOnce);
+      }
       const broke = error instanceof EngineError && error.code === 'network';
       cutEmpty = brought ? 0 : cutEmpty + 1;
       if (!broke || cutEmpty >= client.attemptsPerRequest) throw error;
@@ -118,7 +138,10 @@ export async function receiveBlocks(
   return wanted;
 }
 
-/** receiveBlocks for CIDs of which the host lacks at least one: each half asked for alone. */
+/**
+ * receiveBlocks for two or more CIDs of which the host lacks at least one: each half asked for
+ * alone.
+ */
 async function receiveHalves(
   client: ServiceClient,
   storageHost: string,
@@ -127,11 +150,6 @@ async function receiveHalves(
   taker: BlockTaker,
   damagedOnce: Set<string>,
 ): Promise<Set<string>> {
-  const [only] = cids;
-  if (cids.length === 1 && only !== undefined) {
-    taker.onUnavailable(only, 'missing');
-    return new Set();
-  }
   const half = Math.ceil(cids.length / 2);
   const notSent = new Set<string>();
   for (const part of [cids.slice(0, half), cids.slice(half)]) {

@@ -20,11 +20,19 @@ export class ServiceAnswer extends Error {
   constructor(
     readonly status: number,
     readonly serviceCode: string,
-    msg: string,
+    /** The service's own words (its `msg`); empty when it gave none. */
+    readonly msg: string,
   ) {
     super(`HTTP ${status}${serviceCode === '' ? '' : ` ${serviceCode}`}: ${msg}`);
     this.name = 'ServiceAnswer';
   }
+}
+
+/** The service's own words (its `msg`) in the answer `error` came from; undefined for others. */
+export function serviceMsgOf(error: unknown): string | undefined {
+  return error instanceof EngineError && error.cause instanceof ServiceAnswer
+    ? error.cause.msg
+    : undefined;
 }
 
 /** Whether `error` is the service's own refusal with `serviceCode`, not a proxy's. */

@@ -1,0 +1,73 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { canopyWithCallsFailing } from '../helpers/failing-disk.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+
+// A backup disk with a bad sector under some of its backups: the embedded service's disk fails
+// to read one pack of blocks (EIO, injected by strace for the pack's file). A restore brings
+// back everything else, names the files it could not, and why; the next backup sends those
+// blocks again from the folder, and the restore then brings back every file, the bad sector
+// still there.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-unreadable-backups-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const fileStore = { CANOPY_SECRET_STORE: 'file' };
+
+/** The pack files of the embedded service whose data is in `dataDir`. */
+function packsIn(dataDir: string): string[] {
+  return readdirSync(path.join(dataDir, 'packs')).map((name) => path.join(dataDir, 'packs', name));
+}
+
+describe('a backup disk that fails to read some of the backups', () => {
+  it('restores the rest and names what it could not, and the next backup heals it', async () => {
+    const home = path.join(scratch, 'home');
+    const dataDir = path.join(scratch, 'data');
+    const source = path.join(scratch, 'source');
+    mkdirSync(source);
+    const early = ['thesis.pdf', 'notes.txt', 'figure.png'];
+    for (const name of early) writeSettled(path.join(source, name), randomBytes(300_000));
+    await loginWithBucket(home, dataDir, 'Studies');
+    const backup = ['backup', source, '--bucket', 'Studies', '--skip-check'];
+    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
+    // The early files' blocks are in the one pack of the first backup: its sectors go bad.
+    const [bad, ...others] = packsIn(dataDir);
+    expect(others).toEqual([]);
+    writeSettled(path.join(source, 'later.txt'), randomBytes(300_000));
+    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
+    const failingReads = (args: string[]) =>
+      canopyWithCallsFailing(home, args, 'read,pread64,preadv', 'EIO', [bad ?? '']);
+
+    const target = path.join(scratch, 'restored');
+    const restore = failingReads(['restore', '--bucket', 'Studies', '--to', target]);
+    expect(restore.status).toBe(1);
+    expect(restore.stdout).toMatch(/^restored 1 file /m);
+    for (const name of early)
+      expect(restore.stdout).toMatch(
+        new RegExp(`^could not restore ${name}: the server's disk fails to read block \\w+$`, 'm'),
+      );
+    expect(restore.stderr).toBe(
+      'canopy: 3 items could not be restored (listed in the output); everything else is in place; the next backup of Studies sends again what its folder still holds of the blocks that did not come back whole\n',
+    );
+    expect(readdirSync(target)).toEqual(['later.txt']);
+    expect(readFileSync(path.join(target, 'later.txt'))).toEqual(
+      readFileSync(path.join(source, 'later.txt')),
+    );
+
+    // The next backup sends those blocks again, into a pack of their own, and the restore then
+    // brings back every file, the bad pack still unreadable.
+    const healing = failingReads(backup);
+    expect(healing.stderr).toBe('');
+    expect(healing.status).toBe(0);
+    const again = path.join(scratch, 'restored-again');
+    const whole = failingReads(['restore', '--bucket', 'Studies', '--to', again]);
+    expect(whole.stderr).toBe('');
+    expect(whole.status).toBe(0);
+    for (const name of [...early, 'later.txt'])
+      expect(readFileSync(path.join(again, name))).toEqual(readFileSync(path.join(source, name)));
+  });
+});
