@@ -6,6 +6,14 @@ import type { BlockStore } from './block-store.ts';
 // Each pack it reads from stays open until `close`: a restore reads thousands of blocks from
 // the same few packs.
 
+/** A block whose file ends before the block does (a pack cut short on its disk). */
+export class BlockCutShortError extends Error {
+  constructor(cid: string) {
+    super(`block ${cid} is shorter on disk than recorded`);
+    this.name = 'BlockCutShortError';
+  }
+}
+
 export class BlockReader {
   private readonly fds = new Map<string, number>();
   private closed = false;
@@ -33,7 +41,7 @@ export class BlockReader {
             error ? reject(error) : resolve(bytesRead),
           );
         });
-        if (got === 0) throw new Error(`block ${location.cid} is shorter on disk than recorded`);
+        if (got === 0) throw new BlockCutShortError(location.cid);
         filled += got;
       }
     } finally {

@@ -1,9 +1,11 @@
 import type { BlockLocation } from '../store/stored-blocks.ts';
 import { isDiskFailure } from '../store/disk-failure.ts';
+import { BlockCutShortError } from './block-reader.ts';
 import type { BlockStore } from './block-store.ts';
 
-// Blocks this disk failed to read (EIO: a bad sector under a pack) while a blocks/car answer
-// was being sent. That answer's headers were out, so it could only be cut short, and the
+// Blocks this disk failed to read (EIO: a bad sector under a pack; or their pack gone, or cut
+// short: a disk repaired by fsck, a copy of the data folder that did not finish) while a
+// blocks/car answer was being sent. That answer's headers were out, so it could only be cut short, and the
 // client, which asks again for what did not come, would meet the same cut every time: one bad
 // sector would fail a whole restore. So the blocks are noted, and the next request for any of
 // them is refused before its first byte with a 404, as §11.5 has it for a block the host cannot
@@ -16,12 +18,24 @@ import type { BlockStore } from './block-store.ts';
 /** The most blocks noted: past this, the first noted are forgotten (and met again, if bad). */
 const MOST_NOTED = 100_000;
 
+/**
+ * Whether `error`, of reading a stored block, means the block cannot be read from this disk,
+ * rather than a failure of this process (out of file descriptors, say).
+ */
+function isUnreadable(error: unknown): boolean {
+  return (
+    isDiskFailure(error) ||
+    error instanceof BlockCutShortError ||
+    (error as { code?: unknown } | undefined)?.code === 'ENOENT'
+  );
+}
+
 export class UnreadableBlocks {
   private readonly noted = new Set<string>();
 
-  /** Notes `cids`, whose read failed with `error`, when that is the disk's failure. */
-  noteIfDiskFailed(cids: Iterable<string>, error: unknown): void {
-    if (!isDiskFailure(error)) return;
+  /** Notes `cids`, whose read failed with `error`, when that says they cannot be read. */
+  noteIfUnreadable(cids: Iterable<string>, error: unknown): void {
+    if (!isUnreadable(error)) return;
     for (const cid of cids) {
       this.noted.delete(cid);
       this.noted.add(cid);
@@ -48,7 +62,7 @@ export class UnreadableBlocks {
         await reader.read(location);
         this.noted.delete(location.cid);
       } catch (error) {
-        if (isDiskFailure(error)) return location.cid;
+        if (isUnreadable(error)) return location.cid;
         throw error;
       } finally {
         reader.close();

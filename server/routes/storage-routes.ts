@@ -356,7 +356,7 @@ export const storageRoutes: RouteSpec[] = [
       );
       if (unreadable !== undefined) throw notFound(`${UNREADABLE_BLOCK_MSG}: ${unreadable}`);
       const answer = carAnswer(ctx.blocks, root, blocks, {
-        onReadFailed: (cids, error) => ctx.unreadableBlocks.noteIfDiskFailed(cids, error),
+        onReadFailed: (cids, error) => ctx.unreadableBlocks.noteIfUnreadable(cids, error),
         onCloseFailed: (error) => {
           reply.log.warn({ err: error }, 'blocks/car: a pack would not close after the answer');
         },

@@ -7,7 +7,7 @@ import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyWithCallsFailing } from '../helpers/failing-disk.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
-// A backup disk with a bad sector under some of its backups: the embedded service's disk fails
+// A backup disk with a bad sector under some of its backups, or that lost a pack of them: the embedded service's disk fails
 // to read one pack of blocks (EIO, injected by strace for the pack's file). A restore brings
 // back everything else, names the files it could not, and why; the next backup sends those
 // blocks again from the folder, and the restore then brings back every file, the bad sector
@@ -68,6 +68,44 @@ describe('a backup disk that fails to read some of the backups', () => {
     expect(whole.stderr).toBe('');
     expect(whole.status).toBe(0);
     for (const name of [...early, 'later.txt'])
+      expect(readFileSync(path.join(again, name))).toEqual(readFileSync(path.join(source, name)));
+  });
+  it('restores the rest when a pack of the backups is gone, and the next backup sends it again', async () => {
+    const home = path.join(scratch, 'gone-home');
+    const dataDir = path.join(scratch, 'gone-data');
+    const source = path.join(scratch, 'gone-source');
+    mkdirSync(source);
+    writeSettled(path.join(source, 'early.txt'), randomBytes(300_000));
+    await loginWithBucket(home, dataDir, 'Studies');
+    const backup = ['backup', source, '--bucket', 'Studies', '--skip-check'];
+    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
+    const [pack] = packsIn(dataDir);
+    writeSettled(path.join(source, 'later.txt'), randomBytes(300_000));
+    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
+    // The first backup's pack is lost (a disk check removed it, a copy of the folder missed it).
+    rmSync(pack ?? '');
+
+    const target = path.join(scratch, 'gone-restored');
+    const restore = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Studies', '--to', target],
+      fileStore,
+    );
+    expect(restore.status).toBe(1);
+    expect(restore.stdout).toMatch(
+      /^could not restore early\.txt: the server's disk fails to read block \w+$/m,
+    );
+    expect(readdirSync(target)).toEqual(['later.txt']);
+
+    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
+    const again = path.join(scratch, 'gone-restored-again');
+    const whole = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Studies', '--to', again],
+      fileStore,
+    );
+    expect(whole.stderr).toBe('');
+    for (const name of ['early.txt', 'later.txt'])
       expect(readFileSync(path.join(again, name))).toEqual(readFileSync(path.join(source, name)));
   });
 });

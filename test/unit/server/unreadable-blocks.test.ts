@@ -8,9 +8,9 @@ import { UnreadableBlocks } from '../../../server/blocks/unreadable-blocks.ts';
 import type { BlockLocation } from '../../../server/store/stored-blocks.ts';
 
 // Which blocks a blocks/car request is refused for, up front: those whose read failed on the
-// disk (EIO) and that still fail, read again. A block whose pack is not there stands in for
-// one that fails to read (the read throws), so whether a block is noted shows: a noted one is
-// read, and its read throws; one not noted is not read.
+// disk (EIO, their pack gone or cut short) and that still fail, read again. A block whose pack
+// is not there stands in for one on a bad sector, so whether a block is noted shows: a noted
+// one is read and refused; one not noted is not read.
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -40,22 +40,32 @@ function lostBlock(cid: string): BlockLocation {
 }
 
 describe('UnreadableBlocks', () => {
-  it('notes only blocks whose read failed on the disk', async () => {
+  it('notes only blocks whose read failed for want of the block, not of the process', async () => {
     const store = newStore();
     const unreadable = new UnreadableBlocks();
-    unreadable.noteIfDiskFailed(['a'], Object.assign(new Error('gone'), { code: 'ENOENT' }));
-    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).resolves.toBeUndefined();
-    unreadable.noteIfDiskFailed(['a'], diskFailure);
-    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).rejects.toMatchObject({
-      code: 'ENOENT',
+    const tooManyFiles = Object.assign(new Error('EMFILE: too many open files'), {
+      code: 'EMFILE',
     });
+    unreadable.noteIfUnreadable(['a'], tooManyFiles);
+    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).resolves.toBeUndefined();
+    unreadable.noteIfUnreadable(['a'], diskFailure);
+    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).resolves.toBe('a');
+  });
+
+  it('refuses a noted block whose pack is cut short before it', async () => {
+    const store = newStore();
+    const unreadable = new UnreadableBlocks();
+    const stored = await storedBlock(store, 'c');
+    unreadable.noteIfUnreadable(['c'], diskFailure);
+    const pastTheEnd = { ...stored, size: stored.size + 1 };
+    await expect(unreadable.stillUnreadable(store, [pastTheEnd])).resolves.toBe('c');
   });
 
   it('serves a noted block that reads again, and forgets it', async () => {
     const store = newStore();
     const unreadable = new UnreadableBlocks();
     const readable = await storedBlock(store, 'b');
-    unreadable.noteIfDiskFailed(['b'], diskFailure);
+    unreadable.noteIfUnreadable(['b'], diskFailure);
     await expect(unreadable.stillUnreadable(store, [readable])).resolves.toBeUndefined();
     // Forgotten: not read again.
     await expect(unreadable.stillUnreadable(store, [lostBlock('b')])).resolves.toBeUndefined();
@@ -64,14 +74,12 @@ describe('UnreadableBlocks', () => {
   it('forgets the first noted once it notes 100 000 more', async () => {
     const store = newStore();
     const unreadable = new UnreadableBlocks();
-    unreadable.noteIfDiskFailed(['first', 'second'], diskFailure);
-    unreadable.noteIfDiskFailed(
+    unreadable.noteIfUnreadable(['first', 'second'], diskFailure);
+    unreadable.noteIfUnreadable(
       Array.from({ length: 99_999 }, (_, index) => `more-${index}`),
       diskFailure,
     );
     await expect(unreadable.stillUnreadable(store, [lostBlock('first')])).resolves.toBeUndefined();
-    await expect(unreadable.stillUnreadable(store, [lostBlock('second')])).rejects.toMatchObject({
-      code: 'ENOENT',
-    });
+    await expect(unreadable.stillUnreadable(store, [lostBlock('second')])).resolves.toBe('second');
   });
 });
