@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import {
   API_PREFIX,
   DAMAGED_DATABASE_MSG,
+  DATA_FILE_MISSING_MSG,
   DISK_FAILED_MSG,
   OUT_OF_SPACE_MSG,
   READ_ONLY_MSG,
@@ -14,7 +15,7 @@ import type { TokenBuckets } from './auth/token-bucket.ts';
 import { ServiceContext } from './context.ts';
 import { isDamagedDatabase } from './store/damaged-database.ts';
 import { ServiceError } from './errors.ts';
-import { isDiskFailure } from './store/disk-failure.ts';
+import { isDiskFailure, isLostDataFile } from './store/disk-failure.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 import { ServingLock } from './store/serving-lock.ts';
 import {
@@ -58,7 +59,10 @@ function rateLimited(limiter: TokenBuckets | null, key: string, now: number): vo
   }
 }
 
-function errorBody(error: unknown): {
+function errorBody(
+  error: unknown,
+  dataDir: string,
+): {
   status: number;
   body: ErrorBody;
   headers: Record<string, string>;
@@ -94,6 +98,14 @@ function errorBody(error: unknown): {
     return {
       status: 500,
       body: { msg: DISK_FAILED_MSG, code: 'internal' },
+      headers: {},
+    };
+  }
+  // And a file of its data gone from the disk.
+  if (isLostDataFile(error, dataDir)) {
+    return {
+      status: 500,
+      body: { msg: DATA_FILE_MISSING_MSG, code: 'internal' },
       headers: {},
     };
   }
@@ -199,7 +211,7 @@ export function createBucketService(options: ServiceOptions): BucketService {
   });
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
-    const { status, body, headers } = errorBody(error);
+    const { status, body, headers } = errorBody(error, options.dataDir);
     if (status === 500) request.log.error({ err: error }, 'request failed');
     // The next lone start puts the kept copy in its place. A disk that refuses even this word
     // fails the next request alike, and is asked again then.

@@ -34,6 +34,13 @@ export const DAMAGED_DATABASE_MSG = "the service's database is damaged";
 export const DISK_FAILED_MSG = "the service's disk failed to read or write its data";
 
 /**
+ * The `msg` of this project's service when a file of its data is missing from its disk (a 500,
+ * as the operator's to fix). The embedded service's client tells it as files of the user's own
+ * backups missing.
+ */
+export const DATA_FILE_MISSING_MSG = "a file of the service's data is missing from its disk";
+
+/**
  * The start of the `msg` of a 404 from this project's service for blocks/car when a block asked
  * for cannot be read from its disk (an I/O error met while an earlier answer was sent), followed
  * by `: ` and the block's CID. The client tells that block apart from one the host lacks.
