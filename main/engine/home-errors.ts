@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { EngineError, isDiskFull, isEngineError } from '../api/index.ts';
-import { DAMAGED_DATABASE_MSG, DISK_FAILED_MSG } from '../protocol/index.ts';
+import { DAMAGED_DATABASE_MSG, DATA_FILE_MISSING_MSG, DISK_FAILED_MSG } from '../protocol/index.ts';
 import {
   isDamagedDatabase,
   isDamageError,
@@ -25,18 +25,21 @@ import { isSqliteWriteRefusal, unusableFolderError } from './unusable-folder.ts'
 //   database is marked, for the next opening of it to rebuild it from what is intact
 //   (state-repair.ts). SQLite finds damage only on the page a query reads, so it shows here,
 //   from whichever request read that page;
-// - the embedded service's database damaged, or its disk failing (its answer says so): named
-//   as the user's own file or disk, beside the backups.
+// - the embedded service's database damaged, its disk failing, or files of its data missing
+//   (its answer says so): named as the user's own file or disk, beside the backups.
 // Errors already mapped (a full restore target, a full service) pass.
 
 /**
- * The embedded service's database damaged, or its disk failing a read or write: the user's own,
- * kept beside the backups, rather than a server's that an operator restores or replaces.
+ * The embedded service's database damaged, its disk failing a read or write, or files of its
+ * data missing: the user's own, kept beside the backups, rather than a server's that an
+ * operator restores or replaces.
  */
 function localServiceError(error: unknown, engine: Engine | undefined): unknown {
   if (!isEngineError(error, 'server_error')) return error;
-  const damaged = error.message.includes(DAMAGED_DATABASE_MSG);
-  if (!damaged && !error.message.includes(DISK_FAILED_MSG)) return error;
+  const told = [DAMAGED_DATABASE_MSG, DISK_FAILED_MSG, DATA_FILE_MISSING_MSG].find((msg) =>
+    error.message.includes(msg),
+  );
+  if (told === undefined) return error;
   let dataDir: string | null;
   try {
     dataDir = engine?.localDataDir() ?? null;
@@ -45,7 +48,19 @@ function localServiceError(error: unknown, engine: Engine | undefined): unknown 
     return error;
   }
   if (dataDir === null) return error;
-  return damaged ? localDatabaseDamaged(dataDir, error) : localDiskFailed(dataDir, error);
+  if (told === DAMAGED_DATABASE_MSG) return localDatabaseDamaged(dataDir, error);
+  return told === DISK_FAILED_MSG
+    ? localDiskFailed(dataDir, error)
+    : localDataFileMissing(dataDir, error);
+}
+
+/** Files of the embedded service's data in `dataDir` gone from its disk. */
+function localDataFileMissing(dataDir: string, cause: unknown): EngineError {
+  return new EngineError(
+    'disk_unavailable',
+    `files of the backups in ${dataDir} are missing from its disk (removed by a disk check that found them damaged, or left out of a copy of the folder): check the disk, and put back a copy of the folder if you keep one`,
+    { cause },
+  );
 }
 
 /** The disk of the embedded service's data in `dataDir` failed a read or a write. */

@@ -1,13 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyWithCallsFailing } from '../helpers/failing-disk.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
-// A backup disk with a bad sector under some of its backups, or that lost a pack of them: the embedded service's disk fails
+// A backup disk with a bad sector under some of its backups, or that lost files of them: the embedded service's disk fails
 // to read one pack of blocks (EIO, injected by strace for the pack's file). A restore brings
 // back everything else, names the files it could not, and why; the next backup sends those
 // blocks again from the folder, and the restore then brings back every file, the bad sector
@@ -107,5 +107,31 @@ describe('a backup disk that fails to read some of the backups', () => {
     expect(whole.stderr).toBe('');
     for (const name of ['early.txt', 'later.txt'])
       expect(readFileSync(path.join(again, name))).toEqual(readFileSync(path.join(source, name)));
+  });
+  it("tells files of the backups missing when a version's list of files is gone from the disk", async () => {
+    const home = path.join(scratch, 'list-home');
+    const dataDir = path.join(scratch, 'list-data');
+    const source = path.join(scratch, 'list-source');
+    mkdirSync(source);
+    writeSettled(path.join(source, 'recipe.txt'), 'two eggs');
+    await loginWithBucket(home, dataDir, 'Kitchen');
+    expect(
+      (await runCanopy(home, ['backup', source, '--bucket', 'Kitchen'], fileStore)).status,
+    ).toBe(0);
+    // The service's files of the version's list are gone, and this device keeps no copy.
+    const chunks = path.join(dataDir, 'metadata', 'chunks');
+    const away = path.join(scratch, 'list-away');
+    renameSync(chunks, away);
+    rmSync(path.join(home, 'metadata'), { recursive: true });
+
+    const listed = await runCanopy(home, ['ls', '--bucket', 'Kitchen'], fileStore);
+    expect(listed.stderr).toBe(
+      `canopy: files of the backups in ${dataDir} are missing from its disk (removed by a disk check that found them damaged, or left out of a copy of the folder): check the disk, and put back a copy of the folder if you keep one\n`,
+    );
+    expect(listed.status).toBe(1);
+
+    renameSync(away, chunks);
+    const again = await runCanopy(home, ['ls', '--bucket', 'Kitchen'], fileStore);
+    expect(again.stdout).toContain('recipe.txt');
   });
 });
