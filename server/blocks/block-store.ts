@@ -7,6 +7,7 @@ import { BlockReader } from './block-reader.ts';
 import { fsyncPath } from './fsync-path.ts';
 import { MetadataChunkFiles } from './metadata-chunk-files.ts';
 import { PackWriter } from './pack-writer.ts';
+import { ownFileId } from './own-file-names.ts';
 
 // The content-addressed block store on disk. A shard's new blocks are written as one pack
 // file: staged, fdatasynced, then renamed into `packs/` with one fsync of that folder, so a
@@ -78,7 +79,9 @@ export class BlockStore {
     mkdirSync(this.stagingDir, { recursive: true });
     let orphanPacks = 0;
     for (const name of readdirSync(this.packsDir)) {
-      if (knownPacks.has(name.replace(/\.pack$/, ''))) continue;
+      // Files of other names are not the service's to remove (own-file-names.ts).
+      const id = ownFileId(name, '.pack');
+      if (id === undefined || knownPacks.has(id)) continue;
       rmSync(path.join(this.packsDir, name), { force: true });
       orphanPacks += 1;
     }

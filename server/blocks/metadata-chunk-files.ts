@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fsyncPath } from './fsync-path.ts';
 import type { ChunkLocation } from '../store/metadata-chunks.ts';
 import { MAX_CHUNK_BYTES, type ContentChunk } from './content-chunker.ts';
+import { ownFileId } from './own-file-names.ts';
 
 // The files that hold metadata CARs' chunks (store/metadata-chunks.ts): one per push that
 // brought chunks the store lacked, holding those alone, in `metadata/chunks/`. Like a pack, a
@@ -208,11 +209,15 @@ export class MetadataChunkFiles {
     }
   }
 
-  /** Removes files no row names: a crash between a file's rename and its commit. */
+  /**
+   * Removes files of its naming that no row names: a crash between a file's rename and its
+   * commit. Files of other names stay (own-file-names.ts).
+   */
   removeOrphans(known: ReadonlySet<string>): number {
     let removed = 0;
     for (const name of readdirSync(this.dir)) {
-      if (known.has(name.slice(0, -CHUNK_FILE_SUFFIX.length))) continue;
+      const id = ownFileId(name, CHUNK_FILE_SUFFIX);
+      if (id === undefined || known.has(id)) continue;
       rmSync(path.join(this.dir, name), { force: true });
       removed += 1;
     }

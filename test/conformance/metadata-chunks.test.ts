@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
   mkdirSync,
   mkdtempSync,
@@ -367,7 +367,7 @@ describe('metadata CARs kept as chunks', () => {
     service.service.ctx.retireDeadChunkFiles();
     writeFileSync(path.join(dataDir, 'metadata', `${id}.car`), metadata.car);
     // And a file of chunks whose push never committed.
-    writeFileSync(path.join(dataDir, 'metadata', 'chunks', 'f00dfeed.chunks'), 'partial');
+    writeFileSync(path.join(dataDir, 'metadata', 'chunks', `${randomUUID()}.chunks`), 'partial');
     await service.close();
 
     service = await startTestService({ dataDir, limits });

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import Database from 'better-sqlite3';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import os from 'node:os';
@@ -78,6 +78,12 @@ describe('restart', () => {
     // What a kill between a pack's rename and its transaction's commit leaves: a pack no row names.
     const orphanPack = path.join(dataDir, 'packs', `${randomUUID()}.pack`);
     writeFileSync(orphanPack, blocks[0]?.bytes ?? new Uint8Array());
+    // And an operator's copy of a pack kept aside, and a file a sync tool left: not of the
+    // service's naming, so not its to remove.
+    writeFileSync(path.join(dataDir, 'packs', `${randomUUID()}.pack.orig`), 'a copy');
+    const chunks = path.join(dataDir, 'metadata', 'chunks');
+    mkdirSync(chunks, { recursive: true });
+    writeFileSync(path.join(chunks, '.syncthing.tmp'), 'half a file');
     // What an upload killed while it named a stored block leaves: a pin no upload will lift,
     // which would keep that block from garbage collection for good.
     const database = new Database(path.join(dataDir, 'service.sqlite'));
@@ -89,7 +95,10 @@ describe('restart', () => {
     server = await startServerProcess(dataDir);
     const restarted = `${server.url}/api/v1`;
     expect(readdirSync(path.join(dataDir, 'staging'))).toEqual([]);
-    expect(readdirSync(path.join(dataDir, 'packs'))).toEqual([]);
+    expect(readdirSync(path.join(dataDir, 'packs'))).toEqual([
+      expect.stringMatching(/\.pack\.orig$/),
+    ]);
+    expect(readdirSync(chunks)).toContain('.syncthing.tmp');
     const pins = new Database(path.join(dataDir, 'service.sqlite'), { readonly: true });
     expect(pins.prepare('SELECT cid FROM upload_pins').all()).toEqual([]);
     pins.close();
@@ -120,7 +129,9 @@ describe('restart', () => {
     expect(resumed.json).toEqual({ blocks: 2, bytes: 2 << 20, received_total: 2 << 20 });
     const done = await call('POST', `${restarted}/upload/${versionId}/complete`, { token: sa });
     expect(done.json.state).toBe('active');
-    expect(readdirSync(path.join(dataDir, 'packs'))).toHaveLength(1);
+    expect(
+      readdirSync(path.join(dataDir, 'packs')).filter((name) => name.endsWith('.pack')),
+    ).toHaveLength(1);
     const read = await call('GET', `${restarted}/blocks/${blocks[1]?.cid.toString()}`, {
       token: device.token(),
     });
