@@ -4,6 +4,7 @@ import path from 'node:path';
 import { expect } from 'vitest';
 import type { Metadata } from '../../main/protocol/index.ts';
 import { canopyProcess } from './canopy-command-line.ts';
+import { writeSettled } from './settled-file.ts';
 
 // The real `canopy` command as a child process with its own CANOPY_HOME.
 
@@ -178,4 +179,28 @@ export async function localHomeWithBucket(run: string, bucket: string) {
   mkdirSync(source, { recursive: true });
   await loginWithBucket(home, data, bucket);
   return { run, home, data, source };
+}
+
+/**
+ * localHomeWithBucket, its folder holding `files` (each settled: dated a minute back) backed up
+ * once; with that version's id.
+ */
+export async function localHomeBackedUp(
+  run: string,
+  bucket: string,
+  files: Readonly<Record<string, string | Uint8Array>>,
+) {
+  const local = await localHomeWithBucket(run, bucket);
+  for (const [name, bytes] of Object.entries(files))
+    writeSettled(path.join(local.source, name), bytes);
+  const backup = await canopySucceeds(
+    local.home,
+    'backup',
+    local.source,
+    '--bucket',
+    bucket,
+    '--json',
+  );
+  const { versionId } = JSON.parse(backup) as { versionId: string };
+  return { ...local, versionId };
 }

@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
 import { canopyWithCallsFailing } from '../helpers/failing-disk.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
@@ -25,15 +25,17 @@ function packsIn(dataDir: string): string[] {
 
 describe('a backup disk that fails to read some of the backups', () => {
   it('restores the rest and names what it could not, and the next backup heals it', async () => {
-    const home = path.join(scratch, 'home');
-    const dataDir = path.join(scratch, 'data');
-    const source = path.join(scratch, 'source');
-    mkdirSync(source);
     const early = ['thesis.pdf', 'notes.txt', 'figure.png'];
-    for (const name of early) writeSettled(path.join(source, name), randomBytes(300_000));
-    await loginWithBucket(home, dataDir, 'Studies');
+    const {
+      home,
+      source,
+      data: dataDir,
+    } = await localHomeBackedUp(
+      path.join(scratch, 'bad-sector'),
+      'Studies',
+      Object.fromEntries(early.map((name) => [name, randomBytes(300_000)])),
+    );
     const backup = ['backup', source, '--bucket', 'Studies', '--skip-check'];
-    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
     // The early files' blocks are in the one pack of the first backup: its sectors go bad.
     const [bad, ...others] = packsIn(dataDir);
     expect(others).toEqual([]);
@@ -70,15 +72,16 @@ describe('a backup disk that fails to read some of the backups', () => {
     for (const name of [...early, 'later.txt'])
       expect(readFileSync(path.join(again, name))).toEqual(readFileSync(path.join(source, name)));
   });
+
   it('restores the rest when a pack of the backups is gone, and the next backup sends it again', async () => {
-    const home = path.join(scratch, 'gone-home');
-    const dataDir = path.join(scratch, 'gone-data');
-    const source = path.join(scratch, 'gone-source');
-    mkdirSync(source);
-    writeSettled(path.join(source, 'early.txt'), randomBytes(300_000));
-    await loginWithBucket(home, dataDir, 'Studies');
+    const {
+      home,
+      source,
+      data: dataDir,
+    } = await localHomeBackedUp(path.join(scratch, 'pack-gone'), 'Studies', {
+      'early.txt': randomBytes(300_000),
+    });
     const backup = ['backup', source, '--bucket', 'Studies', '--skip-check'];
-    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
     const [pack] = packsIn(dataDir);
     writeSettled(path.join(source, 'later.txt'), randomBytes(300_000));
     expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
@@ -108,16 +111,13 @@ describe('a backup disk that fails to read some of the backups', () => {
     for (const name of ['early.txt', 'later.txt'])
       expect(readFileSync(path.join(again, name))).toEqual(readFileSync(path.join(source, name)));
   });
+
   it("tells files of the backups missing when a version's list of files is gone from the disk", async () => {
-    const home = path.join(scratch, 'list-home');
-    const dataDir = path.join(scratch, 'list-data');
-    const source = path.join(scratch, 'list-source');
-    mkdirSync(source);
-    writeSettled(path.join(source, 'recipe.txt'), 'two eggs');
-    await loginWithBucket(home, dataDir, 'Kitchen');
-    expect(
-      (await runCanopy(home, ['backup', source, '--bucket', 'Kitchen'], fileStore)).status,
-    ).toBe(0);
+    const { home, data: dataDir } = await localHomeBackedUp(
+      path.join(scratch, 'list-gone'),
+      'Kitchen',
+      { 'recipe.txt': 'two eggs' },
+    );
     // The service's files of the version's list are gone, and this device keeps no copy.
     const chunks = path.join(dataDir, 'metadata', 'chunks');
     const away = path.join(scratch, 'list-away');

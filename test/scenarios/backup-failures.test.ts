@@ -21,7 +21,7 @@ import { createEngine } from '../../main/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
 import Database from 'better-sqlite3';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
-import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
+import { localHomeBackedUp, loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { backupWithReadsFailing, canopyWithCallsFailing } from '../helpers/failing-disk.ts';
 import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
@@ -743,18 +743,13 @@ open("deep.txt", "w").write("deep")`,
   });
 
   it("tells a home disk that fails to write Canopy's state, keeps what it recorded before, and backs up once it writes", async () => {
-    const home = path.join(scratch, 'failing-home');
-    const source = path.join(scratch, 'failing-home-source');
-    mkdirSync(source);
-    writeSettled(path.join(source, 'plan.txt'), 'the first plan');
-    await loginWithBucket(home, path.join(scratch, 'failing-home-data'), 'Plans');
-    const first = await runCanopy(
+    const {
       home,
-      ['backup', source, '--bucket', 'Plans', '--json'],
-      fileStore,
-    );
-    expect(first.stderr).toBe('');
-    const firstVersion = (JSON.parse(first.stdout) as { versionId: string }).versionId;
+      source,
+      versionId: firstVersion,
+    } = await localHomeBackedUp(path.join(scratch, 'failing-home'), 'Plans', {
+      'plan.txt': 'the first plan',
+    });
 
     // The home's disk starts failing: every fsync of the state database fails (EIO), as on a
     // disk with bad sectors or one pulled out.
@@ -793,17 +788,11 @@ open("deep.txt", "w").write("deep")`,
   });
 
   it("tells a home disk that fails to read a version's kept list of files, and browses it once it reads", async () => {
-    const home = path.join(scratch, 'unreadable-copy');
-    const source = path.join(scratch, 'unreadable-copy-source');
-    mkdirSync(source);
-    writeSettled(path.join(source, 'letter.txt'), 'dear Ann');
-    await loginWithBucket(home, path.join(scratch, 'unreadable-copy-data'), 'Letters');
-    const backup = await runCanopy(
-      home,
-      ['backup', source, '--bucket', 'Letters', '--json'],
-      fileStore,
+    const { home, versionId } = await localHomeBackedUp(
+      path.join(scratch, 'unreadable-copy'),
+      'Letters',
+      { 'letter.txt': 'dear Ann' },
     );
-    const { versionId } = JSON.parse(backup.stdout) as { versionId: string };
     const copy = path.join(home, 'metadata', `${versionId}.car`);
     expect(cachedFilesOf(home)).toEqual([`${versionId}.car`, `${versionId}.car.nodes`]);
 
@@ -829,14 +818,14 @@ open("deep.txt", "w").write("deep")`,
   });
 
   it('tells a backup disk that fails to write as failing, keeps what it stored before, and backs up once it writes', async () => {
-    const home = path.join(scratch, 'failing-backups');
-    const source = path.join(scratch, 'failing-backups-source');
-    const dataDir = path.join(scratch, 'failing-backups-data');
-    mkdirSync(source);
-    writeSettled(path.join(source, 'photo.raw'), randomBytes(300_000));
-    await loginWithBucket(home, dataDir, 'Photos');
+    const {
+      home,
+      source,
+      data: dataDir,
+    } = await localHomeBackedUp(path.join(scratch, 'failing-backups'), 'Photos', {
+      'photo.raw': randomBytes(300_000),
+    });
     const backup = ['backup', source, '--bucket', 'Photos', '--skip-check'];
-    expect((await runCanopy(home, backup, fileStore)).status).toBe(0);
 
     // The external disk the backups are on starts failing: every fsync of the embedded
     // service's database fails (EIO).

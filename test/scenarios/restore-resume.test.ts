@@ -23,7 +23,7 @@ import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
 import { afterAll, describe, expect, it } from 'vitest';
 import { FileSecretStore } from '../../main/identity/index.ts';
-import { createEngine, type Engine } from '../../main/index.ts';
+import { createEngine, type Engine, type RestoredVersion } from '../../main/index.ts';
 import { tidyStoppedRestores } from '../../main/engine/stopped-restores.ts';
 import { RAW_CODEC } from '../../main/protocol/index.ts';
 import { startLocalService } from '../../cli/local-service.ts';
@@ -118,6 +118,16 @@ function killRestorePartWay(home: string, target: string): void {
     { encoding: 'utf8' },
   );
   expect(crashed.signal).toBe('SIGKILL');
+}
+
+/** What a restore of Films into `target` did, by a new engine of the home, closed after. */
+async function restoredBy(engine: () => Engine, target: string): Promise<RestoredVersion> {
+  const again = engine();
+  try {
+    return await again.restore({ bucket: 'Films', to: target, overwrite: false });
+  } finally {
+    await again.close();
+  }
 }
 
 /** Restore marks left in `home`. */
@@ -264,12 +274,13 @@ describe('a restore stopped part-way through a large file', () => {
     const part = moviePartIn(target);
     // Marked immutable since (chattr +i): it reads, and refuses to be written, even to root.
     execFileSync('chattr', ['+i', part]);
-    const again = engine();
     try {
-      const result = await again.restore({ bucket: 'Films', to: target, overwrite: false });
-      expect(result).toMatchObject({ continuedFiles: 0, keptBytes: 0, notRestored: [] });
+      expect(await restoredBy(engine, target)).toMatchObject({
+        continuedFiles: 0,
+        keptBytes: 0,
+        notRestored: [],
+      });
     } finally {
-      await again.close();
       execFileSync('chattr', ['-i', part]);
     }
     expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
@@ -290,13 +301,11 @@ describe('a restore stopped part-way through a large file', () => {
     rmSync(part);
     symlinkSync(elsewhere, part);
 
-    const again = engine();
-    try {
-      const result = await again.restore({ bucket: 'Films', to: target, overwrite: false });
-      expect(result).toMatchObject({ continuedFiles: 0, keptBytes: 0, notRestored: [] });
-    } finally {
-      await again.close();
-    }
+    expect(await restoredBy(engine, target)).toMatchObject({
+      continuedFiles: 0,
+      keptBytes: 0,
+      notRestored: [],
+    });
     const restored = path.join(target, 'movie.bin');
     expect(lstatSync(restored).isFile()).toBe(true);
     expect(readFileSync(restored).equals(movie)).toBe(true);
