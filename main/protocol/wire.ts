@@ -41,9 +41,10 @@ export const DISK_FAILED_MSG = "the service's disk failed to read or write its d
 export const DATA_FILE_MISSING_MSG = "a file of the service's data is missing from its disk";
 
 /**
- * The start of the `msg` of a 404 from this project's service for blocks/car when a block asked
- * for cannot be read from its disk (an I/O error met while an earlier answer was sent), followed
- * by `: ` and the block's CID. The client tells that block apart from one the host lacks.
+ * The start of the `msg` of a 404 from this project's service for blocks/car when blocks asked
+ * for cannot be read from its disk (an I/O error met while an earlier answer was sent),
+ * followed by `: ` and their CIDs, space-separated (up to 1000 of them). The client tells those
+ * blocks apart from ones the host lacks, and asks again for the others.
  */
 export const UNREADABLE_BLOCK_MSG = "a block cannot be read from the service's disk";
 

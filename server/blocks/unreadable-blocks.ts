@@ -9,7 +9,7 @@ import type { BlockStore } from './block-store.ts';
 // client, which asks again for what did not come, would meet the same cut every time: one bad
 // sector would fail a whole restore. So the blocks are noted, and the next request for any of
 // them is refused before its first byte with a 404, as §11.5 has it for a block the host cannot
-// give; the client then finds which (halving its request) and restores everything else.
+// give, naming them; the client asks again for the others, and restores everything else.
 //
 // A noted block is read again before it is refused, so one that reads now (the failure passed,
 // a client sent it again and it was replaced, or it only shared a failed read with the block
@@ -17,6 +17,12 @@ import type { BlockStore } from './block-store.ts';
 
 /** The most blocks noted: past this, the first noted are forgotten (and met again, if bad). */
 const MOST_NOTED = 100_000;
+/**
+ * The most a refusal names: a pack on a bad sector holds thousands of small blocks, and a client
+ * that had to find each by halving its request would make tens of requests per block, against
+ * its rate limit. Named, each run of them costs one cut answer and one refusal.
+ */
+const MOST_TOLD = 1000;
 
 /**
  * Whether `error`, of reading a stored block, means the block cannot be read from this disk,
@@ -47,14 +53,12 @@ export class UnreadableBlocks {
   }
 
   /**
-   * The first of `locations` noted as unreadable that still fails to read; those that read now
-   * are forgotten. Undefined when all can be served.
+   * Those of `locations` noted as unreadable that still fail to read, by CID, at most
+   * MOST_TOLD of them; those that read now are forgotten. Empty when all can be served.
    */
-  async stillUnreadable(
-    store: BlockStore,
-    locations: Iterable<BlockLocation>,
-  ): Promise<string | undefined> {
-    if (this.noted.size === 0) return undefined;
+  async stillUnreadable(store: BlockStore, locations: Iterable<BlockLocation>): Promise<string[]> {
+    const still: string[] = [];
+    if (this.noted.size === 0) return still;
     for (const location of locations) {
       if (!this.noted.has(location.cid)) continue;
       const reader = store.openReader();
@@ -62,12 +66,13 @@ export class UnreadableBlocks {
         await reader.read(location);
         this.noted.delete(location.cid);
       } catch (error) {
-        if (isUnreadable(error)) return location.cid;
-        throw error;
+        if (!isUnreadable(error)) throw error;
+        still.push(location.cid);
+        if (still.length >= MOST_TOLD) break;
       } finally {
         reader.close();
       }
     }
-    return undefined;
+    return still;
   }
 }

@@ -349,12 +349,12 @@ export const storageRoutes: RouteSpec[] = [
       });
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
-      // A block whose read failed on this disk while an earlier answer was sent, and still does.
+      // Blocks whose read failed on this disk while an earlier answer was sent, and still does.
       const unreadable = await ctx.unreadableBlocks.stillUnreadable(
         ctx.blocks,
         blocks.map((block) => block.location),
       );
-      if (unreadable !== undefined) throw notFound(`${UNREADABLE_BLOCK_MSG}: ${unreadable}`);
+      if (unreadable.length > 0) throw notFound(`${UNREADABLE_BLOCK_MSG}: ${unreadable.join(' ')}`);
       const answer = carAnswer(ctx.blocks, root, blocks, {
         onReadFailed: (cids, error) => ctx.unreadableBlocks.noteIfUnreadable(cids, error),
         onCloseFailed: (error) => {

@@ -47,9 +47,9 @@ describe('UnreadableBlocks', () => {
       code: 'EMFILE',
     });
     unreadable.noteIfUnreadable(['a'], tooManyFiles);
-    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).resolves.toBeUndefined();
+    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).resolves.toEqual([]);
     unreadable.noteIfUnreadable(['a'], diskFailure);
-    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).resolves.toBe('a');
+    await expect(unreadable.stillUnreadable(store, [lostBlock('a')])).resolves.toEqual(['a']);
   });
 
   it('refuses a noted block whose pack is cut short before it', async () => {
@@ -58,7 +58,7 @@ describe('UnreadableBlocks', () => {
     const stored = await storedBlock(store, 'c');
     unreadable.noteIfUnreadable(['c'], diskFailure);
     const pastTheEnd = { ...stored, size: stored.size + 1 };
-    await expect(unreadable.stillUnreadable(store, [pastTheEnd])).resolves.toBe('c');
+    await expect(unreadable.stillUnreadable(store, [pastTheEnd])).resolves.toEqual(['c']);
   });
 
   it('serves a noted block that reads again, and forgets it', async () => {
@@ -66,9 +66,9 @@ describe('UnreadableBlocks', () => {
     const unreadable = new UnreadableBlocks();
     const readable = await storedBlock(store, 'b');
     unreadable.noteIfUnreadable(['b'], diskFailure);
-    await expect(unreadable.stillUnreadable(store, [readable])).resolves.toBeUndefined();
+    await expect(unreadable.stillUnreadable(store, [readable])).resolves.toEqual([]);
     // Forgotten: not read again.
-    await expect(unreadable.stillUnreadable(store, [lostBlock('b')])).resolves.toBeUndefined();
+    await expect(unreadable.stillUnreadable(store, [lostBlock('b')])).resolves.toEqual([]);
   });
 
   it('forgets the first noted once it notes 100 000 more', async () => {
@@ -79,7 +79,19 @@ describe('UnreadableBlocks', () => {
       Array.from({ length: 99_999 }, (_, index) => `more-${index}`),
       diskFailure,
     );
-    await expect(unreadable.stillUnreadable(store, [lostBlock('first')])).resolves.toBeUndefined();
-    await expect(unreadable.stillUnreadable(store, [lostBlock('second')])).resolves.toBe('second');
+    await expect(unreadable.stillUnreadable(store, [lostBlock('first')])).resolves.toEqual([]);
+    await expect(unreadable.stillUnreadable(store, [lostBlock('second')])).resolves.toEqual([
+      'second',
+    ]);
+  });
+  it('names every noted block of a request that still fails, up to 1000', async () => {
+    const store = newStore();
+    const unreadable = new UnreadableBlocks();
+    const readable = await storedBlock(store, 'whole');
+    const bad = Array.from({ length: 1200 }, (_, index) => `bad-${index}`);
+    unreadable.noteIfUnreadable([...bad, 'whole'], diskFailure);
+    const asked = [lostBlock('not-noted'), readable, ...bad.map(lostBlock)];
+    const named = await unreadable.stillUnreadable(store, asked);
+    expect(named).toEqual(bad.slice(0, 1000));
   });
 });
