@@ -42,9 +42,11 @@ export function unavailableBlockReason(cid: string, why: UnavailableBlock): stri
   }
 }
 
-/** Why the host refused a request for one block with a 404 (§11.5). */
-function notFoundWhy(error: EngineError): UnavailableBlock {
-  return serviceMsgOf(error)?.startsWith(UNREADABLE_BLOCK_MSG) === true ? 'unreadable' : 'missing';
+/** The blocks this project's service named, refusing a request with a 404, as ones its disk fails to read. */
+function unreadableNamed(error: EngineError): string[] {
+  const msg = serviceMsgOf(error);
+  const start = `${UNREADABLE_BLOCK_MSG}: `;
+  return msg?.startsWith(start) === true ? msg.slice(start.length).split(' ') : [];
 }
 
 /** How the answers' blocks are read. */
@@ -74,9 +76,10 @@ export interface BlockTaker {
  * any block came, as many in a row as the client tries a request, reject with the last one's
  * network error.
  *
- * A block the host sends damaged, or does not hold, is reported to the taker and the others
- * still come: after a damaged one, the rest, and it once more, are asked for again; on a 404,
- * which the host gives for the whole request (§11.5), the CIDs are halved until it is found.
+ * A block the host sends damaged, does not hold, or cannot read, is reported to the taker and
+ * the others still come: after a damaged one, the rest, and it once more, are asked for again;
+ * on a 404, which the host gives for the whole request (§11.5), those it names as unreadable
+ * go and the rest are asked for again, and otherwise the CIDs are halved until it is found.
  * Other damage to an answer (its framing, not a block's bytes) rejects with readCar's
  * CarFormatError.
  */
@@ -123,9 +126,13 @@ export async function receiveBlocks(
         continue;
       }
       if (error instanceof EngineError && error.code === 'not_found') {
+        // Named by the host as ones its disk fails to read: the others are asked for again.
+        const unreadable = unreadableNamed(error).filter((cid) => wanted.delete(cid));
+        for (const cid of unreadable) taker.onUnavailable(cid, 'unreadable');
+        if (unreadable.length > 0) continue;
         const [only] = wanted;
         if (wanted.size === 1 && only !== undefined) {
-          taker.onUnavailable(only, notFoundWhy(error));
+          taker.onUnavailable(only, 'missing');
           return new Set();
         }
         return receiveHalves(client, storageHost, [...wanted], reading, taker, damagedOnce);

@@ -4,6 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node
 import os from 'node:os';
 import path from 'node:path';
 import { localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
+import { engineCountingBlockRequests } from '../helpers/counted-block-requests.ts';
 import { canopyWithCallsFailing } from '../helpers/failing-disk.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
@@ -133,5 +134,36 @@ describe('a backup disk that fails to read some of the backups', () => {
     renameSync(away, chunks);
     const again = await runCanopy(home, ['ls', '--bucket', 'Kitchen'], fileStore);
     expect(again.stdout).toContain('recipe.txt');
+  });
+  it('names the blocks of a lost pack of small files in a few requests, not one search each', async () => {
+    const run = path.join(scratch, 'small-files');
+    const source = path.join(run, 'source');
+    for (let file = 0; file < 600; file += 1)
+      writeSettled(path.join(source, `note-${file}.txt`), randomBytes(4096));
+    const home = path.join(run, 'home');
+    const dataDir = path.join(run, 'data');
+    const { engine, count } = engineCountingBlockRequests(home);
+    try {
+      await engine.loginLocal({ dataDir });
+      await engine.createBucket({ name: 'Notes', type: 'backup', storageClass: 'hot' });
+      await engine.backup({ dir: source, bucket: 'Notes' });
+      const [pack, ...others] = packsIn(dataDir);
+      expect(others).toEqual([]);
+      rmSync(pack ?? '');
+      count.blocksCar = 0;
+      const result = await engine.restore({
+        bucket: 'Notes',
+        to: path.join(run, 'restored'),
+        overwrite: false,
+      });
+      expect(result.notRestored).toHaveLength(600);
+      expect(result.unavailable).toHaveLength(600);
+      expect(new Set(result.unavailable.map(({ why }) => why))).toEqual(new Set(['unreadable']));
+      // A cut answer and a refusal naming what it cut on, per 1 MiB read of the pack, give or
+      // take: finding each block by halving would take thousands, and meet the rate limit.
+      expect(count.blocksCar).toBeLessThan(20);
+    } finally {
+      await engine.close();
+    }
   });
 });
