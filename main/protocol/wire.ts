@@ -41,6 +41,16 @@ export const DISK_FAILED_MSG = "the service's disk failed to read or write its d
 export const DATA_FILE_MISSING_MSG = "a file of the service's data is missing from its disk";
 
 /**
+ * The start of the `msg` of a 404 from this project's service for blocks/car when it holds
+ * none of some blocks asked for (for the caller: §11.5), followed by `: ` and their CIDs,
+ * space-separated (up to 1000 of them), so that the client need not search for them.
+ */
+export const BLOCKS_NOT_HELD_MSG = 'blocks asked for are not held';
+
+/** The most CIDs a 404 of this project's service for blocks/car names. */
+export const MOST_BLOCKS_NAMED = 1000;
+
+/**
  * The start of the `msg` of a 404 from this project's service for blocks/car when blocks asked
  * for cannot be read from its disk (an I/O error met while an earlier answer was sent),
  * followed by `: ` and their CIDs, space-separated (up to 1000 of them). The client tells those

@@ -1,3 +1,4 @@
+import { MOST_BLOCKS_NAMED } from '../../main/protocol/index.ts';
 import type { BlockLocation } from '../store/stored-blocks.ts';
 import { isDiskFailure } from '../store/disk-failure.ts';
 import { BlockCutShortError } from './block-reader.ts';
@@ -17,12 +18,6 @@ import type { BlockStore } from './block-store.ts';
 
 /** The most blocks noted: past this, the first noted are forgotten (and met again, if bad). */
 const MOST_NOTED = 100_000;
-/**
- * The most a refusal names: a pack on a bad sector holds thousands of small blocks, and a client
- * that had to find each by halving its request would make tens of requests per block, against
- * its rate limit. Named, each run of them costs one cut answer and one refusal.
- */
-const MOST_TOLD = 1000;
 
 /**
  * Whether `error`, of reading a stored block, means the block cannot be read from this disk,
@@ -54,7 +49,8 @@ export class UnreadableBlocks {
 
   /**
    * Those of `locations` noted as unreadable that still fail to read, by CID, at most
-   * MOST_TOLD of them; those that read now are forgotten. Empty when all can be served.
+   * MOST_BLOCKS_NAMED of them (a refusal names them: a client that had to find
+   * each by halving its request would make tens of requests per block, against its rate limit); those that read now are forgotten. Empty when all can be served.
    */
   async stillUnreadable(store: BlockStore, locations: Iterable<BlockLocation>): Promise<string[]> {
     const still: string[] = [];
@@ -68,7 +64,7 @@ export class UnreadableBlocks {
       } catch (error) {
         if (!isUnreadable(error)) throw error;
         still.push(location.cid);
-        if (still.length >= MOST_TOLD) break;
+        if (still.length >= MOST_BLOCKS_NAMED) break;
       } finally {
         reader.close();
       }

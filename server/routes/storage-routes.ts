@@ -11,9 +11,11 @@ import {
   parseRawCidText,
   readCar,
   type ShardUploadResult,
+  BLOCKS_NOT_HELD_MSG,
+  MOST_BLOCKS_NAMED,
   UNREADABLE_BLOCK_MSG,
 } from '../../main/protocol/index.ts';
-import { carAnswer } from '../blocks/car-answer.ts';
+import { carAnswer, type CarAnswerBlock } from '../blocks/car-answer.ts';
 import { damagedStoredCopies } from '../blocks/damaged-copies.ts';
 import type { PackWriter } from '../blocks/pack-writer.ts';
 import type { ServiceContext } from '../context.ts';
@@ -342,11 +344,17 @@ export const storageRoutes: RouteSpec[] = [
       const unique = new Map(requested.map((cid) => [cidText(cid), cid]));
       // Every CID is checked before the first byte goes out (§11.5).
       const held = findHeldBlocks(ctx.db, userId, [...unique.keys()]);
-      const blocks = [...unique].map(([text, cid]) => {
+      const blocks: CarAnswerBlock[] = [];
+      const notHeld: string[] = [];
+      for (const [text, cid] of unique) {
         const location = held.get(text);
-        if (!location) throw notFound();
-        return { cid, location };
-      });
+        if (location) blocks.push({ cid, location });
+        else notHeld.push(text);
+      }
+      // Named, so that the client need not search for them; only the caller's own CIDs, so
+      // nothing is told of another user's blocks.
+      if (notHeld.length > 0)
+        throw notFound(`${BLOCKS_NOT_HELD_MSG}: ${notHeld.slice(0, MOST_BLOCKS_NAMED).join(' ')}`);
       const [root] = requested;
       if (!root) throw invalidRequest('body: must hold at least one CID');
       // Blocks whose read failed on this disk while an earlier answer was sent, and still does.

@@ -14,7 +14,7 @@ import {
 } from '../helpers/flows.ts';
 import type { TestDevice } from '../helpers/test-device.ts';
 import { startTestService, SMALL_LIMITS, type TestService } from '../helpers/test-service.ts';
-import { rawCidOf, signCompactJws } from '../../main/protocol/index.ts';
+import { BLOCKS_NOT_HELD_MSG, rawCidOf, signCompactJws } from '../../main/protocol/index.ts';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import path from 'node:path';
@@ -304,6 +304,8 @@ describe('§18 reading blocks', () => {
       json: order,
     });
     expect(foreign.status).toBe(404);
+    // Named, so that a client need not search: only CIDs the caller sent.
+    expect(foreign.json.msg).toBe(`${BLOCKS_NOT_HELD_MSG}: ${[...new Set(order)].join(' ')}`);
     // One CID the caller does not hold, after its own: the whole request is refused.
     const unheld = (await rawBlock()).cid.toString();
     const mixed = await call('POST', `${service.api}/blocks/car`, {
@@ -311,6 +313,7 @@ describe('§18 reading blocks', () => {
       json: [...order, unheld],
     });
     expect(mixed.status).toBe(404);
+    expect(mixed.json).toEqual({ code: 'not_found', msg: `${BLOCKS_NOT_HELD_MSG}: ${unheld}` });
     expect(
       (await call('POST', `${service.api}/blocks/car`, { token: ann.token(), json: [] })).status,
     ).toBe(400);
