@@ -6,6 +6,7 @@ import {
   readCarCheckingLater,
   type UncheckedCarBlock,
   UNREADABLE_BLOCK_MSG,
+  BLOCKS_NOT_HELD_MSG,
 } from '../protocol/index.ts';
 import { type AnswerBody, type ServiceClient, serviceMsgOf } from '../service/index.ts';
 
@@ -42,11 +43,20 @@ export function unavailableBlockReason(cid: string, why: UnavailableBlock): stri
   }
 }
 
-/** The blocks this project's service named, refusing a request with a 404, as ones its disk fails to read. */
-function unreadableNamed(error: EngineError): string[] {
-  const msg = serviceMsgOf(error);
-  const start = `${UNREADABLE_BLOCK_MSG}: `;
-  return msg?.startsWith(start) === true ? msg.slice(start.length).split(' ') : [];
+/**
+ * The blocks this project's service named, refusing a request with a 404, as ones its disk
+ * fails to read or ones it does not hold; none for another 404.
+ */
+function blocksNamedIn(error: EngineError): { cids: string[]; why: UnavailableBlock } {
+  const msg = serviceMsgOf(error) ?? '';
+  for (const [prefix, why] of [
+    [UNREADABLE_BLOCK_MSG, 'unreadable'],
+    [BLOCKS_NOT_HELD_MSG, 'missing'],
+  ] as const) {
+    const start = `${prefix}: `;
+    if (msg.startsWith(start)) return { cids: msg.slice(start.length).split(' '), why };
+  }
+  return { cids: [], why: 'missing' };
 }
 
 /** How the answers' blocks are read. */
@@ -78,8 +88,9 @@ export interface BlockTaker {
  *
  * A block the host sends damaged, does not hold, or cannot read, is reported to the taker and
  * the others still come: after a damaged one, the rest, and it once more, are asked for again;
- * on a 404, which the host gives for the whole request (§11.5), those it names as unreadable
- * go and the rest are asked for again, and otherwise the CIDs are halved until it is found.
+ * on a 404, which the host gives for the whole request (§11.5), those it names (this project's
+ * service does) go and the rest are asked for again, and otherwise the CIDs are halved until
+ * each it lacks is found.
  * Other damage to an answer (its framing, not a block's bytes) rejects with readCar's
  * CarFormatError.
  */
@@ -126,10 +137,12 @@ export async function receiveBlocks(
         continue;
       }
       if (error instanceof EngineError && error.code === 'not_found') {
-        // Named by the host as ones its disk fails to read: the others are asked for again.
-        const unreadable = unreadableNamed(error).filter((cid) => wanted.delete(cid));
-        for (const cid of unreadable) taker.onUnavailable(cid, 'unreadable');
-        if (unreadable.length > 0) continue;
+        // Named by the host, as ones its disk fails to read or it does not hold: the others
+        // are asked for again.
+        const named = blocksNamedIn(error);
+        const unavailable = named.cids.filter((cid) => wanted.delete(cid));
+        for (const cid of unavailable) taker.onUnavailable(cid, named.why);
+        if (unavailable.length > 0) continue;
         const [only] = wanted;
         if (wanted.size === 1 && only !== undefined) {
           taker.onUnavailable(only, 'missing');
