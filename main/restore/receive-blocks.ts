@@ -142,7 +142,12 @@ export async function receiveBlocks(
         const named = blocksNamedIn(error);
         const unavailable = named.cids.filter((cid) => wanted.delete(cid));
         for (const cid of unavailable) taker.onUnavailable(cid, named.why);
-        if (unavailable.length > 0) continue;
+        if (unavailable.length > 0) {
+          // The host answered: the answers it cut short before that were no outage. A run of
+          // large blocks on a bad sector is met as a cut answer each, then named.
+          cutEmpty = 0;
+          continue;
+        }
         const [only] = wanted;
         if (wanted.size === 1 && only !== undefined) {
           taker.onUnavailable(only, 'missing');
