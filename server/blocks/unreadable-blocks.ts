@@ -6,11 +6,12 @@ import type { BlockStore } from './block-store.ts';
 
 // Blocks this disk failed to read (EIO: a bad sector under a pack; or their pack gone, or cut
 // short: a disk repaired by fsck, a copy of the data folder that did not finish) while a
-// blocks/car answer was being sent. That answer's headers were out, so it could only be cut short, and the
-// client, which asks again for what did not come, would meet the same cut every time: one bad
-// sector would fail a whole restore. So the blocks are noted, and the next request for any of
-// them is refused before its first byte with a 404, as §11.5 has it for a block the host cannot
-// give, naming them; the client asks again for the others, and restores everything else.
+// blocks/car answer was being sent. That answer's headers were out, so it could only be cut
+// short, and the client, which asks again for what did not come, would meet the same cut every
+// time: one bad sector would fail a whole restore. So the blocks are noted, and the next
+// request for any of them is refused before its first byte with a 404, as §11.5 has it for a
+// block the host cannot give, naming them; the client asks again for the others, and restores
+// everything else.
 //
 // A noted block is read again before it is refused, so one that reads now (the failure passed,
 // a client sent it again and it was replaced, or it only shared a failed read with the block
@@ -49,8 +50,9 @@ export class UnreadableBlocks {
 
   /**
    * Those of `locations` noted as unreadable that still fail to read, by CID, at most
-   * MOST_BLOCKS_NAMED of them (a refusal names them: a client that had to find
-   * each by halving its request would make tens of requests per block, against its rate limit); those that read now are forgotten. Empty when all can be served.
+   * MOST_BLOCKS_NAMED of them (a refusal names them: a client that had to find each by halving
+   * its request would make tens of requests per block, against its rate limit); those that
+   * read now are forgotten. Empty when all can be served.
    */
   async stillUnreadable(store: BlockStore, locations: Iterable<BlockLocation>): Promise<string[]> {
     const still: string[] = [];
