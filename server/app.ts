@@ -27,6 +27,7 @@ import {
 } from './store/kept-database-copy.ts';
 import { drainRequest } from './http/request-body.ts';
 import type { ServiceOptions } from './options.ts';
+import { problemLogStream } from './problem-log.ts';
 import { ROUTES, type RouteSpec } from './routes/index.ts';
 import type { RouteRequest } from './routes/route-spec.ts';
 
@@ -170,7 +171,9 @@ export function createBucketService(options: ServiceOptions): BucketService {
             }),
           },
         }
-      : false,
+      : options.problemLog !== undefined
+        ? { level: 'warn', stream: problemLogStream(options.problemLog) }
+        : false,
     // Proxies and load balancers own timeouts; large shards on slow links need time.
     requestTimeout: 0,
     bodyLimit: 1,
@@ -182,8 +185,8 @@ export function createBucketService(options: ServiceOptions): BucketService {
       compilersFactory: { buildValidator: noSchemaCompiler, buildSerializer: noSchemaCompiler },
     },
   });
-  // Without a request log, the context's own report (a process warning on stderr) stays.
-  if (options.logRequests)
+  // Without a log, the context's own report (a process warning on stderr) stays.
+  if (options.logRequests || options.problemLog !== undefined)
     ctx.onHousekeepingFailure = (error, what) => app.log.error({ err: error }, `could not ${what}`);
   // Before the first request: what a crash left half-written in the block store goes, unless
   // another process serves this folder too and may be writing it.
@@ -212,7 +215,11 @@ export function createBucketService(options: ServiceOptions): BucketService {
 
   app.setErrorHandler((error: unknown, request: FastifyRequest, reply: FastifyReply) => {
     const { status, body, headers } = errorBody(error, options.dataDir);
-    if (status === 500) request.log.error({ err: error }, 'request failed');
+    if (status === 500)
+      request.log.error(
+        { err: error, route: `${request.method} ${request.routeOptions.url ?? ''}` },
+        'request failed',
+      );
     // The next lone start puts the kept copy in its place. A disk that refuses even this word
     // fails the next request alike, and is asked again then.
     if (isDamagedDatabase(error) && options.readOnly !== true) {
@@ -319,7 +326,9 @@ export function createBucketService(options: ServiceOptions): BucketService {
             throw new Error(`unknown auth kind ${String(unreachable)}`);
           }
         }
-        return result === reply ? reply : reply.send(result);
+        // A handler that answered itself returns its reply, which is thenable: awaited, it
+        // gave what its `then` settles with, not itself.
+        return reply.sent ? reply : reply.send(result);
       },
     });
   }

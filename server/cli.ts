@@ -102,6 +102,10 @@ async function serve(
   const options = {
     ...defaultServiceOptions(dataDir),
     logRequests: values['log'] === true,
+    // Without the request log, what went wrong still reaches the operator.
+    ...(values['log'] === true
+      ? {}
+      : { problemLog: (line: string) => process.stderr.write(`${line}\n`) }),
     // For benchmarks and trusted networks only: §14 lets every limit be disabled.
     ...(noLimits ? { credentialRateLimit: null, ipRateLimit: null } : {}),
     corsOrigins: Array.isArray(values['cors-origin']) ? values['cors-origin'] : [],

@@ -35,6 +35,12 @@ export interface ServiceOptions {
   /** Log requests (pino JSON lines to stdout). Secrets are redacted. */
   readonly logRequests: boolean;
   /**
+   * Where a service that logs no requests tells its problems (a request failed with HTTP 500,
+   * housekeeping failed), as lines a person reads (problem-log.ts): the `serve` command's
+   * stderr. Unset (the embedded service), its client's own error tells the user.
+   */
+  readonly problemLog?: (line: string) => void;
+  /**
    * The data folder is on a disk mounted read-only (a backup disk after an unsafe removal): the
    * service serves reads from a copy of its database (store/database-copy.ts), refuses every
    * other request (409, READ_ONLY_MSG), and writes nothing there: no lock, no crash recovery, no

@@ -382,10 +382,12 @@ export const storageRoutes: RouteSpec[] = [
         // Headers are out, so no error body can follow: cut the answer short.
         reply.log.error({ err: error }, 'blocks/car failed mid-answer');
         reply.raw.destroy();
-        return;
+        // The hijacked reply itself: nothing more is sent for it (app.ts).
+        return reply;
       }
       if (reply.raw.writableFinished || reply.raw.writableEnded)
         ctx.countEgress(userId, answer.length);
+      return reply;
     },
   },
 ];

@@ -16,6 +16,8 @@ const BIN = path.join(
 export interface ServerProcess {
   readonly child: ChildProcess;
   readonly url: string;
+  /** What the server wrote on stderr so far: the problems it tells its operator. */
+  readonly stderr: () => string;
 }
 
 /** Serves `dataDir` on `port` (by default, any free one). */
@@ -31,12 +33,17 @@ export async function startServerProcess(
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
+  let stderr = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (text: string) => {
+    stderr += text;
+  });
   const lines = createInterface({ input: child.stdout });
   const url = await new Promise<string>((resolve, reject) => {
     child.once('exit', (code) => reject(new Error(`canopy-server exited early with ${code}`)));
     lines.once('line', (line) => resolve((JSON.parse(line) as { listening: string }).listening));
   });
-  return { child, url };
+  return { child, url, stderr: () => stderr };
 }
 
 export function runServerCommand(args: readonly string[]): {
