@@ -1,12 +1,29 @@
 import { proxyRefusalAdvice, proxyRefusalOf } from './proxy-refusal.ts';
 import { certificateAdvice, certificateProblemOf } from './untrusted-certificate.ts';
 import { EngineError, type EngineErrorCode } from '../api/index.ts';
-import { DAMAGED_DATABASE_MSG, READ_ONLY_MSG } from '../protocol/index.ts';
+import {
+  DAMAGED_DATABASE_MSG,
+  DATA_FILE_MISSING_MSG,
+  DISK_FAILED_MSG,
+  OUT_OF_SPACE_MSG,
+  READ_ONLY_MSG,
+} from '../protocol/index.ts';
 
 // The one place HTTP failures become EngineErrors (ARCHITECTURE.md). Statuses that a retry can
 // fix (429, 500, 502, 503, 504) are marked retryable; every other status is final (§6).
 
 const RETRYABLE_STATUSES = new Set([429, 500, 502, 503, 504]);
+
+/**
+ * What this project's service says when its disk or data needs its operator: no try of the
+ * device's mends it, and the server's log names why (server/problem-log.ts).
+ */
+const OPERATOR_MSGS: ReadonlySet<string> = new Set([
+  OUT_OF_SPACE_MSG,
+  DAMAGED_DATABASE_MSG,
+  DISK_FAILED_MSG,
+  DATA_FILE_MISSING_MSG,
+]);
 
 export function isRetryableStatus(status: number): boolean {
   return RETRYABLE_STATUSES.has(status);
@@ -102,7 +119,11 @@ export function errorFromResponse(
       code = status >= 500 ? 'server_error' : 'protocol';
       message =
         status >= 500
-          ? `the server failed (${typeof body?.msg === 'string' ? `${body.msg}, ` : ''}HTTP ${status})`
+          ? `the server failed (${typeof body?.msg === 'string' ? `${body.msg}, ` : ''}HTTP ${status})${
+              OPERATOR_MSGS.has(serverMsg)
+                ? ': tell whoever runs it (its log says why), and run this again once that is seen to'
+                : ''
+            }`
           : `unexpected answer from the server (HTTP ${status})`;
   }
   return new EngineError(code, message, {

@@ -52,7 +52,7 @@ describe('canopy-server serve without --log', () => {
     for (let attempt = 0; attempt < 2; attempt += 1) {
       const listed = await runCanopy(home, ['ls', '--bucket', 'Kitchen'], fileStore);
       expect(listed.stderr).toBe(
-        "canopy: the server failed (a file of the service's data is missing from its disk, HTTP 500)\n",
+        "canopy: the server failed (a file of the service's data is missing from its disk, HTTP 500): tell whoever runs it (its log says why), and run this again once that is seen to\n",
       );
       expect(listed.status).toBe(1);
     }
