@@ -19,6 +19,7 @@ const FRAME_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'err', 
 interface PinoError {
   readonly message?: unknown;
   readonly code?: unknown;
+  readonly path?: unknown;
 }
 
 function textOf(value: unknown): string {
@@ -35,6 +36,8 @@ export function problemText(line: Record<string, unknown>): string {
     const message = textOf(err.message);
     // Fastify's own warnings are their error's message.
     if (message !== line['msg']) parts.push(`: ${message}`);
+    // A failed read names its file only in its `path` (block-reader.ts).
+    if (typeof err.path === 'string' && !message.includes(err.path)) parts.push(` '${err.path}'`);
     // Node's file system errors begin with their code; SQLite's do not (SQLITE_IOERR_FSYNC).
     if (typeof err.code === 'string' && !message.includes(err.code)) parts.push(` [${err.code}]`);
   }

@@ -8,8 +8,12 @@ import type { BlockStore } from './block-store.ts';
 
 /** A block whose file ends before the block does (a pack cut short on its disk). */
 export class BlockCutShortError extends Error {
-  constructor(cid: string) {
-    super(`block ${cid} is shorter on disk than recorded`);
+  constructor(
+    cid: string,
+    /** The file it is in: what the server's operator looks at (problem-log.ts). */
+    readonly path: string,
+  ) {
+    super(`block ${cid} is shorter on disk than recorded, in ${path}`);
     this.name = 'BlockCutShortError';
   }
 }
@@ -38,10 +42,12 @@ export class BlockReader {
       while (filled < location.size) {
         const got = await new Promise<number>((resolve, reject) => {
           read(fd, target, filled, location.size - filled, offset + filled, (error, bytesRead) =>
-            error ? reject(error) : resolve(bytesRead),
+            // A failed read names no file, unlike a failed open: the file is what the server's
+            // operator checks, so it is named here.
+            error ? reject(Object.assign(error, { path: error.path ?? file })) : resolve(bytesRead),
           );
         });
-        if (got === 0) throw new BlockCutShortError(location.cid);
+        if (got === 0) throw new BlockCutShortError(location.cid, file);
         filled += got;
       }
     } finally {

@@ -18,21 +18,38 @@ export interface ServerProcess {
   readonly url: string;
   /** What the server wrote on stderr so far: the problems it tells its operator. */
   readonly stderr: () => string;
+  /** Run under another command, in a process group of its own. */
+  readonly group: boolean;
 }
 
-/** Serves `dataDir` on `port` (by default, any free one). */
+/**
+ * Serves `dataDir` on `port` (by default, any free one); run by the command `under` (with its
+ * arguments: strace, to fail its reads as a failing disk would) when given.
+ */
 export async function startServerProcess(
   dataDir: string,
   extraArgs: readonly string[] = [],
   port = 0,
+  under: readonly string[] = [],
 ): Promise<ServerProcess> {
-  const child = spawn(
+  const command = [
+    ...under,
     process.execPath,
-    [BIN, 'serve', '--port', String(port), '--data', dataDir, '--json', ...extraArgs],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+    BIN,
+    'serve',
+    '--port',
+    String(port),
+    '--data',
+    dataDir,
+    '--json',
+    ...extraArgs,
+  ];
+  // A process group of its own under another command, to be signalled whole: strace, tracing
+  // into a file, holds off fatal signals to itself.
+  const child = spawn(command[0] as string, command.slice(1), {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: under.length > 0,
+  });
   let stderr = '';
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (text: string) => {
@@ -43,7 +60,7 @@ export async function startServerProcess(
     child.once('exit', (code) => reject(new Error(`canopy-server exited early with ${code}`)));
     lines.once('line', (line) => resolve((JSON.parse(line) as { listening: string }).listening));
   });
-  return { child, url, stderr: () => stderr };
+  return { child, url, stderr: () => stderr, group: under.length > 0 };
 }
 
 export function runServerCommand(args: readonly string[]): {
@@ -62,7 +79,9 @@ export async function stopServerProcess(
   const exited = new Promise<number | null>((resolve) =>
     server.child.once('exit', (code) => resolve(code)),
   );
-  server.child.kill(signal);
+  const { pid } = server.child;
+  if (server.group && pid !== undefined) process.kill(-pid, signal);
+  else server.child.kill(signal);
   return exited;
 }
 

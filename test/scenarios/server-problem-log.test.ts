@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
@@ -68,5 +68,44 @@ describe('canopy-server serve without --log', () => {
     const again = await runCanopy(home, ['ls', '--bucket', 'Kitchen'], fileStore);
     expect(again.stdout).toContain('recipe.txt');
     expect(server.stderr().split('\n').filter(Boolean)).toHaveLength(1);
+  });
+
+  it('names the pack its disk would not read during a restore', async () => {
+    const [pack] = readdirSync(path.join(data, 'packs')).map((name) =>
+      path.join(data, 'packs', name),
+    );
+    const port = new URL(server.url).port;
+    await stopServerProcess(server, 'SIGTERM');
+    // strace fails every read of the pack with an I/O error, as a bad sector would.
+    server = await startServerProcess(data, [], Number(port), [
+      'strace',
+      '-f',
+      '-qq',
+      '--seccomp-bpf',
+      '-o',
+      '/dev/null',
+      '-e',
+      'trace=read,pread64,preadv',
+      '-e',
+      'inject=read,pread64,preadv:error=EIO',
+      '-P',
+      pack ?? '',
+    ]);
+
+    const target = path.join(scratch, 'restored');
+    const restored = await runCanopy(
+      home,
+      ['restore', '--bucket', 'Kitchen', '--to', target],
+      fileStore,
+    );
+    expect(restored.stdout).toMatch(
+      /could not restore recipe\.txt: the server's disk fails to read block /,
+    );
+    expect(restored.status).toBe(1);
+    expect(server.stderr().split('\n').filter(Boolean)).toEqual([
+      expect.stringMatching(
+        new RegExp(`Z error: blocks/car failed mid-answer: EIO: i/o error, read '${pack}'$`),
+      ),
+    ]);
   });
 });

@@ -107,7 +107,7 @@ describe('BlockStore', () => {
     try {
       const location = locations[0] as BlockLocation;
       await expect(reader.read({ ...location, size: 200 })).rejects.toThrow(
-        /shorter on disk than recorded/,
+        `block ${location.cid} is shorter on disk than recorded, in ${store.packPath(location.pack ?? '')}`,
       );
     } finally {
       reader.close();

@@ -51,6 +51,22 @@ describe('problem log', () => {
     expect(lines.map((line) => line.slice(-6))).toEqual(["'/d/a'", "'/d/b'"]);
   });
 
+  it('names the file a failed read was of', () => {
+    const lines = linesOf((stream) => {
+      stream.write(
+        JSON.stringify({
+          level: 50,
+          time: START,
+          err: { message: 'EIO: i/o error, read', code: 'EIO', path: '/srv/canopy/packs/p.pack' },
+          msg: 'blocks/car failed mid-answer',
+        }),
+      );
+    });
+    expect(lines).toEqual([
+      "2026-12-01T09:00:00.000Z error: blocks/car failed mid-answer: EIO: i/o error, read '/srv/canopy/packs/p.pack'",
+    ]);
+  });
+
   it("names a database's error code, and the details of a warning", () => {
     const lines = linesOf((stream) => {
       stream.write(
