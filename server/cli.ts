@@ -11,6 +11,8 @@ import {
   recordInvoice,
 } from './admin.ts';
 import { createBucketService } from './app.ts';
+import { checkStore } from './blocks/store-check.ts';
+import { checkReportLines, holdersOfProblems, notifyHolders } from './store-check-report.ts';
 import { ServiceContext } from './context.ts';
 import { defaultServerDataDir } from './data-dir.ts';
 import { defaultServiceOptions } from './options.ts';
@@ -27,6 +29,7 @@ commands:
   enroll-code --email E
   invoice add --email E --start ISO --end ISO --amount CENTS --status paid|open|draft|uncollectible|void [--subscription ID]
   notify --email E --severity info|warning|error --message TEXT [--key KEY] [--sticky]
+  check [--notify]    read back every stored block and metadata chunk and check it against its name
 
 every command takes --data DIR (default: ${defaultServerDataDir()}) and --json`;
 
@@ -136,6 +139,34 @@ async function serve(
   return 0;
 }
 
+/** `check`: exits 1 when some block or metadata chunk is not whole. */
+async function check(dataDir: string, notify: boolean, print: Output): Promise<number> {
+  const ctx = new ServiceContext(defaultServiceOptions(dataDir));
+  try {
+    const started = performance.now();
+    const checked = await checkStore(ctx);
+    const seconds = (performance.now() - started) / 1000;
+    const holders = holdersOfProblems(ctx, checked);
+    if (notify) notifyHolders(ctx, holders);
+    const whole = checked.problems.length === 0 && checked.chunkProblems.size === 0;
+    print(checkReportLines(checked, seconds, holders, notify).join('\n'), {
+      whole,
+      blocks: checked.blocks,
+      bytes: checked.bytes,
+      metadata_chunks: checked.chunks,
+      metadata_bytes: checked.chunkBytes,
+      seconds,
+      problems: checked.problems,
+      metadata_problems: [...checked.chunkProblems].map(([file, chunks]) => ({ file, chunks })),
+      holders: holders.map(({ email, blocks }) => ({ email, blocks })),
+      notified: notify ? holders.map(({ email }) => email) : [],
+    });
+    return whole ? 0 : 1;
+  } finally {
+    ctx.close();
+  }
+}
+
 function withContext<T>(dataDir: string, work: (ctx: ServiceContext) => T): T {
   const ctx = new ServiceContext(defaultServiceOptions(dataDir));
   try {
@@ -174,6 +205,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         message: { type: 'string' },
         key: { type: 'string' },
         sticky: { type: 'boolean' },
+        notify: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -252,6 +284,8 @@ export async function main(argv: readonly string[]): Promise<number> {
         print(`notification ${id}`, { id });
         return 0;
       }
+      case 'check':
+        return await check(dataDir, values['notify'] === true, print);
       default:
         throw new UsageError(`unknown command: ${command}`);
     }

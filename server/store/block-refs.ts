@@ -74,3 +74,22 @@ export function uncountAdditions(db: Db, userId: string, cids: Iterable<string>)
     sql(db, 'UPDATE users SET data_bytes = data_bytes - ? WHERE id = ?').run(row.size ?? 0, userId);
   }
 }
+
+/** A user holding some of a set of blocks: their email, and how many of those blocks. */
+export interface BlockHolder {
+  readonly userId: string;
+  readonly email: string;
+  readonly blocks: number;
+}
+
+/** The users whose live versions hold any of `cids`, by email. One scan of user_blocks. */
+export function holdersOf(db: Db, cids: readonly string[]): BlockHolder[] {
+  if (cids.length === 0) return [];
+  return sql<[string], BlockHolder>(
+    db,
+    `SELECT u.id AS userId, u.email AS email, COUNT(*) AS blocks
+     FROM user_blocks ub JOIN users u ON u.id = ub.user_id
+     WHERE ub.refs > 0 AND ub.cid IN (SELECT value FROM json_each(?))
+     GROUP BY u.id ORDER BY u.email`,
+  ).all(JSON.stringify(cids));
+}

@@ -220,6 +220,15 @@ export function chunksInFile(db: Db, file: string): ChunkLocation[] {
     }));
 }
 
+/** Where the chunk of `digest` lies now; undefined once no CAR names it. */
+export function chunkLocation(db: Db, digest: Buffer): ChunkLocation | undefined {
+  const row = sql<[Buffer], ChunkRow>(
+    db,
+    'SELECT digest, file, file_offset, length FROM metadata_chunks WHERE digest = ?',
+  ).get(digest);
+  return row && { digest: row.digest, file: row.file, offset: row.file_offset, length: row.length };
+}
+
 /** Points a chunk still in `from` at its copy in `to`; false when it went meanwhile. */
 export function moveChunk(
   db: Db,

@@ -8,7 +8,9 @@ export type MessageKey =
   | 'storage_quota_80'
   | 'storage_quota_100'
   | 'upload_window_expired'
-  | 'bucket_deleted';
+  | 'bucket_deleted'
+  // Posted by `canopy-server check --notify`, as an administrator may post others.
+  | 'stored_blocks_damaged';
 
 interface NotificationRow {
   id: string;

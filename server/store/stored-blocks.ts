@@ -129,6 +129,25 @@ export function takeUnheldBlocks(db: Db, max: number): BlockLocation[] {
   return rows.map(locationOf);
 }
 
+/** The ids of every pack, in order. */
+export function packIds(db: Db): string[] {
+  return sql<[], string>(db, 'SELECT id FROM packs ORDER BY id').pluck().all();
+}
+
+/**
+ * Up to `limit` of the blocks stored as files of their own by servers before packs, in CID
+ * order after `after` ('' for the first).
+ */
+export function legacyBlocksAfter(db: Db, after: string, limit: number): BlockLocation[] {
+  return sql<[string, number], BlockRow>(
+    db,
+    `SELECT cid, size, pack, pack_offset FROM blocks WHERE pack IS NULL AND cid > ?
+     ORDER BY cid LIMIT ?`,
+  )
+    .all(after, limit)
+    .map(locationOf);
+}
+
 /** The blocks stored in one pack, in file order. */
 export function blocksInPack(db: Db, pack: string): BlockLocation[] {
   return sql<[string], BlockRow>(

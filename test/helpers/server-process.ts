@@ -63,12 +63,17 @@ export async function startServerProcess(
   return { child, url, stderr: () => stderr, group: under.length > 0 };
 }
 
-export function runServerCommand(args: readonly string[]): {
+/** `canopy-server args`, run by the command `under` (with its arguments) when given. */
+export function runServerCommand(
+  args: readonly string[],
+  under: readonly string[] = [],
+): {
   status: number;
   stdout: string;
   stderr: string;
 } {
-  const result = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8' });
+  const command = [...under, process.execPath, BIN, ...args];
+  const result = spawnSync(command[0] as string, command.slice(1), { encoding: 'utf8' });
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }
 

@@ -1,0 +1,146 @@
+import { createHash } from 'node:crypto';
+import { parseCidText } from '../../main/protocol/index.ts';
+import type { ServiceContext } from '../context.ts';
+import { allChunkFileIds, chunkLocation, chunksInFile } from '../store/metadata-chunks.ts';
+import type { ChunkLocation } from '../store/metadata-chunks.ts';
+import {
+  blocksInPack,
+  findBlock,
+  legacyBlocksAfter,
+  packIds,
+  type BlockLocation,
+} from '../store/stored-blocks.ts';
+import { BlockCutShortError } from './block-reader.ts';
+
+// `canopy-server check`: every stored block and every chunk of the versions' metadata read
+// back from the disk and checked against its name, as borg's and restic's checks read a
+// repository, so that a failing disk is found while the devices still hold what it lost, rather
+// than by a restore. It writes nothing, so it runs beside `serve`; what `serve` moves or
+// deletes meanwhile is looked up again rather than reported.
+
+/** Why a stored block is not whole. */
+export type BlockProblemKind = 'damaged' | 'unreadable' | 'missing' | 'cut_short';
+
+export interface BlockProblem {
+  readonly cid: string;
+  /** The file it is in: a pack, or a block's own file. */
+  readonly file: string;
+  readonly kind: BlockProblemKind;
+}
+
+export interface StoreCheck {
+  readonly blocks: number;
+  readonly bytes: number;
+  readonly chunks: number;
+  readonly chunkBytes: number;
+  readonly problems: readonly BlockProblem[];
+  /** Files of metadata chunks holding chunks that are not whole, with how many. */
+  readonly chunkProblems: ReadonlyMap<string, number>;
+}
+
+/** Legacy blocks looked up per query. */
+const LEGACY_BATCH = 1000;
+
+/** The kind of problem a failed read of a block shows; undefined for a failure of another kind. */
+function problemOf(error: unknown): BlockProblemKind | undefined {
+  if (error instanceof BlockCutShortError) return 'cut_short';
+  const { code } = error as NodeJS.ErrnoException;
+  if (code === 'EIO') return 'unreadable';
+  if (code === 'ENOENT') return 'missing';
+  return undefined;
+}
+
+/** Whether `bytes` are the block that `cid` names (a sha2-256 CID, §3). */
+function matchesCid(cid: string, bytes: Buffer): boolean {
+  const parsed = parseCidText(cid);
+  return (
+    parsed !== undefined &&
+    createHash('sha256').update(bytes).digest().equals(parsed.multihash.digest)
+  );
+}
+
+/**
+ * Reads every block and metadata chunk stored in `ctx`'s data folder and checks it against its
+ * name. A failure to read other than the disk's (permissions) is thrown.
+ */
+export async function checkStore(ctx: ServiceContext): Promise<StoreCheck> {
+  const problems: BlockProblem[] = [];
+  let blocks = 0;
+  let bytes = 0;
+  let buffer = Buffer.allocUnsafe(0);
+  const reader = ctx.blocks.openReader();
+
+  const checkBlock = async (location: BlockLocation, lookedUpAgain = false): Promise<void> => {
+    if (buffer.length < location.size) buffer = Buffer.allocUnsafe(location.size);
+    const block = buffer.subarray(0, location.size);
+    try {
+      await reader.readInto(location, block);
+    } catch (error) {
+      const kind = problemOf(error);
+      if (kind === undefined) throw error;
+      if (kind === 'missing' && !lookedUpAgain) {
+        // Deleted or moved to another pack since it was looked up, by a `serve` of this folder.
+        const now = findBlock(ctx.db, location.cid);
+        if (now === undefined) return;
+        if (now.pack !== location.pack || now.offset !== location.offset)
+          return checkBlock(now, true);
+      }
+      blocks += 1;
+      bytes += location.size;
+      problems.push({ cid: location.cid, file: ctx.blocks.fileOf(location).file, kind });
+      return;
+    }
+    blocks += 1;
+    bytes += location.size;
+    if (!matchesCid(location.cid, block))
+      problems.push({ cid: location.cid, file: ctx.blocks.fileOf(location).file, kind: 'damaged' });
+  };
+
+  try {
+    for (const pack of packIds(ctx.db))
+      for (const location of blocksInPack(ctx.db, pack)) await checkBlock(location);
+    for (let after = ''; ;) {
+      const batch = legacyBlocksAfter(ctx.db, after, LEGACY_BATCH);
+      for (const location of batch) await checkBlock(location);
+      const last = batch.at(-1);
+      if (last === undefined) break;
+      after = last.cid;
+    }
+  } finally {
+    reader.close();
+  }
+  return { blocks, bytes, problems, ...checkChunks(ctx) };
+}
+
+/** Every metadata chunk read back and checked against its digest. */
+function checkChunks(ctx: ServiceContext): {
+  chunks: number;
+  chunkBytes: number;
+  chunkProblems: Map<string, number>;
+} {
+  const chunkProblems = new Map<string, number>();
+  let chunks = 0;
+  let chunkBytes = 0;
+  const stored = ctx.blocks.metadataChunks.storedCopyCheck();
+  const isSound = (chunk: ChunkLocation): boolean => {
+    if (stored.isSound(chunk)) return true;
+    // Moved by a compaction, or released, since it was looked up: checked where it is now.
+    const now = chunkLocation(ctx.db, chunk.digest);
+    if (now === undefined) return true;
+    return now.file === chunk.file && now.offset === chunk.offset ? false : stored.isSound(now);
+  };
+  try {
+    for (const file of [...allChunkFileIds(ctx.db)].sort())
+      for (const chunk of chunksInFile(ctx.db, file)) {
+        chunks += 1;
+        chunkBytes += chunk.length;
+        if (!isSound(chunk)) {
+          const path = ctx.blocks.metadataChunks.path(file);
+          chunkProblems.set(path, (chunkProblems.get(path) ?? 0) + 1);
+        }
+      }
+  } finally {
+    stored.close();
+  }
+  return { chunks, chunkBytes, chunkProblems };
+}

@@ -1,0 +1,134 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { canopySucceeds, localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
+import { runServerCommand } from '../helpers/server-process.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+
+// `canopy-server check` reads back every block and metadata chunk of a data folder (a
+// self-hosted server's, or this computer's own backups on an external disk) and checks each
+// against its name. What it finds not whole, it names by file; with --notify it tells the users
+// whose backups hold it, whose verify then finds the blocks and whose next backup sends them
+// again, after which the check finds all whole.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-check-'));
+afterAll(() => {
+  rmSync(scratch, { recursive: true, force: true });
+});
+const fileStore = { CANOPY_SECRET_STORE: 'file' };
+
+interface CheckJson {
+  whole: boolean;
+  blocks: number;
+  problems: Array<{ cid: string; file: string; kind: string }>;
+  metadata_problems: Array<{ file: string; chunks: number }>;
+  holders: Array<{ email: string; blocks: number }>;
+}
+
+function checkJson(data: string, ...more: string[]): { status: number; report: CheckJson } {
+  const run = runServerCommand(['check', '--data', data, '--json', ...more]);
+  return { status: run.status, report: JSON.parse(run.stdout) as CheckJson };
+}
+
+function filesIn(folder: string): string[] {
+  return readdirSync(folder).map((name) => path.join(folder, name));
+}
+
+/** Overwrites 4 bytes of `file` at `offset`, as a bad sector or a stray write would. */
+function damage(file: string, offset: number): void {
+  const fd = openSync(file, 'r+');
+  try {
+    writeSync(fd, Buffer.from('XXXX'), 0, 4, offset);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe('canopy-server check', () => {
+  it('finds a damaged block, tells its holder, and finds all whole once a backup sent it again', async () => {
+    const { home, data, source } = await localHomeBackedUp(path.join(scratch, 'flip'), 'Photos', {
+      'beach.jpg': randomBytes(3_000_000),
+      'note.txt': 'sunny',
+    });
+    const whole = runServerCommand(['check', '--data', data]);
+    expect(whole.stdout).toMatch(
+      /^checked 4 blocks \(3\.0 MB\) and 1 metadata chunk \(\d+ B\) in \d+\.\d s: all whole\n$/,
+    );
+    expect(whole.status).toBe(0);
+
+    const [pack = ''] = filesIn(path.join(data, 'packs'));
+    damage(pack, 1_500_000);
+    const found = runServerCommand(['check', '--data', data, '--notify']);
+    const lines = found.stdout.split('\n');
+    expect(lines[0]).toBe(`${pack}: 1 block damaged (its bytes no longer match its CID)`);
+    expect(lines[1]).toMatch(/: 1 block not whole$/);
+    expect(lines[2]).toMatch(/^held by \S+ \(1 block\): .*each was told so in a notification$/);
+    expect(found.status).toBe(1);
+
+    const told = await runCanopy(home, ['notifications'], fileStore);
+    expect(told.stdout).toContain('found 1 block of your backups damaged or unreadable');
+    const verified = await runCanopy(home, ['verify', '--bucket', 'Photos', '--all'], fileStore);
+    expect(verified.stdout).toContain('cannot restore beach.jpg');
+    expect(verified.status).toBe(1);
+    // Unchanged, the file is read again for the block the verify found, and sent.
+    const backup = await canopySucceeds(home, 'backup', source, '--bucket', 'Photos');
+    expect(backup).toMatch(/sent again \d+ blocks? the server could not give back whole/);
+    expect(checkJson(data)).toMatchObject({ status: 0, report: { whole: true, problems: [] } });
+  });
+
+  it('names a pack gone from the disk and a damaged metadata chunk', async () => {
+    const run = path.join(scratch, 'gone');
+    const { home, data, source } = await localHomeBackedUp(run, 'Letters', {
+      'first.txt': 'dear ann',
+    });
+    writeSettled(path.join(source, 'second.txt'), randomBytes(10_000));
+    await canopySucceeds(home, 'backup', source, '--bucket', 'Letters');
+    const packs = filesIn(path.join(data, 'packs'));
+    expect(packs).toHaveLength(2);
+    const before = checkJson(data).report;
+    expect(before.whole).toBe(true);
+
+    const [lost = '', kept = ''] = packs;
+    rmSync(lost);
+    const [chunks = ''] = filesIn(path.join(data, 'metadata', 'chunks'));
+    damage(chunks, 100);
+    const { status, report } = checkJson(data);
+    expect(status).toBe(1);
+    expect(report.blocks).toBe(before.blocks);
+    expect(report.problems).toEqual([{ cid: expect.any(String), file: lost, kind: 'missing' }]);
+    expect(report.problems.map((problem) => problem.file)).not.toContain(kept);
+    expect(report.metadata_problems).toEqual([{ file: chunks, chunks: 1 }]);
+    expect(report.holders).toEqual([{ email: expect.any(String), blocks: 1 }]);
+  });
+
+  it('names the blocks its disk would not read', async () => {
+    const { data } = await localHomeBackedUp(path.join(scratch, 'eio'), 'Music', {
+      'song.flac': randomBytes(2_500_000),
+    });
+    const [pack = ''] = filesIn(path.join(data, 'packs'));
+    // strace fails every read of the pack with an I/O error, as a bad sector would.
+    const failing = runServerCommand(
+      ['check', '--data', data],
+      [
+        'strace',
+        '-f',
+        '-qq',
+        '--seccomp-bpf',
+        '-o',
+        '/dev/null',
+        '-e',
+        'trace=read,pread64,preadv',
+        '-e',
+        'inject=read,pread64,preadv:error=EIO',
+        '-P',
+        pack,
+      ],
+    );
+    expect(failing.stdout.split('\n')[0]).toBe(
+      `${pack}: 3 blocks unreadable (the disk failed to read them: an I/O error)`,
+    );
+    expect(failing.status).toBe(1);
+  });
+});
