@@ -191,6 +191,24 @@ async function rescanBench(home: string, dataDir: string, work: string): Promise
 }
 
 /**
+ * `canopy-server check` of a round's data folder, its packs dropped from the page cache first,
+ * beside reading and hashing the data set's files (`hashMs` for its `bytes`).
+ */
+async function storeCheckLine(dataDir: string, hashMs: number, bytes: number): Promise<string> {
+  await evictFromPageCache(path.join(dataDir, 'packs'));
+  const start = performance.now();
+  const run = spawnSync(
+    process.execPath,
+    [path.join(repoRoot, 'bin', 'canopy-server.js'), 'check', '--data', dataDir, '--json'],
+    { encoding: 'utf8' },
+  );
+  const ms = performance.now() - start;
+  if (run.status !== 0) throw new Error(`canopy-server check failed: ${run.stderr}${run.stdout}`);
+  const checked = JSON.parse(run.stdout) as { bytes: number; blocks: number };
+  return `server check        ${mbps(checked.bytes, ms)} MB/s: ${checked.blocks} blocks read back from the disk and checked (canopy-server check, its start included); read+sha256 of the files ${mbps(bytes, hashMs)} MB/s\n`;
+}
+
+/**
  * A folder deleted by mistake, restored where it was (`canopy restore photos`, no --to), then
  * backed up again: the restored files are new to the file index (new inodes), yet the backup
  * takes their leaves from what the restore noted instead of reading them again.
@@ -668,6 +686,7 @@ export async function runBackupBench(): Promise<void> {
         `peak RSS            ${highestRss(backups)} MB for a backup, ${highestRss(restores)} MB for a restore (the highest of the rounds; each its own process, embedded service included; target < 300 MB)`,
       ].join('\n') + '\n',
     );
+    process.stdout.write(await storeCheckLine(path.join(work, 'local-server-1'), hashMs, bytes));
     await rescanBench(firstHome, path.join(work, 'local-server-1'), work);
     backupAfterRestoreBench(firstHome, source, photoCount(scale) * MiB);
     await secondBucketBench(firstHome, source);

@@ -40,6 +40,32 @@ export interface StoreCheck {
 
 /** Legacy blocks looked up per query. */
 const LEGACY_BATCH = 1000;
+/**
+ * The most of a pack read at once: blocks lying one after the other are read together, the
+ * next span while the one before is hashed. Block by block, awaiting each read, a check of
+ * 1.1 GB took 1.7-2.3 s here, against 1.6 GB/s for SHA-256 alone.
+ */
+const SPAN_BYTES = 8 * 1024 * 1024;
+
+/** `blocks` (one pack's, in file order) as spans of blocks lying one after the other. */
+function spansOf(blocks: readonly BlockLocation[]): BlockLocation[][] {
+  const spans: BlockLocation[][] = [];
+  let span: BlockLocation[] = [];
+  let end = -1;
+  let bytes = 0;
+  for (const block of blocks) {
+    if (span.length > 0 && (block.offset !== end || bytes + block.size > SPAN_BYTES)) {
+      spans.push(span);
+      span = [];
+      bytes = 0;
+    }
+    span.push(block);
+    end = block.offset + block.size;
+    bytes += block.size;
+  }
+  if (span.length > 0) spans.push(span);
+  return spans;
+}
 
 /** The kind of problem a failed read of a block shows; undefined for a failure of another kind. */
 function problemOf(error: unknown): BlockProblemKind | undefined {
@@ -67,12 +93,24 @@ export async function checkStore(ctx: ServiceContext): Promise<StoreCheck> {
   const problems: BlockProblem[] = [];
   let blocks = 0;
   let bytes = 0;
-  let buffer = Buffer.allocUnsafe(0);
   const reader = ctx.blocks.openReader();
+  /** Counts a block read, and notes it when `bytes` (undefined: its `kind`) are not its own. */
+  const judge = (
+    location: BlockLocation,
+    read: Buffer | undefined,
+    kind: BlockProblemKind = 'damaged',
+  ): void => {
+    blocks += 1;
+    bytes += location.size;
+    if (read === undefined || !matchesCid(location.cid, read))
+      problems.push({ cid: location.cid, file: ctx.blocks.fileOf(location).file, kind });
+  };
 
+  let alone = Buffer.allocUnsafe(0);
+  /** Reads and judges one block; `lookedUpAgain` once it was found moved. */
   const checkBlock = async (location: BlockLocation, lookedUpAgain = false): Promise<void> => {
-    if (buffer.length < location.size) buffer = Buffer.allocUnsafe(location.size);
-    const block = buffer.subarray(0, location.size);
+    if (alone.length < location.size) alone = Buffer.allocUnsafe(location.size);
+    const block = alone.subarray(0, location.size);
     try {
       await reader.readInto(location, block);
     } catch (error) {
@@ -85,20 +123,50 @@ export async function checkStore(ctx: ServiceContext): Promise<StoreCheck> {
         if (now.pack !== location.pack || now.offset !== location.offset)
           return checkBlock(now, true);
       }
-      blocks += 1;
-      bytes += location.size;
-      problems.push({ cid: location.cid, file: ctx.blocks.fileOf(location).file, kind });
+      judge(location, undefined, kind);
       return;
     }
-    blocks += 1;
-    bytes += location.size;
-    if (!matchesCid(location.cid, block))
-      problems.push({ cid: location.cid, file: ctx.blocks.fileOf(location).file, kind: 'damaged' });
+    judge(location, block);
+  };
+
+  const spanBuffers = [Buffer.allocUnsafe(SPAN_BYTES), Buffer.allocUnsafe(SPAN_BYTES)] as const;
+  /** Reads `span` into the start of `into`: what failed, or undefined. Never rejects. */
+  const readSpan = (span: readonly BlockLocation[], into: Buffer): Promise<unknown> => {
+    const [first] = span;
+    const last = span.at(-1);
+    if (first === undefined || last === undefined) return Promise.resolve(undefined);
+    const size = last.offset + last.size - first.offset;
+    // A lone block larger than a span (a server with a larger block limit) is read alone.
+    if (size > into.length) return Promise.resolve(new RangeError('larger than a span'));
+    return reader.readInto({ ...first, size }, into.subarray(0, size)).then(
+      () => undefined,
+      (error: unknown) => error ?? new Error('the read failed'),
+    );
+  };
+  /** Checks the blocks of one pack, in file order. */
+  const checkPack = async (inPack: readonly BlockLocation[]): Promise<void> => {
+    const spans = spansOf(inPack);
+    let reading = spans[0] && readSpan(spans[0], spanBuffers[0]);
+    for (const [index, span] of spans.entries()) {
+      const failed = await reading;
+      const next = spans[index + 1];
+      reading = next && readSpan(next, spanBuffers[(index + 1) % 2] as Buffer);
+      if (failed !== undefined) {
+        // Block by block, for what each one is: the span's failure does not say which.
+        for (const location of span) await checkBlock(location);
+        continue;
+      }
+      const read = spanBuffers[index % 2] as Buffer;
+      const start = span[0]?.offset ?? 0;
+      for (const location of span) {
+        const at = location.offset - start;
+        judge(location, read.subarray(at, at + location.size));
+      }
+    }
   };
 
   try {
-    for (const pack of packIds(ctx.db))
-      for (const location of blocksInPack(ctx.db, pack)) await checkBlock(location);
+    for (const pack of packIds(ctx.db)) await checkPack(blocksInPack(ctx.db, pack));
     for (let after = ''; ;) {
       const batch = legacyBlocksAfter(ctx.db, after, LEGACY_BATCH);
       for (const location of batch) await checkBlock(location);

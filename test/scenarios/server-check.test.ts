@@ -1,6 +1,15 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { canopySucceeds, localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
@@ -78,7 +87,7 @@ describe('canopy-server check', () => {
     expect(checkJson(data)).toMatchObject({ status: 0, report: { whole: true, problems: [] } });
   });
 
-  it('names a pack gone from the disk and a damaged metadata chunk', async () => {
+  it('names a pack gone from the disk, one cut short, and a damaged metadata chunk', async () => {
     const run = path.join(scratch, 'gone');
     const { home, data, source } = await localHomeBackedUp(run, 'Letters', {
       'first.txt': 'dear ann',
@@ -92,15 +101,21 @@ describe('canopy-server check', () => {
 
     const [lost = '', kept = ''] = packs;
     rmSync(lost);
+    truncateSync(kept, statSync(kept).size - 4);
     const [chunks = ''] = filesIn(path.join(data, 'metadata', 'chunks'));
     damage(chunks, 100);
     const { status, report } = checkJson(data);
     expect(status).toBe(1);
     expect(report.blocks).toBe(before.blocks);
-    expect(report.problems).toEqual([{ cid: expect.any(String), file: lost, kind: 'missing' }]);
-    expect(report.problems.map((problem) => problem.file)).not.toContain(kept);
+    expect(report.problems).toEqual(
+      expect.arrayContaining([
+        { cid: expect.any(String), file: lost, kind: 'missing' },
+        { cid: expect.any(String), file: kept, kind: 'cut_short' },
+      ]),
+    );
+    expect(report.problems).toHaveLength(2);
     expect(report.metadata_problems).toEqual([{ file: chunks, chunks: 1 }]);
-    expect(report.holders).toEqual([{ email: expect.any(String), blocks: 1 }]);
+    expect(report.holders).toEqual([{ email: expect.any(String), blocks: 2 }]);
   });
 
   it('names the blocks its disk would not read', async () => {
