@@ -1,6 +1,4 @@
 import {
-  accessSync,
-  constants,
   lstatSync,
   mkdtempSync,
   readdirSync,
@@ -14,6 +12,7 @@ import { EngineError } from '../main/api/index.ts';
 import { localDatabaseDamaged, type LocalService } from '../main/index.ts';
 import { enrollmentCodeCreatingUser } from '../server/admin.ts';
 import { createBucketService, type BucketService } from '../server/app.ts';
+import { onReadOnlyDisk } from '../server/read-only-disk.ts';
 import { holdsServiceData } from '../server/data-dir.ts';
 import { isDamagedDatabase } from '../server/store/damaged-database.ts';
 import { defaultServiceOptions } from '../server/options.ts';
@@ -86,21 +85,6 @@ function removeLeftSocketFolders(tmp: string): void {
       // Tidying up after another process is no reason not to start: a folder that cannot be
       // removed now is tried again at the next start.
     }
-  }
-}
-
-/**
- * Whether the data folder is on a disk mounted read-only: an external disk the system mounted
- * so, as it does after the disk was pulled out unsafely. Its backups are served for reading
- * (ServiceOptions.readOnly); nothing can be stored there.
- */
-function onReadOnlyDisk(dataDir: string): boolean {
-  try {
-    accessSync(dataDir, constants.W_OK);
-    return false;
-  } catch (error) {
-    // A folder still to be made, or refused for another reason: the service's own start says.
-    return (error as NodeJS.ErrnoException).code === 'EROFS';
   }
 }
 

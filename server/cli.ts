@@ -12,6 +12,7 @@ import {
 } from './admin.ts';
 import { createBucketService } from './app.ts';
 import { checkStore } from './blocks/store-check.ts';
+import { onReadOnlyDisk } from './read-only-disk.ts';
 import { checkReportLines, holdersOfProblems, notifyHolders } from './store-check-report.ts';
 import { ServiceContext } from './context.ts';
 import { defaultServerDataDir } from './data-dir.ts';
@@ -141,7 +142,14 @@ async function serve(
 
 /** `check`: exits 1 when some block or metadata chunk is not whole. */
 async function check(dataDir: string, notify: boolean, print: Output): Promise<number> {
-  const ctx = new ServiceContext(defaultServiceOptions(dataDir));
+  // A disk the system mounted read-only after it was pulled out is one to check: its database
+  // is read from a copy (ServiceOptions.readOnly).
+  const readOnly = onReadOnlyDisk(dataDir);
+  if (readOnly && notify)
+    throw new Error(
+      `${dataDir} is on a disk mounted read-only, where --notify cannot leave notifications: check without it, or mount the disk writable`,
+    );
+  const ctx = new ServiceContext({ ...defaultServiceOptions(dataDir), readOnly });
   try {
     const started = performance.now();
     const checked = await checkStore(ctx);

@@ -20,6 +20,7 @@ import { walkSource } from '../../main/scanner/index.ts';
 import { READ_ONLY_MSG } from '../../main/protocol/index.ts';
 import { loginWithBucket, runCanopy } from '../helpers/canopy-cli.ts';
 import { mountExfat, type ExfatDisk } from '../helpers/limited-disks.ts';
+import { runServerCommand } from '../helpers/server-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // External exFAT disks (USB sticks), through FUSE on loop devices. Backing one up: its inode
@@ -228,6 +229,15 @@ describe('backups kept on an external exFAT disk', () => {
         expect(read.status, read.stderr).toBe(0);
         expect(read.stderr).toBe('');
       }
+      // canopy-server check reads its backups back from the disk before it is trusted again.
+      const checked = runServerCommand(['check', '--data', data]);
+      expect(checked.stdout).toMatch(/^checked [1-9]\d* blocks? \(.*: all whole\n$/);
+      expect(checked.status).toBe(0);
+      const notifying = runServerCommand(['check', '--data', data, '--notify']);
+      expect(notifying.stderr).toBe(
+        `canopy-server: ${data} is on a disk mounted read-only, where --notify cannot leave notifications: check without it, or mount the disk writable\n`,
+      );
+      expect(notifying.status).toBe(1);
       const noBackup = await runCanopy(
         deviceHome,
         ['backup', source, '--bucket', 'Docs'],
