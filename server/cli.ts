@@ -13,6 +13,8 @@ import {
 import { createBucketService } from './app.ts';
 import { checkStore } from './blocks/store-check.ts';
 import { onReadOnlyDisk } from './read-only-disk.ts';
+import { checkProgress } from './check-progress.ts';
+import { storedBlockBytes } from './store/stored-blocks.ts';
 import { checkReportLines, holdersOfProblems, notifyHolders } from './store-check-report.ts';
 import { ServiceContext } from './context.ts';
 import { defaultServerDataDir } from './data-dir.ts';
@@ -141,7 +143,12 @@ async function serve(
 }
 
 /** `check`: exits 1 when some block or metadata chunk is not whole. */
-async function check(dataDir: string, notify: boolean, print: Output): Promise<number> {
+async function check(
+  dataDir: string,
+  notify: boolean,
+  json: boolean,
+  print: Output,
+): Promise<number> {
   // A disk the system mounted read-only after it was pulled out is one to check: its database
   // is read from a copy (ServiceOptions.readOnly).
   const readOnly = onReadOnlyDisk(dataDir);
@@ -152,7 +159,16 @@ async function check(dataDir: string, notify: boolean, print: Output): Promise<n
   const ctx = new ServiceContext({ ...defaultServiceOptions(dataDir), readOnly });
   try {
     const started = performance.now();
-    const checked = await checkStore(ctx);
+    const progress =
+      process.stderr.isTTY && !json
+        ? checkProgress(storedBlockBytes(ctx.db), (text) => process.stderr.write(text))
+        : undefined;
+    let checked;
+    try {
+      checked = await checkStore(ctx, progress?.onProgress);
+    } finally {
+      progress?.done();
+    }
     const seconds = (performance.now() - started) / 1000;
     const holders = holdersOfProblems(ctx, checked);
     if (notify) notifyHolders(ctx, holders);
@@ -293,7 +309,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         return 0;
       }
       case 'check':
-        return await check(dataDir, values['notify'] === true, print);
+        return await check(dataDir, values['notify'] === true, json, print);
       default:
         throw new UsageError(`unknown command: ${command}`);
     }

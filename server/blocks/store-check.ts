@@ -89,7 +89,11 @@ function matchesCid(cid: string, bytes: Buffer): boolean {
  * Reads every block and metadata chunk stored in `ctx`'s data folder and checks it against its
  * name. A failure to read other than the disk's (permissions) is thrown.
  */
-export async function checkStore(ctx: ServiceContext): Promise<StoreCheck> {
+export async function checkStore(
+  ctx: ServiceContext,
+  /** Told the bytes of blocks checked so far, after each span of them. */
+  onProgress: (bytesDone: number) => void = () => undefined,
+): Promise<StoreCheck> {
   const problems: BlockProblem[] = [];
   let blocks = 0;
   let bytes = 0;
@@ -102,6 +106,7 @@ export async function checkStore(ctx: ServiceContext): Promise<StoreCheck> {
   ): void => {
     blocks += 1;
     bytes += location.size;
+    onProgress(bytes);
     if (read === undefined || !matchesCid(location.cid, read))
       problems.push({ cid: location.cid, file: ctx.blocks.fileOf(location).file, kind });
   };

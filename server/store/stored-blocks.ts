@@ -129,6 +129,11 @@ export function takeUnheldBlocks(db: Db, max: number): BlockLocation[] {
   return rows.map(locationOf);
 }
 
+/** The bytes of every stored block. */
+export function storedBlockBytes(db: Db): number {
+  return sql<[], number>(db, 'SELECT COALESCE(SUM(size), 0) FROM blocks').pluck().get() ?? 0;
+}
+
 /** The ids of every pack, in order. */
 export function packIds(db: Db): string[] {
   return sql<[], string>(db, 'SELECT id FROM packs ORDER BY id').pluck().all();

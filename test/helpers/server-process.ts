@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 
 // The real `canopy-server` command as a child process, for tests that crash or restart it.
 
-const BIN = path.join(
+/** The `canopy-server` command's script, run with Node. */
+export const SERVER_BIN = path.join(
   path.dirname(fileURLToPath(import.meta.url)),
   '..',
   '..',
@@ -35,7 +36,7 @@ export async function startServerProcess(
   const command = [
     ...under,
     process.execPath,
-    BIN,
+    SERVER_BIN,
     'serve',
     '--port',
     String(port),
@@ -72,7 +73,7 @@ export function runServerCommand(
   stdout: string;
   stderr: string;
 } {
-  const command = [...under, process.execPath, BIN, ...args];
+  const command = [...under, process.execPath, SERVER_BIN, ...args];
   const result = spawnSync(command[0] as string, command.slice(1), { encoding: 'utf8' });
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }

@@ -13,7 +13,8 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { canopySucceeds, localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
-import { runServerCommand } from '../helpers/server-process.ts';
+import { onTerminal } from '../helpers/on-terminal.ts';
+import { runServerCommand, SERVER_BIN } from '../helpers/server-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // `canopy-server check` reads back every block and metadata chunk of a data folder (a
@@ -66,6 +67,18 @@ describe('canopy-server check', () => {
       /^checked 4 blocks \(3\.0 MB\) and 1 metadata chunk \(\d+ B\) in \d+\.\d s: all whole\n$/,
     );
     expect(whole.status).toBe(0);
+    // Its progress is for a terminal only.
+    expect(whole.stderr).toBe('');
+    const watched = await onTerminal(
+      process.execPath,
+      [SERVER_BIN, 'check', '--data', data],
+      process.env,
+    ).ended;
+    expect(watched.code).toBe(0);
+    // Each line rewrites the one before, the last clearing it for the report.
+    const rewritten = watched.shown.split('\r\u001b[K');
+    expect(rewritten[0]).toBe('checking: 0 B of 3.0 MB read back (0%), estimating time left');
+    expect(rewritten.at(-1)).toMatch(/^checked 4 blocks .*: all whole\r\n$/);
 
     const [pack = ''] = filesIn(path.join(data, 'packs'));
     damage(pack, 1_500_000);
