@@ -15,6 +15,7 @@ import { sampleCheckLines } from '../sample-check-lines.ts';
 import { untilSignalled } from '../signal-stop.ts';
 import { uploadLimitOf } from '../transfer-rate.ts';
 import { folderWord } from '../working-folder.ts';
+import { serverNoticeLines, takeServerNotices } from '../server-notices.ts';
 
 // `canopy backup` (and its dry run) and `canopy excludes`, the rules a backup applies.
 
@@ -144,6 +145,7 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       signal,
     }),
   ).finally(() => progress.done());
+  const told = await takeServerNotices(engine);
   const skipped = result.skipped.map((item) => `skipped ${item.path}: ${item.reason}`);
   out.print(
     [
@@ -175,8 +177,13 @@ export async function backupCommand(command: CommandContext): Promise<number | u
           `changed while being read (stored as read; back up again once it settles): ${item}`,
       ),
     ].join('\n'),
-    result,
+    {
+      ...result,
+      notices: told.notices,
+      ...(told.failed === undefined ? {} : { noticesFailed: told.failed }),
+    },
   );
+  if (!out.json) for (const line of serverNoticeLines(told)) process.stderr.write(`${line}\n`);
   if (result.retention && 'failed' in result.retention)
     process.stderr.write(
       `canopy: the version is stored, but the retention policy set for bucket "${str('bucket') ?? ''}" could not be applied${result.retention.removed.length === 0 ? '' : ` (after removing ${result.retention.removed.join(', ')})`}: ${result.retention.failed}; \`canopy versions prune --bucket ${str('bucket') ?? ''}\` applies it\n`,

@@ -18,6 +18,7 @@ import {
   openStateDatabaseRepairing,
   readAccount,
   stateFileOf,
+  takeUnshownNotifications,
   type StateDb,
 } from '../state/index.ts';
 import {
@@ -375,6 +376,15 @@ export class Engine {
   async listNotifications(): Promise<Notification[]> {
     const { client } = await this.connection.connect();
     return client.listNotifications();
+  }
+
+  /**
+   * The server's warnings and errors for this account that no command showed before, oldest
+   * first; from now on they count as shown (shown-notifications.ts).
+   */
+  async unshownNotifications(): Promise<Notification[]> {
+    const listed = await this.listNotifications();
+    return takeUnshownNotifications(this.db, listed, this.now());
   }
 
   async dismissNotification(id: string): Promise<void> {

@@ -27,3 +27,4 @@ export * from './upload-speeds.ts';
 export * from './version-totals.ts';
 export * from './retention-policies.ts';
 export * from './free-space.ts';
+export * from './shown-notifications.ts';
