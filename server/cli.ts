@@ -17,7 +17,7 @@ import { checkProgress } from './check-progress.ts';
 import { storedBlockBytes } from './store/stored-blocks.ts';
 import { checkReportLines, holdersOfProblems, notifyHolders } from './store-check-report.ts';
 import { ServiceContext } from './context.ts';
-import { defaultServerDataDir } from './data-dir.ts';
+import { defaultServerDataDir, holdsServiceData, SERVICE_DATABASE_FILE } from './data-dir.ts';
 import { defaultServiceOptions } from './options.ts';
 import { ListenError, listenError, type ListenErrorCode } from './listen-error.ts';
 
@@ -149,6 +149,11 @@ async function check(
   json: boolean,
   print: Output,
 ): Promise<number> {
+  // A folder mistyped, or an external disk not mounted, would be made anew and found all whole.
+  if (!holdsServiceData(dataDir))
+    throw new Error(
+      `${dataDir} holds no data of a Canopy server (no ${SERVICE_DATABASE_FILE}): give its data folder with --data; an external disk must be mounted`,
+    );
   // A disk the system mounted read-only after it was pulled out is one to check: its database
   // is read from a copy (ServiceOptions.readOnly).
   const readOnly = onReadOnlyDisk(dataDir);

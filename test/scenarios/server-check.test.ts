@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import {
   closeSync,
+  existsSync,
   mkdtempSync,
   openSync,
   readdirSync,
@@ -129,6 +130,16 @@ describe('canopy-server check', () => {
     expect(report.problems).toHaveLength(2);
     expect(report.metadata_problems).toEqual([{ file: chunks, chunks: 1 }]);
     expect(report.holders).toEqual([{ email: expect.any(String), blocks: 2 }]);
+  });
+
+  it('refuses a folder that holds no data of a server, and makes nothing there', () => {
+    const mistyped = path.join(scratch, 'not-mounted');
+    const refused = runServerCommand(['check', '--data', mistyped]);
+    expect(refused.stderr).toBe(
+      `canopy-server: ${mistyped} holds no data of a Canopy server (no service.sqlite): give its data folder with --data; an external disk must be mounted\n`,
+    );
+    expect(refused.status).toBe(1);
+    expect(existsSync(mistyped)).toBe(false);
   });
 
   it('names the blocks its disk would not read', async () => {
