@@ -134,9 +134,14 @@ export function storedBlockBytes(db: Db): number {
   return sql<[], number>(db, 'SELECT COALESCE(SUM(size), 0) FROM blocks').pluck().get() ?? 0;
 }
 
-/** The ids of every pack, in order. */
+/** The ids of every pack a block is stored in, in order: from the blocks, not the packs table. */
 export function packIds(db: Db): string[] {
-  return sql<[], string>(db, 'SELECT id FROM packs ORDER BY id').pluck().all();
+  return sql<[], string>(
+    db,
+    'SELECT DISTINCT pack FROM blocks WHERE pack IS NOT NULL ORDER BY pack',
+  )
+    .pluck()
+    .all();
 }
 
 /**

@@ -23,24 +23,35 @@ export function canopyWithCallsFailing(
     CANOPY_HOME: home,
     CANOPY_SECRET_STORE: 'file',
   });
-  return spawnSync(
+  const [strace = 'strace', ...straceArgs] = underFailingDisk(calls, failure, files);
+  return spawnSync(strace, [...straceArgs, canopy.command, ...canopy.args], {
+    encoding: 'utf8',
+    env: canopy.env,
+  });
+}
+
+/**
+ * The command (strace, with its arguments) that runs the command after it with its `calls` on
+ * `files` answered with `failure`, as a failing disk would.
+ */
+export function underFailingDisk(
+  calls: string,
+  failure: string,
+  files: readonly string[],
+): string[] {
+  return [
     'strace',
-    [
-      '-f',
-      '-qq',
-      '--seccomp-bpf',
-      '-o',
-      '/dev/null',
-      '-e',
-      `trace=${calls}`,
-      '-e',
-      `inject=${calls}:error=${failure}`,
-      ...files.flatMap((file) => ['-P', file]),
-      canopy.command,
-      ...canopy.args,
-    ],
-    { encoding: 'utf8', env: canopy.env },
-  );
+    '-f',
+    '-qq',
+    '--seccomp-bpf',
+    '-o',
+    '/dev/null',
+    '-e',
+    `trace=${calls}`,
+    '-e',
+    `inject=${calls}:error=${failure}`,
+    ...files.flatMap((file) => ['-P', file]),
+  ];
 }
 
 /**

@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { canopySucceeds, localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
 import { onTerminal } from '../helpers/on-terminal.ts';
+import { underFailingDisk } from '../helpers/failing-disk.ts';
 import { runServerCommand, SERVER_BIN } from '../helpers/server-process.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
@@ -150,20 +151,7 @@ describe('canopy-server check', () => {
     // strace fails every read of the pack with an I/O error, as a bad sector would.
     const failing = runServerCommand(
       ['check', '--data', data],
-      [
-        'strace',
-        '-f',
-        '-qq',
-        '--seccomp-bpf',
-        '-o',
-        '/dev/null',
-        '-e',
-        'trace=read,pread64,preadv',
-        '-e',
-        'inject=read,pread64,preadv:error=EIO',
-        '-P',
-        pack,
-      ],
+      underFailingDisk('read,pread64,preadv', 'EIO', [pack]),
     );
     expect(failing.stdout.split('\n')[0]).toBe(
       `${pack}: 3 blocks unreadable (the disk failed to read them: an I/O error)`,

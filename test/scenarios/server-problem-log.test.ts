@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync 
 import os from 'node:os';
 import path from 'node:path';
 import { runCanopy } from '../helpers/canopy-cli.ts';
+import { underFailingDisk } from '../helpers/failing-disk.ts';
 import {
   addUserCode,
   startServerProcess,
@@ -77,20 +78,12 @@ describe('canopy-server serve without --log', () => {
     const port = new URL(server.url).port;
     await stopServerProcess(server, 'SIGTERM');
     // strace fails every read of the pack with an I/O error, as a bad sector would.
-    server = await startServerProcess(data, [], Number(port), [
-      'strace',
-      '-f',
-      '-qq',
-      '--seccomp-bpf',
-      '-o',
-      '/dev/null',
-      '-e',
-      'trace=read,pread64,preadv',
-      '-e',
-      'inject=read,pread64,preadv:error=EIO',
-      '-P',
-      pack ?? '',
-    ]);
+    server = await startServerProcess(
+      data,
+      [],
+      Number(port),
+      underFailingDisk('read,pread64,preadv', 'EIO', [pack ?? '']),
+    );
 
     const target = path.join(scratch, 'restored');
     const restored = await runCanopy(
