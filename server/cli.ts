@@ -1,3 +1,4 @@
+import { accessSync, constants } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { formatTime } from '../main/api/index.ts';
 import { isParseError, parseErrorMessage } from '../main/command-line/index.ts';
@@ -142,6 +143,31 @@ async function serve(
   return 0;
 }
 
+const RUN_AS_OWNER = 'run canopy-server check as the user that runs serve, who owns the data';
+
+/**
+ * Refuses a check by a user who may not write the data folder (an administrator's own account,
+ * the data being a service user's): its database would open for reading only where `serve`
+ * writes, and the packs are their owner's alone. A disk mounted read-only is checked from a copy.
+ */
+function refuseOtherUsersCheck(dataDir: string): void {
+  try {
+    accessSync(dataDir, constants.W_OK);
+  } catch (error) {
+    const { code } = error as NodeJS.ErrnoException;
+    if (code === 'EACCES' || code === 'EPERM')
+      throw new Error(`this user may not write in ${dataDir}: ${RUN_AS_OWNER}`, { cause: error });
+    // Not there (told next, as a folder holding no data), or on a read-only disk.
+  }
+}
+
+/** What to say of a file of the data this user may not read; undefined for other failures. */
+function unreadableByThisUser(error: unknown): string | undefined {
+  const { code, path: file } = error as NodeJS.ErrnoException;
+  if ((code !== 'EACCES' && code !== 'EPERM') || file === undefined) return undefined;
+  return `cannot read ${file}: permission denied; ${RUN_AS_OWNER}`;
+}
+
 /** `check`: exits 1 when some block or metadata chunk is not whole. */
 async function check(
   dataDir: string,
@@ -149,6 +175,7 @@ async function check(
   json: boolean,
   print: Output,
 ): Promise<number> {
+  refuseOtherUsersCheck(dataDir);
   // A folder mistyped, or an external disk not mounted, would be made anew and found all whole.
   if (!holdsServiceData(dataDir))
     throw new Error(
@@ -171,6 +198,10 @@ async function check(
     let checked;
     try {
       checked = await checkStore(ctx, progress?.onProgress);
+    } catch (error) {
+      const unreadable = unreadableByThisUser(error);
+      if (unreadable === undefined) throw error;
+      throw new Error(unreadable, { cause: error });
     } finally {
       progress?.done();
     }

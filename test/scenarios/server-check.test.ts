@@ -1,6 +1,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import {
+  chmodSync,
+  chownSync,
   closeSync,
   existsSync,
   mkdtempSync,
@@ -141,6 +144,30 @@ describe('canopy-server check', () => {
     );
     expect(refused.status).toBe(1);
     expect(existsSync(mistyped)).toBe(false);
+  });
+
+  it("tells another user to run it as the data's owner, for the folder and for a pack it cannot read", async () => {
+    const run = path.join(scratch, 'owner');
+    const { data } = await localHomeBackedUp(run, 'Tax', { 'return.pdf': randomBytes(5000) });
+    // nobody reaches the data folder, as an administrator's own account would a service's.
+    for (const folder of [scratch, run]) chmodSync(folder, 0o755);
+    const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'];
+    const notOwner = runServerCommand(['check', '--data', data], asNobody);
+    expect(notOwner.stderr).toBe(
+      `canopy-server: this user may not write in ${data}: run canopy-server check as the user that runs serve, who owns the data\n`,
+    );
+    expect(notOwner.status).toBe(1);
+
+    // Its folder is nobody's, but one pack is still root's alone (copied in by root).
+    spawnSync('chown', ['-R', '65534:65534', data]);
+    const [pack = ''] = filesIn(path.join(data, 'packs'));
+    chownSync(pack, 0, 0);
+    chmodSync(pack, 0o600);
+    const packRefused = runServerCommand(['check', '--data', data], asNobody);
+    expect(packRefused.stderr).toBe(
+      `canopy-server: cannot read ${pack}: permission denied; run canopy-server check as the user that runs serve, who owns the data\n`,
+    );
+    expect(packRefused.status).toBe(1);
   });
 
   it('names the blocks its disk would not read', async () => {
