@@ -746,10 +746,12 @@ async function restoreInto(
       output.close();
       // A large file stopped with its restore, rather than left out on its own, stays as it is
       // for the next restore to go on with: its restore mark names it. Not when the disk is
-      // full: the user frees room first, and a hidden file must not keep it.
+      // full: the user frees room first, and a hidden file must not keep it. Nor when it got
+      // no byte: an empty part file saves the next restore nothing, and would be told as kept.
       const outOfRoom =
         isDiskFull(error) || (failure instanceof EngineError && failure.code === 'disk_full');
-      if (!noted || outOfRoom || error instanceof EntryNotRestoredError)
+      const nothingWritten = written === 0 && partial === undefined;
+      if (!noted || outOfRoom || nothingWritten || error instanceof EntryNotRestoredError)
         rmSync(temporary, { force: true });
       progress?.addBytes(-counted);
       throw error;

@@ -32,6 +32,7 @@ import { nobodyEngine } from '../helpers/nobody-engine.ts';
 import { restoreTemporariesIn } from '../helpers/restore-temporaries.ts';
 import { startProxiedService } from '../helpers/proxied-service.ts';
 import { damageStoredBlock } from '../helpers/stored-blocks.ts';
+import type { FaultProxy } from '../helpers/fault-proxy.ts';
 
 // A restore stopped part-way (killed, or stopped by the user) keeps the large file it was
 // writing, and the next restore into the same place goes on with it: the leaves it holds whole
@@ -135,6 +136,48 @@ function restoreMarks(home: string): string[] {
   return readdirSync(path.join(home, 'locks')).filter((name) => name.startsWith('restore-'));
 }
 
+/** A restore of Films into `target` that is to fail: its error. */
+async function failedRestore(device: Engine, target: string): Promise<unknown> {
+  return device.restore({ bucket: 'Films', to: target, overwrite: false }).then(
+    () => {
+      throw new Error('the restore was to fail');
+    },
+    (error: unknown) => error,
+  );
+}
+
+/**
+ * Runs `run` with a device of a new home logged in through a fault proxy to a test service,
+ * the movie backed up into Films, and a target to restore into; closes them all after.
+ */
+async function behindProxy(
+  name: string,
+  run: (device: Engine, proxy: FaultProxy, target: string) => Promise<void>,
+): Promise<void> {
+  const { service, proxy } = await startProxiedService();
+  const home = path.join(scratch, name, 'home');
+  // Few and quick retries, so that a broken answer stops the restore soon.
+  const device = createEngine({
+    home,
+    secrets: new FileSecretStore(home),
+    retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 20 },
+    outageBudgetMs: 200,
+  });
+  try {
+    await device.login({ server: service.url, code: service.addUser('ann@example.org').code });
+    await device.createBucket({ name: 'Films', type: 'backup', storageClass: 'hot' });
+    const source = path.join(scratch, name, 'source');
+    mkdirSync(source, { recursive: true });
+    writeFileSync(path.join(source, 'movie.bin'), movie);
+    await device.backup({ dir: source, bucket: 'Films' });
+    await run(device, proxy, path.join(scratch, name, 'target'));
+  } finally {
+    await device.close();
+    await proxy.close();
+    await service.close();
+  }
+}
+
 describe('a restore stopped part-way through a large file', () => {
   it('goes on after a kill from the leaves the file holds, without fetching them again', async () => {
     const { home, dataDir, engine } = await backedUp('killed');
@@ -226,28 +269,10 @@ describe('a restore stopped part-way through a large file', () => {
   });
 
   it('goes on after the network stopped it, and its failure says what it keeps', async () => {
-    const { service, proxy } = await startProxiedService();
-    const home = path.join(scratch, 'network', 'home');
-    const device = createEngine({
-      home,
-      secrets: new FileSecretStore(home),
-      retry: { attempts: 2, baseDelayMs: 10, maxDelayMs: 20 },
-      outageBudgetMs: 200,
-    });
-    try {
-      await device.login({ server: service.url, code: service.addUser('ann@example.org').code });
-      await device.createBucket({ name: 'Films', type: 'backup', storageClass: 'hot' });
-      const source = path.join(scratch, 'network', 'source');
-      mkdirSync(source, { recursive: true });
-      writeFileSync(path.join(source, 'movie.bin'), movie);
-      await device.backup({ dir: source, bucket: 'Films' });
-      const target = path.join(scratch, 'network', 'target');
+    await behindProxy('network', async (device, proxy, target) => {
       // The first batch of leaves comes whole; every answer after it breaks off.
       proxy.schedule(['pass', 'cut', 'cut', 'cut', 'cut'], /\/blocks\/car$/);
-      const failure = await device.restore({ bucket: 'Films', to: target, overwrite: false }).then(
-        () => undefined,
-        (error: unknown) => error,
-      );
+      const failure = await failedRestore(device, target);
       proxy.schedule([]);
       expect(failure).toMatchObject({ code: 'network' });
       expect((failure as Error).message).toMatch(
@@ -260,11 +285,23 @@ describe('a restore stopped part-way through a large file', () => {
       expect(result).toMatchObject({ continuedFiles: 1, keptBytes: held * MIB });
       expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
       expect(restoreTemporariesIn(target)).toEqual([]);
-    } finally {
-      await device.close();
-      await proxy.close();
-      await service.close();
-    }
+    });
+  });
+
+  it('keeps no empty part file when the network stopped it before the file got a byte', async () => {
+    await behindProxy('network-at-once', async (device, proxy, target) => {
+      proxy.schedule(['cut', 'cut', 'cut', 'cut'], /\/blocks\/car$/);
+      const failure = await failedRestore(device, target);
+      proxy.schedule([]);
+      expect(failure).toMatchObject({ code: 'network' });
+      // Nothing of the movie is kept, so nothing is told as kept: no "(0 B, under a hidden name)".
+      expect((failure as Error).message).not.toMatch(/kept as written so far/);
+      expect(restoreTemporariesIn(target)).toEqual([]);
+
+      const result = await device.restore({ bucket: 'Films', to: target, overwrite: false });
+      expect(result).toMatchObject({ continuedFiles: 0, keptBytes: 0 });
+      expect(readFileSync(path.join(target, 'movie.bin')).equals(movie)).toBe(true);
+    });
   });
 
   it('writes the file again whole when its part file cannot be written to', async () => {
