@@ -50,6 +50,9 @@ import type { EngineDeps } from './engine-deps.ts';
 import type { EngineParts } from './engine-parts.ts';
 import type { EngineRuns } from './engine-runs.ts';
 
+/** How long the notices asked after a backup are waited for before they are given up. */
+const NOTICES_WAIT_MS = 10_000;
+
 /**
  * The engine, as its hosts see it: they create one with createEngine(deps) and close it when
  * done. Each request goes to the part that owns it: enrolling and the account (enrollment.ts),
@@ -383,7 +386,22 @@ export class Engine {
    * first; from now on they count as shown (shown-notifications.ts).
    */
   async unshownNotifications(): Promise<Notification[]> {
-    const listed = await this.listNotifications();
+    const { client } = await this.connection.connect();
+    // Asked after a backup stored its version: a server slow to answer, or a link gone dead
+    // just then, must not hold the backup's command for minutes of retries and read timeouts.
+    const waited = AbortSignal.timeout(NOTICES_WAIT_MS);
+    const listed = await client
+      .triedOnce()
+      .stoppedBy(waited)
+      .listNotifications()
+      .catch((error: unknown) => {
+        if (!waited.aborted) throw error;
+        throw new EngineError(
+          'timeout',
+          `the server gave no answer within ${NOTICES_WAIT_MS / 1000} s`,
+          { retryable: true, cause: error },
+        );
+      });
     return takeUnshownNotifications(this.db, listed, this.now());
   }
 

@@ -224,6 +224,18 @@ export class ServiceClient {
   }
 
   /**
+   * This client's requests, each tried once, not ridden through an outage: for what is worth
+   * only a quick answer (the notices shown after a backup, which the next backup asks again).
+   */
+  triedOnce(): ServiceClient {
+    const { options } = this.notRidingOutOutages();
+    return new ServiceClient(
+      { ...options, retry: { ...this.retry, attempts: 1 } },
+      this.dispatcher,
+    );
+  }
+
+  /**
    * This client's requests, given up past the retry policy's attempts however ridingOutOutages
    * made it: for what follows an operation's work (a backup's sample check, once it is stored).
    */

@@ -9,7 +9,7 @@ import { seededRandom } from './seeded-random.ts';
 
 // A small HTTP proxy of ours on loopback that answers with faults on a schedule, to test the
 // client's retry policy: a status (with optional Retry-After), a connection reset before any
-// answer, the real answer cut off part-way through its body, or with its last byte flipped
+// answer, no answer at all, the real answer cut off part-way through its body, or with its last byte flipped
 // (bytes damaged on the way: the end of a CAR is its last block's data), or passing the request
 // through to the real server, at once or after a stall (a slow link); or, as what is not the
 // service answers, a redirect elsewhere or a web page. It records when each request arrived, so
@@ -19,6 +19,8 @@ import { seededRandom } from './seeded-random.ts';
 export type Fault =
   | 'pass'
   | 'reset'
+  /** No answer at all, the connection held open: a server or link that went silent. */
+  | 'hang'
   /**
    * The server carries the request out; its status and headers come, then the connection closes
    * after a few body bytes. An answer without a body is lost whole.
@@ -217,6 +219,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       incoming.socket.destroy();
       return;
     }
+    if (fault === 'hang') return;
     if ('redirectTo' in fault) {
       outgoing.writeHead(fault.status ?? 301, {
         location: `${fault.redirectTo}${incoming.url ?? ''}`,

@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { postNotification } from '../../server/admin.ts';
 import { localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
-import { startFaultProxy } from '../helpers/fault-proxy.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { runServerCommand } from '../helpers/server-process.ts';
-import { startTestService } from '../helpers/test-service.ts';
+import { startTestService, type TestService } from '../helpers/test-service.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // A backup run by a timer is all most users see of Canopy, so the server's warnings and errors
@@ -72,20 +72,7 @@ describe("the server's notifications after a backup", () => {
   });
 
   it('says when they cannot be fetched, keeps the backup, and shows them after the next one', async () => {
-    const service = await startTestService();
-    const proxy = await startFaultProxy(service.url);
-    try {
-      const home = path.join(scratch, 'unfetched-home');
-      const source = path.join(scratch, 'unfetched-source');
-      writeSettled(path.join(source, 'plan.txt'), 'first draft');
-      const { code } = service.addUser('ann@example.org');
-      const login = await runCanopy(
-        home,
-        ['login', '--server', proxy.url, '--code', code],
-        fileStore,
-      );
-      expect(login.status, login.stderr).toBe(0);
-      expect((await runCanopy(home, ['buckets', 'create', 'Plans'], fileStore)).status).toBe(0);
+    await behindProxy('unfetched', async ({ service, proxy, home, source }) => {
       postNotification(service.service.ctx, {
         email: 'ann@example.org',
         severity: 'warning',
@@ -110,9 +97,62 @@ describe("the server's notifications after a backup", () => {
       const next = await runCanopy(home, ['backup', source, '--bucket', 'Plans'], fileStore);
       expect(next.status, next.stderr).toBe(0);
       expect(next.stderr).toContain('The server restarts tonight.');
-    } finally {
-      await proxy.close();
-      await service.close();
-    }
+    });
+  });
+
+  it('gives them up after 10 s of a server that does not answer, rather than holding the backup', async () => {
+    await behindProxy('silent', async ({ proxy, home, source }) => {
+      const isNotices = (method: string, requestPath: string): boolean =>
+        method === 'GET' && requestPath.endsWith('/notifications');
+      proxy.faultEach((method, requestPath) => (isNotices(method, requestPath) ? 'hang' : 'pass'));
+      const stored = await runCanopy(home, ['backup', source, '--bucket', 'Plans'], fileStore);
+      expect(stored.status, stored.stderr).toBe(0);
+      expect(stored.stdout).toMatch(/^version /);
+      expect(stored.stderr).toBe(
+        "canopy: the server's notifications could not be fetched: the server gave no answer within 10 s\n",
+      );
+      // Asked once: not tried again, nor waited on as an outage, after the backup stood.
+      expect(proxy.seen.filter((request) => isNotices(request.method, request.path))).toHaveLength(
+        1,
+      );
+    });
   });
 });
+
+/** What a test of a home logged in through a fault proxy has. */
+interface ProxiedHome {
+  readonly service: TestService;
+  readonly proxy: FaultProxy;
+  readonly home: string;
+  /** A folder holding plan.txt, not backed up yet. */
+  readonly source: string;
+}
+
+/**
+ * Runs `run` with a home logged in through a fault proxy to a test service as ann, with a
+ * bucket Plans; closes the proxy and the service after.
+ */
+async function behindProxy(
+  name: string,
+  run: (proxied: ProxiedHome) => Promise<void>,
+): Promise<void> {
+  const service = await startTestService();
+  const proxy = await startFaultProxy(service.url);
+  try {
+    const home = path.join(scratch, `${name}-home`);
+    const source = path.join(scratch, `${name}-source`);
+    writeSettled(path.join(source, 'plan.txt'), 'first draft');
+    const { code } = service.addUser('ann@example.org');
+    const login = await runCanopy(
+      home,
+      ['login', '--server', proxy.url, '--code', code],
+      fileStore,
+    );
+    expect(login.status, login.stderr).toBe(0);
+    expect((await runCanopy(home, ['buckets', 'create', 'Plans'], fileStore)).status).toBe(0);
+    await run({ service, proxy, home, source });
+  } finally {
+    await proxy.close();
+    await service.close();
+  }
+}
