@@ -238,6 +238,13 @@ export function createBucketService(options: ServiceOptions): BucketService {
     return reply.code(404).type('application/json').send({ msg: 'not found', code: 'not_found' });
   });
 
+  // Every answer states the time by the clock the service judges tokens and upload windows by
+  // (§5.1, §10.2), which clients correct their own by; Node's own Date would be the system's.
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('date', new Date(ctx.now()).toUTCString());
+    return Promise.resolve();
+  });
+
   if (options.corsOrigins.length > 0) {
     const allowed = new Set(options.corsOrigins);
     app.addHook('onRequest', async (request, reply) => {

@@ -311,6 +311,27 @@ describe('§18 device JWT verification', () => {
     expect(await whoAmI(ann.token())).toBe(200);
   });
 
+  it('every answer states in Date the time of the clock its tokens and upload windows are judged by', async () => {
+    const HOUR = 3_600_000;
+    /** How far an answer's Date is from this machine's clock, in ms. */
+    const dateSkew = (answer: { headers: Headers }): number =>
+      Date.parse(answer.headers.get('date') ?? '') - Date.now();
+    service.advance(HOUR);
+    try {
+      // A token by this machine's clock is an hour old by the service's, and refused.
+      const refused = await call('GET', `${service.api}/auth/who_am_i`, { token: ann.token() });
+      expect(refused.status).toBe(401);
+      expect(Math.abs(dateSkew(refused) - HOUR)).toBeLessThan(5_000);
+      const unknown = await call('GET', `${service.api}/no/such/route`);
+      expect(Math.abs(dateSkew(unknown) - HOUR)).toBeLessThan(5_000);
+    } finally {
+      service.advance(-HOUR);
+    }
+    const answer = await call('GET', `${service.api}/auth/who_am_i`, { token: ann.token() });
+    expect(answer.status).toBe(200);
+    expect(Math.abs(dateSkew(answer))).toBeLessThan(5_000);
+  });
+
   it('11: a valid signature with sub set to another user is 401', async () => {
     expect(
       await whoAmI(
