@@ -166,7 +166,11 @@ export async function finishUpload(
     // what it received is no longer held for it.
     if (
       error instanceof WindowOver ||
-      (await isUploadWindowOver(error, client, upload.bucket_id, upload.version_id))
+      (await isUploadWindowOver(error, client, {
+        bucketId: upload.bucket_id,
+        versionId: upload.version_id,
+        storageAuthorization: upload.storage_authorization,
+      }))
     ) {
       await client.discardVersion(upload.version_id);
       input.queue.finish(upload.version_id);

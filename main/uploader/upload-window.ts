@@ -84,18 +84,28 @@ function durationText(seconds: number): string {
 
 /**
  * Whether `error`, from sending version `versionId`'s shards or completing it, is its upload
- * window ending: a 401 or 409 while the service lists the version as `upload_failed`.
+ * window ending: a 401 or 409 while the service lists the version as `upload_failed`, or no
+ * longer lists it at all once the window its storage authorization states has ended (a failed
+ * version is deleted after its retention, §10.2: an upload stalled that long, or on a server
+ * that keeps failed versions briefly). The service answering this device's own request shows
+ * that the 401 was not about the device.
  */
 export async function isUploadWindowOver(
   error: unknown,
   client: ServiceClient,
-  bucketId: string,
-  versionId: string,
+  upload: {
+    readonly bucketId: string;
+    readonly versionId: string;
+    readonly storageAuthorization: string;
+  },
 ): Promise<boolean> {
   if (!isEngineError(error, 'not_authorized') && !isEngineError(error, 'conflict')) return false;
   try {
-    const version = (await client.listVersions(bucketId)).find((v) => v.id === versionId);
-    return version?.state === 'upload_failed';
+    const version = (await client.listVersions(upload.bucketId)).find(
+      (v) => v.id === upload.versionId,
+    );
+    if (version) return version.state === 'upload_failed';
+    return windowState(upload.storageAuthorization, client.serverNow(), 0) === 'over';
   } catch {
     // The service does not answer this device either (a 401 about the device itself): the
     // caller reports the error as it came.

@@ -141,6 +141,35 @@ describe('the upload window', () => {
     }
   });
 
+  it('an upload whose version the server dropped while its data was on the way says its window is over, not that the device is refused', async () => {
+    // The server's clock jumps past the window and the failed version's retention (120 s here;
+    // 7 days by default) once the first shard is in: the version is gone when the next arrives.
+    let jump = (): void => undefined;
+    const { service, engine } = await slowBackup('dropped', 60_000, 0, {
+      onConfirmed: () => jump(),
+    });
+    jump = () => {
+      jump = () => undefined;
+      service.advance(60_000 + 120_000 + 1_000);
+    };
+    try {
+      const source = fourFiles('dropped');
+      await expect(engine.backup({ dir: source, bucket: 'Slow' })).rejects.toMatchObject({
+        code: 'upload_window_over',
+        message: expect.stringMatching(
+          /^the server takes this backup's data only within its 1 min upload window, which ended before the rest could be sent .*: run the backup again$/,
+        ),
+      });
+      expect(await engine.listVersions({ bucket: 'Slow' })).toEqual([]);
+      const next = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(next).toMatchObject({ resumedVersionId: null, newBytes: 4 << 20 });
+      await expectRestored(engine, source, 'dropped');
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
+
   it('an upload near its window end goes on as a new version, sends no shard twice, and deletes the one left as the new one uploads', async () => {
     // The authorization's window is whole seconds from the push: 7 to 8 s left at the push, and
     // less than the margin after the stall (half the window, as going on reads nothing again,
