@@ -115,6 +115,29 @@ async function expectRestored(engine: Engine, source: string, name: string): Pro
     ).toBe(true);
 }
 
+/**
+ * A backup of `source` into 'Slow' fails as past its upload window (`window`, as told), leaving
+ * no version; the next stores all four files anew as the bucket's one active version.
+ */
+async function expectWindowOverThenStored(
+  engine: Engine,
+  source: string,
+  window: string,
+): Promise<void> {
+  await expect(engine.backup({ dir: source, bucket: 'Slow' })).rejects.toMatchObject({
+    code: 'upload_window_over',
+    message: expect.stringMatching(
+      new RegExp(
+        `^the server takes this backup's data only within its ${window} upload window, which ended before the rest could be sent .*: run the backup again$`,
+      ),
+    ),
+  });
+  expect(await engine.listVersions({ bucket: 'Slow' })).toEqual([]);
+  const next = await engine.backup({ dir: source, bucket: 'Slow' });
+  expect(next).toMatchObject({ resumedVersionId: null, newBytes: 4 << 20 });
+  expect((await engine.listVersions({ bucket: 'Slow' })).map((v) => v.state)).toEqual(['active']);
+}
+
 describe('the upload window', () => {
   it('an upload past its window says so and what to do, leaves no version, and the next backup completes', async () => {
     // 3 to 4 s left at the push: the first shard goes well before the window's last second,
@@ -123,18 +146,7 @@ describe('the upload window', () => {
     try {
       const source = fourFiles('over');
       stallNext();
-      await expect(engine.backup({ dir: source, bucket: 'Slow' })).rejects.toMatchObject({
-        code: 'upload_window_over',
-        message: expect.stringMatching(
-          /^the server takes this backup's data only within its 4 s upload window, which ended before the rest could be sent .*: run the backup again$/,
-        ),
-      });
-      expect(await engine.listVersions({ bucket: 'Slow' })).toEqual([]);
-      const next = await engine.backup({ dir: source, bucket: 'Slow' });
-      expect(next).toMatchObject({ resumedVersionId: null, newBytes: 4 << 20 });
-      expect((await engine.listVersions({ bucket: 'Slow' })).map((v) => v.state)).toEqual([
-        'active',
-      ]);
+      await expectWindowOverThenStored(engine, source, '4 s');
     } finally {
       await engine.close();
       await service.close();
@@ -154,15 +166,7 @@ describe('the upload window', () => {
     };
     try {
       const source = fourFiles('dropped');
-      await expect(engine.backup({ dir: source, bucket: 'Slow' })).rejects.toMatchObject({
-        code: 'upload_window_over',
-        message: expect.stringMatching(
-          /^the server takes this backup's data only within its 1 min upload window, which ended before the rest could be sent .*: run the backup again$/,
-        ),
-      });
-      expect(await engine.listVersions({ bucket: 'Slow' })).toEqual([]);
-      const next = await engine.backup({ dir: source, bucket: 'Slow' });
-      expect(next).toMatchObject({ resumedVersionId: null, newBytes: 4 << 20 });
+      await expectWindowOverThenStored(engine, source, '1 min');
       await expectRestored(engine, source, 'dropped');
     } finally {
       await engine.close();
