@@ -14,6 +14,7 @@ import { TIMED_SHARD_MIN_BYTES } from './shard-target.ts';
 import { PhaseProgress } from './progress-meter.ts';
 import type { BackupInput } from './backup-input.ts';
 import { removeStaging } from './queued-upload-files.ts';
+import { uploadDeletedError } from './deleted-upload.ts';
 
 // The upload of a pushed version's queued shards, two at a time, each recorded as the host
 // confirms it, then the version's completion (§11.2, §11.4).
@@ -176,6 +177,17 @@ export async function finishUpload(
       input.queue.finish(upload.version_id);
       await removeStaging(upload.staging_dir);
       throw uploadWindowOver(upload.storage_authorization, error);
+    }
+    // The version, or its bucket, deleted while it was sent: it cannot be completed, and the
+    // next backup starts anew.
+    const deleted = await uploadDeletedError(error, client, {
+      bucketId: upload.bucket_id,
+      versionId: upload.version_id,
+    });
+    if (deleted) {
+      input.queue.finish(upload.version_id);
+      await removeStaging(upload.staging_dir);
+      throw deleted;
     }
     // Another device stored first, a source file changed since it was packed, or a shard is too
     // large for the host: this pending version cannot be completed as it is; drop it, and the

@@ -7,6 +7,9 @@ import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
 import { DEFAULT_LIMITS } from '../../main/protocol/index.ts';
 import { changeQuota } from '../../server/admin.ts';
+import { deleteBucket, deleteVersion } from '../../server/store/lifecycle.ts';
+import { findBucketById, type BucketRow } from '../../server/store/buckets.ts';
+import { findVersion, type VersionRow } from '../../server/store/versions.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { damageStoredBlock } from '../helpers/stored-blocks.ts';
 import { cidText, rawCidOf } from '../../main/protocol/index.ts';
@@ -16,7 +19,7 @@ import { startTestService, type TestService } from '../helpers/test-service.ts';
 // by default; seconds here). One that nears the window's end goes on as a new version, which
 // the blocks already sent count for; one that outlasts it all the same is told so, rather than
 // as a device the server no longer accepts, and leaves neither a failed version nor a queued
-// upload behind.
+// upload behind. So is one whose version, or bucket, is deleted on the server while it is sent.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-window-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -462,6 +465,73 @@ describe('the upload window', () => {
         bytesRead: 0,
       });
       await expectOnlyVersion(engine, carried?.[0] ?? '', source, 'resumed');
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
+});
+
+describe('an upload whose version is deleted on the server meanwhile', () => {
+  /**
+   * A backup into 'Slow' of a service on which, once its first shard is in, `remove` deletes
+   * what it is sending, as a user does from another device: its failure, then the next backup's.
+   */
+  async function deletedWhileSent(
+    name: string,
+    remove: (service: TestService, versionId: string) => void,
+  ): Promise<{ failure: unknown; source: string; engine: Engine; service: TestService }> {
+    let removeOnce = (): void => undefined;
+    const { service, engine } = await slowBackup(name, 60_000, 0, {
+      onConfirmed: () => removeOnce(),
+    });
+    removeOnce = () => {
+      removeOnce = () => undefined;
+      const [[pending] = []] = versionsOf(service).filter(([, state]) => state === 'pending');
+      if (pending === undefined) throw new Error('a pending version expected');
+      remove(service, pending);
+    };
+    const source = fourFiles(name);
+    const failure = await engine.backup({ dir: source, bucket: 'Slow' }).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    return { failure, source, engine, service };
+  }
+
+  it('says the version was deleted, and the next backup stores it anew', async () => {
+    const { failure, source, engine, service } = await deletedWhileSent('deleted', (s, id) => {
+      const { ctx } = s.service;
+      deleteVersion(ctx.db, findVersion(ctx.db, id) as VersionRow, ctx.policy, ctx.now());
+    });
+    try {
+      expect(failure).toMatchObject({
+        code: 'not_found',
+        message: expect.stringMatching(
+          /^version [0-9a-f-]{36}, which this backup was sending, was deleted on the server \(from this or another device\) before all its data arrived; what it sent is not kept: run the backup again$/,
+        ),
+      });
+      const next = await engine.backup({ dir: source, bucket: 'Slow' });
+      expect(next).toMatchObject({ resumedVersionId: null, newBytes: 4 << 20 });
+      await expectRestored(engine, source, 'deleted');
+    } finally {
+      await engine.close();
+      await service.close();
+    }
+  });
+
+  it('says the bucket was deleted when it went with it', async () => {
+    const { failure, engine, service } = await deletedWhileSent('bucket-deleted', (s, id) => {
+      const { ctx } = s.service;
+      const version = findVersion(ctx.db, id) as VersionRow;
+      deleteBucket(ctx.db, findBucketById(ctx.db, version.bucket_id) as BucketRow, ctx.now());
+    });
+    try {
+      expect(failure).toMatchObject({
+        code: 'not_found',
+        message:
+          'the bucket this backup was sending to was deleted on the server (from this or another device) before all its data arrived; nothing of it is kept there',
+      });
     } finally {
       await engine.close();
       await service.close();
