@@ -16,7 +16,8 @@ import { BlockCutShortError } from './block-reader.ts';
 // back from the disk and checked against its name, as borg's and restic's checks read a
 // repository, so that a failing disk is found while the devices still hold what it lost, rather
 // than by a restore. It writes nothing, so it runs beside `serve`; what `serve` moves or
-// deletes meanwhile is looked up again rather than reported.
+// deletes meanwhile is looked up again rather than reported, and what it moves into files made
+// since the check began is checked there.
 
 /** Why a stored block is not whole. */
 export type BlockProblemKind = 'damaged' | 'unreadable' | 'missing' | 'cut_short';
@@ -171,7 +172,18 @@ export async function checkStore(
   };
 
   try {
-    for (const pack of packIds(ctx.db)) await checkPack(blocksInPack(ctx.db, pack));
+    // A compaction beside it moves blocks into packs made after the list was taken: those are
+    // checked too, until a list holds none not checked, so that every block stored when the
+    // check ends was checked where it is. (A block moved from a pack checked already is
+    // checked again, and counted twice.)
+    const packsChecked = new Set<string>();
+    for (let unchecked = packIds(ctx.db); unchecked.length > 0;) {
+      for (const pack of unchecked) {
+        packsChecked.add(pack);
+        await checkPack(blocksInPack(ctx.db, pack));
+      }
+      unchecked = packIds(ctx.db).filter((pack) => !packsChecked.has(pack));
+    }
     for (let after = ''; ;) {
       const batch = legacyBlocksAfter(ctx.db, after, LEGACY_BATCH);
       for (const location of batch) await checkBlock(location);
@@ -203,13 +215,19 @@ function checkChunks(ctx: ServiceContext): {
     return now.file === chunk.file && now.offset === chunk.offset ? false : stored.isSound(now);
   };
   try {
-    for (const file of [...allChunkFileIds(ctx.db)].sort())
-      for (const chunk of chunksInFile(ctx.db, file)) {
-        chunks += 1;
-        chunkBytes += chunk.length;
-        if (!isSound(chunk)) {
-          const path = ctx.blocks.metadataChunks.path(file);
-          chunkProblems.set(path, (chunkProblems.get(path) ?? 0) + 1);
+    // As for packs (checkStore): files a compaction in another process made meanwhile too.
+    const filesChecked = new Set<string>();
+    const unchecked = () => [...allChunkFileIds(ctx.db)].filter((id) => !filesChecked.has(id));
+    for (let files = unchecked(); files.length > 0; files = unchecked())
+      for (const file of files.sort()) {
+        filesChecked.add(file);
+        for (const chunk of chunksInFile(ctx.db, file)) {
+          chunks += 1;
+          chunkBytes += chunk.length;
+          if (!isSound(chunk)) {
+            const path = ctx.blocks.metadataChunks.path(file);
+            chunkProblems.set(path, (chunkProblems.get(path) ?? 0) + 1);
+          }
         }
       }
   } finally {

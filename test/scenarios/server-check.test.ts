@@ -6,6 +6,7 @@ import {
   chownSync,
   closeSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   openSync,
   readdirSync,
@@ -16,10 +17,20 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { canopySucceeds, localHomeBackedUp, runCanopy } from '../helpers/canopy-cli.ts';
+import {
+  canopySucceeds,
+  localHomeBackedUp,
+  runCanopy,
+  versionsListed,
+} from '../helpers/canopy-cli.ts';
 import { onTerminal } from '../helpers/on-terminal.ts';
 import { underFailingDisk } from '../helpers/failing-disk.ts';
 import { runServerCommand, SERVER_BIN } from '../helpers/server-process.ts';
+import { canopyProcess } from '../helpers/canopy-command-line.ts';
+import { ServiceContext } from '../../server/context.ts';
+import { defaultServiceOptions } from '../../server/options.ts';
+import { checkStore, type StoreCheck } from '../../server/blocks/store-check.ts';
+import { blocksInPack, packIds } from '../../server/store/stored-blocks.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // `canopy-server check` reads back every block and metadata chunk of a data folder (a
@@ -134,6 +145,60 @@ describe('canopy-server check', () => {
     expect(report.problems).toHaveLength(2);
     expect(report.metadata_problems).toEqual([{ file: chunks, chunks: 1 }]);
     expect(report.holders).toEqual([{ email: expect.any(String), blocks: 2 }]);
+  });
+
+  it('checks a block where a compaction beside it moved it, in a pack made after it began', async () => {
+    const run = path.join(scratch, 'moved');
+    const { home, data } = await localHomeBackedUp(run, 'Keep', {
+      'kept.bin': randomBytes(100_000),
+    });
+    // A bucket whose first version's pack is left mostly dead once that version is deleted.
+    const album = path.join(run, 'album');
+    mkdirSync(album);
+    writeSettled(path.join(album, 'big.bin'), randomBytes(3 * 1024 * 1024));
+    writeSettled(path.join(album, 'small.bin'), randomBytes(500_000));
+    await canopySucceeds(home, 'buckets', 'create', 'Album', '--type', 'backup', '--class', 'hot');
+    await canopySucceeds(home, 'backup', album, '--bucket', 'Album');
+    const [first] = await versionsListed(home, 'Album');
+    rmSync(path.join(album, 'big.bin'));
+    await canopySucceeds(home, 'backup', album, '--bucket', 'Album');
+
+    // The check runs here, `canopy versions delete` in another process meanwhile: its service
+    // frees the first version's blocks on closing, and compacts the pack they leave mostly dead.
+    const ctx = new ServiceContext(defaultServiceOptions(data));
+    const packsAtStart = new Set(packIds(ctx.db));
+    let checked: StoreCheck;
+    let movedTo: string | undefined;
+    try {
+      let bytesBefore = 0;
+      checked = await checkStore(ctx, (bytesDone) => {
+        const block = bytesDone - bytesBefore;
+        bytesBefore = bytesDone;
+        // kept.bin's block: the first or the last the check reads.
+        if (block !== 100_000 || movedTo !== undefined) return;
+        const deletion = canopyProcess(
+          ['versions', 'delete', first?.id ?? '', '--bucket', 'Album'],
+          { ...process.env, CANOPY_HOME: home, CANOPY_SECRET_STORE: 'file' },
+        );
+        const deleted = spawnSync(deletion.command, deletion.args, { env: deletion.env });
+        expect(deleted.stderr.toString()).toBe('');
+        const made = packIds(ctx.db).filter((pack) => !packsAtStart.has(pack));
+        expect(made).toHaveLength(1);
+        movedTo = made[0] ?? '';
+        // small.bin's block, alone in the pack the compaction made, damaged there.
+        const [moved] = blocksInPack(ctx.db, movedTo);
+        expect(moved?.size).toBe(500_000);
+        damage(ctx.blocks.packPath(movedTo), (moved?.offset ?? 0) + 1000);
+      });
+    } finally {
+      ctx.close();
+    }
+    expect(movedTo).toBeDefined();
+    expect(checked.problems).toContainEqual({
+      cid: expect.any(String),
+      file: ctx.blocks.packPath(movedTo ?? ''),
+      kind: 'damaged',
+    });
   });
 
   it('refuses a folder that holds no data of a server, and makes nothing there', () => {
