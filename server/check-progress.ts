@@ -14,8 +14,14 @@ function timeLeft(seconds: number): string {
   return `about ${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min left`;
 }
 
-/** The line for `done` of `total` bytes checked, `elapsedMs` after the check began. */
-export function checkProgressLine(done: number, total: number, elapsedMs: number): string {
+/**
+ * The line for `done` bytes checked of the `stored` there were when the check began, `elapsedMs`
+ * after it began.
+ */
+export function checkProgressLine(done: number, stored: number, elapsedMs: number): string {
+  // What backups beside the check stored since it began, and blocks a compaction moved into a
+  // new pack (checked again there), are read too: the line never tells more than all of it.
+  const total = Math.max(stored, done);
   const percent = total === 0 ? 100 : Math.floor((done / total) * 100);
   const left =
     done === 0 || elapsedMs < EVERY_MS

@@ -28,4 +28,22 @@ describe('check progress', () => {
       '\r\x1b[K',
     ]);
   });
+
+  it('never tells more than all of it, when more was stored or moved while it read', () => {
+    const shown: string[] = [];
+    let now = 0;
+    const progress = checkProgress(
+      1e9,
+      (text) => shown.push(text),
+      () => now,
+    );
+    now = 1000;
+    progress.onProgress(8e8);
+    now = 2000;
+    progress.onProgress(1.1e9);
+    expect(shown.slice(1)).toEqual([
+      '\r\x1b[Kchecking: 800 MB of 1.0 GB read back (80%), about 1 s left',
+      '\r\x1b[Kchecking: 1.1 GB of 1.1 GB read back (100%), about 1 s left',
+    ]);
+  });
 });
