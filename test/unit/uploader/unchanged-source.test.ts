@@ -107,8 +107,14 @@ describe('surveySource', () => {
 
   it('ends its walk once the least metadata of what it found passes the limit, when told to', async () => {
     const source = scratchDir();
+    // Each file of its own size: files of one size and mtime (written in the same millisecond)
+    // are one node, counted once, by the first folder walked, and the floor would pass a fifth
+    // of the tree's with that folder alone.
     for (let file = 0; file < 200; file += 1)
-      writeSettled(path.join(source, `folder-${file % 10}`, `file-${file}.txt`), `${file}`);
+      writeSettled(
+        path.join(source, `folder-${file % 10}`, `file-${file}.txt`),
+        'x'.repeat(file + 1),
+      );
     const db = openStateDatabase(path.join(scratchDir(), 'state.sqlite'));
     try {
       const rules = await loadExcludeRules(source);
