@@ -13,11 +13,11 @@ import { cidText } from '../../../main/protocol/index.ts';
 import { memoryBlockstore } from '../../helpers/memory-blockstore.ts';
 
 // A folder's node made entry by entry must be the stock importer's, and above all it must shard
-// exactly when the importer shards. Names of 180 characters bring the 256 KiB threshold within
-// about 1 400 entries.
+// exactly when the importer shards. Names of 240 characters bring the 256 KiB threshold within
+// about 900 entries.
 
 const META = { mode: 0o750, mtime: { secs: 1_600_000_000n, nsecs: 7 } };
-const LONG = 'x'.repeat(180);
+const LONG = 'x'.repeat(240);
 const fileName = (index: number) => `${LONG}-${String(index).padStart(5, '0')}`;
 
 interface Layout {
@@ -84,11 +84,16 @@ async function ourFolder(layout: Layout, stock: Map<string, MadeNode>): Promise<
   return makeFolderNode(META, entries, store);
 }
 
-describe('makeFolderNode', () => {
-  it("makes the stock importer's node, flat or sharded, on either side of the shard threshold", async () => {
-    // The fewest files with which the importer shards this folder.
-    let flat = 1000;
-    let sharded = 2000;
+let fewestSharded: Promise<number> | undefined;
+
+/**
+ * The fewest files with which the importer shards the folder, found by halving, once for both
+ * tests: each stock import of some 900 files takes a tenth of a second or more.
+ */
+function fewestFilesSharded(): Promise<number> {
+  fewestSharded ??= (async () => {
+    let flat = 500;
+    let sharded = 1500;
     expect((await stockImport({ files: flat })).sharded).toBe(false);
     expect((await stockImport({ files: sharded })).sharded).toBe(true);
     while (sharded - flat > 1) {
@@ -96,6 +101,14 @@ describe('makeFolderNode', () => {
       if ((await stockImport({ files: middle })).sharded) sharded = middle;
       else flat = middle;
     }
+    return sharded;
+  })();
+  return fewestSharded;
+}
+
+describe('makeFolderNode', () => {
+  it("makes the stock importer's node, flat or sharded, on either side of the shard threshold", async () => {
+    const sharded = await fewestFilesSharded();
     const layouts: Layout[] = [];
     for (const files of [sharded - 2, sharded - 1, sharded]) {
       layouts.push({ files });
@@ -122,10 +135,7 @@ describe('makeFolderNode', () => {
     // the estimate one byte at a time: the importer shards as soon as the subfolder, counted
     // as an empty folder, tips it over. Counted at its real size (a byte more, for its larger
     // Tsize) it would tip one name length sooner.
-    let files = 1000;
-    while (!(await stockImport({ files: files + 50 })).sharded) files += 50;
-    while ((await stockImport({ files })).sharded === false) files += 1;
-    files -= 1;
+    const files = (await fewestFilesSharded()) - 1;
     const layoutOf = (length: number): Layout => ({
       files,
       subfolder: { after: files - 1, hasEntries: true, name: 'y'.repeat(length) },
