@@ -1,15 +1,18 @@
+import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FileSecretStore } from '../../main/identity/index.ts';
 
 // Stores COUNT secrets named `<PREFIX>-<n>` in the file secret store of HOME, one at a time, as
-// each bucket created from the command line stores its key; starting at START_AT (ms since
-// 1970), so that writers started one after another write at once.
-// Run as: node --import tsx secret-writer.ts HOME PREFIX COUNT START_AT
+// each bucket created from the command line stores its key. It says `ready` once started, then
+// waits for the file GO to exist, so that writers started one after another, however slowly on
+// a busy machine, write at once.
+// Run as: node --import tsx secret-writer.ts HOME PREFIX COUNT GO
 
-const [home, prefix, count, startAt] = process.argv.slice(2);
-if (!home || !prefix || !count || !startAt)
-  throw new Error('usage: secret-writer.ts HOME PREFIX COUNT START_AT');
-await sleep(Math.max(0, Number(startAt) - Date.now()));
+const [home, prefix, count, go] = process.argv.slice(2);
+if (!home || !prefix || !count || !go)
+  throw new Error('usage: secret-writer.ts HOME PREFIX COUNT GO');
 const store = new FileSecretStore(home);
+process.stdout.write('ready\n');
+while (!existsSync(go)) await sleep(5);
 for (let n = 0; n < Number(count); n += 1)
   await store.set(`${prefix}-${n}`, `secret ${prefix} ${n}`);

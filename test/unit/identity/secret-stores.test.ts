@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import {
   mkdirSync,
   mkdtempSync,
@@ -127,10 +127,16 @@ describe('FileSecretStore', () => {
   it('keeps every secret that processes store at once, none written over', async () => {
     // Two commands creating buckets at once each store a key: neither may lose the other's.
     const home = newHome();
-    const startAt = String(Date.now() + 4_000);
+    const go = path.join(home, 'go');
     const writers = ['one', 'two', 'three', 'four'].map((prefix) =>
-      runHelper('secret-writer', [home, prefix, '25', startAt]),
+      runHelper('secret-writer', [home, prefix, '25', go]),
     );
+    // Once all have started (some seconds on a busy machine), all write at once.
+    await vi.waitFor(
+      () => expect(writers.map((writer) => writer.output())).toEqual(Array(4).fill('ready\n')),
+      { timeout: 25_000, interval: 20 },
+    );
+    writeFileSync(go, '');
     for (const writer of writers)
       expect(await writer.exited, writer.output()).toEqual({ code: 0, signal: null });
     const store = new FileSecretStore(home);
@@ -138,7 +144,7 @@ describe('FileSecretStore', () => {
       for (let n = 0; n < 25; n += 1)
         expect(await store.get(`${prefix}-${n}`)).toBe(`secret ${prefix} ${n}`);
     expect(statSync(store.location).mode & 0o777).toBe(0o600);
-  });
+  }, 30_000);
 
   it('says which file it could not lock, and changes nothing, when the lock cannot be made', async () => {
     const home = newHome();
