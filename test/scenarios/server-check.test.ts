@@ -160,6 +160,7 @@ describe('canopy-server check', () => {
     await canopySucceeds(home, 'buckets', 'create', 'Album', '--type', 'backup', '--class', 'hot');
     await canopySucceeds(home, 'backup', album, '--bucket', 'Album');
     const [first] = await versionsListed(home, 'Album');
+    if (!first) throw new Error('the first backup of Album made no version');
     rmSync(path.join(album, 'big.bin'));
     await canopySucceeds(home, 'backup', album, '--bucket', 'Album');
 
@@ -176,12 +177,14 @@ describe('canopy-server check', () => {
         bytesBefore = bytesDone;
         // kept.bin's block: the first or the last the check reads.
         if (block !== 100_000 || movedTo !== undefined) return;
-        const deletion = canopyProcess(
-          ['versions', 'delete', first?.id ?? '', '--bucket', 'Album'],
-          { ...process.env, CANOPY_HOME: home, CANOPY_SECRET_STORE: 'file' },
-        );
+        const deletion = canopyProcess(['versions', 'delete', first.id, '--bucket', 'Album'], {
+          ...process.env,
+          CANOPY_HOME: home,
+          CANOPY_SECRET_STORE: 'file',
+        });
         const deleted = spawnSync(deletion.command, deletion.args, { env: deletion.env });
         expect(deleted.stderr.toString()).toBe('');
+        expect(deleted.status).toBe(0);
         const made = packIds(ctx.db).filter((pack) => !packsAtStart.has(pack));
         expect(made).toHaveLength(1);
         movedTo = made[0] ?? '';
