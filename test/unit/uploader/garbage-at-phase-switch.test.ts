@@ -1,13 +1,16 @@
 import v8 from 'node:v8';
 import { describe, expect, it } from 'vitest';
-import { GarbageAtPhaseSwitch } from '../../../main/uploader/garbage-at-phase-switch.ts';
+import {
+  GarbageAtPhaseSwitch,
+  WORTH_COLLECTING_BYTES,
+} from '../../../main/uploader/garbage-at-phase-switch.ts';
 
 const MB = 1024 * 1024;
 
-/** About 80 MB of arrays that are dead as soon as this returns. */
-function makeGarbage(): number {
+/** Arrays of 8 MB each (160 MB unless told), dead as soon as this returns. */
+function makeGarbage(arrays = 20): number {
   let kept = 0;
-  for (let index = 0; index < 20; index += 1) {
+  for (let index = 0; index < arrays; index += 1) {
     const array = new Array<number>(MB).fill(index + 0.5);
     kept += array.length;
   }
@@ -34,6 +37,41 @@ describe('GarbageAtPhaseSwitch', () => {
       expect(v8.getHeapStatistics().used_heap_size - after).toBeLessThan(10 * MB);
     } finally {
       garbage.end();
+      garbage.end();
+    }
+  });
+
+  it('leaves the little garbage of a small backup to V8, without a collection', () => {
+    const used = (): number => v8.getHeapStatistics().used_heap_size;
+    const garbage = new GarbageAtPhaseSwitch();
+    try {
+      const before = used();
+      expect(makeGarbage(1)).toBe(MB);
+      const withGarbage = used();
+      // One 8 MB array, in the large-object space: a collection would free it.
+      expect(withGarbage - before).toBeGreaterThan(6 * MB);
+      expect(withGarbage - before).toBeLessThan(WORTH_COLLECTING_BYTES);
+      garbage.collect();
+      garbage.collectForUpload();
+      expect(used()).toBeGreaterThanOrEqual(withGarbage);
+    } finally {
+      garbage.end();
+    }
+  });
+
+  it('once it collected before the push, collects for the upload however little came since', () => {
+    const used = (): number => v8.getHeapStatistics().used_heap_size;
+    const garbage = new GarbageAtPhaseSwitch();
+    try {
+      expect(makeGarbage()).toBe(20 * MB);
+      garbage.collect();
+      const collected = used();
+      expect(makeGarbage(1)).toBe(MB);
+      expect(used() - collected).toBeGreaterThan(6 * MB);
+      // That collection sized the heap tightly; this one sizes it for the upload.
+      garbage.collectForUpload();
+      expect(used() - collected).toBeLessThan(2 * MB);
+    } finally {
       garbage.end();
     }
   });
