@@ -11,6 +11,7 @@ import {
   removeAbandonedStaging,
   renameKnownBucket,
   upsertBucket,
+  upsertBuckets,
   uploadQueue,
   versionIdsKeptOf,
   type BucketRecord,
@@ -65,8 +66,9 @@ export class BucketCatalog {
     const buckets = await client.listBuckets();
     await this.forgetGone(client, buckets);
     const kept = keptUnlessDiskFull(() => {
-      for (const bucket of buckets) {
-        upsertBucket(this.db, {
+      upsertBuckets(
+        this.db,
+        buckets.map((bucket) => ({
           id: bucket.id,
           name: bucket.name,
           type: bucket.type,
@@ -74,8 +76,8 @@ export class BucketCatalog {
           bucket_key_account: null,
           bucket_key_fingerprint: null,
           updated_at: this.now(),
-        });
-      }
+        })),
+      );
     });
     return { buckets, kept };
   }

@@ -76,14 +76,25 @@ export interface BucketRecord {
 }
 
 export function upsertBucket(db: StateDb, record: BucketRecord): void {
-  db.prepare(
+  upsertBuckets(db, [record]);
+}
+
+/**
+ * Records `records` in one transaction, with one statement: a listing of the account's buckets
+ * records each bucket it lists, and each on its own cost a statement and a commit.
+ */
+export function upsertBuckets(db: StateDb, records: readonly BucketRecord[]): void {
+  const upsert = db.prepare<[BucketRecord]>(
     `INSERT INTO buckets (id, name, type, storage_class, bucket_key_account, bucket_key_fingerprint, updated_at)
      VALUES (@id, @name, @type, @storage_class, @bucket_key_account, @bucket_key_fingerprint, @updated_at)
      ON CONFLICT (id) DO UPDATE SET name = excluded.name, type = excluded.type, storage_class = excluded.storage_class,
        bucket_key_account = COALESCE(excluded.bucket_key_account, buckets.bucket_key_account),
        bucket_key_fingerprint = COALESCE(excluded.bucket_key_fingerprint, buckets.bucket_key_fingerprint),
        updated_at = excluded.updated_at`,
-  ).run(record);
+  );
+  db.transaction(() => {
+    for (const record of records) upsert.run(record);
+  })();
 }
 
 /** Every table of this device's state that keeps something per bucket, by its `bucket_id`. */
