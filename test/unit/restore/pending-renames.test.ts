@@ -1,5 +1,13 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSystemFlush } from '../../../main/restore/file-system-flush.ts';
@@ -65,6 +73,47 @@ describe('PendingRenames', () => {
     expect(readFileSync(path.join(dir, 'b'), 'utf8')).toBe('b');
     expect(renames.has('b')).toBe(false);
     expect(renames.flushCovers(dir)).toBe(false);
+  });
+
+  it('fsyncs a batch no larger than it fsyncs at once, and flushes a larger one', async () => {
+    const dir = path.join(scratch, 'small-batch');
+    mkdirSync(dir);
+    // A sync program that logs each call and does as the real one does.
+    const log = path.join(scratch, 'small-batch-sync.log');
+    const sync = path.join(scratch, 'small-batch-sync');
+    writeFileSync(sync, `#!/bin/sh\necho "$@" >> '${log}'\nexec /bin/sync "$@"\n`, {
+      mode: 0o755,
+    });
+    const flush = FileSystemFlush.forFolder(dir, sync);
+    if (!flush) throw new Error('the scratch folder is on a file system that is never flushed');
+    const renamed: string[] = [];
+    const renames = new PendingRenames(
+      flush,
+      2,
+      {
+        renamed: (file) => renamed.push(file.relative),
+        refused: (relative) => {
+          throw new Error(`refused ${relative}`);
+        },
+        failed: (error) => {
+          throw error;
+        },
+      },
+      BESIDE,
+    );
+    try {
+      for (const name of ['a', 'b']) renames.add(written(dir, name, false));
+      await renames.renameWritten();
+      expect(renamed.sort()).toEqual(['a', 'b']);
+      expect(existsSync(log)).toBe(false);
+      for (const name of ['c', 'd', 'e']) renames.add(written(dir, name, false));
+      await renames.renameWritten();
+      expect(renamed.sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+      expect(readFileSync(log, 'utf8')).toBe(`-f -- ${dir}\n`);
+      expect(readdirSync(dir).sort()).toEqual(['a', 'b', 'c', 'd', 'e']);
+    } finally {
+      flush.close();
+    }
   });
 
   it('reports a name the disk refuses, and renames the others', async () => {
