@@ -111,6 +111,15 @@ export class LeafFetcher {
   /** Waiters for the next take, or for stop. */
   private wakeUps: Array<() => void> = [];
   private stopped: Error | undefined;
+  /**
+   * Fires on close: a batch still being fetched is cut off, and a retry of it waits no more.
+   * Else, after a restore that failed, its retries went on against the service the restore's
+   * end had closed, and held the process (`canopy restore` onto a disk that filled up) some
+   * 20 s after its error was told.
+   */
+  private readonly halt = new AbortController();
+  /** The client, stopped by `halt` too; made by the first batch (a restore may fetch none). */
+  private haltedClient: ServiceClient | undefined;
 
   constructor(
     private readonly client: ServiceClient,
@@ -169,6 +178,15 @@ export class LeafFetcher {
     this.wake();
   }
 
+  /**
+   * Cuts off what is still being fetched, once no read is waiting: the restore is over. Not on
+   * stop, when files whose leaves are on their way are still written whole.
+   */
+  close(): void {
+    this.stop(new Error('the restore is over'));
+    this.halt.abort(this.stopped);
+  }
+
   private wake(): void {
     const wakeUps = this.wakeUps;
     this.wakeUps = [];
@@ -222,8 +240,9 @@ export class LeafFetcher {
 
   private async receive(batch: ReadonlyMap<string, FetchedLeaf>): Promise<void> {
     try {
+      this.haltedClient ??= this.client.stoppedBy(this.halt.signal);
       await receiveBlocks(
-        this.client,
+        this.haltedClient,
         this.storageHost,
         [...batch.keys()],
         { maxBlockBytes: MAX_BLOCK_BYTES, uncheckedFrom: LARGE_LEAF_BYTES },

@@ -1248,6 +1248,8 @@ async function restoreInto(
     signal?.removeEventListener('abort', stopNow);
     await Promise.all(inFlight);
     await renames.renameWritten();
+    leaves.close();
+    leavesAgain?.close();
     flush?.close();
     await slots?.close();
   }

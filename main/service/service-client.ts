@@ -205,9 +205,16 @@ export class ServiceClient {
         : socketDispatcher(this.baseUrl, options.socketPath));
   }
 
-  /** This client's requests, stopped when `signal` fires; over this client's connections. */
+  /**
+   * This client's requests, stopped when `signal` fires, or a signal that stopped them already
+   * does; over this client's connections.
+   */
   stoppedBy(signal: AbortSignal): ServiceClient {
-    return new ServiceClient({ ...this.options, signal }, this.dispatcher);
+    const before = this.options.signal;
+    return new ServiceClient(
+      { ...this.options, signal: before ? AbortSignal.any([before, signal]) : signal },
+      this.dispatcher,
+    );
   }
 
   /** How many times a request is tried before it fails (but for an outage ridden out). */

@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import { cidText, UncheckedCarBlock } from '../../../main/protocol/index.ts';
@@ -160,5 +160,49 @@ describe('LeafFetcher', () => {
       outcomes[0]?.replace(/^\w+: /, ''),
     );
     expect(requests).toBe(1);
+  });
+
+  it('goes on fetching a batch on its way when stopped, and lets it go, retries and all, once closed', async () => {
+    const blocks = await leaves();
+    const [first] = blocks as [Block, Block, Block];
+    let requests = 0;
+    server = await startLoopbackServer((request, response) => {
+      request.resume();
+      requests += 1;
+      // A service that is going away: each attempt is answered 503, tried again after a wait.
+      response.writeHead(503, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { code: 'unavailable', message: 'closing' } }));
+    });
+    const sizes = new Map(blocks.map((block) => [cidText(block.cid), block.bytes.length]));
+    const retryWaits: number[] = [];
+    const fetcher = new LeafFetcher(
+      new ServiceClient({
+        baseUrl: server.url,
+        deviceToken: () => 'unused',
+        // Each retry's wait lasts until its request is let go.
+        delay: (ms) => {
+          retryWaits.push(ms);
+          return new Promise<void>(() => undefined);
+        },
+      }),
+      server.url,
+      { sizeOfText: (text) => sizes.get(text) },
+      blocks.map((block) => cidText(block.cid))[Symbol.iterator](),
+    );
+    const take = fetcher.take(first.cid, 0).then(() => 'taken', String);
+    await vi.waitFor(() => expect(retryWaits).toHaveLength(1));
+    // Stopped, the restore still writes the files whose leaves are on their way: the batch's
+    // request waits to be tried again.
+    fetcher.stop(new Error('the disk is full'));
+    const settledBefore = await Promise.race([
+      take,
+      new Promise((r) => setTimeout(r, 200, 'waiting')),
+    ]);
+    expect(settledBefore).toBe('waiting');
+    // Once the restore is over, nothing holds its process: the wait ends, and the read fails.
+    fetcher.close();
+    expect(await take).toMatch(/stopped|the disk is full/);
+    expect(requests).toBe(1);
+    expect(retryWaits).toHaveLength(1);
   });
 });
