@@ -164,6 +164,17 @@ export interface PushRequest {
 }
 
 /**
+ * Waits `ms`; once `signal` fires, for ever, its timer gone: the stop is told by unlessStopped.
+ * A timer left running held a stopped command's process until it ran out: `canopy backup`
+ * stopped while the service was down exited some 4 s after it said it had stopped.
+ */
+function retryWait(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    sleep(ms, undefined, signal ? { signal } : {}).then(resolve, () => undefined);
+  });
+}
+
+/**
  * A failure of a read callback's own (writing an answer to a file), not of the answer: it
  * passes through sendAndRead and its retries as `failure` itself, neither a network error nor
  * tried again (a full disk stays full).
@@ -396,7 +407,10 @@ export class ServiceClient {
           : this.retry;
       const delayMs = retryDelayMs(policy, count, retryAfter, this.options.random ?? Math.random);
       this.options.onRetry?.({ attempt: count, delayMs, error });
-      await unlessStopped((this.options.delay ?? ((ms: number) => sleep(ms)))(delayMs), signal);
+      await unlessStopped(
+        (this.options.delay ?? ((ms: number) => retryWait(ms, signal)))(delayMs),
+        signal,
+      );
     }
   }
 

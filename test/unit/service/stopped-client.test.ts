@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { ServerResponse } from 'node:http';
 import { ServiceClient } from '../../../main/service/index.ts';
 import { startLoopbackServer, type LoopbackServer } from '../../helpers/loopback-server.ts';
@@ -35,5 +35,35 @@ describe('ServiceClient.stoppedBy', () => {
       (which === 'before' ? before : given).abort();
       expect(await request).toBe('stopped');
     }
+  });
+
+  it('leaves no timer behind when stopped while it waits to try again', async () => {
+    // Every attempt answered 503, to be tried again a minute later.
+    server = await startLoopbackServer((request, response) => {
+      request.resume();
+      response.writeHead(503, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { code: 'unavailable', message: 'restarting' } }));
+    });
+    const timers = (): number =>
+      process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+    const before = timers();
+    const stop = new AbortController();
+    let retries = 0;
+    const client = new ServiceClient({
+      baseUrl: server.url,
+      deviceToken: () => 'token',
+      retry: { attempts: 3, baseDelayMs: 60_000, maxDelayMs: 60_000 },
+      onRetry: () => (retries += 1),
+    }).stoppedBy(stop.signal);
+    const request = client.getUser().then(
+      () => 'answered',
+      (error: unknown) => (error as { code?: string }).code,
+    );
+    await vi.waitFor(() => expect(retries).toBe(1));
+    expect(timers()).toBe(before + 1);
+    stop.abort();
+    expect(await request).toBe('stopped');
+    // A timer left would hold a command's process that long after it said it had stopped.
+    expect(timers()).toBe(before);
   });
 });
