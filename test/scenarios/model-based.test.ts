@@ -1,0 +1,341 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { startLocalService } from '../../cli/local-service.ts';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { runHelper } from '../helpers/helper-process.ts';
+import { seededBytes } from '../helpers/seeded-random.ts';
+import { writeSettled } from '../helpers/settled-file.ts';
+import { stagedLeftovers } from '../helpers/staged-shards.ts';
+import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+
+// A model-based test (fast-check commands): files written, rewritten, renamed and deleted;
+// backups that finish and backups killed (kill -9, the embedded service with them) after a
+// random delay; versions deleted, the active one among them; versions restored. Each step opens
+// the engine afresh, as a command would, so every one also restarts the service on its data.
+// The model is what each version must restore to: the folder as a finished backup found it, or,
+// for a version a killed backup stored (or a later backup finished), the folder as one of the
+// killed backups found it, never a mix. At the end a backup that runs to its end must leave no
+// upload pending and nothing staged, every version left must restore as the model says and read
+// back whole, and both databases must be whole.
+//
+// The steps are drawn from MODEL_SEED (MODEL_RUNS sequences of up to 16 steps); a failure prints
+// the steps that failed, to run again with that seed.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-model-based-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+const seed = Number(process.env['MODEL_SEED'] ?? 20261203);
+const runs = Number(process.env['MODEL_RUNS'] ?? 10);
+
+/** The bucket test/helpers/crashing-backup.ts backs up to. */
+const BUCKET = 'Crash';
+/** The names the steps use: files at the top, in a folder, and one folder further down. */
+const NAMES = ['a.bin', 'b.txt', 'docs/c.bin', 'docs/deep/d.bin', 'docs/deep/e.txt'];
+const MiB = 1024 * 1024;
+
+/** The steps run, by kind, to tell what a seed exercised. */
+const ran = new Map<string, number>();
+function tally(kind: string): void {
+  ran.set(kind, (ran.get(kind) ?? 0) + 1);
+}
+
+interface Model {
+  /** The files the folder holds now. */
+  readonly files: Set<string>;
+  /** The versions known, each with the folder states it may restore to. */
+  readonly versions: Map<string, Set<string>>;
+  /** The folder as each killed backup found it when it started. */
+  readonly killedStates: Set<string>;
+}
+
+interface Real {
+  readonly home: string;
+  readonly source: string;
+  /** Numbers the folders restores write to. */
+  restores: number;
+}
+
+/** The folder's entries (names, types, sizes, modes, times and bytes) in one string. */
+function stateOf(root: string): string {
+  return JSON.stringify([...fingerprintTree(root)].sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
+async function withEngine<T>(real: Real, action: (engine: Engine) => Promise<T>): Promise<T> {
+  const engine = createEngine({
+    home: real.home,
+    secrets: new FileSecretStore(real.home),
+    startLocalService,
+  });
+  try {
+    return await action(engine);
+  } finally {
+    await engine.close();
+  }
+}
+
+/** The versions the service lists, but for those still being uploaded. */
+async function storedVersions(engine: Engine): Promise<string[]> {
+  const versions = await engine.listVersions({ bucket: BUCKET });
+  return versions.filter((version) => version.state !== 'pending').map((version) => version.id);
+}
+
+/** What `id` may restore to: as the model knows it, or as a killed backup found the folder. */
+function expectedStates(model: Model, id: string): Set<string> {
+  return model.versions.get(id) ?? model.killedStates;
+}
+
+/** Restores version `id` to a folder of its own and checks it against the model. */
+async function restoreAndCompare(
+  engine: Engine,
+  model: Model,
+  real: Real,
+  id: string,
+): Promise<void> {
+  const target = path.join(path.dirname(real.home), `restored-${(real.restores += 1)}`);
+  await engine.restore({ bucket: BUCKET, version: id, to: target, overwrite: false });
+  const restored = stateOf(target);
+  tally('restores');
+  rmSync(target, { recursive: true, force: true });
+  expect(expectedStates(model, id).has(restored), `version ${id} restores as it was found`).toBe(
+    true,
+  );
+}
+
+class WriteFile implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    private readonly name: string,
+    private readonly size: number,
+    private readonly bytesSeed: number,
+  ) {}
+  check(): boolean {
+    return true;
+  }
+  run(model: Model, real: Real): Promise<void> {
+    // Written as if a minute ago: a rewrite at the same size is caught by its ctime alone.
+    tally('writes');
+    writeSettled(path.join(real.source, this.name), seededBytes(this.bytesSeed, this.size));
+    model.files.add(this.name);
+    return Promise.resolve();
+  }
+  toString(): string {
+    return `write ${this.name} (${this.size} bytes, seed ${this.bytesSeed})`;
+  }
+}
+
+class DeleteFile implements fc.AsyncCommand<Model, Real> {
+  constructor(private readonly name: string) {}
+  check(model: Readonly<Model>): boolean {
+    return model.files.has(this.name);
+  }
+  run(model: Model, real: Real): Promise<void> {
+    tally('deletions');
+    rmSync(path.join(real.source, this.name));
+    model.files.delete(this.name);
+    return Promise.resolve();
+  }
+  toString(): string {
+    return `delete ${this.name}`;
+  }
+}
+
+class RenameFile implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    private readonly from: string,
+    private readonly to: string,
+  ) {}
+  check(model: Readonly<Model>): boolean {
+    return this.from !== this.to && model.files.has(this.from);
+  }
+  run(model: Model, real: Real): Promise<void> {
+    const to = path.join(real.source, this.to);
+    mkdirSync(path.dirname(to), { recursive: true });
+    tally('renames');
+    renameSync(path.join(real.source, this.from), to);
+    model.files.delete(this.from);
+    model.files.add(this.to);
+    return Promise.resolve();
+  }
+  toString(): string {
+    return `rename ${this.from} to ${this.to}`;
+  }
+}
+
+class Backup implements fc.AsyncCommand<Model, Real> {
+  check(): boolean {
+    return true;
+  }
+  async run(model: Model, real: Real): Promise<void> {
+    const state = stateOf(real.source);
+    const result = await withEngine(real, (engine) =>
+      engine.backup({ dir: real.source, bucket: BUCKET, allowEmpty: true }),
+    );
+    expect(result.skipped).toEqual([]);
+    tally(result.unchanged ? 'backups with nothing new' : 'backups');
+    if (result.resumedVersionId !== null)
+      expect(model.killedStates.size, 'a killed backup left an upload to finish').toBeGreaterThan(
+        0,
+      );
+    // No new version: the active one must already be the folder as it is.
+    if (result.unchanged)
+      expect(expectedStates(model, result.versionId).has(state), 'unchanged since').toBe(true);
+    model.versions.set(result.versionId, new Set([state]));
+  }
+  toString(): string {
+    return 'backup';
+  }
+}
+
+class KilledBackup implements fc.AsyncCommand<Model, Real> {
+  constructor(private readonly delayMs: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: Model, real: Real): Promise<void> {
+    model.killedStates.add(stateOf(real.source));
+    // A point never reached: the timer kills it, wherever it is then (or it finishes first).
+    const backup = runHelper('crashing-backup', [real.home, real.source, 'read:1000000000']);
+    const timer = setTimeout(() => backup.child.kill('SIGKILL'), this.delayMs);
+    const { code, signal } = await backup.exited;
+    clearTimeout(timer);
+    tally(signal === 'SIGKILL' ? 'backups killed' : 'backups done before their kill');
+    if (signal !== 'SIGKILL' && code !== 0)
+      throw new Error(`the backup failed on its own (${code}):\n${backup.output()}`);
+  }
+  toString(): string {
+    return `backup killed after ${this.delayMs} ms`;
+  }
+}
+
+class DeleteVersion implements fc.AsyncCommand<Model, Real> {
+  constructor(private readonly pick: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: Model, real: Real): Promise<void> {
+    await withEngine(real, async (engine) => {
+      const stored = await storedVersions(engine);
+      const id = stored[this.pick % Math.max(stored.length, 1)];
+      if (id === undefined) return;
+      await engine.deleteVersion({ bucket: BUCKET, version: id });
+      tally('versions deleted');
+      model.versions.delete(id);
+      expect(await storedVersions(engine)).not.toContain(id);
+    });
+  }
+  toString(): string {
+    return `delete stored version #${this.pick}`;
+  }
+}
+
+class RestoreVersion implements fc.AsyncCommand<Model, Real> {
+  constructor(private readonly pick: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: Model, real: Real): Promise<void> {
+    await withEngine(real, async (engine) => {
+      const stored = await storedVersions(engine);
+      const id = stored[this.pick % Math.max(stored.length, 1)];
+      if (id !== undefined) await restoreAndCompare(engine, model, real, id);
+    });
+  }
+  toString(): string {
+    return `restore stored version #${this.pick}`;
+  }
+}
+
+const name = fc.constantFrom(...NAMES);
+const size = fc.oneof(
+  { weight: 4, arbitrary: fc.integer({ min: 0, max: 20_000 }) },
+  { weight: 1, arbitrary: fc.constantFrom(MiB, MiB + 1, 2 * MiB + 7) },
+);
+const write = fc
+  .tuple(name, size, fc.integer({ min: 1, max: 1_000_000 }))
+  .map(([file, bytes, bytesSeed]) => new WriteFile(file, bytes, bytesSeed));
+const backup = fc.constant(new Backup());
+// Writes and backups twice as often as the rest, so that versions pile up between deletions.
+const steps = [
+  write,
+  write,
+  name.map((file) => new DeleteFile(file)),
+  fc.tuple(name, name).map(([from, to]) => new RenameFile(from, to)),
+  backup,
+  backup,
+  // The process takes about 0.7 s to start, and a backup of these files about as long again.
+  fc.integer({ min: 300, max: 1800 }).map((delayMs) => new KilledBackup(delayMs)),
+  fc.nat(8).map((pick) => new DeleteVersion(pick)),
+  fc.nat(8).map((pick) => new RestoreVersion(pick)),
+];
+
+function integrityOf(file: string): string {
+  const db = new Database(file, { readonly: true });
+  try {
+    return db.pragma('integrity_check', { simple: true }) as string;
+  } finally {
+    db.close();
+  }
+}
+
+/** After the steps: a backup to its end, then every version left against the model. */
+async function finalCheck(model: Model, real: Real): Promise<void> {
+  await new Backup().run(model, real);
+  await withEngine(real, async (engine) => {
+    const versions = await engine.listVersions({ bucket: BUCKET });
+    expect(versions.filter((version) => version.state === 'pending')).toEqual([]);
+    for (const version of versions) await restoreAndCompare(engine, model, real, version.id);
+    for (const version of versions)
+      expect(await engine.verify({ bucket: BUCKET, version: version.id, all: true })).toMatchObject(
+        { unavailable: [] },
+      );
+  });
+  expect(stagedLeftovers(real.home)).toEqual([]);
+  expect(integrityOf(path.join(real.home, 'state.sqlite'))).toBe('ok');
+  expect(integrityOf(path.join(real.home, 'local-server', 'service.sqlite'))).toBe('ok');
+}
+
+let made = 0;
+
+async function setup(): Promise<{ model: Model; real: Real }> {
+  const run = path.join(scratch, `run-${(made += 1)}`);
+  const real: Real = {
+    home: path.join(run, 'home'),
+    source: path.join(run, 'source'),
+    restores: 0,
+  };
+  mkdirSync(real.source, { recursive: true });
+  writeSettled(path.join(real.source, NAMES[0] as string), seededBytes(made, 5000));
+  await withEngine(real, async (engine) => {
+    await engine.loginLocal({});
+    await engine.createBucket({ name: BUCKET, type: 'backup', storageClass: 'hot' });
+  });
+  const model: Model = {
+    files: new Set([NAMES[0] as string]),
+    versions: new Map(),
+    killedStates: new Set(),
+  };
+  return { model, real };
+}
+
+describe('edits, backups killed or not, versions deleted and restores, in any order', () => {
+  it(`restore every version as the model says: ${runs} sequences from MODEL_SEED=${seed}`, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.commands(steps, { maxCommands: 16, size: 'max' }), async (commands) => {
+        const { model, real } = await setup();
+        await fc.asyncModelRun(() => Promise.resolve({ model, real }), commands);
+        await finalCheck(model, real);
+        rmSync(path.dirname(real.home), { recursive: true, force: true });
+      }),
+      // Each step starts the engine (and a killed backup a process); shrinking would run the
+      // sequence many times over, so a failure ends the run and prints its steps as they were.
+      { seed, numRuns: runs, endOnFailure: true },
+    );
+    console.log(
+      `MODEL_SEED=${seed}: ${[...ran].map(([kind, count]) => `${count} ${kind}`).join(', ')}`,
+    );
+  }, 600_000);
+});
