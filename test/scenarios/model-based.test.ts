@@ -15,8 +15,9 @@ import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
 // A model-based test (fast-check commands): files written, rewritten, renamed and deleted;
 // backups that finish and backups killed (kill -9, the embedded service with them) after a
-// random delay; versions deleted, the active one among them; versions restored. Each step opens
-// the engine afresh, as a command would, so every one also restarts the service on its data.
+// random delay; versions deleted, the active one among them; versions restored. Each backup,
+// deletion and restore opens the engine afresh, as a command would, and so starts the service
+// on its data again.
 // The model is what each version must restore to: the folder as a finished backup found it, or,
 // for a version a killed backup stored (or a later backup finished), the folder as one of the
 // killed backups found it, never a mix. At the end a backup that runs to its end must leave no
