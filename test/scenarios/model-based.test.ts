@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -13,16 +13,16 @@ import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
-// A model-based test (fast-check commands): files written, rewritten, renamed and deleted;
-// backups that finish and backups killed (kill -9, the embedded service with them) after a
-// random delay; versions deleted, the active one among them; versions restored. Each backup,
-// deletion and restore opens the engine afresh, as a command would, and so starts the service
-// on its data again.
-// The model is what each version must restore to: the folder as a finished backup found it, or,
-// for a version a killed backup stored (or a later backup finished), the folder as one of the
-// killed backups found it, never a mix. At the end a backup that runs to its end must leave no
-// upload pending and nothing staged, every version left must restore as the model says and read
-// back whole, and both databases must be whole.
+// A model-based test (fast-check commands): files written, rewritten, renamed, chmodded and
+// deleted; backups that finish and backups killed (kill -9, the embedded service with them)
+// after a random delay; versions deleted, the active one among them, and pruned; versions
+// restored. Each backup, deletion, prune and restore opens the engine afresh, as a command
+// would, and so starts the service on its data again. The model is what each version must
+// restore to: the folder as a finished backup found it, or, for a version a killed backup
+// stored (or a later backup finished), the folder as one of the killed backups found it, never
+// a mix. At the end a backup that runs to its end must leave no upload pending and nothing
+// staged, every version left must restore as the model says and read back whole, and both
+// databases must be whole.
 //
 // The steps are drawn from MODEL_SEED (MODEL_RUNS sequences of up to 16 steps); a failure prints
 // the steps that failed, to run again with that seed.
@@ -166,6 +166,25 @@ class RenameFile implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+class ChangeMode implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    private readonly name: string,
+    private readonly mode: number,
+  ) {}
+  check(model: Readonly<Model>): boolean {
+    return model.files.has(this.name);
+  }
+  run(_model: Model, real: Real): Promise<void> {
+    // Only its ctime tells the next backup: size and mtime stay.
+    tally('mode changes');
+    chmodSync(path.join(real.source, this.name), this.mode);
+    return Promise.resolve();
+  }
+  toString(): string {
+    return `chmod ${this.mode.toString(8)} ${this.name}`;
+  }
+}
+
 class Backup implements fc.AsyncCommand<Model, Real> {
   check(): boolean {
     return true;
@@ -233,6 +252,33 @@ class DeleteVersion implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+class PruneVersions implements fc.AsyncCommand<Model, Real> {
+  constructor(private readonly keepLast: number) {}
+  check(): boolean {
+    return true;
+  }
+  async run(model: Model, real: Real): Promise<void> {
+    await withEngine(real, async (engine) => {
+      const before = await engine.listVersions({ bucket: BUCKET });
+      const active = before.find((version) => version.state === 'active');
+      const { removed } = await engine.pruneVersions({
+        bucket: BUCKET,
+        policy: { last: this.keepLast },
+        dryRun: false,
+      });
+      tally('prunes');
+      for (const version of removed) model.versions.delete(version.id);
+      const left = await storedVersions(engine);
+      for (const version of removed) expect(left).not.toContain(version.id);
+      // The active version always stays, whatever the rules.
+      if (active) expect(left).toContain(active.id);
+    });
+  }
+  toString(): string {
+    return `prune keeping the last ${this.keepLast}`;
+  }
+}
+
 class RestoreVersion implements fc.AsyncCommand<Model, Real> {
   constructor(private readonly pick: number) {}
   check(): boolean {
@@ -265,11 +311,15 @@ const steps = [
   write,
   name.map((file) => new DeleteFile(file)),
   fc.tuple(name, name).map(([from, to]) => new RenameFile(from, to)),
+  fc
+    .tuple(name, fc.constantFrom(0o600, 0o644, 0o755, 0o400))
+    .map(([file, mode]) => new ChangeMode(file, mode)),
   backup,
   backup,
   // The process takes about 0.7 s to start, and a backup of these files about as long again.
   fc.integer({ min: 300, max: 1800 }).map((delayMs) => new KilledBackup(delayMs)),
   fc.nat(8).map((pick) => new DeleteVersion(pick)),
+  fc.integer({ min: 1, max: 3 }).map((keepLast) => new PruneVersions(keepLast)),
   fc.nat(8).map((pick) => new RestoreVersion(pick)),
 ];
 
