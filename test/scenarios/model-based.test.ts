@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { chmodSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
@@ -14,15 +14,15 @@ import { stagedLeftovers } from '../helpers/staged-shards.ts';
 import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
 
 // A model-based test (fast-check commands): files written, rewritten, renamed, chmodded and
-// deleted; backups that finish and backups killed (kill -9, the embedded service with them)
-// after a random delay; versions deleted, the active one among them, and pruned; versions
-// restored. Each backup, deletion, prune and restore opens the engine afresh, as a command
-// would, and so starts the service on its data again. The model is what each version must
-// restore to: the folder as a finished backup found it, or, for a version a killed backup
-// stored (or a later backup finished), the folder as one of the killed backups found it, never
-// a mix. At the end a backup that runs to its end must leave no upload pending and nothing
-// staged, every version left must restore as the model says and read back whole, and both
-// databases must be whole.
+// deleted, and symbolic links made and pointed elsewhere; backups that finish and backups
+// killed (kill -9, the embedded service with them) after a random delay; versions deleted, the
+// active one among them, and pruned; versions restored. Each backup, deletion, prune and restore
+// opens the engine afresh, as a command would, and so starts the service on its data again.
+// The model is what each version must restore to: the folder as a finished backup found it, or,
+// for a version a killed backup stored (or a later backup finished), the folder as one of the
+// killed backups found it, never a mix. At the end a backup that runs to its end must leave no
+// upload pending and nothing staged, every version left must restore as the model says and read
+// back whole, and both databases must be whole.
 //
 // The steps are drawn from MODEL_SEED (MODEL_RUNS sequences of up to 16 steps); a failure prints
 // the steps that failed, to run again with that seed.
@@ -37,6 +37,9 @@ const runs = Number(process.env['MODEL_RUNS'] ?? 10);
 const BUCKET = 'Crash';
 /** The names the steps use: files at the top, in a folder, and one folder further down. */
 const NAMES = ['a.bin', 'b.txt', 'docs/c.bin', 'docs/deep/d.bin', 'docs/deep/e.txt'];
+/** Where the steps put symbolic links, and what they point at: a file, a folder, nothing. */
+const LINKS = ['link', 'docs/deep/link'];
+const LINK_TARGETS = ['a.bin', '../b.txt', 'nowhere', '/tmp', '.'];
 const MiB = 1024 * 1024;
 
 /** The steps run, by kind, to tell what a seed exercised. */
@@ -185,6 +188,28 @@ class ChangeMode implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+class MakeLink implements fc.AsyncCommand<Model, Real> {
+  constructor(
+    private readonly name: string,
+    private readonly target: string,
+  ) {}
+  check(): boolean {
+    return true;
+  }
+  run(_model: Model, real: Real): Promise<void> {
+    // Stored as a link, not followed: one to itself ('.') or to nothing included.
+    tally('links made');
+    const link = path.join(real.source, this.name);
+    rmSync(link, { force: true });
+    mkdirSync(path.dirname(link), { recursive: true });
+    symlinkSync(this.target, link);
+    return Promise.resolve();
+  }
+  toString(): string {
+    return `link ${this.name} to ${this.target}`;
+  }
+}
+
 class Backup implements fc.AsyncCommand<Model, Real> {
   check(): boolean {
     return true;
@@ -314,6 +339,9 @@ const steps = [
   fc
     .tuple(name, fc.constantFrom(0o600, 0o644, 0o755, 0o400))
     .map(([file, mode]) => new ChangeMode(file, mode)),
+  fc
+    .tuple(fc.constantFrom(...LINKS), fc.constantFrom(...LINK_TARGETS))
+    .map(([link, target]) => new MakeLink(link, target)),
   backup,
   backup,
   // The process takes about 0.7 s to start, and a backup of these files about as long again.
