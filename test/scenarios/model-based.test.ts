@@ -3,10 +3,10 @@ import fc from 'fast-check';
 import { chmodSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { startLocalService } from '../../cli/local-service.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine, type Engine } from '../../main/index.ts';
+import { integrityOf } from '../helpers/database-integrity.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { seededBytes } from '../helpers/seeded-random.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
@@ -350,15 +350,6 @@ const steps = [
   fc.integer({ min: 1, max: 3 }).map((keepLast) => new PruneVersions(keepLast)),
   fc.nat(8).map((pick) => new RestoreVersion(pick)),
 ];
-
-function integrityOf(file: string): string {
-  const db = new Database(file, { readonly: true });
-  try {
-    return db.pragma('integrity_check', { simple: true }) as string;
-  } finally {
-    db.close();
-  }
-}
 
 /** After the steps: a backup to its end, then every version left against the model. */
 async function finalCheck(model: Model, real: Real): Promise<void> {

@@ -11,10 +11,10 @@ import {
 } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { startLocalService } from '../../cli/local-service.ts';
 import { FileSecretStore } from '../../main/identity/index.ts';
 import { createEngine } from '../../main/index.ts';
+import { integrityOf } from '../helpers/database-integrity.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { seededRandom } from '../helpers/seeded-random.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
@@ -72,15 +72,6 @@ async function backupKilledAfter(delayMs: number): Promise<'killed' | 'finished'
 /** The folder's entries, as a restore must give them back, in one comparable string. */
 function stateOf(root: string): string {
   return JSON.stringify([...fingerprintTree(root)].sort(([a], [b]) => (a < b ? -1 : 1)));
-}
-
-function integrityOf(file: string): string {
-  const db = new Database(file, { readonly: true });
-  try {
-    return db.pragma('integrity_check', { simple: true }) as string;
-  } finally {
-    db.close();
-  }
 }
 
 describe('backups killed at random points', () => {
