@@ -43,3 +43,8 @@ export function fingerprintTree(root: string): Map<string, Fingerprint> {
   walk('');
   return out;
 }
+
+/** Every entry under `root` in one string, in path order: equal for trees a restore equates. */
+export function treeStateOf(root: string): string {
+  return JSON.stringify([...fingerprintTree(root)].sort(([a], [b]) => (a < b ? -1 : 1)));
+}

@@ -11,7 +11,7 @@ import { runHelper } from '../helpers/helper-process.ts';
 import { seededBytes } from '../helpers/seeded-random.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
-import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+import { treeStateOf } from '../helpers/tree-fingerprint.ts';
 
 // A model-based test (fast-check commands): files written, rewritten, renamed, chmodded and
 // deleted, and symbolic links made and pointed elsewhere; backups that finish and backups
@@ -51,8 +51,8 @@ function tally(kind: string): void {
 interface Model {
   /** The files the folder holds now. */
   readonly files: Set<string>;
-  /** The versions known, each with the folder states it may restore to. */
-  readonly versions: Map<string, Set<string>>;
+  /** The versions finished backups made, each with the folder as its backup found it. */
+  readonly versions: Map<string, string>;
   /** The folder as each killed backup found it when it started. */
   readonly killedStates: Set<string>;
 }
@@ -62,11 +62,6 @@ interface Real {
   readonly source: string;
   /** Numbers the folders restores write to. */
   restores: number;
-}
-
-/** The folder's entries (names, types, sizes, modes, times and bytes) in one string. */
-function stateOf(root: string): string {
-  return JSON.stringify([...fingerprintTree(root)].sort(([a], [b]) => (a < b ? -1 : 1)));
 }
 
 async function withEngine<T>(real: Real, action: (engine: Engine) => Promise<T>): Promise<T> {
@@ -89,8 +84,9 @@ async function storedVersions(engine: Engine): Promise<string[]> {
 }
 
 /** What `id` may restore to: as the model knows it, or as a killed backup found the folder. */
-function expectedStates(model: Model, id: string): Set<string> {
-  return model.versions.get(id) ?? model.killedStates;
+function expectedStates(model: Model, id: string): ReadonlySet<string> {
+  const found = model.versions.get(id);
+  return found === undefined ? model.killedStates : new Set([found]);
 }
 
 /** Restores version `id` to a folder of its own and checks it against the model. */
@@ -102,7 +98,7 @@ async function restoreAndCompare(
 ): Promise<void> {
   const target = path.join(path.dirname(real.home), `restored-${(real.restores += 1)}`);
   await engine.restore({ bucket: BUCKET, version: id, to: target, overwrite: false });
-  const restored = stateOf(target);
+  const restored = treeStateOf(target);
   tally('restores');
   rmSync(target, { recursive: true, force: true });
   expect(expectedStates(model, id).has(restored), `version ${id} restores as it was found`).toBe(
@@ -215,7 +211,7 @@ class Backup implements fc.AsyncCommand<Model, Real> {
     return true;
   }
   async run(model: Model, real: Real): Promise<void> {
-    const state = stateOf(real.source);
+    const state = treeStateOf(real.source);
     const result = await withEngine(real, (engine) =>
       engine.backup({ dir: real.source, bucket: BUCKET, allowEmpty: true }),
     );
@@ -228,7 +224,7 @@ class Backup implements fc.AsyncCommand<Model, Real> {
     // No new version: the active one must already be the folder as it is.
     if (result.unchanged)
       expect(expectedStates(model, result.versionId).has(state), 'unchanged since').toBe(true);
-    model.versions.set(result.versionId, new Set([state]));
+    model.versions.set(result.versionId, state);
   }
   toString(): string {
     return 'backup';
@@ -241,7 +237,7 @@ class KilledBackup implements fc.AsyncCommand<Model, Real> {
     return true;
   }
   async run(model: Model, real: Real): Promise<void> {
-    model.killedStates.add(stateOf(real.source));
+    model.killedStates.add(treeStateOf(real.source));
     // A point never reached: the timer kills it, wherever it is then (or it finishes first).
     const backup = runHelper('crashing-backup', [real.home, real.source, 'read:1000000000']);
     const timer = setTimeout(() => backup.child.kill('SIGKILL'), this.delayMs);

@@ -18,7 +18,7 @@ import { integrityOf } from '../helpers/database-integrity.ts';
 import { runHelper } from '../helpers/helper-process.ts';
 import { seededRandom } from '../helpers/seeded-random.ts';
 import { stagedLeftovers } from '../helpers/staged-shards.ts';
-import { fingerprintTree } from '../helpers/tree-fingerprint.ts';
+import { fingerprintTree, treeStateOf } from '../helpers/tree-fingerprint.ts';
 import { writeSettled } from '../helpers/settled-file.ts';
 
 // kill -9 at points nobody chose: a folder edited between backups (among the edits, files put
@@ -69,11 +69,6 @@ async function backupKilledAfter(delayMs: number): Promise<'killed' | 'finished'
   return 'finished';
 }
 
-/** The folder's entries, as a restore must give them back, in one comparable string. */
-function stateOf(root: string): string {
-  return JSON.stringify([...fingerprintTree(root)].sort(([a], [b]) => (a < b ? -1 : 1)));
-}
-
 describe('backups killed at random points', () => {
   it('leave a folder the next backup stores whole, with both databases whole and nothing left over', async () => {
     for (let i = 0; i < 16; i += 1) writeSome();
@@ -111,7 +106,7 @@ describe('backups killed at random points', () => {
       }
       // The process takes about 0.7 s to start, and its backup about as long again.
       const delayMs = 300 + below(1500);
-      statesBackedUp.add(stateOf(source));
+      statesBackedUp.add(treeStateOf(source));
       outcomes.push(`${delayMs} ms: ${await backupKilledAfter(delayMs)}`);
     }
     // Where the kills fell, to replay a failure with its seed.
@@ -133,7 +128,7 @@ describe('backups killed at random points', () => {
       for (const version of stored) {
         const copy = path.join(scratch, `version-${version.id}`);
         await engine.restore({ bucket: 'Crash', version: version.id, to: copy, overwrite: false });
-        expect(statesBackedUp.has(stateOf(copy)), `version ${version.id}`).toBe(true);
+        expect(statesBackedUp.has(treeStateOf(copy)), `version ${version.id}`).toBe(true);
       }
       console.log(`${stored.length} versions stored by the killed backups restored as found`);
       expect(await engine.verify({ bucket: 'Crash', all: true })).toMatchObject({
