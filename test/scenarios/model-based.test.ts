@@ -83,6 +83,12 @@ async function storedVersions(engine: Engine): Promise<string[]> {
   return versions.filter((version) => version.state !== 'pending').map((version) => version.id);
 }
 
+/** The stored version a step's `pick` names, counting round the list; none when it is empty. */
+async function pickedVersion(engine: Engine, pick: number): Promise<string | undefined> {
+  const stored = await storedVersions(engine);
+  return stored[pick % Math.max(stored.length, 1)];
+}
+
 /** What `id` may restore to: as the model knows it, or as a killed backup found the folder. */
 function expectedStates(model: Model, id: string): ReadonlySet<string> {
   const found = model.versions.get(id);
@@ -259,8 +265,7 @@ class DeleteVersion implements fc.AsyncCommand<Model, Real> {
   }
   async run(model: Model, real: Real): Promise<void> {
     await withEngine(real, async (engine) => {
-      const stored = await storedVersions(engine);
-      const id = stored[this.pick % Math.max(stored.length, 1)];
+      const id = await pickedVersion(engine, this.pick);
       if (id === undefined) return;
       await engine.deleteVersion({ bucket: BUCKET, version: id });
       tally('versions deleted');
@@ -307,8 +312,7 @@ class RestoreVersion implements fc.AsyncCommand<Model, Real> {
   }
   async run(model: Model, real: Real): Promise<void> {
     await withEngine(real, async (engine) => {
-      const stored = await storedVersions(engine);
-      const id = stored[this.pick % Math.max(stored.length, 1)];
+      const id = await pickedVersion(engine, this.pick);
       if (id !== undefined) await restoreAndCompare(engine, model, real, id);
     });
   }
@@ -353,11 +357,12 @@ async function finalCheck(model: Model, real: Real): Promise<void> {
   await withEngine(real, async (engine) => {
     const versions = await engine.listVersions({ bucket: BUCKET });
     expect(versions.filter((version) => version.state === 'pending')).toEqual([]);
-    for (const version of versions) await restoreAndCompare(engine, model, real, version.id);
-    for (const version of versions)
+    for (const version of versions) {
+      await restoreAndCompare(engine, model, real, version.id);
       expect(await engine.verify({ bucket: BUCKET, version: version.id, all: true })).toMatchObject(
         { unavailable: [] },
       );
+    }
   });
   expect(stagedLeftovers(real.home)).toEqual([]);
   expect(integrityOf(path.join(real.home, 'state.sqlite'))).toBe('ok');
@@ -396,8 +401,9 @@ describe('edits, backups killed or not, versions deleted and restores, in any or
         await finalCheck(model, real);
         rmSync(path.dirname(real.home), { recursive: true, force: true });
       }),
-      // Each step starts the engine (and a killed backup a process); shrinking would run the
-      // sequence many times over, so a failure ends the run and prints its steps as they were.
+      // Most steps start the engine, and a killed backup a process of its own; shrinking would
+      // run the sequence many times over, so a failure ends the run and prints its steps as they
+      // were.
       { seed, numRuns: runs, endOnFailure: true },
     );
     console.log(
