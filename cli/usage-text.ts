@@ -64,7 +64,8 @@ a PATH in a version goes from the folder backed up (2019/beach.jpg), or is its p
 now, for one renamed since
 RATE (--limit-upload, --limit-download) is bytes a second (2MB, 1.5MiB) or bits (10Mbit)
 canopy --version alone prints Canopy's own version
-exit status: 0 done, 1 failed, 2 usage; backup 3: stored, without items it could not read
+exit status: 0 done, 1 failed, 2 usage; backup 3: stored, but without items it could not read, or
+blocks of the bucket did not come back whole
 with --json, a failure is one JSON line on stderr: {"error":{"code","message","retryable"}}
 environment: CANOPY_HOME (default: the per-user data folder), CANOPY_SECRET_STORE=keychain|file`;
 

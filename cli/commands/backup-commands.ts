@@ -25,7 +25,11 @@ import { serverNoticeLines, takeServerNotices } from '../server-notices.ts';
  */
 const CHECKED_BLOCKS = 8;
 
-/** A backup's exit status when it stored a version without some items it could not read. */
+/**
+ * A backup's exit status when it stored a version, but without some items it could not read,
+ * or found blocks of the bucket that did not come back whole: the version is there, and
+ * something needs seeing to.
+ */
 const BACKUP_INCOMPLETE = 3;
 
 /** What the bucket's retention policy did, for stdout (a failure goes to stderr). */
@@ -195,14 +199,15 @@ export async function backupCommand(command: CommandContext): Promise<number | u
       `canopy: ${counted(lost, 'block')} of bucket "${str('bucket') ?? ''}" did not come back whole (see the output); \`canopy verify --bucket ${str('bucket') ?? ''} --all\` names the files that need ${lost === 1 ? 'it' : 'them'}\n`,
     );
   // As restic's exit code 3: the version is stored, but lacks files the user can still get
-  // backed up; a script must see that. Files deleted meanwhile and sockets, pipes and devices
-  // are nothing to see to.
+  // backed up, or the bucket lacks blocks whole (a version that `verify` would fail); a script
+  // run by a timer must see that, not only a person reading stderr. Files deleted meanwhile and
+  // sockets, pipes and devices are nothing to see to.
   const unreadable = result.skipped.filter((item) => item.kind === 'unreadable').length;
-  if (unreadable === 0) return;
-  process.stderr.write(
-    `canopy: ${counted(unreadable, 'item')} could not be read (listed in the output) and ${unreadable === 1 ? 'is' : 'are'} not in the version; everything else is\n`,
-  );
-  return BACKUP_INCOMPLETE;
+  if (unreadable > 0)
+    process.stderr.write(
+      `canopy: ${counted(unreadable, 'item')} could not be read (listed in the output) and ${unreadable === 1 ? 'is' : 'are'} not in the version; everything else is\n`,
+    );
+  return unreadable > 0 || lost > 0 ? BACKUP_INCOMPLETE : undefined;
 }
 
 export async function excludesCommand(command: CommandContext): Promise<number | undefined> {
