@@ -133,60 +133,73 @@ class WriteFile implements fc.AsyncCommand<Model, Real> {
   }
 }
 
+/**
+ * The file of the folder a step's `pick` names, counting round its files in order; none when
+ * it holds none. A step drawn before it runs names one that is there, whatever came before.
+ */
+function pickedFile(model: Readonly<Model>, pick: number): string | undefined {
+  const files = [...model.files].sort();
+  return files[pick % Math.max(files.length, 1)];
+}
+
 class DeleteFile implements fc.AsyncCommand<Model, Real> {
-  constructor(private readonly name: string) {}
+  constructor(private readonly pick: number) {}
   check(model: Readonly<Model>): boolean {
-    return model.files.has(this.name);
+    return model.files.size > 0;
   }
   run(model: Model, real: Real): Promise<void> {
+    const name = pickedFile(model, this.pick) as string;
     tally('deletions');
-    rmSync(path.join(real.source, this.name));
-    model.files.delete(this.name);
+    rmSync(path.join(real.source, name));
+    model.files.delete(name);
     return Promise.resolve();
   }
   toString(): string {
-    return `delete ${this.name}`;
+    return `delete file #${this.pick}`;
   }
 }
 
 class RenameFile implements fc.AsyncCommand<Model, Real> {
   constructor(
-    private readonly from: string,
+    private readonly pick: number,
     private readonly to: string,
   ) {}
   check(model: Readonly<Model>): boolean {
-    return this.from !== this.to && model.files.has(this.from);
+    const from = pickedFile(model, this.pick);
+    return from !== undefined && from !== this.to;
   }
   run(model: Model, real: Real): Promise<void> {
+    const from = pickedFile(model, this.pick) as string;
     const to = path.join(real.source, this.to);
     mkdirSync(path.dirname(to), { recursive: true });
     tally('renames');
-    renameSync(path.join(real.source, this.from), to);
-    model.files.delete(this.from);
+    // Over a file of that name, if there is one, as mv does.
+    renameSync(path.join(real.source, from), to);
+    model.files.delete(from);
     model.files.add(this.to);
     return Promise.resolve();
   }
   toString(): string {
-    return `rename ${this.from} to ${this.to}`;
+    return `rename file #${this.pick} to ${this.to}`;
   }
 }
 
 class ChangeMode implements fc.AsyncCommand<Model, Real> {
   constructor(
-    private readonly name: string,
+    private readonly pick: number,
     private readonly mode: number,
   ) {}
   check(model: Readonly<Model>): boolean {
-    return model.files.has(this.name);
+    return model.files.size > 0;
   }
-  run(_model: Model, real: Real): Promise<void> {
+  run(model: Model, real: Real): Promise<void> {
     // Only its ctime tells the next backup: size and mtime stay.
     tally('mode changes');
-    chmodSync(path.join(real.source, this.name), this.mode);
+    chmodSync(path.join(real.source, pickedFile(model, this.pick) as string), this.mode);
     return Promise.resolve();
   }
   toString(): string {
-    return `chmod ${this.mode.toString(8)} ${this.name}`;
+    return `chmod ${this.mode.toString(8)} file #${this.pick}`;
   }
 }
 
@@ -334,11 +347,11 @@ const backup = fc.constant(new Backup());
 const steps = [
   write,
   write,
-  name.map((file) => new DeleteFile(file)),
-  fc.tuple(name, name).map(([from, to]) => new RenameFile(from, to)),
+  fc.nat(8).map((pick) => new DeleteFile(pick)),
+  fc.tuple(fc.nat(8), name).map(([pick, to]) => new RenameFile(pick, to)),
   fc
-    .tuple(name, fc.constantFrom(0o600, 0o644, 0o755, 0o400))
-    .map(([file, mode]) => new ChangeMode(file, mode)),
+    .tuple(fc.nat(8), fc.constantFrom(0o600, 0o644, 0o755, 0o400))
+    .map(([pick, mode]) => new ChangeMode(pick, mode)),
   fc
     .tuple(fc.constantFrom(...LINKS), fc.constantFrom(...LINK_TARGETS))
     .map(([link, target]) => new MakeLink(link, target)),
