@@ -114,7 +114,7 @@ async function restorePlanCommand(
         plan.replaced,
       ),
       ...listed(
-        `would keep ${counted(plan.beside.length, 'item')} there (a file, folder or link of a name it restores${overwrite ? " that it may not replace: a folder, or another user's in a shared folder" : ''}), and restore the version's beside ${plan.beside.length === 1 ? 'it' : 'each'} with " (restored)" added to the name${overwrite ? '' : ' (--overwrite replaces files and links)'}:`,
+        `would keep ${counted(plan.beside.length, 'item')} there (a file, folder or link of a name it restores${overwrite ? " that it may not replace: a folder, or another user's in a shared folder" : ''}), and restore the version's beside ${plan.beside.length === 1 ? 'it' : 'each'} with " (restored)" added to the name, before its extension${overwrite ? '' : ' (--overwrite replaces files and links)'}:`,
         plan.beside,
       ),
     ].join('\n'),

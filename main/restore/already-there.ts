@@ -21,7 +21,7 @@ import type { TreeEntry } from './walk-tree.ts';
 // the files it reads (main/scanner/source-file.ts), which also never waits on a name that became
 // a named pipe meanwhile.
 //
-// A file or link kept in the way gets the version's beside it, as "a.txt (restored)"; such a
+// A file or link kept in the way gets the version's beside it, as "a (restored).txt"; such a
 // copy holding the version's bytes counts too, so that the same restore run again leaves no
 // " (restored 2)" beside it (restored-copies.ts). So does what a folder restored beside a file
 // of its name holds, in that folder's copy.
@@ -203,7 +203,7 @@ async function placeHolding(
   holdsIt: (file: string) => Promise<boolean>,
 ): Promise<string | undefined> {
   if (await holdsIt(place)) return place;
-  for (const copy of restoredCopiesOf(place)) if (await holdsIt(copy)) return copy;
+  for (const copy of restoredCopiesOf(place, 'file or link')) if (await holdsIt(copy)) return copy;
   return undefined;
 }
 

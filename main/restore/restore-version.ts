@@ -50,7 +50,12 @@ import { mayReplace, OTHERS_IN_STICKY_FOLDER, REPLACING_REFUSED } from './replac
 import { EntryNotRestoredError } from './entry-not-restored.ts';
 import { isOutOfReach, temporaryPrefix } from './left-temporaries.ts';
 import { entriesAlreadyThere } from './already-there.ts';
-import { restoredFolderCopy, restoredName, type RestoredAs } from './restored-copies.ts';
+import {
+  restoredFolderCopy,
+  restoredName,
+  type EntryKind,
+  type RestoredAs,
+} from './restored-copies.ts';
 import { targetFolderError } from './target-folder.ts';
 import { isModeRefused, lstatUnlessRefused, refusalOf } from './refused-entry.ts';
 import { notInVersion } from './not-in-version.ts';
@@ -404,9 +409,9 @@ function foldedName(file: string): string {
 }
 
 /** A free name beside `file`; `claimed` tells names this restore is writing but has not yet. */
-function freeName(file: string, claimed: (folded: string) => boolean): string {
+function freeName(file: string, kind: EntryKind, claimed: (folded: string) => boolean): string {
   for (let index = 1; ; index += 1) {
-    const candidate = restoredName(file, index);
+    const candidate = restoredName(file, index, kind);
     if (!claimed(foldedName(candidate)) && !exists(candidate)) return candidate;
   }
 }
@@ -593,7 +598,7 @@ async function restoreInto(
   /** Where restored files and symlinks go when their names were taken meanwhile (place-file.ts). */
   const placing: FilePlacing = {
     replace: input.overwrite,
-    nameBeside: (target) => freeName(target, (folded) => nameTaken(folded)),
+    nameBeside: (target) => freeName(target, 'file or link', (folded) => nameTaken(folded)),
     notReplaced: (target, reason) =>
       result.notReplaced.push({ path: path.relative(input.targetDir, target), reason }),
   };
@@ -966,8 +971,8 @@ async function restoreInto(
    * A free name for `destination`, recorded as a rename; `notReplacedBecause`: why what has its
    * name is kept though the restore was to replace it.
    */
-  const renamed = (destination: string, notReplacedBecause?: string): string => {
-    const free = freeName(destination, nameTaken);
+  const renamed = (destination: string, kind: EntryKind, notReplacedBecause?: string): string => {
+    const free = freeName(destination, kind, nameTaken);
     noteRenamed(destination, free);
     if (notReplacedBecause !== undefined) placing.notReplaced(destination, notReplacedBecause);
     return free;
@@ -988,7 +993,7 @@ async function restoreInto(
   ): { folder: string; existed: boolean } => {
     const copy = restoredFolderCopy(destination);
     if (copy === undefined)
-      return { folder: renamed(destination, notReplacedBecause), existed: false };
+      return { folder: renamed(destination, 'folder', notReplacedBecause), existed: false };
     noteRenamed(destination, copy);
     if (notReplacedBecause !== undefined) placing.notReplaced(destination, notReplacedBecause);
     return { folder: copy, existed: true };
@@ -1093,7 +1098,11 @@ async function restoreInto(
       ? undefined
       : keeperOf(target, input.overwrite);
     if (keeper !== undefined)
-      target = renamed(destination, keeper === 'theirs' ? OTHERS_IN_STICKY_FOLDER : undefined);
+      target = renamed(
+        destination,
+        'file or link',
+        keeper === 'theirs' ? OTHERS_IN_STICKY_FOLDER : undefined,
+      );
     const folded = foldedName(target);
     const place = path.join(input.targetDir, relative);
     const written = restoreFile(entry, target, dag, place, partial).then(

@@ -2,7 +2,10 @@ import path from 'node:path';
 import { lstatUnlessRefused } from './refused-entry.ts';
 
 // The names a restore gives the version's entries it puts beside what it keeps in the target:
-// "a.txt (restored)", then "a.txt (restored 2)", and so on, the first free one. A restore run
+// "a (restored).txt", then "a (restored 2).txt", and so on, the first free one. A file keeps
+// its extension last, as the copies Finder, Explorer and the file-syncing services make do, so
+// that it still opens in its program; a folder's name takes the suffix at its end
+// ("photos.2019 (restored)"). A restore run
 // again into the same place (it was stopped, or the user runs it twice) looks at those names
 // before making another copy, so that it does not leave a " (restored 2)" beside each
 // " (restored)" it made the first time.
@@ -19,8 +22,12 @@ export interface RestoredAs {
 
 /** The longest name most file systems take, in bytes (Linux's NAME_MAX; exFAT and NTFS: more). */
 const NAME_MAX_BYTES = 255;
-/** The longest extension kept whole when a name is shortened for its suffix. */
+/** The longest extension kept after the suffix; a longer "extension" is part of the name. */
 const EXTENSION_MAX_BYTES = 32;
+/** An extension: a dot, then no dots and no white space ("notes.final draft" has none). */
+const EXTENSION = /^\.[^.\s]+$/u;
+/** An extension that goes with the one before it, such as .tar with .gz. */
+const FIRST_OF_TWO_EXTENSIONS = /^\.tar$/iu;
 
 /** `text` cut to at most `bytes` bytes of UTF-8, between characters. */
 function cutTo(text: string, bytes: number): string {
@@ -35,20 +42,31 @@ function cutTo(text: string, bytes: number): string {
 }
 
 /**
- * The `index`th name beside `file` for a restored copy of it. A name too long to take the
- * suffix is shortened before its extension ("long…name.txt (restored)"): else the copy of a
- * file whose name is near the limit could not be written at all.
+ * The extension a file's name ends in, to keep after its suffix: "" for none, for a dotfile
+ * (".bashrc") and for a name that is only its extension.
  */
-export function restoredName(file: string, index: number): string {
+export function extensionOf(name: string): string {
+  const last = path.extname(name);
+  if (!EXTENSION.test(last) || Buffer.byteLength(last) > EXTENSION_MAX_BYTES) return '';
+  const before = path.extname(name.slice(0, -last.length));
+  return FIRST_OF_TWO_EXTENSIONS.test(before) ? `${before}${last}` : last;
+}
+
+/** What keeps a name in the target, or takes one beside it: folders name their copies apart. */
+export type EntryKind = 'folder' | 'file or link';
+
+/**
+ * The `index`th name beside `file` for a restored copy of it. A name too long to take the
+ * suffix is shortened before it ("long…name (restored).txt"): else the copy of a file whose
+ * name is near the limit could not be written at all.
+ */
+export function restoredName(file: string, index: number, kind: EntryKind): string {
   const suffix = ` (restored${index === 1 ? '' : ` ${index}`})`;
   const name = path.basename(file);
-  const room = NAME_MAX_BYTES - Buffer.byteLength(suffix);
-  if (Buffer.byteLength(name) <= room) return `${file}${suffix}`;
-  const found = path.extname(name);
-  const extension = Buffer.byteLength(found) <= EXTENSION_MAX_BYTES ? found : '';
+  const extension = kind === 'folder' ? '' : extensionOf(name);
   const stem = name.slice(0, name.length - extension.length);
-  const shortened = `${cutTo(stem, room - Buffer.byteLength(extension))}${extension}`;
-  return path.join(path.dirname(file), `${shortened}${suffix}`);
+  const room = NAME_MAX_BYTES - Buffer.byteLength(suffix) - Buffer.byteLength(extension);
+  return path.join(path.dirname(file), `${cutTo(stem, room)}${suffix}${extension}`);
 }
 
 /**
@@ -66,9 +84,9 @@ const NAMES_PASSED_OVER_MOST = 8;
  * restore run again missed the copy of `cafe\u0301` its first run put at " (restored 2)",
  * `café`'s taking " (restored)", and made another.
  */
-export function* restoredCopiesOf(file: string): Generator<string> {
+export function* restoredCopiesOf(file: string, kind: EntryKind): Generator<string> {
   for (let index = 1, missing = 0; missing <= NAMES_PASSED_OVER_MOST; index += 1) {
-    const candidate = restoredName(file, index);
+    const candidate = restoredName(file, index, kind);
     if (lstatUnlessRefused(candidate) === undefined) {
       missing += 1;
       continue;
@@ -84,7 +102,7 @@ export function* restoredCopiesOf(file: string): Generator<string> {
  * making another.
  */
 export function restoredFolderCopy(folder: string): string | undefined {
-  for (const copy of restoredCopiesOf(folder))
+  for (const copy of restoredCopiesOf(folder, 'folder'))
     if (lstatUnlessRefused(copy)?.isDirectory() === true) return copy;
   return undefined;
 }

@@ -113,10 +113,10 @@ describe('backup failures', () => {
     expect(again.stderr).toBe('');
     expect(readdirSync(target).sort()).toEqual([
       'readable.txt',
+      'secret (restored).txt',
       'secret.txt',
-      'secret.txt (restored)',
     ]);
-    expect(readFileSync(path.join(target, 'secret.txt (restored)'), 'utf8')).toBe('not for nobody');
+    expect(readFileSync(path.join(target, 'secret (restored).txt'), 'utf8')).toBe('not for nobody');
   });
 
   it('refuses a source folder it cannot read, and a restore target it cannot write, clearly', () => {

@@ -204,20 +204,18 @@ describe('backup and restore', () => {
     const names = path.join(scratch, 'names');
     mkdirSync(names);
     writeFileSync(path.join(names, 'a.txt'), 'backed-up a');
-    writeFileSync(path.join(names, 'a.txt (restored)'), 'backed-up a (restored)');
+    writeFileSync(path.join(names, 'a (restored).txt'), 'backed-up a (restored)');
     await engine.createBucket({ name: 'Names', type: 'backup', storageClass: 'hot' });
     await engine.backup({ dir: names, bucket: 'Names' });
     const target = path.join(scratch, 'names-target');
     mkdirSync(target);
     writeFileSync(path.join(target, 'a.txt'), 'mine');
     const restored = await engine.restore({ bucket: 'Names', to: target, overwrite: false });
-    expect([...restored.renamed].sort()).toEqual([
-      'a.txt (restored)',
-      'a.txt (restored) (restored)',
-    ]);
+    // The version's own "a (restored).txt" keeps its name: the copy of a.txt takes the next.
+    expect(restored.renamed).toEqual(['a (restored 2).txt']);
     expect(readFileSync(path.join(target, 'a.txt'), 'utf8')).toBe('mine');
-    expect(readFileSync(path.join(target, 'a.txt (restored)'), 'utf8')).toBe('backed-up a');
-    expect(readFileSync(path.join(target, 'a.txt (restored) (restored)'), 'utf8')).toBe(
+    expect(readFileSync(path.join(target, 'a (restored 2).txt'), 'utf8')).toBe('backed-up a');
+    expect(readFileSync(path.join(target, 'a (restored).txt'), 'utf8')).toBe(
       'backed-up a (restored)',
     );
   });
@@ -314,9 +312,9 @@ describe('backup and restore', () => {
       to: target,
       overwrite: false,
     });
-    expect(kept.renamed).toEqual(['old.txt (restored)']);
+    expect(kept.renamed).toEqual(['old (restored).txt']);
     expect(readFileSync(path.join(target, 'old.txt'), 'utf8')).toBe('mine, not the backup');
-    expect(readFileSync(path.join(target, 'old.txt (restored)'), 'utf8')).toBe('from 1999');
+    expect(readFileSync(path.join(target, 'old (restored).txt'), 'utf8')).toBe('from 1999');
     await engine.restore({ bucket: 'Everything', path: 'old.txt', to: target, overwrite: true });
     expect(readFileSync(path.join(target, 'old.txt'), 'utf8')).toBe('from 1999');
     const folder = path.join(scratch, 'folder');
@@ -380,13 +378,13 @@ describe('restore beside what is there', () => {
     mkdirSync(path.join(target, 'old.txt'));
     const restored = await engine.restore({ bucket: 'Everything', to: target, overwrite: false });
     expect(restored.renamed).toEqual(
-      expect.arrayContaining(['a (restored)', 'old.txt (restored)']),
+      expect.arrayContaining(['a (restored)', 'old (restored).txt']),
     );
     expect(readFileSync(path.join(target, 'a'), 'utf8')).toBe(
       'a file where the backup has a folder',
     );
     expect(readdirSync(path.join(target, 'old.txt'))).toEqual([]);
-    expect(readFileSync(path.join(target, 'old.txt (restored)'), 'utf8')).toBe('from 1999');
+    expect(readFileSync(path.join(target, 'old (restored).txt'), 'utf8')).toBe('from 1999');
     expect(fingerprintTree(path.join(target, 'a (restored)'))).toEqual(
       fingerprintTree(path.join(source, 'a')),
     );
@@ -397,7 +395,7 @@ describe('restore beside what is there', () => {
       to: target,
       overwrite: true,
     });
-    expect(again.renamed).toEqual(['old.txt (restored 2)']);
+    expect(again.renamed).toEqual(['old (restored 2).txt']);
     expect(fingerprintTree(path.join(target, 'a'))).toEqual(
       fingerprintTree(path.join(source, 'a')),
     );
@@ -864,7 +862,7 @@ describe('browse, snapshots and verify', () => {
       restoredBeside: [],
       alreadyThere: kept.length,
     });
-    expect(existsSync(path.join(target, 'a-lost.bin (restored)'))).toBe(false);
+    expect(existsSync(path.join(target, 'a-lost (restored).bin'))).toBe(false);
     rmSync(path.join(target, 'a-lost.bin'));
     // verify checks every other block too, and names the files a restore leaves out.
     const seen: VerifyProgress[] = [];

@@ -127,10 +127,10 @@ describe("a bucket's source folder", () => {
     );
     expect(beside.status, beside.stderr).toBe(0);
     expect(beside.stdout).toContain(
-      'kept letter.txt, which was there already (a file, folder or link); restored as letter.txt (restored)\n',
+      'kept letter.txt, which was there already (a file, folder or link); restored as letter (restored).txt\n',
     );
     expect(readFileSync(path.join(target, 'letter.txt'), 'utf8')).toBe('dear Ann, edited');
-    expect(readFileSync(path.join(target, 'letter.txt (restored)'), 'utf8')).toBe('dear Ann');
+    expect(readFileSync(path.join(target, 'letter (restored).txt'), 'utf8')).toBe('dear Ann');
   });
 
   it('reads none of a folder renamed since its last backup, once it is the source (--replace-source)', async () => {

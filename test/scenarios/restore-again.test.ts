@@ -92,14 +92,14 @@ describe('a restore run again', () => {
 
     const third = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
     expect(third).toMatchObject({ files: 3, symlinks: 0, alreadyThere: 3 });
-    expect([...third.renamed].sort()).toEqual(['large.bin (restored)', 'same-size.txt (restored)']);
+    expect([...third.renamed].sort()).toEqual(['large (restored).bin', 'same-size (restored).txt']);
     expect(readFileSync(path.join(target, 'same-size.txt'), 'utf8')).toBe('the user edited it!');
-    expect(readFileSync(path.join(target, 'same-size.txt (restored)'), 'utf8')).toBe(
+    expect(readFileSync(path.join(target, 'same-size (restored).txt'), 'utf8')).toBe(
       'the backed-up words',
     );
     expect(readFileSync(path.join(target, 'large.bin')).equals(large)).toBe(true);
     expect(
-      readFileSync(path.join(target, 'large.bin (restored)')).equals(
+      readFileSync(path.join(target, 'large (restored).bin')).equals(
         readFileSync(path.join(source, 'large.bin')),
       ),
     ).toBe(true);
@@ -110,8 +110,8 @@ describe('a restore run again', () => {
     // Run once more: the copies it put beside the user's edits hold the version's bytes, so
     // it leaves them, fetches nothing and makes no " (restored 2)".
     const restoredBefore = [
-      { path: 'large.bin', as: 'large.bin (restored)' },
-      { path: 'same-size.txt', as: 'same-size.txt (restored)' },
+      { path: 'large.bin', as: 'large (restored).bin' },
+      { path: 'same-size.txt', as: 'same-size (restored).txt' },
     ];
     const withCopies = entriesBelow(target);
     leavesAsked.blocksCar = 0;
@@ -123,14 +123,14 @@ describe('a restore run again', () => {
     expect(plan).toMatchObject({ files: 0, alreadyThere: 4, beside: [], restoredBefore });
 
     // A copy the user edited since is theirs now: the version's goes beside it too.
-    writeFileSync(path.join(target, 'same-size.txt (restored)'), 'the user edited it too');
+    writeFileSync(path.join(target, 'same-size (restored).txt'), 'the user edited it too');
     const fifth = await engine.restore({ bucket: 'Again', to: target, overwrite: false });
     expect(fifth).toMatchObject({
       files: 1,
-      renamed: ['same-size.txt (restored 2)'],
-      restoredBefore: [{ path: 'large.bin', as: 'large.bin (restored)' }],
+      renamed: ['same-size (restored 2).txt'],
+      restoredBefore: [{ path: 'large.bin', as: 'large (restored).bin' }],
     });
-    expect(readFileSync(path.join(target, 'same-size.txt (restored 2)'), 'utf8')).toBe(
+    expect(readFileSync(path.join(target, 'same-size (restored 2).txt'), 'utf8')).toBe(
       'the backed-up words',
     );
   });
@@ -218,7 +218,7 @@ describe('a restore run again', () => {
       to: target,
       overwrite: false,
     });
-    expect(beside).toMatchObject({ files: 1, alreadyThere: 0, renamed: ['a.txt (restored)'] });
+    expect(beside).toMatchObject({ files: 1, alreadyThere: 0, renamed: ['a (restored).txt'] });
     writeFileSync(path.join(target, 'a.txt'), 'note a');
     leavesAsked.blocksCar = 0;
     const same = await engine.restore({
@@ -348,18 +348,18 @@ describe('a restore to where the files came from', () => {
     expect(all).toMatchObject({
       files: 3,
       alreadyThere: 0,
-      renamed: ['plan.txt (restored)'],
+      renamed: ['plan (restored).txt'],
       restoredInto: folder,
     });
     expect(entriesBelow(folder)).toEqual([
       'letters',
       'letters/june.txt',
       'letters/may.txt',
+      'plan (restored).txt',
       'plan.txt',
-      'plan.txt (restored)',
     ]);
     expect(readFileSync(path.join(folder, 'plan.txt'), 'utf8')).toBe('the new plan');
-    expect(readFileSync(path.join(folder, 'plan.txt (restored)'), 'utf8')).toBe('the plan');
+    expect(readFileSync(path.join(folder, 'plan (restored).txt'), 'utf8')).toBe('the plan');
     // The copy beside the edited file is the user's to keep, and is backed up with the rest.
     const next = await engine.backup({ dir: folder, bucket: 'Documents' });
     expect(next).toMatchObject({ files: 4, skipped: [] });
@@ -393,9 +393,9 @@ describe('a restore beside a file whose name is near the longest a disk takes', 
     expect(restored).toMatchObject({ files: 3, notRestored: [] });
     const copies = entriesBelow(folder).filter((name) => !names.includes(name));
     expect(copies).toEqual([
-      `${'n'.repeat(240)}.txt (restored)`,
+      `${'n'.repeat(240)} (restored).txt`,
       `${'x'.repeat(100)}.${'e'.repeat(153)}`.slice(0, 244) + ' (restored)',
-      `${'é'.repeat(120)}.jpg (restored)`,
+      `${'é'.repeat(120)} (restored).jpg`,
     ]);
     for (const copy of copies) expect(Buffer.byteLength(copy)).toBeLessThanOrEqual(255);
     expect([...restored.restoredBeside].sort((a, b) => (a.path < b.path ? -1 : 1))).toEqual(

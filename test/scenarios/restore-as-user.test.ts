@@ -95,16 +95,16 @@ describe("a restore into the user's own read-only folders", () => {
 
     // The file itself stays writable: the user edits it where it is.
     writeFileSync(path.join(deeper, 'b.txt'), 'edited b');
-    expect(restored(target).renamed).toEqual(['archive/deeper/b.txt (restored)']);
+    expect(restored(target).renamed).toEqual(['archive/deeper/b (restored).txt']);
     expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('edited b');
-    expect(readFileSync(path.join(deeper, 'b.txt (restored)'), 'utf8')).toBe('kept b');
+    expect(readFileSync(path.join(deeper, 'b (restored).txt'), 'utf8')).toBe('kept b');
     expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
 
     writeFileSync(path.join(deeper, 'b.txt'), 'edited again');
     const overwritten = restored(target, '--overwrite');
     expect(overwritten.renamed).toEqual([]);
     expect(readFileSync(path.join(deeper, 'b.txt'), 'utf8')).toBe('kept b');
-    expect(readdirSync(deeper).sort()).toEqual(['b.txt', 'b.txt (restored)']);
+    expect(readdirSync(deeper).sort()).toEqual(['b (restored).txt', 'b.txt']);
     expect([modeOf(path.join(target, 'archive')), modeOf(deeper)]).toEqual([0o555, 0o555]);
   });
 
@@ -220,7 +220,7 @@ describe('a restore --overwrite into a sticky folder, as /tmp, holding what anot
     });
     const result = restored(share, '--overwrite');
     expect([...result.renamed].sort()).toEqual([
-      'archive/a.txt (restored)',
+      'archive/a (restored).txt',
       'archive/deeper (restored)',
     ]);
     expect([...result.notReplaced].sort((a, b) => a.path.localeCompare(b.path))).toEqual(
@@ -231,7 +231,7 @@ describe('a restore --overwrite into a sticky folder, as /tmp, holding what anot
     );
     expect(readFileSync(path.join(share, 'top.txt'), 'utf8')).toBe('top');
     expect(readFileSync(path.join(archive, 'a.txt'), 'utf8')).toBe("root's a");
-    expect(readFileSync(path.join(archive, 'a.txt (restored)'), 'utf8')).toBe('kept a');
+    expect(readFileSync(path.join(archive, 'a (restored).txt'), 'utf8')).toBe('kept a');
     expect(readFileSync(path.join(archive, 'deeper (restored)', 'b.txt'), 'utf8')).toBe('kept b');
   });
 });

@@ -95,7 +95,7 @@ describe('a restore dry run', () => {
           `would restore version ${plan.versionId} into ${source}, where it was backed up from`,
           'would write 3 files (21 B), 1 folder, 0 symlinks',
           'already there with the same content, and would be left as they are: 2 files and links',
-          'would keep 2 items there (a file, folder or link of a name it restores), and restore the version\'s beside each with " (restored)" added to the name (--overwrite replaces files and links):',
+          'would keep 2 items there (a file, folder or link of a name it restores), and restore the version\'s beside each with " (restored)" added to the name, before its extension (--overwrite replaces files and links):',
           '  docs/letter.txt',
           '  photos',
           '',
@@ -111,7 +111,7 @@ describe('a restore dry run', () => {
         directories: plan.directories,
         symlinks: plan.symlinks,
         alreadyThere: plan.alreadyThere,
-        renamed: ['docs/letter.txt (restored)', 'photos (restored)'],
+        renamed: ['docs/letter (restored).txt', 'photos (restored)'],
       });
     } finally {
       await engine.close();
@@ -144,7 +144,7 @@ describe('a restore dry run', () => {
       );
       expect(cli.status, cli.stderr).toBe(0);
       expect(cli.stdout.split('\n').slice(-3)).toEqual([
-        'would keep 1 item there (a file, folder or link of a name it restores that it may not replace: a folder, or another user\'s in a shared folder), and restore the version\'s beside it with " (restored)" added to the name:',
+        'would keep 1 item there (a file, folder or link of a name it restores that it may not replace: a folder, or another user\'s in a shared folder), and restore the version\'s beside it with " (restored)" added to the name, before its extension:',
         '  latest',
         '',
       ]);
@@ -264,7 +264,7 @@ describe('a restore dry run', () => {
       expect(first).toMatchObject({
         files: plan.files,
         directories: plan.directories,
-        renamed: ['docs/letter.txt (restored)'],
+        renamed: ['docs/letter (restored).txt'],
       });
 
       const restoreInto = (...more: string[]): ReturnType<typeof runCanopy> =>
@@ -276,7 +276,7 @@ describe('a restore dry run', () => {
           `would restore version ${plan.versionId} into ${link}`,
           'would write 0 files (0 B), 0 folders, 0 symlinks',
           'already there with the same content, and would be left as they are: 4 files and links',
-          'docs/letter.txt was restored before as docs/letter.txt (restored), with the same content, and would be left as it is',
+          'docs/letter.txt was restored before as docs/letter (restored).txt, with the same content, and would be left as it is',
           '',
         ].join('\n'),
       );
@@ -286,13 +286,13 @@ describe('a restore dry run', () => {
         [
           'restored 0 files (0 B), 0 folders, 0 symlinks',
           'already there with the same content, and left as they were: 4 files and links',
-          'docs/letter.txt was restored before as docs/letter.txt (restored), with the same content, and left as it was',
+          'docs/letter.txt was restored before as docs/letter (restored).txt, with the same content, and left as it was',
           '',
         ].join('\n'),
       );
       expect(readdirSync(path.join(folder, 'docs')).sort()).toEqual([
+        'letter (restored).txt',
         'letter.txt',
-        'letter.txt (restored)',
         'list.txt',
       ]);
 

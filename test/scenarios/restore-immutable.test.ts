@@ -73,13 +73,15 @@ describe('restore --overwrite over immutable files', () => {
         .filter((line) => line.startsWith('kept '))
         .sort(),
     ).toEqual(
-      ['contract.txt', 'latest', 'notes'].map(
-        (name) => `kept ${name}, ${why}; restored as ${name} (restored)`,
-      ),
+      [
+        ['contract.txt', 'contract (restored).txt'],
+        ['latest', 'latest (restored)'],
+        ['notes', 'notes (restored)'],
+      ].map(([name, copy]) => `kept ${name}, ${why}; restored as ${copy}`),
     );
     expect(readdirSync(target).sort()).toEqual([
+      'contract (restored).txt',
       'contract.txt',
-      'contract.txt (restored)',
       'latest',
       'latest (restored)',
       'notes',
@@ -89,7 +91,7 @@ describe('restore --overwrite over immutable files', () => {
     expect(readFileSync(path.join(target, 'contract.txt'), 'utf8')).toBe(
       'an immutable contract.txt',
     );
-    expect(readFileSync(path.join(target, 'contract.txt (restored)'), 'utf8')).toBe(
+    expect(readFileSync(path.join(target, 'contract (restored).txt'), 'utf8')).toBe(
       'the signed contract',
     );
     expect(readFileSync(path.join(target, 'notes (restored)', 'a.txt'), 'utf8')).toBe('note a');
