@@ -1,8 +1,9 @@
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { EngineError, type EngineErrorCode } from '../api/index.ts';
-import { loadOrCreateKeyPair } from '../identity/index.ts';
+import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
+import { loadKeyPair, loadOrCreateKeyPair, type KeyPair } from '../identity/index.ts';
+import { AnswerCutError, type ServiceClient } from '../service/index.ts';
 import {
   forgetAccount,
   homeId,
@@ -96,40 +97,40 @@ export class Enrollment {
     localDataDir: string | null,
   ): Promise<AccountSummary> {
     const keyAccount = this.deviceKeyAccount();
-    const key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
+    // A key kept from before, with no account, is from an enrollment that did not finish: one
+    // whose answer was lost, and its process with it, may have registered it.
+    const keptKey = await loadKeyPair(this.deps.secrets, keyAccount);
+    let key = keptKey ?? (await loadOrCreateKeyPair(this.deps.secrets, keyAccount));
     const anonymous = this.connection.client(server);
     let enrolled;
     try {
-      enrolled = await anonymous.enroll({
-        code,
-        pem: key.pem,
-        ...(deviceName === undefined ? {} : { deviceName }),
-      });
+      enrolled = await this.enrollOrFind(anonymous, code, key, deviceName, keptKey !== null);
     } catch (error) {
-      if (error instanceof EngineError && error.code === 'not_authorized') {
-        throw new EngineError(
-          'enrollment_refused',
-          'server refused the enrollment code (expired, used or unknown)',
-          { cause: error },
-        );
-      }
-      if (error instanceof EngineError && error.code === 'conflict') {
-        throw new EngineError(
-          'conflict',
-          'this device key is already registered; it may be enrolled elsewhere',
-          { cause: error },
-        );
-      }
+      // Refused, the key is not registered by this code: it goes, so that the next login (the
+      // code typed again) does not take it for one a lost answer may have registered, and wait
+      // for the server to say it is not.
+      if (isEngineError(error, 'enrollment_refused')) await this.deps.secrets.delete(keyAccount);
       throw error;
+    }
+    if (enrolled === 'key taken') {
+      // The key is registered, and not with this code, which the server would have refused as
+      // used (§8.1: the code is checked first): `canopy link` that did not finish, or a login
+      // with another code. The code is unused, and a new key enrolls with it; the old one is
+      // listed among its account's devices.
+      await this.deps.secrets.delete(keyAccount);
+      key = await loadOrCreateKeyPair(this.deps.secrets, keyAccount);
+      enrolled = await this.enrollOrFind(anonymous, code, key, deviceName, false);
+      if (enrolled === 'key taken')
+        throw new EngineError('conflict', 'the server holds the new device key already');
     }
     const who = await this.connection.client(server, key, enrolled.user_id).whoAmI();
     const account: AccountRecord = {
       mode,
       server_url: mode === 'remote' ? server : null,
       local_data_dir: localDataDir,
-      user_id: enrolled.user_id,
-      key_id: enrolled.key_id,
-      fingerprint: enrolled.fingerprint,
+      user_id: who.user_id,
+      key_id: who.key_id,
+      fingerprint: who.fingerprint,
       email: who.email,
       device_name: deviceName ?? null,
       device_key_account: keyAccount,
@@ -137,6 +138,47 @@ export class Enrollment {
     };
     writeAccount(this.db, account);
     return this.summary(account, server);
+  }
+
+  /**
+   * Enrolls `key` with `code`, and gives its user's id; 'key taken' when the server holds the
+   * key already. When the code may have been used by this key (the answer broke off; a request
+   * sent again, or one with a `keptKey`, was refused), the server is asked whether the key is
+   * registered (regwait, §8.3, which answers at once for a key registered in the last minutes):
+   * a login whose answer a flaky network dropped is then done, rather than its code spent and
+   * the user stuck with a key no code can enroll.
+   */
+  private async enrollOrFind(
+    anonymous: ServiceClient,
+    code: string,
+    key: KeyPair,
+    deviceName: string | undefined,
+    keptKey: boolean,
+  ): Promise<{ user_id: string } | 'key taken'> {
+    let sentAgain = false;
+    try {
+      return await anonymous.enroll(
+        { code, pem: key.pem, ...(deviceName === undefined ? {} : { deviceName }) },
+        () => {
+          sentAgain = true;
+        },
+      );
+    } catch (error) {
+      const refused = error instanceof EngineError && error.code === 'not_authorized';
+      const taken = error instanceof EngineError && error.code === 'conflict';
+      if (taken) return 'key taken';
+      if (error instanceof AnswerCutError || (refused && (sentAgain || keptKey))) {
+        const userId = await anonymous.pollRegistration(key.fingerprint);
+        if (userId !== null) return { user_id: userId };
+      }
+      if (refused)
+        throw new EngineError(
+          'enrollment_refused',
+          'server refused the enrollment code (expired, used or unknown)',
+          { cause: error },
+        );
+      throw error;
+    }
   }
 
   async login(input: {

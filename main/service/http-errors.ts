@@ -162,12 +162,18 @@ export function networkError(url: string, cause: unknown): EngineError {
 }
 
 /**
+ * An answer that broke off part-way: the server took the request, and may have carried it out.
+ * A caller that can find out whether it did (enrollment.ts) tells it by this class.
+ */
+export class AnswerCutError extends EngineError {}
+
+/**
  * An answer that broke off part-way: the server took the request. Retryable only when sending
  * it again is harmless.
  */
 export function answerCut(url: string, cause: unknown, repeatable: boolean): EngineError {
   const detail = cause instanceof Error ? cause.message : String(cause);
-  return new EngineError(
+  return new AnswerCutError(
     'network',
     `the connection to ${new URL(url).origin} broke part-way through an answer (${detail})`,
     { retryable: repeatable, cause },

@@ -2,7 +2,7 @@
 // to an EngineError in one place (http-errors.ts). May import main/api and main/protocol only.
 
 export * from './base-url.ts';
-export { isServiceRefusal, serviceMsgOf } from './http-errors.ts';
+export { AnswerCutError, isServiceRefusal, serviceMsgOf } from './http-errors.ts';
 export * from './retry-policy.ts';
 export * from './server-clock.ts';
 export * from './service-client.ts';

@@ -605,7 +605,16 @@ export class ServiceClient {
     }
   }
 
-  enroll(input: { code: string; pem: string; deviceName?: string }): Promise<EnrollResult> {
+  /**
+   * Enrolls a device key with a code (§8.1). Each time the request is sent again after a
+   * retryable failure, `onSentAgain` is told first: some of those failures (a connection that
+   * broke before the answer came) may have reached the server, and a 401 to a request sent
+   * again may then be the code used by the one before.
+   */
+  enroll(
+    input: { code: string; pem: string; deviceName?: string },
+    onSentAgain?: () => void,
+  ): Promise<EnrollResult> {
     const json = {
       code: input.code,
       pem: input.pem,
@@ -613,7 +622,16 @@ export class ServiceClient {
     };
     return this.ofEveryServer(
       this.json(
-        { method: 'POST', path: '/auth/enroll', auth: { kind: 'none' }, json },
+        {
+          method: 'POST',
+          path: '/auth/enroll',
+          auth: { kind: 'none' },
+          json,
+          beforeRetry: () => {
+            onSentAgain?.();
+            return Promise.resolve();
+          },
+        },
         parse.enrollResult,
       ),
     );

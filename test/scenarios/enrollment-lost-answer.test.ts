@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { FileSecretStore } from '../../main/identity/index.ts';
+import { createEngine, type Engine } from '../../main/index.ts';
+import { newEnrollmentCode } from '../../server/admin.ts';
+import type { FaultProxy } from '../helpers/fault-proxy.ts';
+import { startProxiedService } from '../helpers/proxied-service.ts';
+import type { TestService } from '../helpers/test-service.ts';
+
+// `canopy login` with an enrollment code over a network that loses the answer: the server
+// registered the device key and spent the code, and the device did not hear it. The login is
+// done all the same, also by the next run with the same code when the first gave up; a code
+// refused leaves nothing behind to wait on; and a key the server holds from a `canopy link`
+// that did not finish is replaced, so the code still enrolls this device.
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-enroll-lost-'));
+let service: TestService;
+let proxy: FaultProxy;
+const engines: Engine[] = [];
+
+beforeAll(async () => {
+  ({ service, proxy } = await startProxiedService());
+});
+afterAll(async () => {
+  for (const engine of engines) await engine.close();
+  await proxy.close();
+  await service.close();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** The engine's retry policy: quick, and as many attempts as tests schedule faults for. */
+const RETRY = { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 };
+const ENROLL = /\/auth\/enroll$/;
+const REGWAIT = /\/start_regwait\//;
+
+let homes = 0;
+function newEngine(): Engine {
+  const home = path.join(scratch, `home-${(homes += 1)}`);
+  const engine = createEngine({ home, secrets: new FileSecretStore(home), retry: RETRY });
+  engines.push(engine);
+  return engine;
+}
+
+/** How many requests the proxy saw whose path matches `pattern`. */
+function seen(pattern: RegExp): number {
+  return proxy.seen.filter((request) => pattern.test(request.path)).length;
+}
+
+/** The account's device keys, as a device enrolled in it lists them. */
+async function devicesOf(engine: Engine): Promise<string[]> {
+  return (await engine.listDevices()).map((device) => device.fingerprint);
+}
+
+describe('a login whose answer is lost', () => {
+  it('is done all the same when the answer breaks off after the server enrolled the key', async () => {
+    const { code } = service.addUser('cut@example.org');
+    const engine = newEngine();
+    proxy.schedule(['cut'], ENROLL);
+    const account = await engine.login({ server: proxy.url, code });
+    expect(proxy.injected()).toBeGreaterThan(0);
+    expect(account.email).toBe('cut@example.org');
+    expect((await engine.whoami()).fingerprint).toBe(account.fingerprint);
+    expect(await devicesOf(engine)).toEqual([account.fingerprint]);
+    await engine.createBucket({ name: 'Photos', type: 'backup', storageClass: 'hot' });
+  });
+
+  it('is finished by the next login with the same code, when the first gave up', async () => {
+    const { code } = service.addUser('gave-up@example.org');
+    const engine = newEngine();
+    // The answer breaks off, and asking whether the key was registered fails as often as tried.
+    proxy.faultEach((_method, requestPath) =>
+      REGWAIT.test(requestPath) ? { status: 503 } : 'pass',
+    );
+    try {
+      proxy.schedule(['cut'], ENROLL);
+      await expect(engine.login({ server: proxy.url, code })).rejects.toMatchObject({
+        code: 'server_error',
+      });
+    } finally {
+      proxy.faultEach(undefined);
+    }
+    // Typed again: the server refuses the code the first login used, and the key it kept is
+    // found registered.
+    const account = await engine.login({ server: proxy.url, code });
+    expect(account.email).toBe('gave-up@example.org');
+    expect(await devicesOf(engine)).toEqual([account.fingerprint]);
+  });
+
+  it('leaves nothing to wait on when a code is refused, however often it is typed', async () => {
+    service.addUser('typo@example.org');
+    const engine = newEngine();
+    const before = seen(REGWAIT);
+    for (let attempt = 0; attempt < 2; attempt += 1)
+      await expect(
+        engine.login({ server: proxy.url, code: 'AAAAA-BBBBB-CCCCC-DDDDD-EEEEE' }),
+      ).rejects.toMatchObject({ code: 'enrollment_refused' });
+    // A refused code is not taken for one a lost answer used.
+    expect(seen(REGWAIT)).toBe(before);
+    const { code } = newEnrollmentCode(service.service.ctx, 'typo@example.org');
+    expect((await engine.login({ server: proxy.url, code })).email).toBe('typo@example.org');
+  });
+
+  it('enrolls a new key when the server holds this device’s key from a link that did not finish', async () => {
+    service.addUser('linked@example.org');
+    const { code: otherCode } = service.addUser('other@example.org');
+    const other = newEngine();
+    await other.login({ server: proxy.url, code: otherCode });
+    const engine = newEngine();
+    // `canopy link` shows the key, and gives up waiting; another account approves it later.
+    let shown = '';
+    await expect(
+      engine.link({
+        server: proxy.url,
+        timeoutMs: 0,
+        onWaiting: (waiting) => {
+          shown = waiting.pem;
+        },
+      }),
+    ).rejects.toMatchObject({ code: 'timeout' });
+    const approved = await other.approveDevice({ pem: shown });
+    const { code } = newEnrollmentCode(service.service.ctx, 'linked@example.org');
+    const account = await engine.login({ server: proxy.url, code });
+    expect(account.email).toBe('linked@example.org');
+    expect(account.fingerprint).not.toBe(approved.fingerprint);
+    expect(await devicesOf(engine)).toEqual([account.fingerprint]);
+    expect(await devicesOf(other)).toContain(approved.fingerprint);
+  });
+});
