@@ -852,6 +852,24 @@ export class ServiceClient {
   }
 
   /**
+   * The version an earlier attempt of `push` made and activated at once (a push of no data,
+   * §10.1), when its answer was lost: the attempt sent again was then refused as stale
+   * (409 stale_previous), since the version it builds on is active no more. Undefined when no
+   * attempt did, or another version was activated since. The metadata CID tells it apart, as
+   * for deleteLostPushes.
+   */
+  async activatedPush(
+    push: Pick<PushRequest, 'bucketId' | 'metadataCid' | 'previousId'>,
+  ): Promise<string | undefined> {
+    return (await this.listVersions(push.bucketId)).find(
+      (version) =>
+        version.state === 'active' &&
+        version.metadata_cid === push.metadataCid &&
+        version.previous_id === push.previousId,
+    )?.id;
+  }
+
+  /**
    * Deletes the pending versions that earlier attempts of `push` made. The metadata CID tells
    * them apart: the manifest names the device and the second it was packed in (§17.3), so no
    * other push, by this device or another, has the same one.

@@ -374,25 +374,33 @@ export async function packAndPush(
     // Noted before it is asked for: killed before the upload is recorded, the next backup
     // deletes what the service made of it (dropUnrecordedPushes).
     input.queue.notePush(input.bucketId, pushedAs.metadataCid, input.now());
-    let pushed: MetadataUploadResult;
+    let pushed: MetadataUploadResult | { id: string; state: 'active' };
     try {
       pushed = await push(expected);
     } catch (error) {
-      if (!isEngineError(error, 'quota_exceeded')) throw error;
-      const within = await pushWithinQuota({
-        client,
-        queue: input.queue,
-        bucketId: input.bucketId,
-        now: input.now,
-        push,
-        leaves: tree.leaves,
-        inShards: (leaf) => shards.leafShards.shardOf(leaf) !== undefined,
-        expected,
-        refused: error,
-      });
-      pushed = within.pushed;
-      // A version carried over to a new one later expects no more than this one.
-      pushedAs = { ...pushedAs, expectedDataSize: within.expectedDataSize };
+      // A push of no data whose answer was lost activated its version, and the push sent again
+      // was refused as stale: the version is stored, and this backup made it.
+      const activated = isEngineError(error, 'stale_previous')
+        ? await client.activatedPush({ bucketId: input.bucketId, ...pushedAs })
+        : undefined;
+      if (activated !== undefined) pushed = { id: activated, state: 'active' };
+      else {
+        if (!isEngineError(error, 'quota_exceeded')) throw error;
+        const within = await pushWithinQuota({
+          client,
+          queue: input.queue,
+          bucketId: input.bucketId,
+          now: input.now,
+          push,
+          leaves: tree.leaves,
+          inShards: (leaf) => shards.leafShards.shardOf(leaf) !== undefined,
+          expected,
+          refused: error,
+        });
+        pushed = within.pushed;
+        // A version carried over to a new one later expects no more than this one.
+        pushedAs = { ...pushedAs, expectedDataSize: within.expectedDataSize };
+      }
     }
     let upload: QueuedUpload | null = null;
     let heldBytes = 0;

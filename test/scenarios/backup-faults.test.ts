@@ -478,6 +478,8 @@ describe('backup through a faulty network', () => {
     const result = await engine.backup({ dir: source, bucket: 'Cut' });
     expect(proxy.injected() - before).toBe(1);
     expect(result.newBytes).toBe(0);
+    // Told as the version this backup made, not as one it found with nothing changed since.
+    expect(result.unchanged).toBe(false);
     const versions = await engine.listVersions({ bucket: 'Cut' });
     expect(versions.map((version) => version.state)).toEqual(['active', 'outdated']);
     expect(versions[0]?.id).toBe(result.versionId);
