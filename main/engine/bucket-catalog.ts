@@ -1,7 +1,12 @@
 import { EngineError, isEngineError } from '../api/index.ts';
 import { loadOrCreateKeyPair } from '../identity/index.ts';
-import type { Bucket, BucketType, StorageClass } from '../protocol/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import {
+  trimWhiteSpace,
+  type Bucket,
+  type BucketType,
+  type StorageClass,
+} from '../protocol/index.ts';
+import { AnswerCutError, type ServiceClient } from '../service/index.ts';
 import {
   BackupLock,
   bucketIdsKept,
@@ -100,6 +105,12 @@ export class BucketCatalog {
     try {
       created = await client.createBucket({ ...input, bucketKeyPem: key.pem });
     } catch (error) {
+      // The server answered 200 and the answer broke off: the bucket is made, with this key.
+      const made = error instanceof AnswerCutError ? await this.madeUnheard(client, input) : null;
+      if (made) {
+        this.record(made, keyAccount, key.fingerprint);
+        return client.getBucket(made.id);
+      }
       await this.deps.secrets.delete(keyAccount);
       if (error instanceof EngineError && error.code === 'conflict') {
         throw new EngineError('conflict', `a bucket named "${input.name}" already exists`, {
@@ -108,16 +119,39 @@ export class BucketCatalog {
       }
       throw error;
     }
+    this.record(created, keyAccount, created.initial_bucket_key.fingerprint);
+    return client.getBucket(created.id);
+  }
+
+  /**
+   * The bucket a create whose answer was lost made: the one of its name. Another of that name
+   * would have been refused (409), and so would this one be, made and then renamed or deleted
+   * by another device since; so none is null, and the create's error stands.
+   */
+  private async madeUnheard(
+    client: ServiceClient,
+    input: { readonly name: string },
+  ): Promise<Bucket | null> {
+    // As the service keeps it (§3).
+    const name = trimWhiteSpace(input.name);
+    return (await client.listBuckets()).find((bucket) => bucket.name === name) ?? null;
+  }
+
+  /** Records a bucket this device made, with the bucket key it made it with. */
+  private record(
+    bucket: Pick<Bucket, 'id' | 'name' | 'type' | 'storage_class'>,
+    keyAccount: string,
+    keyFingerprint: string,
+  ): void {
     upsertBucket(this.db, {
-      id: created.id,
-      name: created.name,
-      type: created.type,
-      storage_class: created.storage_class,
+      id: bucket.id,
+      name: bucket.name,
+      type: bucket.type,
+      storage_class: bucket.storage_class,
       bucket_key_account: keyAccount,
-      bucket_key_fingerprint: created.initial_bucket_key.fingerprint,
+      bucket_key_fingerprint: keyFingerprint,
       updated_at: this.now(),
     });
-    return client.getBucket(created.id);
   }
 
   async rename(input: { name: string; newName: string }): Promise<Bucket> {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FileSecretStore } from '../../main/identity/index.ts';
@@ -9,13 +9,17 @@ import type { FaultProxy } from '../helpers/fault-proxy.ts';
 import { startProxiedService } from '../helpers/proxied-service.ts';
 import type { TestService } from '../helpers/test-service.ts';
 
-// `canopy login` with an enrollment code over a network that loses the answer: the server
-// registered the device key and spent the code, and the device did not hear it. The login is
-// done all the same, also by the next run with the same code when the first gave up; a code
-// refused leaves nothing behind to wait on; and a key the server holds from a `canopy link`
-// that did not finish is replaced, so the code still enrolls this device.
+// Requests that cannot simply be sent again, over a network that loses the answer: the server
+// carried them out, and the device did not hear it.
+//
+// `canopy login` with an enrollment code: the server registered the device key and spent the
+// code. The login is done all the same, also by the next run with the same code when the first
+// gave up; a code refused leaves nothing behind to wait on; and a key the server holds from a
+// `canopy link` that did not finish is replaced, so the code still enrolls this device.
+//
+// `canopy buckets create`: the bucket is made, and the device takes it as made, with its key.
 
-const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-enroll-lost-'));
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-lost-answers-'));
 let service: TestService;
 let proxy: FaultProxy;
 const engines: Engine[] = [];
@@ -126,5 +130,32 @@ describe('a login whose answer is lost', () => {
     expect(account.fingerprint).not.toBe(approved.fingerprint);
     expect(await devicesOf(engine)).toEqual([account.fingerprint]);
     expect(await devicesOf(other)).toContain(approved.fingerprint);
+  });
+});
+
+describe('a bucket created whose answer is lost', () => {
+  it('is taken as made, and used at once, when the answer breaks off after the server made it', async () => {
+    const { code } = service.addUser('bucket@example.org');
+    const engine = newEngine();
+    await engine.login({ server: proxy.url, code });
+    const before = proxy.injected();
+    proxy.schedule(['cut'], /\/buckets$/);
+    const bucket = await engine.createBucket({
+      name: ' Photos ',
+      type: 'backup',
+      storageClass: 'warm',
+    });
+    expect(proxy.injected() - before).toBe(1);
+    expect(bucket).toMatchObject({ name: 'Photos', type: 'backup', storage_class: 'warm' });
+    expect((await engine.listBuckets()).map((listed) => listed.id)).toEqual([bucket.id]);
+    const source = path.join(scratch, 'photos');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'beach.jpg'), 'sand and sea');
+    const backup = await engine.backup({ dir: source, bucket: 'Photos' });
+    expect(backup.files).toBe(1);
+    // Made once: asked again, the name is taken.
+    await expect(
+      engine.createBucket({ name: 'Photos', type: 'backup', storageClass: 'warm' }),
+    ).rejects.toMatchObject({ code: 'conflict' });
   });
 });
