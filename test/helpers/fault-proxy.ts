@@ -68,8 +68,12 @@ export interface FaultProxy {
    * the server; undefined lifts the limit. Each counts as injected.
    */
   limitBodies(maxBytes: number | undefined): void;
-  /** A fault drawn for each request with probability p, from a seeded generator. */
-  randomFaults(p: number, seed: number): void;
+  /**
+   * A fault drawn for each request with probability p, from a seeded generator: 500, 503, 429
+   * or a reset, none of which reaches the server; with `lostAnswers`, also answers lost after
+   * the server carried the request out ('cut').
+   */
+  randomFaults(p: number, seed: number, options?: { lostAnswers?: boolean }): void;
   /**
    * The fault of each request not given one by `schedule`, chosen from its method and path;
    * undefined stops choosing.
@@ -82,7 +86,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const targetUrl = new URL(target);
   let queue: Fault[] = [];
   let queuePaths: RegExp | undefined;
-  let random: { p: number; next: () => number } | undefined;
+  let random: { p: number; next: () => number; lostAnswers: boolean } | undefined;
   let chooser: ((method: string, path: string) => Fault) | undefined;
   const seen: FaultProxy['seen'] = [];
   let injected = 0;
@@ -191,13 +195,15 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     if (random && fault === 'pass' && random.next() < random.p) {
       const pick = random.next();
       fault =
-        pick < 0.4
-          ? { status: 500 }
-          : pick < 0.6
-            ? { status: 503 }
-            : pick < 0.8
-              ? { status: 429, retryAfter: 1 }
-              : 'reset';
+        random.lostAnswers && random.next() < 0.25
+          ? 'cut'
+          : pick < 0.4
+            ? { status: 500 }
+            : pick < 0.6
+              ? { status: 503 }
+              : pick < 0.8
+                ? { status: 429, retryAfter: 1 }
+                : 'reset';
     }
     if (fault === 'pass' || fault === 'cut' || fault === 'damage' || fault === 'endless') {
       if (fault !== 'pass') injected += 1;
@@ -257,8 +263,8 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     limitBodies(maxBytes) {
       bodyLimit = maxBytes;
     },
-    randomFaults(p, seed) {
-      random = { p, next: seededRandom(seed).next };
+    randomFaults(p, seed, options) {
+      random = { p, next: seededRandom(seed).next, lostAnswers: options?.lostAnswers ?? false };
     },
     faultEach(choose) {
       chooser = choose;

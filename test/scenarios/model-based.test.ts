@@ -29,8 +29,9 @@ import { treeStateOf } from '../helpers/tree-fingerprint.ts';
 // back whole, and both databases must be whole.
 //
 // The same steps run against the embedded service, and against a server of its own behind a
-// network that fails a tenth of requests (500, 503, 429, a reset): there a killed backup leaves
-// its version pending on a server that lives on, cut off mid-request.
+// network that fails a tenth of requests (500, 503, 429, a reset, or an answer lost after the
+// server carried the request out): there a killed backup leaves its version pending on a server
+// that lives on, cut off mid-request.
 //
 // The steps are drawn from MODEL_SEED (MODEL_RUNS sequences of up to 16 steps); a failure prints
 // the steps that failed, to run again with that seed.
@@ -486,7 +487,7 @@ describe('edits, backups killed or not, versions deleted and restores, in any or
     beforeAll(async () => {
       // Block fetches and shard uploads go through the proxy too: it is the storage host.
       ({ service, proxy } = await startProxiedService());
-      proxy.randomFaults(0.1, seed);
+      proxy.randomFaults(0.1, seed, { lostAnswers: true });
     });
     afterAll(async () => {
       await proxy.close();
