@@ -1,6 +1,6 @@
 import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
 import type { Bucket, Metadata, Snapshot } from '../protocol/index.ts';
-import type { ServiceClient } from '../service/index.ts';
+import { AnswerCutError, type ServiceClient } from '../service/index.ts';
 import {
   forgetActiveVersion,
   forgetVersionTotals,
@@ -280,11 +280,16 @@ export class BucketVersions {
     try {
       snapshot = await client.snapshotVersion(named.id);
     } catch (error) {
-      if (!isEngineError(error, 'conflict') && !isEngineError(error, 'not_found')) throw error;
-      // Changed meanwhile, by another device: pinned there, or deleted or pruned.
+      const answerLost = error instanceof AnswerCutError;
+      if (!answerLost && !isEngineError(error, 'conflict') && !isEngineError(error, 'not_found'))
+        throw error;
+      // Changed meanwhile, by another device: pinned there, or deleted or pruned. Or the answer
+      // broke off after the service made the snapshot: this request made it.
       const now = (await this.remembered(client, bucket)).versions.find((v) => v.id === named.id);
-      if (now?.snapshot_id != null)
-        return this.keptAlready(client, bucket, now.id, now.snapshot_id);
+      if (now?.snapshot_id != null) {
+        const kept = await this.keptAlready(client, bucket, now.id, now.snapshot_id);
+        return answerLost ? { ...kept, keptAlready: false } : kept;
+      }
       if (now) throw error;
       throw new EngineError(
         'not_found',

@@ -18,6 +18,7 @@ import type { TestService } from '../helpers/test-service.ts';
 // `canopy link` that did not finish is replaced, so the code still enrolls this device.
 //
 // `canopy buckets create`: the bucket is made, and the device takes it as made, with its key.
+// `canopy snapshots create`: the snapshot is made, and told as made by this request.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-lost-answers-'));
 let service: TestService;
@@ -157,5 +158,25 @@ describe('a bucket created whose answer is lost', () => {
     await expect(
       engine.createBucket({ name: 'Photos', type: 'backup', storageClass: 'warm' }),
     ).rejects.toMatchObject({ code: 'conflict' });
+  });
+});
+
+describe('a snapshot taken whose answer is lost', () => {
+  it('is told as taken by this request, and pins the version', async () => {
+    const { code } = service.addUser('pin@example.org');
+    const engine = newEngine();
+    await engine.login({ server: proxy.url, code });
+    await engine.createBucket({ name: 'Drafts', type: 'interactive', storageClass: 'hot' });
+    const source = path.join(scratch, 'drafts');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'chapter-1.md'), 'It was a dark and stormy night.');
+    const { versionId } = await engine.backup({ dir: source, bucket: 'Drafts' });
+    const before = proxy.injected();
+    proxy.schedule(['cut'], /\/snapshot$/);
+    const kept = await engine.snapshotVersion({ bucket: 'Drafts' });
+    expect(proxy.injected() - before).toBe(1);
+    expect(kept).toMatchObject({ versionId, keptAlready: false });
+    const versions = await engine.listVersions({ bucket: 'Drafts' });
+    expect(versions.map((version) => version.snapshot_id)).toEqual([kept.snapshot.id]);
   });
 });
