@@ -27,6 +27,7 @@ import {
   type SourceExcludeRules,
 } from './source-exclude-rules.ts';
 import { MetadataCache } from './metadata-cache.ts';
+import { approveDeviceKey } from './device-approval.ts';
 import { ServiceConnection } from './service-connection.ts';
 import { BucketCatalog } from './bucket-catalog.ts';
 import {
@@ -200,7 +201,7 @@ export class Engine {
     name?: string;
   }): Promise<{ id: string; fingerprint: string }> {
     const { client } = await this.connection.connect();
-    return client.addDeviceKey(input);
+    return approveDeviceKey(client, input);
   }
 
   async revokeDevice(id: string): Promise<void> {

@@ -19,6 +19,7 @@ import type { TestService } from '../helpers/test-service.ts';
 //
 // `canopy buckets create`: the bucket is made, and the device takes it as made, with its key.
 // `canopy snapshots create`: the snapshot is made, and told as made by this request.
+// `canopy devices approve`: the key is registered, and told as approved.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-lost-answers-'));
 let service: TestService;
@@ -178,5 +179,36 @@ describe('a snapshot taken whose answer is lost', () => {
     expect(kept).toMatchObject({ versionId, keptAlready: false });
     const versions = await engine.listVersions({ bucket: 'Drafts' });
     expect(versions.map((version) => version.snapshot_id)).toEqual([kept.snapshot.id]);
+  });
+});
+
+describe('a device approved whose answer is lost', () => {
+  it('is told as approved, also when approved again, and not when another account holds the key', async () => {
+    const { code } = service.addUser('approver@example.org');
+    const approver = newEngine();
+    await approver.login({ server: proxy.url, code });
+    const newcomer = newEngine();
+    let pem = '';
+    await expect(
+      newcomer.link({
+        server: proxy.url,
+        timeoutMs: 0,
+        onWaiting: (waiting) => {
+          pem = waiting.pem;
+        },
+      }),
+    ).rejects.toMatchObject({ code: 'timeout' });
+    const before = proxy.injected();
+    proxy.schedule(['cut'], /\/auth\/device_api_key$/);
+    const approved = await approver.approveDevice({ pem, name: 'laptop' });
+    expect(proxy.injected() - before).toBe(1);
+    expect(await devicesOf(approver)).toContain(approved.fingerprint);
+    // Run again: the key is this account's already.
+    expect(await approver.approveDevice({ pem })).toEqual(approved);
+    // Another account's approval of it is refused as before.
+    const { code: strangerCode } = service.addUser('stranger@example.org');
+    const stranger = newEngine();
+    await stranger.login({ server: proxy.url, code: strangerCode });
+    await expect(stranger.approveDevice({ pem })).rejects.toMatchObject({ code: 'conflict' });
   });
 });
