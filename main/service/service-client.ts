@@ -592,6 +592,26 @@ export class ServiceClient {
     await this.bytes(spec);
   }
 
+  /**
+   * A DELETE, done also when sent again it finds what it deletes gone: the attempt before may
+   * have deleted it and lost its answer (a connection that broke before the 204 came). Gone
+   * meanwhile by another device's hand, it is gone all the same, as the caller asked.
+   */
+  private async deleted(spec: RequestSpec & { method: 'DELETE' }): Promise<void> {
+    let sentAgain = false;
+    try {
+      await this.empty({
+        ...spec,
+        beforeRetry: () => {
+          sentAgain = true;
+          return Promise.resolve();
+        },
+      });
+    } catch (error) {
+      if (!(sentAgain && error instanceof EngineError && error.code === 'not_found')) throw error;
+    }
+  }
+
   // §8 enrollment and device keys
 
   /** `request`, a route every Canopy server has: its 404 means none answers at this address. */
@@ -674,7 +694,7 @@ export class ServiceClient {
   }
 
   deleteDeviceKey(id: string): Promise<void> {
-    return this.empty({
+    return this.deleted({
       method: 'DELETE',
       path: `/auth/device_api_key/${encodeURIComponent(id)}`,
       auth: { kind: 'device' },
@@ -749,7 +769,7 @@ export class ServiceClient {
   }
 
   deleteBucket(id: string): Promise<void> {
-    return this.empty({
+    return this.deleted({
       method: 'DELETE',
       path: `/buckets/${encodeURIComponent(id)}`,
       auth: { kind: 'device' },
@@ -779,7 +799,7 @@ export class ServiceClient {
   }
 
   deleteSnapshot(bucketId: string, id: string): Promise<void> {
-    return this.empty({
+    return this.deleted({
       method: 'DELETE',
       path: `/buckets/${encodeURIComponent(bucketId)}/snapshots/${encodeURIComponent(id)}`,
       auth: { kind: 'device' },
@@ -896,7 +916,7 @@ export class ServiceClient {
   }
 
   deleteVersion(id: string): Promise<void> {
-    return this.empty({
+    return this.deleted({
       method: 'DELETE',
       path: `/buckets/metadata/${encodeURIComponent(id)}`,
       auth: { kind: 'device' },
@@ -904,9 +924,9 @@ export class ServiceClient {
   }
 
   /**
-   * Deletes a version this client made and no longer wants; one already gone is fine. A DELETE
-   * whose answer was lost is sent again and finds the version gone: that is success here, while
-   * a user deleting a version by hand is told it is not there.
+   * Deletes a version this client made and no longer wants; one already gone is fine, also
+   * before the first request (deleted() takes it as done only after one sent again found it
+   * gone): a user deleting a version by hand that is not there is told so.
    */
   async discardVersion(id: string): Promise<void> {
     try {
@@ -1138,7 +1158,7 @@ export class ServiceClient {
   }
 
   dismissNotification(id: string): Promise<void> {
-    return this.empty({
+    return this.deleted({
       method: 'DELETE',
       path: `/notifications/${encodeURIComponent(id)}`,
       auth: { kind: 'device' },

@@ -20,6 +20,7 @@ import type { TestService } from '../helpers/test-service.ts';
 // `canopy buckets create`: the bucket is made, and the device takes it as made, with its key.
 // `canopy snapshots create`: the snapshot is made, and told as made by this request.
 // `canopy devices approve`: the key is registered, and told as approved.
+// A deletion (of a bucket, a snapshot): sent again, it finds what it deleted gone, and is done.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-lost-answers-'));
 let service: TestService;
@@ -210,5 +211,29 @@ describe('a device approved whose answer is lost', () => {
     const stranger = newEngine();
     await stranger.login({ server: proxy.url, code: strangerCode });
     await expect(stranger.approveDevice({ pem })).rejects.toMatchObject({ code: 'conflict' });
+  });
+});
+
+describe('a deletion whose answer is lost', () => {
+  it('is done, not told as a bucket or snapshot that is not there', async () => {
+    const { code } = service.addUser('tidy@example.org');
+    const engine = newEngine();
+    await engine.login({ server: proxy.url, code });
+    await engine.createBucket({ name: 'Old', type: 'interactive', storageClass: 'hot' });
+    const source = path.join(scratch, 'old');
+    mkdirSync(source);
+    writeFileSync(path.join(source, 'notes.txt'), 'to be tidied away');
+    await engine.backup({ dir: source, bucket: 'Old' });
+    const { snapshot } = await engine.snapshotVersion({ bucket: 'Old' });
+    // The 204 of each is lost whole, and the DELETE sent again finds nothing to delete.
+    const before = proxy.injected();
+    proxy.schedule(['cut'], /\/snapshots\//);
+    await engine.deleteSnapshot({ bucket: 'Old', snapshot: snapshot.id });
+    proxy.schedule(['cut'], /\/buckets\/[0-9a-f-]+$/);
+    await engine.deleteBucket({ name: 'Old' });
+    expect(proxy.injected() - before).toBe(2);
+    expect(await engine.listBuckets()).toEqual([]);
+    // By hand, what is not there is told so.
+    await expect(engine.deleteBucket({ name: 'Old' })).rejects.toMatchObject({ code: 'not_found' });
   });
 });
