@@ -50,6 +50,38 @@ function newEngine(): Engine {
   return engine;
 }
 
+/** An engine logged in as a new user of `email`. */
+async function loggedIn(email: string): Promise<Engine> {
+  const { code } = service.addUser(email);
+  const engine = newEngine();
+  await engine.login({ server: proxy.url, code });
+  return engine;
+}
+
+/** `canopy link` on `engine`, which shows its key and gives up waiting; the key's PEM. */
+async function linkGivenUp(engine: Engine): Promise<string> {
+  let shown = '';
+  await expect(
+    engine.link({
+      server: proxy.url,
+      timeoutMs: 0,
+      onWaiting: (waiting) => {
+        shown = waiting.pem;
+      },
+    }),
+  ).rejects.toMatchObject({ code: 'timeout' });
+  return shown;
+}
+
+/** A new interactive bucket `name` of `engine`, holding one version of one file; its id. */
+async function oneVersionIn(engine: Engine, name: string): Promise<string> {
+  await engine.createBucket({ name, type: 'interactive', storageClass: 'hot' });
+  const source = path.join(scratch, name);
+  mkdirSync(source);
+  writeFileSync(path.join(source, 'notes.txt'), `the notes of ${name}`);
+  return (await engine.backup({ dir: source, bucket: name })).versionId;
+}
+
 /** How many requests the proxy saw whose path matches `pattern`. */
 function seen(pattern: RegExp): number {
   return proxy.seen.filter((request) => pattern.test(request.path)).length;
@@ -111,22 +143,10 @@ describe('a login whose answer is lost', () => {
 
   it('enrolls a new key when the server holds this device’s key from a link that did not finish', async () => {
     service.addUser('linked@example.org');
-    const { code: otherCode } = service.addUser('other@example.org');
-    const other = newEngine();
-    await other.login({ server: proxy.url, code: otherCode });
+    const other = await loggedIn('other@example.org');
     const engine = newEngine();
     // `canopy link` shows the key, and gives up waiting; another account approves it later.
-    let shown = '';
-    await expect(
-      engine.link({
-        server: proxy.url,
-        timeoutMs: 0,
-        onWaiting: (waiting) => {
-          shown = waiting.pem;
-        },
-      }),
-    ).rejects.toMatchObject({ code: 'timeout' });
-    const approved = await other.approveDevice({ pem: shown });
+    const approved = await other.approveDevice({ pem: await linkGivenUp(engine) });
     const { code } = newEnrollmentCode(service.service.ctx, 'linked@example.org');
     const account = await engine.login({ server: proxy.url, code });
     expect(account.email).toBe('linked@example.org');
@@ -138,9 +158,7 @@ describe('a login whose answer is lost', () => {
 
 describe('a bucket created whose answer is lost', () => {
   it('is taken as made, and used at once, when the answer breaks off after the server made it', async () => {
-    const { code } = service.addUser('bucket@example.org');
-    const engine = newEngine();
-    await engine.login({ server: proxy.url, code });
+    const engine = await loggedIn('bucket@example.org');
     const before = proxy.injected();
     proxy.schedule(['cut'], /\/buckets$/);
     const bucket = await engine.createBucket({
@@ -165,14 +183,8 @@ describe('a bucket created whose answer is lost', () => {
 
 describe('a snapshot taken whose answer is lost', () => {
   it('is told as taken by this request, and pins the version', async () => {
-    const { code } = service.addUser('pin@example.org');
-    const engine = newEngine();
-    await engine.login({ server: proxy.url, code });
-    await engine.createBucket({ name: 'Drafts', type: 'interactive', storageClass: 'hot' });
-    const source = path.join(scratch, 'drafts');
-    mkdirSync(source);
-    writeFileSync(path.join(source, 'chapter-1.md'), 'It was a dark and stormy night.');
-    const { versionId } = await engine.backup({ dir: source, bucket: 'Drafts' });
+    const engine = await loggedIn('pin@example.org');
+    const versionId = await oneVersionIn(engine, 'Drafts');
     const before = proxy.injected();
     proxy.schedule(['cut'], /\/snapshot$/);
     const kept = await engine.snapshotVersion({ bucket: 'Drafts' });
@@ -185,20 +197,8 @@ describe('a snapshot taken whose answer is lost', () => {
 
 describe('a device approved whose answer is lost', () => {
   it('is told as approved, also when approved again, and not when another account holds the key', async () => {
-    const { code } = service.addUser('approver@example.org');
-    const approver = newEngine();
-    await approver.login({ server: proxy.url, code });
-    const newcomer = newEngine();
-    let pem = '';
-    await expect(
-      newcomer.link({
-        server: proxy.url,
-        timeoutMs: 0,
-        onWaiting: (waiting) => {
-          pem = waiting.pem;
-        },
-      }),
-    ).rejects.toMatchObject({ code: 'timeout' });
+    const approver = await loggedIn('approver@example.org');
+    const pem = await linkGivenUp(newEngine());
     const before = proxy.injected();
     proxy.schedule(['cut'], /\/auth\/device_api_key$/);
     const approved = await approver.approveDevice({ pem, name: 'laptop' });
@@ -207,23 +207,15 @@ describe('a device approved whose answer is lost', () => {
     // Run again: the key is this account's already.
     expect(await approver.approveDevice({ pem })).toEqual(approved);
     // Another account's approval of it is refused as before.
-    const { code: strangerCode } = service.addUser('stranger@example.org');
-    const stranger = newEngine();
-    await stranger.login({ server: proxy.url, code: strangerCode });
+    const stranger = await loggedIn('stranger@example.org');
     await expect(stranger.approveDevice({ pem })).rejects.toMatchObject({ code: 'conflict' });
   });
 });
 
 describe('a deletion whose answer is lost', () => {
   it('is done, not told as a bucket or snapshot that is not there', async () => {
-    const { code } = service.addUser('tidy@example.org');
-    const engine = newEngine();
-    await engine.login({ server: proxy.url, code });
-    await engine.createBucket({ name: 'Old', type: 'interactive', storageClass: 'hot' });
-    const source = path.join(scratch, 'old');
-    mkdirSync(source);
-    writeFileSync(path.join(source, 'notes.txt'), 'to be tidied away');
-    await engine.backup({ dir: source, bucket: 'Old' });
+    const engine = await loggedIn('tidy@example.org');
+    await oneVersionIn(engine, 'Old');
     const { snapshot } = await engine.snapshotVersion({ bucket: 'Old' });
     // The 204 of each is lost whole, and the DELETE sent again finds nothing to delete.
     const before = proxy.injected();
