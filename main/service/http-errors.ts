@@ -162,8 +162,9 @@ export function networkError(url: string, cause: unknown): EngineError {
 }
 
 /**
- * An answer that broke off part-way: the server took the request, and may have carried it out.
- * A caller that can find out whether it did (enrollment.ts) tells it by this class.
+ * An answer that broke off part-way after a 2xx status: the server carried the request out. A
+ * caller that can find what it made (enrollment.ts, bucket-catalog.ts, bucket-versions.ts,
+ * device-approval.ts) tells it by this class.
  */
 export class AnswerCutError extends EngineError {}
 
