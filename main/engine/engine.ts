@@ -205,8 +205,8 @@ export class Engine {
   }
 
   async revokeDevice(id: string): Promise<void> {
-    const { client } = await this.connection.connect();
-    await client.deleteDeviceKey(id);
+    const { client, account } = await this.connection.connect();
+    await client.deleteDeviceKey(id, { ownKey: id === account.key_id });
   }
 
   async newEnrollmentCode(): Promise<{ code: string; expiresAt: number }> {

@@ -43,6 +43,7 @@ import {
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
 import { socketDispatcher } from './socket-dispatcher.ts';
+import { watchSentAgain } from './sent-again.ts';
 import { type AnswerBody, streamedRequest } from './streamed-answer.ts';
 import {
   DEFAULT_RETRY_POLICY,
@@ -595,20 +596,23 @@ export class ServiceClient {
   /**
    * A DELETE, done also when sent again it finds what it deletes gone: the attempt before may
    * have deleted it and lost its answer (a connection that broke before the 204 came). Gone
-   * meanwhile by another device's hand, it is gone all the same, as the caller asked.
+   * meanwhile by another device's hand, it is gone all the same, as the caller asked. A DELETE
+   * of the key that signs it (`ownKey`) finds it gone as a 401: the key signing it again no
+   * longer counts.
    */
-  private async deleted(spec: RequestSpec & { method: 'DELETE' }): Promise<void> {
-    let sentAgain = false;
+  private async deleted(
+    spec: RequestSpec & { method: 'DELETE' },
+    options: { ownKey?: boolean } = {},
+  ): Promise<void> {
+    const sentAgain = watchSentAgain();
     try {
-      await this.empty({
-        ...spec,
-        beforeRetry: () => {
-          sentAgain = true;
-          return Promise.resolve();
-        },
-      });
+      await this.empty({ ...spec, beforeRetry: sentAgain.beforeRetry });
     } catch (error) {
-      if (!(sentAgain && error instanceof EngineError && error.code === 'not_found')) throw error;
+      const gone =
+        error instanceof EngineError &&
+        (error.code === 'not_found' ||
+          (options.ownKey === true && error.code === 'not_authorized'));
+      if (!(sentAgain.happened() && gone)) throw error;
     }
   }
 
@@ -647,10 +651,7 @@ export class ServiceClient {
           path: '/auth/enroll',
           auth: { kind: 'none' },
           json,
-          beforeRetry: () => {
-            onSentAgain?.();
-            return Promise.resolve();
-          },
+          beforeRetry: watchSentAgain(onSentAgain).beforeRetry,
         },
         parse.enrollResult,
       ),
@@ -693,12 +694,16 @@ export class ServiceClient {
     );
   }
 
-  deleteDeviceKey(id: string): Promise<void> {
-    return this.deleted({
-      method: 'DELETE',
-      path: `/auth/device_api_key/${encodeURIComponent(id)}`,
-      auth: { kind: 'device' },
-    });
+  /** Revokes a device key; `ownKey` when it is the one this client signs with. */
+  deleteDeviceKey(id: string, options: { ownKey?: boolean } = {}): Promise<void> {
+    return this.deleted(
+      {
+        method: 'DELETE',
+        path: `/auth/device_api_key/${encodeURIComponent(id)}`,
+        auth: { kind: 'device' },
+      },
+      options,
+    );
   }
 
   /** One regwait poll: the user id once the key is registered, null when the hold ran out. */

@@ -20,7 +20,8 @@ import type { TestService } from '../helpers/test-service.ts';
 // `canopy buckets create`: the bucket is made, and the device takes it as made, with its key.
 // `canopy snapshots create`: the snapshot is made, and told as made by this request.
 // `canopy devices approve`: the key is registered, and told as approved.
-// A deletion (of a bucket, a snapshot): sent again, it finds what it deleted gone, and is done.
+// A deletion (of a bucket, a snapshot, a device key): sent again, it finds what it deleted gone,
+// and is done; this device's own key, revoked, is found gone by the server refusing it.
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'canopy-lost-answers-'));
 let service: TestService;
@@ -227,5 +228,21 @@ describe('a deletion whose answer is lost', () => {
     expect(await engine.listBuckets()).toEqual([]);
     // By hand, what is not there is told so.
     await expect(engine.deleteBucket({ name: 'Old' })).rejects.toMatchObject({ code: 'not_found' });
+  });
+});
+
+describe("this device's key revoked, whose answer is lost", () => {
+  it('is revoked, not told as a key the server refuses', async () => {
+    const engine = await loggedIn('leaving@example.org');
+    const other = newEngine();
+    await other.login({ server: proxy.url, code: (await engine.newEnrollmentCode()).code });
+    const own = (await engine.listDevices()).find((device) => device.current);
+    if (!own) throw new Error('the device lists no key of its own');
+    const before = proxy.injected();
+    proxy.schedule(['cut'], /\/auth\/device_api_key\//);
+    await engine.revokeDevice(own.id);
+    expect(proxy.injected() - before).toBe(1);
+    expect(await devicesOf(other)).not.toContain(own.fingerprint);
+    await expect(engine.listDevices()).rejects.toMatchObject({ code: 'not_authorized' });
   });
 });
