@@ -113,6 +113,11 @@ export class MetadataChunkFiles {
             throw new Error(
               `metadata chunk ${chunk.digest.toString('hex')} is cut short on the disk`,
             );
+          // As for packs (pack-compaction.ts): the old file goes, so only what is whole is copied.
+          if (!createHash('sha256').update(bytes).digest().equals(chunk.digest))
+            throw new Error(
+              `metadata chunk ${chunk.digest.toString('hex')} no longer matches its digest on the disk (damaged)`,
+            );
           await output.write(bytes, 0, bytes.length, length);
           offsets.push(length);
           length += chunk.length;

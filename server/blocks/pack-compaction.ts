@@ -3,6 +3,7 @@ import { blocksInPack, moveBlock } from '../store/stored-blocks.ts';
 import { deletePack, insertPack, sparsePacks } from '../store/packs.ts';
 import type { PackWriter } from './pack-writer.ts';
 import { compactEach } from './compact-each.ts';
+import { blockMatchesCid } from './block-matches-cid.ts';
 
 // Compaction: a pack whose blocks were mostly collected (old versions deleted or expired) is
 // rewritten with only its live blocks, and the old file goes. Without it, a pack that keeps one
@@ -31,7 +32,8 @@ export function compactSparsePacks(
 }
 
 /**
- * Copies the pack's live blocks to a new pack, then, in one transaction, points their rows at
+ * Copies the pack's live blocks to a new pack, each checked against its CID first (a pack
+ * holding one that is not whole is left as it is), then, in one transaction, points their rows at
  * the copies and forgets the old pack. Blocks collected while copying stay behind as dead bytes
  * of the new pack. Readers that looked blocks up before the switch keep the old file open, so
  * it is unlinked only once they are done (BlockStore.retirePack).
@@ -46,6 +48,13 @@ async function compactPack(ctx: ServiceContext, id: string): Promise<void> {
     for (const block of blocksInPack(ctx.db, id)) {
       copy ??= await ctx.blocks.startPack();
       const bytes = await reader.read(block);
+      // A copy is made only of what is whole: a block read back wrong (a bad sector, a bit
+      // flipped on the way) would otherwise replace the one file that may still hold it right,
+      // a read that went wrong this once included.
+      if (!blockMatchesCid(block.cid, bytes))
+        throw new Error(
+          `block ${block.cid} no longer matches its CID on the disk (damaged); the pack is left as it is, and a client that sends the block again replaces it (canopy-server check lists every such block)`,
+        );
       moved.push({ cid: block.cid, size: block.size, offset: copy.append(bytes) });
       await copy.ready();
     }

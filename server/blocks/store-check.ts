@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-import { parseCidText } from '../../main/protocol/index.ts';
 import type { ServiceContext } from '../context.ts';
 import { allChunkFileIds, chunkLocation, chunksInFile } from '../store/metadata-chunks.ts';
 import type { ChunkLocation } from '../store/metadata-chunks.ts';
@@ -11,6 +9,7 @@ import {
   type BlockLocation,
 } from '../store/stored-blocks.ts';
 import { BlockCutShortError } from './block-reader.ts';
+import { blockMatchesCid } from './block-matches-cid.ts';
 
 // `canopy-server check`: every stored block and every chunk of the versions' metadata read
 // back from the disk and checked against its name, as borg's and restic's checks read a
@@ -77,15 +76,6 @@ function problemOf(error: unknown): BlockProblemKind | undefined {
   return undefined;
 }
 
-/** Whether `bytes` are the block that `cid` names (a sha2-256 CID, §3). */
-function matchesCid(cid: string, bytes: Buffer): boolean {
-  const parsed = parseCidText(cid);
-  return (
-    parsed !== undefined &&
-    createHash('sha256').update(bytes).digest().equals(parsed.multihash.digest)
-  );
-}
-
 /**
  * Reads every block and metadata chunk stored in `ctx`'s data folder and checks it against its
  * name. A failure to read other than the disk's (permissions) is thrown.
@@ -108,7 +98,7 @@ export async function checkStore(
     blocks += 1;
     bytes += location.size;
     onProgress(bytes);
-    if (read === undefined || !matchesCid(location.cid, read))
+    if (read === undefined || !blockMatchesCid(location.cid, read))
       problems.push({ cid: location.cid, file: ctx.blocks.fileOf(location).file, kind });
   };
 

@@ -248,32 +248,55 @@ describe('metadata CARs kept as chunks', () => {
     }
   });
 
-  it('leaves a file of chunks cut short on the disk as it is, and does not try it at every sweep', async () => {
-    const dataDir = path.join(scratch, 'compaction-damaged');
-    // No sweep of its own meanwhile: the calls below are the compactions.
-    const service = await startTestService({ dataDir, limits, sweepIntervalMs: 3_600_000 });
-    try {
-      const ann = await enrolledDevice(service, 'ann@example.org');
-      const { firstId, firstFile } = await twoVersionsSharingATenth(service, ann);
-      const file = path.join(dataDir, 'metadata', 'chunks', firstFile);
-      writeFileSync(file, readFileSync(file).subarray(0, 10_000));
-      const deleted = await call('DELETE', `${service.api}/buckets/metadata/${firstId}`, {
-        token: ann.token(),
-      });
-      expect(deleted.status).toBe(204);
-      // Tried, and failed: named, and the file is as it was.
-      const ctx = service.service.ctx;
-      await expect(ctx.compactChunkFiles()).rejects.toThrow(
-        /could not compact 1 file\(s\) of metadata chunks, left as they are \(.*cut short/,
-      );
-      expect(statSync(file).size).toBe(10_000);
-      // Passed over from then on.
-      expect(await ctx.compactChunkFiles()).toBe(0);
-      expect(readdirSync(path.join(dataDir, 'metadata', 'chunks'))).toContain(firstFile);
-    } finally {
-      await service.close();
-    }
-  });
+  it.each([
+    {
+      damage: 'cut short',
+      done: (bytes: Buffer) => bytes.subarray(0, 10_000),
+      told: /cut short/,
+    },
+    {
+      // In the tenth of its nodes the second version keeps: a chunk the compaction would copy.
+      damage: 'with a byte of a kept chunk changed',
+      done: (bytes: Buffer) =>
+        Buffer.concat([
+          bytes.subarray(0, 150_000),
+          Buffer.from([bytes[150_000]! ^ 0xff]),
+          bytes.subarray(150_001),
+        ]),
+      told: /no longer matches its digest on the disk \(damaged\)/,
+    },
+  ])(
+    'leaves a file of chunks $damage on the disk as it is, and does not try it at every sweep',
+    async ({ damage, done, told }) => {
+      const dataDir = path.join(scratch, `compaction-${damage.replaceAll(' ', '-')}`);
+      // No sweep of its own meanwhile: the calls below are the compactions.
+      const service = await startTestService({ dataDir, limits, sweepIntervalMs: 3_600_000 });
+      try {
+        const ann = await enrolledDevice(service, 'ann@example.org');
+        const { firstId, firstFile } = await twoVersionsSharingATenth(service, ann);
+        const file = path.join(dataDir, 'metadata', 'chunks', firstFile);
+        const damaged = done(readFileSync(file));
+        writeFileSync(file, damaged);
+        const deleted = await call('DELETE', `${service.api}/buckets/metadata/${firstId}`, {
+          token: ann.token(),
+        });
+        expect(deleted.status).toBe(204);
+        // Tried, and failed: named, and the file is as it was.
+        const ctx = service.service.ctx;
+        const compaction = ctx.compactChunkFiles();
+        await expect(compaction).rejects.toThrow(
+          /could not compact 1 file\(s\) of metadata chunks, left as they are \(/,
+        );
+        await expect(compaction).rejects.toThrow(told);
+        expect(readFileSync(file).equals(damaged)).toBe(true);
+        // Passed over from then on.
+        await expect(ctx.compactChunkFiles()).resolves.toBe(0);
+        expect(readdirSync(path.join(dataDir, 'metadata', 'chunks'))).toContain(firstFile);
+      } finally {
+        await service.close();
+      }
+    },
+  );
 
   it('hands out a chunk damaged on the disk as the disk has it, for the client to find', async () => {
     const dataDir = path.join(scratch, 'damaged');

@@ -196,6 +196,32 @@ describe('pack files', () => {
     }
   });
 
+  it('leaves a pack as it is when a block it would copy no longer matches its CID', async () => {
+    const quiet = await startTestService({ sweepIntervalMs: 3_600_000 });
+    try {
+      const owner = await enrolledDevice(quiet, 'owner@example.org');
+      const keeper = await enrolledDevice(quiet, 'keeper@example.org');
+      const kept = await sparsePackOn(quiet, { owner, keeper }, 'rotten', 200 * 1024);
+      const cid = kept.cid.toString();
+      // A bit flipped on the disk under the one block the compaction would keep.
+      damageStoredBlock(quiet.dataDir, cid);
+      const before = storedBlock(quiet.dataDir, cid);
+      if (!before?.pack) throw new Error('the block is not in a pack');
+      const packBytes = readFileSync(before.file);
+
+      const compaction = quiet.service.ctx.compactPacks();
+      await expect(compaction).rejects.toThrow(
+        new RegExp(`could not compact 1 pack\\(s\\), left as they are \\(${before.pack}: `),
+      );
+      await expect(compaction).rejects.toThrow(`block ${cid} no longer matches its CID`);
+      // The file that may still be read right (its damage a misread) is kept, and used.
+      expect(storedBlock(quiet.dataDir, cid)?.pack).toBe(before.pack);
+      expect(readFileSync(before.file).equals(packBytes)).toBe(true);
+    } finally {
+      await quiet.close();
+    }
+  });
+
   it('tidies within its time: reports a pack it cannot rewrite, rewrites the others, and returns', async () => {
     // As the embedded service of one command does as it closes (cli/local-service.ts).
     const quiet = await startTestService({ sweepIntervalMs: 3_600_000 });
