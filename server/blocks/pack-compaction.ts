@@ -49,8 +49,8 @@ async function compactPack(ctx: ServiceContext, id: string): Promise<void> {
       copy ??= await ctx.blocks.startPack();
       const bytes = await reader.read(block);
       // A copy is made only of what is whole: a block read back wrong (a bad sector, a bit
-      // flipped on the way) would otherwise replace the one file that may still hold it right,
-      // a read that went wrong this once included.
+      // flipped on the way) would otherwise take the place of the one file that may still hold
+      // it right, when only this read went wrong.
       if (!blockMatchesCid(block.cid, bytes))
         throw new Error(
           `block ${block.cid} no longer matches its CID on the disk (damaged); the pack is left as it is, and a client that sends the block again replaces it (canopy-server check lists every such block)`,
