@@ -3,7 +3,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError, isEngineError, type EngineErrorCode } from '../api/index.ts';
 import { loadKeyPair, loadOrCreateKeyPair, type KeyPair } from '../identity/index.ts';
-import { AnswerCutError, type ServiceClient } from '../service/index.ts';
+import { AnswerCutError, type ServiceClient, watchSentAgain } from '../service/index.ts';
 import {
   forgetAccount,
   homeId,
@@ -155,19 +155,17 @@ export class Enrollment {
     deviceName: string | undefined,
     keptKey: boolean,
   ): Promise<{ user_id: string } | 'key taken'> {
-    let sentAgain = false;
+    const sentAgain = watchSentAgain();
     try {
       return await anonymous.enroll(
         { code, pem: key.pem, ...(deviceName === undefined ? {} : { deviceName }) },
-        () => {
-          sentAgain = true;
-        },
+        sentAgain,
       );
     } catch (error) {
       const refused = error instanceof EngineError && error.code === 'not_authorized';
       const taken = error instanceof EngineError && error.code === 'conflict';
       if (taken) return 'key taken';
-      if (error instanceof AnswerCutError || (refused && (sentAgain || keptKey))) {
+      if (error instanceof AnswerCutError || (refused && (sentAgain.happened() || keptKey))) {
         const userId = await anonymous.pollRegistration(key.fingerprint);
         if (userId !== null) return { user_id: userId };
       }

@@ -3,6 +3,7 @@
 
 export * from './base-url.ts';
 export { AnswerCutError, isServiceRefusal, serviceMsgOf } from './http-errors.ts';
+export { watchSentAgain, type SentAgain } from './sent-again.ts';
 export * from './retry-policy.ts';
 export * from './server-clock.ts';
 export * from './service-client.ts';

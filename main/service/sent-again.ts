@@ -9,13 +9,12 @@ export interface SentAgain {
   readonly happened: () => boolean;
 }
 
-/** A watch on one request's attempts; `onSentAgain` is told before each attempt after the first. */
-export function watchSentAgain(onSentAgain?: () => void): SentAgain {
+/** A watch on one request's attempts. */
+export function watchSentAgain(): SentAgain {
   let sentAgain = false;
   return {
     beforeRetry: () => {
       sentAgain = true;
-      onSentAgain?.();
       return Promise.resolve();
     },
     happened: () => sentAgain,

@@ -43,7 +43,7 @@ import {
 import { parse } from './response-shapes.ts';
 import type { ServerClock } from './server-clock.ts';
 import { socketDispatcher } from './socket-dispatcher.ts';
-import { watchSentAgain } from './sent-again.ts';
+import { type SentAgain, watchSentAgain } from './sent-again.ts';
 import { type AnswerBody, streamedRequest } from './streamed-answer.ts';
 import {
   DEFAULT_RETRY_POLICY,
@@ -630,14 +630,14 @@ export class ServiceClient {
   }
 
   /**
-   * Enrolls a device key with a code (§8.1). Each time the request is sent again after a
-   * retryable failure, `onSentAgain` is told first: some of those failures (a connection that
-   * broke before the answer came) may have reached the server, and a 401 to a request sent
-   * again may then be the code used by the one before.
+   * Enrolls a device key with a code (§8.1). `sentAgain` watches whether the request was sent
+   * again after a retryable failure: some of those failures (a connection that broke before the
+   * answer came) may have reached the server, and a 401 to a request sent again may then be the
+   * code used by the one before.
    */
   enroll(
     input: { code: string; pem: string; deviceName?: string },
-    onSentAgain?: () => void,
+    sentAgain: SentAgain = watchSentAgain(),
   ): Promise<EnrollResult> {
     const json = {
       code: input.code,
@@ -651,7 +651,7 @@ export class ServiceClient {
           path: '/auth/enroll',
           auth: { kind: 'none' },
           json,
-          beforeRetry: watchSentAgain(onSentAgain).beforeRetry,
+          beforeRetry: sentAgain.beforeRetry,
         },
         parse.enrollResult,
       ),
