@@ -26,6 +26,11 @@ export type Fault =
    * after a few body bytes. An answer without a body is lost whole.
    */
   | 'cut'
+  /**
+   * The server carries the request out; the connection closes before the answer's status comes,
+   * so the client cannot tell this from a request that never reached the server.
+   */
+  | 'lost'
   /** The server's answer whole, but for its body's last byte, flipped. */
   | 'damage'
   /**
@@ -95,7 +100,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   const forward = (
     incoming: IncomingMessage,
     outgoing: ServerResponse,
-    fault: 'pass' | 'cut' | 'damage' | 'endless' | { cutAfterBytes: number } = 'pass',
+    fault: 'pass' | 'cut' | 'lost' | 'damage' | 'endless' | { cutAfterBytes: number } = 'pass',
   ): void => {
     const upstream = request(
       {
@@ -112,6 +117,11 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         if (fault === 'pass') {
           head();
           answer.pipe(outgoing);
+          return;
+        }
+        if (fault === 'lost') {
+          answer.resume();
+          outgoing.socket?.destroy();
           return;
         }
         if (typeof fault === 'object') {
@@ -205,7 +215,13 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
                 ? { status: 429, retryAfter: 1 }
                 : 'reset';
     }
-    if (fault === 'pass' || fault === 'cut' || fault === 'damage' || fault === 'endless') {
+    if (
+      fault === 'pass' ||
+      fault === 'cut' ||
+      fault === 'lost' ||
+      fault === 'damage' ||
+      fault === 'endless'
+    ) {
       if (fault !== 'pass') injected += 1;
       forward(incoming, outgoing, fault);
       return;

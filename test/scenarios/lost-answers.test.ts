@@ -106,6 +106,17 @@ describe('a login whose answer is lost', () => {
     await engine.createBucket({ name: 'Photos', type: 'backup', storageClass: 'hot' });
   });
 
+  it('is done all the same when the connection breaks before any answer, and the login sent again is refused as the code used', async () => {
+    const { code } = service.addUser('lost@example.org');
+    const engine = newEngine();
+    const before = proxy.injected();
+    proxy.schedule(['lost'], ENROLL);
+    const account = await engine.login({ server: proxy.url, code });
+    expect(proxy.injected() - before).toBe(1);
+    expect(account.email).toBe('lost@example.org');
+    expect(await devicesOf(engine)).toEqual([account.fingerprint]);
+  });
+
   it('is finished by the next login with the same code, when the first gave up', async () => {
     const { code } = service.addUser('gave-up@example.org');
     const engine = newEngine();
