@@ -14,7 +14,7 @@ import { allPackIds } from './store/packs.ts';
 import { releaseCopies, type ReleasedCopies } from './store/released-copies.ts';
 import { compactSparsePacks } from './blocks/pack-compaction.ts';
 import { compactChunkFiles } from './blocks/chunk-file-compaction.ts';
-import { CompactionFailed } from './blocks/compact-each.ts';
+import { CompactionFailed, type PassedOver } from './blocks/compact-each.ts';
 import { isOutOfSpace } from './store/out-of-space.ts';
 import { addEgress } from './store/egress.ts';
 import { touchLastSeen } from './store/device-keys.ts';
@@ -34,11 +34,11 @@ export class ServiceContext {
   /** Set once the server listens, unless `publicUrl` was given. */
   storageHost: string;
   private compaction: Promise<number> | undefined;
-  /** Packs compaction failed on (a damaged file), left alone until the next start. */
-  private readonly uncompactable = new Set<string>();
+  /** Packs compaction failed on (a damaged file), left alone until they change (PassedOver). */
+  private readonly uncompactable: PassedOver = new Map();
   private chunkCompaction: Promise<number> | undefined;
-  /** Files of metadata chunks compaction failed on, left alone until the next start. */
-  private readonly uncompactableChunkFiles = new Set<string>();
+  /** Files of metadata chunks compaction failed on, as `uncompactable`. */
+  private readonly uncompactableChunkFiles: PassedOver = new Map();
   /** A `housekeep` failed since the last sweep. */
   private housekeepingOwed = false;
   /** The rows countEgress and noteSeen changed. */
@@ -274,7 +274,7 @@ export class ServiceContext {
         if ((await compactOne()) === 0) return;
       } catch (error) {
         this.onHousekeepingFailure(error, what);
-        // A file that failed is passed over from now on (compactEach): the loop goes on with
+        // A file that failed is passed over until it changes (PassedOver): the loop goes on with
         // the others. Anything else (the database unreadable, its disk gone) would only fail
         // again.
         if (!(error instanceof CompactionFailed)) return;

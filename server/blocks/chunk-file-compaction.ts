@@ -6,7 +6,7 @@ import {
   moveChunk,
   sparseChunkFiles,
 } from '../store/metadata-chunks.ts';
-import { compactEach } from './compact-each.ts';
+import { compactEach, type PassedOver } from './compact-each.ts';
 
 // Compaction of the files of metadata chunks (metadata-chunk-files.ts), as pack-compaction.ts
 // does for packs: a file whose chunks mostly went with the versions that named them is copied
@@ -24,11 +24,11 @@ export const COMPACT_CHUNK_FILES_BELOW_LIVE_SHARE = 0.5;
 export function compactChunkFiles(
   ctx: ServiceContext,
   max: number,
-  skip: Set<string>,
+  skip: PassedOver,
 ): Promise<number> {
   const sparse = sparseChunkFiles(ctx.db, COMPACT_CHUNK_FILES_BELOW_LIVE_SHARE, max + skip.size);
   return compactEach(
-    sparse.map((file) => file.id),
+    sparse.map((file) => ({ id: file.id, liveBytes: file.live_bytes })),
     max,
     skip,
     (id) => compactChunkFile(ctx, id),

@@ -2,7 +2,7 @@ import type { ServiceContext } from '../context.ts';
 import { blocksInPack, moveBlock } from '../store/stored-blocks.ts';
 import { deletePack, insertPack, sparsePacks } from '../store/packs.ts';
 import type { PackWriter } from './pack-writer.ts';
-import { compactEach } from './compact-each.ts';
+import { compactEach, type PassedOver } from './compact-each.ts';
 import { blockMatchesCid } from './block-matches-cid.ts';
 
 // Compaction: a pack whose blocks were mostly collected (old versions deleted or expired) is
@@ -19,11 +19,11 @@ export const COMPACT_BELOW_LIVE_SHARE = 0.5;
 export function compactSparsePacks(
   ctx: ServiceContext,
   max: number,
-  skip: Set<string>,
+  skip: PassedOver,
 ): Promise<number> {
   const sparse = sparsePacks(ctx.db, COMPACT_BELOW_LIVE_SHARE, max + skip.size);
   return compactEach(
-    sparse.map((pack) => pack.id),
+    sparse.map((pack) => ({ id: pack.id, liveBytes: pack.live_bytes })),
     max,
     skip,
     (id) => compactPack(ctx, id),

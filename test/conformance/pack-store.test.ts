@@ -31,12 +31,12 @@ function stored(block: Block) {
   return storedBlock(service.dataDir, block.cid.toString());
 }
 
-async function readBack(device: TestDevice, block: Block): Promise<Buffer> {
-  const single = await call('GET', `${service.api}/blocks/${block.cid.toString()}`, {
+async function readBack(device: TestDevice, block: Block, on = service): Promise<Buffer> {
+  const single = await call('GET', `${on.api}/blocks/${block.cid.toString()}`, {
     token: device.token(),
   });
   expect(single.status).toBe(200);
-  const car = await call('POST', `${service.api}/blocks/car`, {
+  const car = await call('POST', `${on.api}/blocks/car`, {
     token: device.token(),
     json: [block.cid.toString()],
   });
@@ -48,20 +48,21 @@ async function readBack(device: TestDevice, block: Block): Promise<Buffer> {
 
 /**
  * A pack on `on` of `deadBytes` of the owner's, in a bucket deleted since, and one small block
- * the keeper keeps; returns the kept block.
+ * the keeper keeps (and `alsoKept`, in the same pack); returns the kept block.
  */
 async function sparsePackOn(
   on: TestService,
   devices: { owner: TestDevice; keeper: TestDevice },
   name: string,
   deadBytes: number,
+  alsoKept: Block[] = [],
 ): Promise<Block> {
   const kept = await rawBlock(new Uint8Array(1024).fill(deadBytes % 251));
   const dead = await rawBlock(new Uint8Array(deadBytes).fill(7));
   const ownBucket = await createBucket(on, devices.owner, `${name}-own`);
-  await storeVersion(on, devices.owner, ownBucket, null, [dead, kept]);
+  await storeVersion(on, devices.owner, ownBucket, null, [dead, kept, ...alsoKept]);
   const keptBucket = await createBucket(on, devices.keeper, `${name}-kept`);
-  await storeVersion(on, devices.keeper, keptBucket, null, [kept]);
+  await storeVersion(on, devices.keeper, keptBucket, null, [kept, ...alsoKept]);
   const deleted = await call('DELETE', `${on.api}/buckets/${ownBucket}`, {
     token: devices.owner.token(),
   });
@@ -196,12 +197,13 @@ describe('pack files', () => {
     }
   });
 
-  it('leaves a pack as it is when a block it would copy no longer matches its CID', async () => {
+  it('leaves a pack as it is when a block it would copy no longer matches its CID, until a client sends that block again', async () => {
     const quiet = await startTestService({ sweepIntervalMs: 3_600_000 });
     try {
       const owner = await enrolledDevice(quiet, 'owner@example.org');
       const keeper = await enrolledDevice(quiet, 'keeper@example.org');
-      const kept = await sparsePackOn(quiet, { owner, keeper }, 'rotten', 200 * 1024);
+      const sound = await rawBlock(new Uint8Array(1024).fill(1));
+      const kept = await sparsePackOn(quiet, { owner, keeper }, 'rotten', 200 * 1024, [sound]);
       const cid = kept.cid.toString();
       // A bit flipped on the disk under the one block the compaction would keep.
       damageStoredBlock(quiet.dataDir, cid);
@@ -209,7 +211,8 @@ describe('pack files', () => {
       if (!before?.pack) throw new Error('the block is not in a pack');
       const packBytes = readFileSync(before.file);
 
-      const compaction = quiet.service.ctx.compactPacks();
+      const ctx = quiet.service.ctx;
+      const compaction = ctx.compactPacks();
       await expect(compaction).rejects.toThrow(
         new RegExp(`could not compact 1 pack\\(s\\), left as they are \\(${before.pack}: `),
       );
@@ -217,6 +220,19 @@ describe('pack files', () => {
       // The file that may still be read right (its damage a misread) is kept, and used.
       expect(storedBlock(quiet.dataDir, cid)?.pack).toBe(before.pack);
       expect(readFileSync(before.file).equals(packBytes)).toBe(true);
+      await expect(ctx.compactPacks()).resolves.toBe(0);
+
+      // The keeper's client found it damaged (canopy verify) and sent it again: it lies in
+      // another pack now, and the damaged pack, its other live block sound, is compacted.
+      const keptBucket = await createBucket(quiet, keeper, 'rotten-again');
+      await storeVersion(quiet, keeper, keptBucket, null, [kept]);
+      expect(storedBlock(quiet.dataDir, cid)?.pack).not.toBe(before.pack);
+      await expect(ctx.compactPacks()).resolves.toBe(1);
+      expect(findPack(ctx.db, before.pack)).toBeUndefined();
+      expect(existsSync(before.file)).toBe(false);
+      expect(storedBlock(quiet.dataDir, sound.cid.toString())?.pack).not.toBe(before.pack);
+      for (const block of [kept, sound])
+        expect((await readBack(keeper, block, quiet)).equals(Buffer.from(block.bytes))).toBe(true);
     } finally {
       await quiet.close();
     }
