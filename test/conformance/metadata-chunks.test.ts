@@ -101,7 +101,7 @@ async function twoVersionsSharingATenth(service: TestService, device: TestDevice
   ];
   const second = await metadataCarOf(kept);
   const secondId = await pushCar(service, device, bucketId, firstId, second);
-  return { first, firstId, firstFile, second, secondId };
+  return { bucketId, first, firstId, firstFile, second, secondId };
 }
 
 describe('metadata CARs kept as chunks', () => {
@@ -248,11 +248,14 @@ describe('metadata CARs kept as chunks', () => {
     }
   });
 
-  it.each([
+  for (const { damage, done, told, compactedAgain } of [
     {
       damage: 'cut short',
       done: (bytes: Buffer) => bytes.subarray(0, 10_000),
       told: /cut short/,
+      // Every chunk the second version keeps lay past the cut: stored anew, they leave the file
+      // none, and it goes as a dead file does, without a copy.
+      compactedAgain: 0,
     },
     {
       // In the tenth of its nodes the second version keeps: a chunk the compaction would copy.
@@ -264,16 +267,20 @@ describe('metadata CARs kept as chunks', () => {
           bytes.subarray(150_001),
         ]),
       told: /no longer matches its digest on the disk \(damaged\)/,
+      // Only the damaged chunk is stored anew: the file keeps the others, and is compacted.
+      compactedAgain: 1,
     },
-  ])(
-    'leaves a file of chunks $damage on the disk as it is, and does not try it at every sweep',
-    async ({ damage, done, told }) => {
+  ])
+    it(`leaves a file of chunks ${damage} on the disk as it is, and tries it again only once a client stored its chunks anew`, async () => {
       const dataDir = path.join(scratch, `compaction-${damage.replaceAll(' ', '-')}`);
       // No sweep of its own meanwhile: the calls below are the compactions.
       const service = await startTestService({ dataDir, limits, sweepIntervalMs: 3_600_000 });
       try {
         const ann = await enrolledDevice(service, 'ann@example.org');
-        const { firstId, firstFile } = await twoVersionsSharingATenth(service, ann);
+        const { bucketId, firstId, firstFile, second, secondId } = await twoVersionsSharingATenth(
+          service,
+          ann,
+        );
         const file = path.join(dataDir, 'metadata', 'chunks', firstFile);
         const damaged = done(readFileSync(file));
         writeFileSync(file, damaged);
@@ -292,11 +299,20 @@ describe('metadata CARs kept as chunks', () => {
         // Passed over from then on.
         await expect(ctx.compactChunkFiles()).resolves.toBe(0);
         expect(readdirSync(path.join(dataDir, 'metadata', 'chunks'))).toContain(firstFile);
+
+        // The client found the second version's metadata damaged (canopy verify) and stored it
+        // again: the damaged chunks lie in a new file, and the first file is tried again.
+        const again = await pushCar(service, ann, bucketId, secondId, second);
+        await expect(ctx.compactChunkFiles()).resolves.toBe(compactedAgain);
+        ctx.retireDeadChunkFiles();
+        expect(readdirSync(path.join(dataDir, 'metadata', 'chunks'))).not.toContain(firstFile);
+        const secondCar = Buffer.from(second.car);
+        for (const id of [secondId, again])
+          expect(Buffer.from((await pull(service, ann, id)).bytes).equals(secondCar)).toBe(true);
       } finally {
         await service.close();
       }
-    },
-  );
+    });
 
   it('hands out a chunk damaged on the disk as the disk has it, for the client to find', async () => {
     const dataDir = path.join(scratch, 'damaged');
