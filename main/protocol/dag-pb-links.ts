@@ -41,7 +41,11 @@ export class DagPbLinks {
   /** Where each link's name starts in the bytes, and its length (0 with no name). */
   readonly nameAt: number[] = [];
   readonly nameLength: number[] = [];
-  /** The UnixFS type of the node read last (UNIXFS_TYPES), -1 when its Data names none. */
+  /**
+   * The UnixFS type of the node read last (UNIXFS_TYPES), -1 when its Data names none: the Type
+   * its Data holds first, where Canopy writes it. ipfs-unixfs takes a Type given again later
+   * instead; a reader that must agree with it looks for one (restore/quick-shape.ts).
+   */
   unixfsType = -1;
   /** Where the UnixFS Data of the node read last lies in its bytes; length -1 with none. */
   dataAt = 0;
@@ -115,8 +119,14 @@ export class DagPbLinks {
     let tsize = 0;
     let nameAt = 0;
     let nameLength = 0;
+    /** The last field read (its tag), 0 before any: each comes once, in the order of tags. */
+    let last = 0;
     while (this.cursor.at < end) {
       const tag = this.varint();
+      // Hash first, then Name, then Tsize, as @ipld/dag-pb takes them: a link of fields out
+      // of order or given twice is no node to it.
+      if (tag <= last || (last === 0 && tag !== LINK_HASH_TAG)) return false;
+      last = tag;
       if (tag === LINK_TSIZE_TAG) {
         tsize = this.varint();
         if (tsize < 0) return false;
