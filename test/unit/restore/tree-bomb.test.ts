@@ -85,6 +85,25 @@ async function refusal(work: () => unknown): Promise<EngineError> {
 }
 
 describe('a version whose tree stands for more than its manifest states', () => {
+  it('is refused when its folders name themselves files first, which the count must not take', async () => {
+    // UnixFS Data giving its Type twice, raw then directory: ipfs-unixfs takes the last, so the
+    // walk meets folders; a count that took the first would see one empty file, as stated.
+    const nodes = new MetadataNodes();
+    let root = await folderOfOneFile(nodes);
+    for (let level = 0; level < 12; level++)
+      root = await putNode(nodes, {
+        Data: Uint8Array.of(0x08, 0x00, 0x08, 0x01),
+        Links: [
+          { Name: 'a', Hash: root, Tsize: 0 },
+          { Name: 'b', Hash: root, Tsize: 0 },
+        ],
+      });
+    const target = path.join(scratch, 'typed-twice');
+    const error = await refusal(() => restoreInto(target, treeOf(nodes, root, 1, 0)));
+    expect(error.message).toContain(`its tree holds ${2 ** 12} files`);
+    expect(readdirSync(target)).toEqual([]);
+  });
+
   it('is refused by a restore, which writes nothing', async () => {
     const nodes = new MetadataNodes();
     const root = await doublingChain(nodes, 30, await folderOfOneFile(nodes));
