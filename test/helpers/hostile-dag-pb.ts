@@ -3,13 +3,7 @@ import fc from 'fast-check';
 // dag-pb nodes made field by field, for the hand-written readers of nodes (DagPbLinks,
 // quickShapeOf) to be checked against @ipld/dag-pb and ipfs-unixfs: fields in any order and
 // number, of the wire type they should have or another, then bytes changed, cut and put in, as
-// a damaged or hostile node has them. DAG_PB_SEED=N DAG_PB_RUNS=N try other nodes.
-
-/** The runs of a property over hostile nodes: the same nodes every time, unless asked. */
-export const HOSTILE_NODE_RUNS = {
-  seed: Number(process.env['DAG_PB_SEED'] ?? 20261203),
-  numRuns: Number(process.env['DAG_PB_RUNS'] ?? 20_000),
-};
+// a damaged or hostile node has them.
 
 /** A protobuf varint. */
 export function varint(value: number): number[] {

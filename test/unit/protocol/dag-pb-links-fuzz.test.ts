@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import * as dagPb from '@ipld/dag-pb';
 import fc from 'fast-check';
 import { DagPbLinks } from '../../../main/protocol/index.ts';
-import { HOSTILE_NODE_RUNS, hostileDagPb } from '../../helpers/hostile-dag-pb.ts';
+import { hostileDagPb } from '../../helpers/hostile-dag-pb.ts';
+import { HOSTILE_INPUT_RUNS } from '../../helpers/hostile-runs.ts';
 
 // DagPbLinks reads dag-pb nodes by hand, for speed, and hands anything it does not take to
 // @ipld/dag-pb. A node it reads must therefore be one @ipld/dag-pb reads too, with the same
@@ -44,7 +45,7 @@ describe('DagPbLinks against @ipld/dag-pb', () => {
             Buffer.from(bytes.subarray(links.dataAt, links.dataAt + links.dataLength)),
           ).toEqual(Buffer.from(decoded.Data));
       }),
-      HOSTILE_NODE_RUNS,
+      HOSTILE_INPUT_RUNS,
     );
   });
 });

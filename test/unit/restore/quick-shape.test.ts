@@ -6,7 +6,8 @@ import { DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../../../main/protocol/ind
 import { quickShapeOf, shapeOfNodeQuickly } from '../../../main/restore/quick-shape.ts';
 import { shapeOfNode, type NodeLookup } from '../../../main/restore/walk-tree.ts';
 import fc from 'fast-check';
-import { HOSTILE_NODE_RUNS, hostileDagPb, unixfsData } from '../../helpers/hostile-dag-pb.ts';
+import { hostileDagPb, unixfsData } from '../../helpers/hostile-dag-pb.ts';
+import { HOSTILE_INPUT_RUNS } from '../../helpers/hostile-runs.ts';
 
 /** Nodes by CID, as a version's tree holds them. */
 class Nodes implements NodeLookup {
@@ -131,7 +132,7 @@ describe('quickShapeOf', () => {
         if (!(whole instanceof Error))
           expect(whole, Buffer.from(bytes).toString('hex')).toEqual(quick);
       }),
-      HOSTILE_NODE_RUNS,
+      HOSTILE_INPUT_RUNS,
     );
   });
 });
