@@ -7,6 +7,8 @@ import { oneLeafFileNode, plainFolderNode } from '../../../main/packer/node-byte
 import { balanced } from 'ipfs-unixfs-importer/layout';
 import { cidText, DAG_PB_CODEC, RAW_CODEC, sha256CidOf } from '../../../main/protocol/index.ts';
 import { memoryBlockstore } from '../../helpers/memory-blockstore.ts';
+import fc from 'fast-check';
+import { HOSTILE_INPUT_RUNS } from '../../helpers/hostile-runs.ts';
 
 // The nodes written byte by byte must be those the UnixFS and dag-pb libraries make, for every
 // mode, time and size a file system gives: one byte off and every CID above it changes.
@@ -112,5 +114,39 @@ describe('plainFolderNode', () => {
     expect([...jsOrder].sort()).toEqual(jsOrder);
     expect(plainFolderNode(meta, linksOf(jsOrder))).toBeUndefined();
     expect(plainFolderNode(meta, linksOf(['b', 'a']))).toBeUndefined();
+  });
+
+  it('writes the bytes the libraries give for any names, mode and time a folder has', () => {
+    const byUtf8 = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+    const names = fc.uniqueArray(fc.string({ unit: 'grapheme', minLength: 1, maxLength: 8 }), {
+      maxLength: 12,
+    });
+    const meta = fc.record({
+      mode: fc.nat({ max: 0o7777 }),
+      mtime: fc.record({
+        // ipfs-unixfs writes some seconds from 2^31 on wrong (main/packer/unixfs-data.ts, whose
+        // tests check those).
+        secs: fc.bigInt({ min: -(2n ** 31n), max: 2n ** 31n - 1n }),
+        nsecs: fc.nat({ max: 999_999_999 }),
+      }),
+    });
+    fc.assert(
+      fc.property(meta, names, (folder, given) => {
+        const sorted = [...given].sort(byUtf8);
+        const links = linksOf(sorted);
+        const reference = referenceFolderNode(folder, links);
+        const ours = plainFolderNode(folder, links);
+        expect(Buffer.from(ours?.bytes ?? []).toString('hex')).toBe(
+          Buffer.from(reference.bytes).toString('hex'),
+        );
+        expect(ours?.size).toBe(reference.size);
+        // Given in another order, they are left to dag-pb to sort.
+        const inOrder = given.every(
+          (name, index) => index === 0 || byUtf8(given[index - 1]!, name) < 0,
+        );
+        expect(plainFolderNode(folder, linksOf(given)) === undefined).toBe(!inOrder);
+      }),
+      { seed: HOSTILE_INPUT_RUNS.seed, numRuns: Math.ceil(HOSTILE_INPUT_RUNS.numRuns / 10) },
+    );
   });
 });
