@@ -17,10 +17,11 @@ const VARINT = 0;
 const FIXED64 = 1;
 const LENGTH_DELIMITED = 2;
 const FIXED32 = 5;
-/** UnixFS Data fields (ipfs-unixfs's PBData) read here: Type, Data, Blocksizes, Mtime. */
+/** UnixFS Data fields (ipfs-unixfs's PBData) read here: Type, Data, Blocksizes, Mode, Mtime. */
 const TYPE_FIELD = 1;
 const DATA_FIELD = 2;
 const BLOCKSIZES_FIELD = 4;
+const MODE_FIELD = 7;
 const MTIME_FIELD = 8;
 /**
  * The wire type of each field of PBData, by number (1 to 8). ipfs-unixfs's decoder (protons)
@@ -38,8 +39,6 @@ const WIRE_OF_FIELD = [
   VARINT,
   LENGTH_DELIMITED,
 ];
-/** PBData's fields of 32 bits (Type, an enum, and Mode), read as protons reads them. */
-const MODE_FIELD = 7;
 /** UnixTime's fields, as tags: Seconds (1, a varint) and FractionalNanoseconds (2, fixed32). */
 const SECONDS_TAG = (1 << 3) | VARINT;
 const NANOSECONDS_TAG = (2 << 3) | FIXED32;
@@ -85,6 +84,7 @@ function fileSizeIn(bytes: Uint8Array, start: number, end: number): number | und
     if (field < WIRE_OF_FIELD.length && wire !== WIRE_OF_FIELD[field]) return undefined;
     if (field === TYPE_FIELD && !first) return undefined;
     if (wire === VARINT) {
+      // Type (an enum) and Mode are fields of 32 bits, which protons reads as uint32At does.
       const value =
         field === TYPE_FIELD || field === MODE_FIELD
           ? uint32At(bytes, cursor, end)
