@@ -35,6 +35,23 @@ export async function carBytes(
   return new Uint8Array(Buffer.concat(chunks));
 }
 
+/** A CARv2 around `inner`: pragma, header, `padding` zero bytes, the CARv1, then index bytes. */
+export function carV2(inner: Uint8Array, padding: number): Uint8Array {
+  const pragma = Buffer.from('0aa16776657273696f6e02', 'hex');
+  const header = Buffer.alloc(40);
+  const dataOffset = pragma.length + 40 + padding;
+  header.writeBigUInt64LE(BigInt(dataOffset), 16);
+  header.writeBigUInt64LE(BigInt(inner.length), 24);
+  header.writeBigUInt64LE(BigInt(dataOffset + inner.length), 32);
+  return Buffer.concat([
+    pragma,
+    header,
+    Buffer.alloc(padding),
+    inner,
+    Buffer.from('index bytes are ignored'),
+  ]);
+}
+
 /** A metadata CAR: a dag-cbor manifest as its single root (the content does not matter here). */
 export async function metadataCar(
   label = 'test',

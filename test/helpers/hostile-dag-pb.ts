@@ -1,20 +1,15 @@
 import fc from 'fast-check';
+import { encodeVarint } from '../../main/protocol/index.ts';
+import { byteChanges, changed } from './byte-damage.ts';
 
 // dag-pb nodes made field by field, for the hand-written readers of nodes (DagPbLinks,
 // quickShapeOf) to be checked against @ipld/dag-pb and ipfs-unixfs: fields in any order and
 // number, of the wire type they should have or another, then bytes changed, cut and put in, as
 // a damaged or hostile node has them.
 
-/** A protobuf varint. */
+/** A protobuf varint (the same LEB128 as a CAR's). */
 export function varint(value: number): number[] {
-  const out: number[] = [];
-  let rest = value;
-  while (rest >= 0x80) {
-    out.push((rest % 0x80) | 0x80);
-    rest = Math.floor(rest / 0x80);
-  }
-  out.push(rest);
-  return out;
+  return [...encodeVarint(value)];
 }
 
 /** A length-delimited field: tag, length, bytes. */
@@ -126,18 +121,5 @@ export function hostileDagPb(data: fc.Arbitrary<number[]>): fc.Arbitrary<Uint8Ar
       .map(([first, links]) => [...(first ?? []), ...links.flat()]),
     fc.array(nodeField, { maxLength: 5 }).map((all) => all.flat()),
   );
-  const mutation = fc.oneof(
-    fc.tuple(fc.constant('set' as const), fc.nat(), fc.integer({ min: 0, max: 255 })),
-    fc.tuple(fc.constant('cut' as const), fc.nat(), fc.nat({ max: 4 })),
-    fc.tuple(fc.constant('insert' as const), fc.nat(), fc.integer({ min: 0, max: 255 })),
-  );
-  return fc.tuple(fields, fc.array(mutation, { maxLength: 2 })).map(([bytes, mutations]) => {
-    for (const [kind, at, value] of mutations) {
-      const where = at % (bytes.length + 1);
-      if (kind === 'set' && where < bytes.length) bytes[where] = value;
-      else if (kind === 'cut') bytes.splice(where, value);
-      else if (kind === 'insert') bytes.splice(where, 0, value);
-    }
-    return Uint8Array.from(bytes);
-  });
+  return fc.tuple(fields, byteChanges(2)).map(([bytes, changes]) => changed(bytes, changes));
 }

@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import { CarReader } from '@ipld/car/reader';
 import fc from 'fast-check';
 import { CarFormatError, readCar, type CarItem } from '../../../main/protocol/index.ts';
-import { carBytes, cborBlock, rawBlock, type Block } from '../../helpers/cars.ts';
+import { carBytes, carV2, cborBlock, rawBlock, type Block } from '../../helpers/cars.ts';
+import { byteChanges, changed } from '../../helpers/byte-damage.ts';
 import { HOSTILE_INPUT_RUNS } from '../../helpers/hostile-runs.ts';
 
 // readCar reads CARs by hand, from a stream, for shards and metadata a server or client sends.
@@ -13,31 +14,15 @@ import { HOSTILE_INPUT_RUNS } from '../../helpers/hostile-runs.ts';
 // of its own making. The CARs here are written by @ipld/car, then cut, spliced and flipped, and
 // arrive in chunks of any size.
 
-/** A CARv2 around `inner`: pragma, header, padding, the CARv1, and an index it ignores. */
-function carV2(inner: Uint8Array, padding: number): Uint8Array {
-  const pragma = Buffer.from('0aa16776657273696f6e02', 'hex');
-  const header = Buffer.alloc(40);
-  const dataOffset = pragma.length + 40 + padding;
-  header.writeBigUInt64LE(BigInt(dataOffset), 16);
-  header.writeBigUInt64LE(BigInt(inner.length), 24);
-  header.writeBigUInt64LE(BigInt(dataOffset + inner.length), 32);
-  return Buffer.concat([pragma, header, Buffer.alloc(padding), inner, Buffer.from('index')]);
-}
-
 const block = fc.oneof(
   fc.uint8Array({ maxLength: 40 }).map((bytes) => rawBlock(bytes)),
   fc.dictionary(fc.string({ maxLength: 4 }), fc.integer()).map((value) => cborBlock(value)),
-);
-const mutation = fc.oneof(
-  fc.tuple(fc.constant('set' as const), fc.nat(), fc.integer({ min: 0, max: 255 })),
-  fc.tuple(fc.constant('cut' as const), fc.nat(), fc.nat({ max: 6 })),
-  fc.tuple(fc.constant('insert' as const), fc.nat(), fc.integer({ min: 0, max: 255 })),
 );
 const car = fc.record({
   blocks: fc.array(block, { maxLength: 4 }),
   roots: fc.nat({ max: 2 }),
   v2Padding: fc.option(fc.nat({ max: 8 })),
-  mutations: fc.array(mutation, { maxLength: 3 }),
+  changes: byteChanges(3),
   chunk: fc.integer({ min: 1, max: 64 }),
 });
 
@@ -49,14 +34,7 @@ async function carOf(input: CarInput): Promise<Uint8Array> {
     blocks.slice(0, input.roots).map((each) => each.cid),
     blocks,
   );
-  const bytes = [...(input.v2Padding === null ? v1 : carV2(v1, input.v2Padding))];
-  for (const [kind, at, value] of input.mutations) {
-    const where = at % (bytes.length + 1);
-    if (kind === 'set' && where < bytes.length) bytes[where] = value;
-    else if (kind === 'cut') bytes.splice(where, value);
-    else if (kind === 'insert') bytes.splice(where, 0, value);
-  }
-  return Uint8Array.from(bytes);
+  return changed(input.v2Padding === null ? v1 : carV2(v1, input.v2Padding), input.changes);
 }
 
 // eslint-disable-next-line @typescript-eslint/require-await -- a stream source, async by contract

@@ -8,7 +8,7 @@ import {
   type CarItem,
   UncheckedCarBlock,
 } from '../../../main/protocol/index.ts';
-import { carBytes, cborBlock, rawBlock } from '../../helpers/cars.ts';
+import { carBytes, carV2, cborBlock, rawBlock } from '../../helpers/cars.ts';
 
 // eslint-disable-next-line @typescript-eslint/require-await -- a stream source, async by contract
 async function* chunked(bytes: Uint8Array, size: number): AsyncGenerator<Uint8Array> {
@@ -21,22 +21,6 @@ async function readAll(bytes: Uint8Array, allowV2 = false, chunk = 7): Promise<C
   for await (const item of readCar(chunked(bytes, chunk), { maxBlockBytes: 4096, allowV2 }))
     items.push(item);
   return items;
-}
-
-function carV2(inner: Uint8Array, padding: number): Uint8Array {
-  const pragma = Buffer.from('0aa16776657273696f6e02', 'hex');
-  const header = Buffer.alloc(40);
-  const dataOffset = pragma.length + 40 + padding;
-  header.writeBigUInt64LE(BigInt(dataOffset), 16);
-  header.writeBigUInt64LE(BigInt(inner.length), 24);
-  header.writeBigUInt64LE(BigInt(dataOffset + inner.length), 32);
-  return Buffer.concat([
-    pragma,
-    header,
-    Buffer.alloc(padding),
-    inner,
-    Buffer.from('index bytes are ignored'),
-  ]);
 }
 
 describe('readCar', () => {
