@@ -1,4 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { sha256Of } from '../../main/protocol/index.ts';
 import {
   closeSync,
   fdatasyncSync,
@@ -114,7 +115,7 @@ export class MetadataChunkFiles {
               `metadata chunk ${chunk.digest.toString('hex')} is cut short on the disk`,
             );
           // As for packs (pack-compaction.ts): the old file goes, so only what is whole is copied.
-          if (!createHash('sha256').update(bytes).digest().equals(chunk.digest))
+          if (!sha256Of(bytes).equals(chunk.digest))
             throw new Error(
               `metadata chunk ${chunk.digest.toString('hex')} no longer matches its digest on the disk (damaged)`,
             );
@@ -171,7 +172,7 @@ export class MetadataChunkFiles {
           // Unreadable (EIO, its file gone): as damaged, the copy that came takes its place.
           return false;
         }
-        return createHash('sha256').update(bytes).digest().equals(location.digest);
+        return sha256Of(bytes).equals(location.digest);
       },
       close() {
         for (const fd of fds.values()) closeSync(fd);
@@ -262,7 +263,7 @@ export class MetadataChunkFiles {
           throw new Error(
             `metadata chunk ${chunk.digest.toString('hex')} is cut short on the disk`,
           );
-        if (!createHash('sha256').update(bytes).digest().equals(chunk.digest)) onDamaged(chunk);
+        if (!sha256Of(bytes).equals(chunk.digest)) onDamaged(chunk);
         yield bytes;
       }
     } finally {
